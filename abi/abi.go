@@ -1,0 +1,205 @@
+package abi
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Version is an ABI version: Major selects the namespace, Minor counts
+// additive changes within it.
+type Version struct {
+	Major int `json:"major"`
+	Minor int `json:"minor"`
+}
+
+func (v Version) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
+
+// Served lists the ABI versions this contract defines, newest first.
+var Served = []Version{{Major: 1, Minor: 0}}
+
+// Serves reports whether major is one of the served ABI majors.
+func Serves(major int) bool {
+	return slices.ContainsFunc(Served, func(v Version) bool { return v.Major == major })
+}
+
+// ServedList renders Served for error messages, e.g. "1.0".
+func ServedList() string {
+	s := make([]string, len(Served))
+	for i, v := range Served {
+		s[i] = v.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// Import module names the host serves.
+const (
+	// ModuleOpenwop is the openwop RFC 0008 import namespace.
+	ModuleOpenwop = "openwop"
+	// ModuleHostV1 is packrun's own host-service namespace, major 1.
+	ModuleHostV1 = "packrun:host/v1"
+	// ModuleWASI is the WASI preview1 namespace, served as a sandboxed shim.
+	ModuleWASI = "wasi_snapshot_preview1"
+)
+
+// Guest export names.
+const (
+	ExportMemory     = "memory"
+	ExportABIVersion = "openwop_abi_version"
+	ExportPackName   = "openwop_pack_name"
+	ExportNodeCount  = "openwop_node_count"
+	ExportNodeIDAt   = "openwop_node_id_at"
+	ExportAlloc      = "openwop_alloc"
+	ExportFree       = "openwop_free"
+	ExportNodeInvoke = "openwop_node_invoke"
+	// ExportInitialize is the reactor initialiser (C -mexec-model=reactor,
+	// Go -buildmode=c-shared). When present the host calls it once, before
+	// any other export.
+	ExportInitialize = "_initialize"
+)
+
+// Import names in namespace ModuleOpenwop.
+const (
+	ImportLog          = "openwop_log"
+	ImportNowMs        = "openwop_now_ms"
+	ImportRandom       = "openwop_random"
+	ImportVariableGet  = "openwop_variable_get"
+	ImportVariableSet  = "openwop_variable_set"
+	ImportChannelRead  = "openwop_channel_read"
+	ImportChannelWrite = "openwop_channel_write"
+	ImportInterrupt    = "openwop_interrupt"
+)
+
+// ValueType is a WebAssembly value type as used by this ABI.
+type ValueType byte
+
+const (
+	I32 ValueType = 0x7f
+	I64 ValueType = 0x7e
+)
+
+func (t ValueType) String() string {
+	switch t {
+	case I32:
+		return "i32"
+	case I64:
+		return "i64"
+	}
+	return fmt.Sprintf("0x%02x", byte(t))
+}
+
+// Results describes what a function returns. PtrLen results accept either
+// encoding; the others must match exactly.
+type Results int
+
+const (
+	ResultsNone   Results = iota // ()
+	ResultsI32                   // (i32)
+	ResultsI64                   // (i64)
+	ResultsPtrLen                // (i32 i32) or (i64)
+)
+
+func (r Results) String() string {
+	switch r {
+	case ResultsNone:
+		return "()"
+	case ResultsI32:
+		return "(i32)"
+	case ResultsI64:
+		return "(i64)"
+	case ResultsPtrLen:
+		return "(i32 i32) or (i64)"
+	}
+	return "?"
+}
+
+// Func is the signature of one export or import of the ABI.
+type Func struct {
+	Name    string
+	Params  []ValueType
+	Results Results
+	// Required marks exports a node-pack module must provide.
+	Required bool
+	// Doc is a one-line description, shown by `packrun inspect --host`.
+	Doc string
+}
+
+// Signature renders the function type, e.g. "(i32 i32) -> (i32)".
+func (f Func) Signature() string {
+	p := make([]string, len(f.Params))
+	for i, t := range f.Params {
+		p[i] = t.String()
+	}
+	return "(" + strings.Join(p, " ") + ") -> " + f.Results.String()
+}
+
+var (
+	i32   = []ValueType{I32}
+	i32x2 = []ValueType{I32, I32}
+	i32x3 = []ValueType{I32, I32, I32}
+	i32x4 = []ValueType{I32, I32, I32, I32}
+)
+
+// Exports is the guest export set of ABI v1 (openwop RFC 0008), besides
+// the "memory" export which every module must have.
+var Exports = []Func{
+	{Name: ExportABIVersion, Results: ResultsI32, Required: true, Doc: "the ABI major the module was built for"},
+	{Name: ExportPackName, Results: ResultsPtrLen, Required: true, Doc: "UTF-8 pack name"},
+	{Name: ExportNodeCount, Results: ResultsI32, Required: true, Doc: "number of nodes"},
+	{Name: ExportNodeIDAt, Params: i32, Results: ResultsPtrLen, Required: true, Doc: "UTF-8 typeId of node i"},
+	{Name: ExportAlloc, Params: i32, Results: ResultsI32, Required: true, Doc: "allocate size bytes, return ptr"},
+	{Name: ExportFree, Params: i32x2, Results: ResultsNone, Required: true, Doc: "free (ptr, size)"},
+	{Name: ExportNodeInvoke, Params: i32x3, Results: ResultsPtrLen, Required: true, Doc: "invoke node i with request (ptr,len); returns response (ptr,len)"},
+	{Name: ExportInitialize, Results: ResultsNone, Doc: "reactor initialiser, called once before anything else"},
+}
+
+// OpenwopImports is the import set of namespace ModuleOpenwop in ABI v1.
+var OpenwopImports = []Func{
+	{Name: ImportLog, Params: i32x3, Results: ResultsNone, Doc: "(level, ptr, len): log a UTF-8 message at level 0..4"},
+	{Name: ImportNowMs, Results: ResultsI64, Doc: "host clock, Unix milliseconds (recorded)"},
+	{Name: ImportRandom, Params: i32x2, Results: ResultsI32, Doc: "(ptr, len): fill with bytes seeded by (runId, nodeId, attempt); status"},
+	{Name: ImportVariableGet, Params: i32x2, Results: ResultsPtrLen, Doc: "(name) -> JSON value, (0,0) when unset"},
+	{Name: ImportVariableSet, Params: i32x4, Results: ResultsI32, Doc: "(name, JSON value) -> status"},
+	{Name: ImportChannelRead, Params: i32x2, Results: ResultsPtrLen, Doc: "(channel) -> JSON array of values written so far"},
+	{Name: ImportChannelWrite, Params: i32x4, Results: ResultsI32, Doc: "(channel, JSON value) -> status"},
+	{Name: ImportInterrupt, Params: i32x2, Results: ResultsPtrLen, Doc: "(JSON payload) -> resume value; suspends the invocation until resumed"},
+}
+
+// Lookup finds a function by name in set.
+func Lookup(set []Func, name string) (Func, bool) {
+	i := slices.IndexFunc(set, func(f Func) bool { return f.Name == name })
+	if i < 0 {
+		return Func{}, false
+	}
+	return set[i], true
+}
+
+// PackPtrLen encodes (ptr,len) as the packed i64 form.
+func PackPtrLen(ptr, length uint32) uint64 { return uint64(length)<<32 | uint64(ptr) }
+
+// UnpackPtrLen decodes the packed i64 form.
+func UnpackPtrLen(v uint64) (ptr, length uint32) { return uint32(v), uint32(v >> 32) }
+
+// Log levels accepted by openwop_log.
+const (
+	LogTrace = 0
+	LogDebug = 1
+	LogInfo  = 2
+	LogWarn  = 3
+	LogError = 4
+)
+
+// LogLevelName names a level; unknown levels are reported as "info".
+func LogLevelName(level int32) string {
+	switch level {
+	case LogTrace:
+		return "trace"
+	case LogDebug:
+		return "debug"
+	case LogWarn:
+		return "warn"
+	case LogError:
+		return "error"
+	}
+	return "info"
+}

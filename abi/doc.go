@@ -1,0 +1,24 @@
+// Package abi is the packrun host ABI v1 contract: the exports a node-pack
+// module provides, the imports the host serves, the JSON envelopes exchanged
+// through guest memory, the status codes, the error codes the host reports,
+// and the version rules.
+//
+// It is a leaf package: it imports nothing else from this repository, so guest
+// SDKs, tools and other hosts can depend on it alone.
+//
+// # Versions
+//
+// A major version is a namespace: a breaking change creates a new one
+// (packrun:host/v2) and a host may serve several at once. Adding a function
+// to a namespace is a minor version; a pack declares the minor it needs and a
+// host refuses a pack that needs a newer minor than it serves.
+//
+// # Buffers
+//
+// Every (ptr,len) pair may be encoded either as two i32 results (multi-value)
+// or as one i64 with ptr in the low 32 bits and len in the high 32 bits
+// (packed). The host decides per function from the declared signature.
+// Buffers are owned by whoever allocated them; the host frees what a module
+// returned with openwop_free, and allocates what it hands to a module with
+// openwop_alloc.
+package abi

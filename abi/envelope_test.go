@@ -1,0 +1,114 @@
+package abi
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func TestAppendRequestMatchesEncodingJSON(t *testing.T) {
+	cases := []Request{
+		{ABIVersion: 1, NodeContext: NodeContext{RunID: "r", NodeID: "n", TenantID: "t", Attempt: 1}, Inputs: json.RawMessage(`{"name":"x"}`)},
+		{ABIVersion: 1, NodeContext: NodeContext{RunID: "<a&b>\"\\\n\t\x01", NodeID: "é\u2028\u2029", TenantID: "\xff", Attempt: -3}, Inputs: json.RawMessage(`[1,2]`)},
+		{ABIVersion: 1, NodeContext: NodeContext{Configurable: json.RawMessage(`{"a":1}`), Agent: json.RawMessage(`{"agentId":"x"}`)}, Inputs: json.RawMessage(`{}`)},
+	}
+	for _, c := range cases {
+		want, err := json.Marshal(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendRequest(nil, &c); string(got) != string(want) {
+			t.Errorf("AppendRequest:\n got %s\nwant %s", got, want)
+		}
+	}
+}
+
+func FuzzAppendRequest(f *testing.F) {
+	f.Add("run", "node", "tenant", 1)
+	f.Add("\xff\x00<>&\u2028", "\"\\", "", -1)
+	f.Fuzz(func(t *testing.T, run, node, tenant string, attempt int) {
+		r := Request{ABIVersion: 1, NodeContext: NodeContext{RunID: run, NodeID: node, TenantID: tenant, Attempt: attempt}, Inputs: json.RawMessage(`{}`)}
+		want, _ := json.Marshal(&r)
+		if got := AppendRequest(nil, &r); string(got) != string(want) {
+			t.Fatalf("got %s want %s", got, want)
+		}
+	})
+}
+
+func TestDecodeResponse(t *testing.T) {
+	cases := []struct {
+		name    string
+		in      string
+		want    Outcome
+		wantErr error
+	}{
+		{"completed", `{"outcome":"completed","output":{"a":1}}`, Completed, nil},
+		{"completed without output", `{"outcome":"completed"}`, Completed, nil},
+		{"suspended", `{"outcome":"suspended","interrupt":{"q":1}}`, Suspended, nil},
+		{"failed", `{"outcome":"failed","error":{"code":"x","message":"m"}}`, Failed, nil},
+		{"truncated", `{"outcome":"completed","output":`, "", ErrResponseJSON},
+		{"empty", ``, "", ErrResponseJSON},
+		{"trailing", `{"outcome":"completed"} {}`, "", ErrResponseJSON},
+		{"bad utf8", "{\"outcome\":\"completed\",\"output\":\"\xff\"}", "", ErrResponseUTF8},
+		{"unknown outcome", `{"outcome":"done"}`, "", ErrResponseEnvelope},
+		{"missing outcome", `{"output":1}`, "", ErrResponseEnvelope},
+		{"suspended without interrupt", `{"outcome":"suspended"}`, "", ErrResponseEnvelope},
+		{"failed without code", `{"outcome":"failed","error":{}}`, "", ErrResponseEnvelope},
+		{"wrong type", `{"outcome":7}`, "", ErrResponseEnvelope},
+		{"unknown field", `{"outcome":"completed","extra":1}`, "", ErrResponseEnvelope},
+		{"not an object", `[1]`, "", ErrResponseEnvelope},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := DecodeResponse([]byte(c.in))
+			if !errors.Is(err, c.wantErr) {
+				t.Fatalf("err = %v, want %v", err, c.wantErr)
+			}
+			if r.Outcome != c.want {
+				t.Fatalf("outcome = %q, want %q", r.Outcome, c.want)
+			}
+		})
+	}
+}
+
+func FuzzDecodeResponse(f *testing.F) {
+	for _, s := range []string{`{"outcome":"completed","output":{}}`, `{"outcome":"failed","error":{"code":"c"}}`, `{"outcome":"suspended","interrupt":1}`, "\xff", `{`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeResponse(b)
+		if err != nil {
+			if !errors.Is(err, ErrResponseUTF8) && !errors.Is(err, ErrResponseJSON) && !errors.Is(err, ErrResponseEnvelope) {
+				t.Fatalf("untyped error %v", err)
+			}
+			return
+		}
+		switch r.Outcome {
+		case Completed, Suspended, Failed:
+		default:
+			t.Fatalf("accepted outcome %q", r.Outcome)
+		}
+		if !json.Valid(b) {
+			t.Fatalf("accepted invalid JSON %q", b)
+		}
+	})
+}
+
+func TestPtrLenRoundTrip(t *testing.T) {
+	for _, c := range [][2]uint32{{0, 0}, {1, 2}, {0xffffffff, 0x7fffffff}, {1024, 0xffffffff}} {
+		p, l := UnpackPtrLen(PackPtrLen(c[0], c[1]))
+		if p != c[0] || l != c[1] {
+			t.Errorf("round trip %v -> %d,%d", c, p, l)
+		}
+	}
+}
+
+func TestSignatures(t *testing.T) {
+	f, ok := Lookup(Exports, ExportNodeInvoke)
+	if !ok || f.Signature() != "(i32 i32 i32) -> (i32 i32) or (i64)" {
+		t.Fatalf("node_invoke signature %q", f.Signature())
+	}
+	if !Serves(1) || Serves(999) {
+		t.Fatal("Serves")
+	}
+}

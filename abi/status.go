@@ -1,0 +1,55 @@
+package abi
+
+// Status is the i32 a host function returns to the guest. A module treats any
+// unknown non-zero status as failure. New codes are only ever added.
+type Status int32
+
+const (
+	StatusOK               Status = 0
+	StatusAccessDenied     Status = 1
+	StatusValidation       Status = 10
+	StatusNotFound         Status = 11
+	StatusCapabilityBreach Status = 20
+	StatusHostError        Status = 99
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusAccessDenied:
+		return "access_denied"
+	case StatusValidation:
+		return "validation_error"
+	case StatusNotFound:
+		return "not_found"
+	case StatusCapabilityBreach:
+		return "capability_breach"
+	case StatusHostError:
+		return "host_error"
+	}
+	return "unknown"
+}
+
+// Error codes the host puts in a failed outcome it produces itself (as
+// opposed to a failure the module reported). They are stable strings.
+const (
+	CodeTrap                = "trap"                   // the module trapped (unreachable, bad memory access, ...)
+	CodeStackExhausted      = "stack_exhausted"        // call stack overflow
+	CodeExit                = "module_exit"            // the module called WASI proc_exit
+	CodeCapBreached         = "cap_breached"           // a limit was hit; see the cap.breached event
+	CodeResponseOutOfBounds = "response_out_of_bounds" // (ptr,len) outside guest memory
+	CodeResponseUTF8        = "response_invalid_utf8"  // response bytes are not UTF-8
+	CodeResponseJSON        = "response_invalid_json"  // response bytes are not JSON
+	CodeResponseEnvelope    = "response_invalid_envelope"
+	CodeAllocFailed         = "alloc_failed" // openwop_alloc returned 0 or an out-of-range buffer
+	CodeHostError           = "host_error"
+)
+
+// Cap kinds carried by cap.breached events.
+const (
+	CapMemory    = "wasm-memory"
+	CapTime      = "wasm-execution-time"
+	CapOutput    = "output-size"
+	CapHostCalls = "host-calls"
+)

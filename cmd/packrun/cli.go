@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes (the CLI contract in DESIGN.md).
+const (
+	exitOK        = 0
+	exitOther     = 1
+	exitFailed    = 2
+	exitSuspended = 3
+	exitBreached  = 4
+	exitRefused   = 5
+	exitUsage     = 64
+)
+
+// exitError carries the exit code a command wants; its message (if any) is
+// printed as one line on stderr.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+
+func withCode(code int, err error) error { return &exitError{code: code, err: err} }
+
+func usageError(format string, args ...any) error {
+	return withCode(exitUsage, fmt.Errorf(format, args...))
+}
+
+// app holds what every command shares.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	home           string
+	logLevel       string
+	log            hclog.Logger
+}
+
+// run is the whole program: it never panics on bad input and returns the
+// process exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	code := exitOther
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.code
+	case isUsage(err):
+		code = exitUsage
+	}
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintf(stderr, "packrun: %s\n", oneLine(msg))
+		if code == exitUsage {
+			fmt.Fprintln(stderr, "Run 'packrun --help' for usage.")
+		}
+	}
+	return code
+}
+
+// isUsage recognises cobra's own argument and flag errors.
+func isUsage(err error) bool {
+	s := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "flag needs an argument", "invalid argument", "accepts ", "requires at least", "requires exactly", "required flag"} {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "packrun",
+		Short: "Run WebAssembly skills, sensors and node packs in a sandbox",
+		Long: `packrun runs skills, sensors and node packs compiled to WebAssembly under wazero,
+with memory and time limits and a versioned host ABI (openwop RFC 0008 + packrun:host/v1).
+
+Exit codes: 0 completed, 2 failed (including traps), 3 suspended, 4 limit breached,
+5 refused at load, 64 usage error, 1 anything else.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return a.setup()
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitUsage, err) })
+	root.PersistentFlags().StringVar(&a.home, "home", "", "data directory (default $PACKRUN_HOME or ~/.packrun)")
+	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "warn", "log level: trace, debug, info, warn, error, off")
+	root.AddCommand(a.invokeCommand(), a.inspectCommand(), a.versionCommand())
+	return root
+}
+
+func (a *app) setup() error {
+	lvl := hclog.LevelFromString(a.logLevel)
+	if lvl == hclog.NoLevel {
+		return usageError("--log-level %q: want trace, debug, info, warn, error or off", a.logLevel)
+	}
+	a.log = hclog.New(&hclog.LoggerOptions{Name: "packrun", Level: lvl, Output: a.stderr})
+	if a.home == "" {
+		a.home = os.Getenv("PACKRUN_HOME")
+	}
+	if a.home == "" {
+		dir, err := os.UserHomeDir()
+		if err != nil {
+			return fmt.Errorf("cannot find a home directory; set --home or PACKRUN_HOME: %w", err)
+		}
+		a.home = filepath.Join(dir, ".packrun")
+	}
+	return nil
+}
+
+func (a *app) cacheDir() string { return filepath.Join(a.home, "cache") }
+
+func (a *app) versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the packrun version and the ABI versions it serves",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(a.stdout, "packrun %s (host ABI %s)\n", version(), abiList())
+			return nil
+		},
+	}
+}

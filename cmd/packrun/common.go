@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/runtime"
+)
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+func abiList() string { return abi.ServedList() }
+
+// newRuntime opens a runtime with the compilation cache under the home.
+func (a *app) newRuntime(ctx context.Context, poolSize int) (*runtime.Runtime, error) {
+	cfg := runtime.NewConfig().WithCacheDir(a.cacheDir()).WithPoolSize(poolSize)
+	return runtime.New(ctx, cfg)
+}
+
+// loadModule reads and loads a module file. On error the runtime is closed.
+func (a *app) loadModule(ctx context.Context, path string, l runtime.Limits, poolSize int) (*runtime.Runtime, *runtime.Module, error) {
+	wasm, err := readFileLimited(path, 256<<20)
+	if err != nil {
+		return nil, nil, withCode(exitUsage, err)
+	}
+	rt, err := a.newRuntime(ctx, poolSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := rt.Load(ctx, wasm, runtime.LoadOptions{Name: path, Limits: l})
+	if err != nil {
+		rt.Close(ctx)
+		return nil, nil, err
+	}
+	return rt, m, nil
+}
+
+// parseSize parses a byte size: 65536, 64KiB, 16MiB, 1GiB, 100MB, 10kB.
+func parseSize(s string) (uint64, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && (t[i] >= '0' && t[i] <= '9') {
+		i++
+	}
+	if i == 0 {
+		return 0, fmt.Errorf("%q is not a size (e.g. 16MiB)", s)
+	}
+	n, err := strconv.ParseUint(t[:i], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a size (e.g. 16MiB)", s)
+	}
+	units := map[string]uint64{
+		"": 1, "b": 1,
+		"k": 1 << 10, "kib": 1 << 10, "kb": 1000,
+		"m": 1 << 20, "mib": 1 << 20, "mb": 1000 * 1000,
+		"g": 1 << 30, "gib": 1 << 30, "gb": 1000 * 1000 * 1000,
+	}
+	mult, ok := units[strings.ToLower(strings.TrimSpace(t[i:]))]
+	if !ok {
+		return 0, fmt.Errorf("%q: unknown unit %q (use B, KiB, MiB, GiB, KB, MB, GB)", s, t[i:])
+	}
+	if n > (1<<63)/mult {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return n * mult, nil
+}
+
+var limitsNone runtime.Limits

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) inspectCommand() *cobra.Command {
+	var asJSON, host bool
+	cmd := &cobra.Command{
+		Use:   "inspect <module.wasm> | --host",
+		Short: "Describe a module (ABI, pack name, nodes, imports, exports, memory) or this host",
+		Example: `  packrun inspect examples/hello-c/hello.wasm
+  packrun inspect --host --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if host && len(args) != 0 {
+				return usageError("inspect --host takes no module")
+			}
+			if !host && len(args) != 1 {
+				return usageError("inspect needs one module path, or --host")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if host {
+				rt, err := a.newRuntime(ctx, 0)
+				if err != nil {
+					return err
+				}
+				defer rt.Close(ctx)
+				h := rt.Host()
+				if asJSON {
+					return writeJSON(a.stdout, h)
+				}
+				w := a.stdout
+				fmt.Fprintf(w, "engine:       %s\n", h.Engine)
+				fmt.Fprintf(w, "ABI versions: %s\n", strings.Join(h.ABIVersions, ", "))
+				fmt.Fprintf(w, "cache:        %s\n", h.CacheDir)
+				fmt.Fprintf(w, "limits:       memory %s, timeout %dms, output %s, host calls %d (max: memory %s, timeout %dms, output %s, host calls %d)\n",
+					human(h.Limits.MemoryBytes), h.Limits.TimeoutMs, human(h.Limits.OutputBytes), h.Limits.HostCalls,
+					human(h.MaxLimits.MemoryBytes), h.MaxLimits.TimeoutMs, human(h.MaxLimits.OutputBytes), h.MaxLimits.HostCalls)
+				for _, ns := range h.Namespaces {
+					fmt.Fprintf(w, "namespace %s:\n", ns.Name)
+					for _, f := range ns.Functions {
+						fmt.Fprintf(w, "  %s\n", f)
+					}
+				}
+				return nil
+			}
+			rt, m, err := a.loadModule(ctx, args[0], limitsNone, 0)
+			if err != nil {
+				return a.refused(err, asJSON)
+			}
+			defer rt.Close(ctx)
+			defer m.Close(ctx)
+			info := m.Info()
+			if asJSON {
+				return writeJSON(a.stdout, info)
+			}
+			w := a.stdout
+			fmt.Fprintf(w, "module:   %s (%s, sha256 %s)\n", args[0], human(uint64(info.Size)), info.SHA256)
+			fmt.Fprintf(w, "pack:     %s\n", info.PackName)
+			fmt.Fprintf(w, "ABI:      %d (%s returns %s)\n", info.ABIVersion, "openwop_node_invoke", info.Encoding["openwop_node_invoke"])
+			fmt.Fprintf(w, "nodes:    %s\n", strings.Join(info.Nodes, ", "))
+			fmt.Fprintf(w, "imports:  %s\n", orNone(info.Imports))
+			fmt.Fprintf(w, "exports:  %s\n", strings.Join(info.Exports, ", "))
+			maxPages := "none"
+			if info.MemoryMaxPages > 0 {
+				maxPages = fmt.Sprint(info.MemoryMaxPages)
+			}
+			fmt.Fprintf(w, "memory:   %d pages minimum, maximum %s (limit %s)\n", info.MemoryMinPages, maxPages, human(info.Limits.MemoryBytes))
+			fmt.Fprintf(w, "reactor:  %v\n", info.Reactor)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&host, "host", false, "describe this host instead of a module")
+	return cmd
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "(none)"
+	}
+	return strings.Join(s, ", ")
+}
+
+func human(n uint64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
+}

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/runtime"
+)
+
+type invokeFlags struct {
+	input     string
+	json      bool
+	maxMemory string
+	timeout   time.Duration
+	maxOutput string
+	hostCalls int
+	runID     string
+	nodeID    string
+	tenant    string
+	attempt   int
+	resume    []string
+}
+
+func (a *app) invokeCommand() *cobra.Command {
+	var f invokeFlags
+	cmd := &cobra.Command{
+		Use:   "invoke <module.wasm> [typeId]",
+		Short: "Invoke a node of a module and print its output",
+		Long: `Invoke one node of a WebAssembly node-pack module on a fresh instance.
+
+typeId may be omitted when the module has one node. The node's output JSON is
+printed on stdout; with --json one object describes the whole invocation:
+{"outcome","output","error","interrupt","events","logs","durationMs",...}.
+
+A suspended node (openwop_interrupt) exits 3 and prints its interrupt payload;
+invoke again with --resume VALUE (repeatable, one per interrupt) to resume it.`,
+		Example: `  packrun invoke examples/hello-c/hello.wasm --input '{"name":"Ada"}'
+  packrun invoke hello.wasm example.hello --input @input.json --json --max-memory 16MiB --timeout 200ms`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			node := ""
+			if len(args) == 2 {
+				node = args[1]
+			}
+			return a.invoke(cmd, args[0], node, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.input, "input", "{}", "node input: JSON text, @FILE, or @- for stdin")
+	fl.BoolVar(&f.json, "json", false, "print one JSON object describing the invocation")
+	fl.StringVar(&f.maxMemory, "max-memory", "", "linear memory limit, e.g. 16MiB (default 128MiB)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit, e.g. 200ms (default 30s)")
+	fl.StringVar(&f.maxOutput, "max-output", "", "response size limit, e.g. 1MiB (default 16MiB)")
+	fl.IntVar(&f.hostCalls, "max-host-calls", 0, "host-call limit per invocation (default 1000000)")
+	fl.StringVar(&f.runID, "run-id", "", "run id (seeds openwop_random with node id and attempt)")
+	fl.StringVar(&f.nodeID, "node-id", "", "node id within the run (default: the typeId)")
+	fl.StringVar(&f.tenant, "tenant", "default", "tenant id")
+	fl.IntVar(&f.attempt, "attempt", 1, "attempt number")
+	fl.StringArrayVar(&f.resume, "resume", nil, "JSON value returned by the next openwop_interrupt (repeatable)")
+	return cmd
+}
+
+func (a *app) limits(maxMemory string, timeout time.Duration, maxOutput string, hostCalls int) (runtime.Limits, error) {
+	var l runtime.Limits
+	var err error
+	if maxMemory != "" {
+		if l.MemoryBytes, err = parseSize(maxMemory); err != nil {
+			return l, usageError("--max-memory: %v", err)
+		}
+	}
+	if maxOutput != "" {
+		if l.OutputBytes, err = parseSize(maxOutput); err != nil {
+			return l, usageError("--max-output: %v", err)
+		}
+	}
+	if timeout < 0 {
+		return l, usageError("--timeout must be positive")
+	}
+	if hostCalls < 0 {
+		return l, usageError("--max-host-calls must be positive")
+	}
+	l.Timeout, l.HostCalls = timeout, hostCalls
+	return l, nil
+}
+
+func (a *app) readInput(spec string) (json.RawMessage, error) {
+	var b []byte
+	var err error
+	switch {
+	case spec == "@-":
+		b, err = io.ReadAll(io.LimitReader(a.stdin, maxInputBytes+1))
+	case strings.HasPrefix(spec, "@"):
+		b, err = readFileLimited(spec[1:], maxInputBytes)
+	default:
+		b = []byte(spec)
+	}
+	if err != nil {
+		return nil, usageError("--input: %v", err)
+	}
+	if len(b) > maxInputBytes {
+		return nil, usageError("--input: larger than %d bytes", maxInputBytes)
+	}
+	if !json.Valid(b) {
+		return nil, usageError("--input: not valid JSON")
+	}
+	return b, nil
+}
+
+const maxInputBytes = 64 << 20
+
+func readFileLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+	}
+	return b, nil
+}
+
+// invokeJSON is the --json shape of an invocation.
+type invokeJSON struct {
+	Outcome     string             `json:"outcome"`
+	Node        string             `json:"node,omitempty"`
+	Output      json.RawMessage    `json:"output"`
+	Error       any                `json:"error"`
+	Interrupt   json.RawMessage    `json:"interrupt"`
+	Events      []runtime.Event    `json:"events"`
+	Logs        []runtime.LogEntry `json:"logs"`
+	Stdout      string             `json:"stdout"`
+	Stderr      string             `json:"stderr"`
+	Truncated   []string           `json:"truncated,omitempty"`
+	HostCalls   int                `json:"hostCalls"`
+	MemoryBytes uint64             `json:"memoryBytes"`
+	DurationMs  float64            `json:"durationMs"`
+}
+
+// refusalJSON is the --json shape of a module refused at load.
+type refusalJSON struct {
+	Code    string   `json:"code"`
+	Message string   `json:"message"`
+	Items   []string `json:"items,omitempty"`
+}
+
+func (a *app) invoke(cmd *cobra.Command, path, node string, f invokeFlags) error {
+	ctx := cmd.Context()
+	limits, err := a.limits(f.maxMemory, f.timeout, f.maxOutput, f.hostCalls)
+	if err != nil {
+		return err
+	}
+	input, err := a.readInput(f.input)
+	if err != nil {
+		return err
+	}
+	var resume []json.RawMessage
+	for _, r := range f.resume {
+		if !json.Valid([]byte(r)) {
+			return usageError("--resume %q: not valid JSON", r)
+		}
+		resume = append(resume, json.RawMessage(r))
+	}
+	rt, m, err := a.loadModule(ctx, path, limits, 0)
+	if err != nil {
+		return a.refused(err, f.json)
+	}
+	defer rt.Close(ctx)
+	defer m.Close(ctx)
+
+	res, err := m.Invoke(ctx, runtime.Invocation{
+		Node: node, Input: input, RunID: f.runID, NodeID: f.nodeID, TenantID: f.tenant,
+		Attempt: f.attempt, Resume: resume,
+	})
+	if err != nil {
+		if errors.Is(err, runtime.ErrUnknownNode) {
+			return withCode(exitUsage, err)
+		}
+		return err
+	}
+	a.log.Debug("invoked", "module", path, "node", res.Node, "outcome", res.Outcome, "duration", res.Duration, "hostCalls", res.HostCalls)
+	if f.json {
+		return a.printInvokeJSON(res)
+	}
+	a.relayGuestOutput(res)
+	switch res.Outcome {
+	case abi.Completed:
+		fmt.Fprintf(a.stdout, "%s\n", res.Output)
+		return nil
+	case abi.Suspended:
+		fmt.Fprintf(a.stdout, "%s\n", res.Interrupt)
+		return withCode(exitSuspended, fmt.Errorf("node %s suspended; resume with --resume '<json>'", res.Node))
+	}
+	if b := res.Breach(); b != nil {
+		return withCode(exitBreached, fmt.Errorf("node %s: %s limit breached: limit %d, observed %d", res.Node, b.Kind, b.Limit, b.Observed))
+	}
+	return withCode(exitFailed, fmt.Errorf("node %s failed: %s", res.Node, res.Error))
+}
+
+func (a *app) relayGuestOutput(res *runtime.Result) {
+	g := a.log.Named("guest").With("node", res.Node)
+	for _, l := range res.Logs {
+		switch l.Level {
+		case "trace":
+			g.Trace(l.Message)
+		case "debug":
+			g.Debug(l.Message)
+		case "warn":
+			g.Warn(l.Message)
+		case "error":
+			g.Error(l.Message)
+		default:
+			g.Info(l.Message)
+		}
+	}
+	if len(res.Stdout) > 0 {
+		g.Info("stdout", "text", string(res.Stdout))
+	}
+	if len(res.Stderr) > 0 {
+		g.Info("stderr", "text", string(res.Stderr))
+	}
+}
+
+func (a *app) printInvokeJSON(res *runtime.Result) error {
+	out := invokeJSON{
+		Outcome: string(res.Outcome), Node: res.Node, Output: res.Output, Interrupt: res.Interrupt,
+		Events: res.Events, Logs: res.Logs, Stdout: string(res.Stdout), Stderr: string(res.Stderr),
+		Truncated: res.Truncated, HostCalls: res.HostCalls, MemoryBytes: res.MemoryBytes,
+		DurationMs: float64(res.Duration.Microseconds()) / 1000,
+	}
+	if res.Error != nil {
+		out.Error = res.Error
+	}
+	if out.Events == nil {
+		out.Events = []runtime.Event{}
+	}
+	if out.Logs == nil {
+		out.Logs = []runtime.LogEntry{}
+	}
+	if err := writeJSON(a.stdout, out); err != nil {
+		return err
+	}
+	switch {
+	case res.Outcome == abi.Completed:
+		return nil
+	case res.Outcome == abi.Suspended:
+		return withCode(exitSuspended, nil)
+	case res.Breach() != nil:
+		return withCode(exitBreached, nil)
+	}
+	return withCode(exitFailed, nil)
+}
+
+// refused reports a load failure: exit 4 when initialisation hit a limit,
+// 5 for any other refusal.
+func (a *app) refused(err error, asJSON bool) error {
+	le, ok := errors.AsType[*runtime.LoadError](err)
+	if !ok {
+		return err
+	}
+	code := exitRefused
+	if le.Breach != nil {
+		code = exitBreached
+	}
+	if asJSON {
+		out := map[string]any{
+			"outcome": "refused",
+			"error":   refusalJSON{Code: le.Code, Message: le.Error(), Items: le.Items},
+			"events":  []runtime.Event{},
+		}
+		if le.Breach != nil {
+			out["events"] = []runtime.Event{*le.Breach}
+		}
+		if werr := writeJSON(a.stdout, out); werr != nil {
+			return werr
+		}
+	}
+	return withCode(code, fmt.Errorf("refused: %w", err))
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}

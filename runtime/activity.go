@@ -1,0 +1,165 @@
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/packrun/packrun/abi"
+)
+
+// activity is what an instance is doing right now: being prepared, or serving
+// one invocation. Host functions, WASI sources and the memory allocator all
+// report into the current activity, which is how limits, captured output and
+// breaches stay per invocation even though the instance was created earlier.
+type activity struct {
+	limits   Limits
+	deadline time.Time
+	cancel   context.CancelCauseFunc
+	// deterministic activities (preparation) see a fixed clock and a random
+	// stream seeded from the module digest, so a prepared instance's state
+	// never depends on when or where it was prepared.
+	deterministic bool
+	fakeNanos     int64
+
+	calls  int
+	breach *Event
+	// failure is set by a host function that decided the invocation fails
+	// (for example, the guest's allocator returned an unusable buffer).
+	failure *abi.Error
+
+	clock func() time.Time
+	rng   *rand.ChaCha8
+
+	logs   []LogEntry
+	logCap capture // byte budget for log messages
+	stdout capture
+	stderr capture
+
+	state     RunState
+	resume    []json.RawMessage
+	resumed   int
+	interrupt json.RawMessage
+}
+
+var (
+	// errAbort is panicked by host functions to stop the guest at once after
+	// recording why on the activity; wazero recovers it and the call returns.
+	errAbort = errors.New("packrun: invocation aborted by host")
+	// errBreached is the cancel cause used when a limit is hit outside a
+	// host function (memory growth), so close-on-context-done stops the guest.
+	errBreached = errors.New("packrun: limit breached")
+	// errTimeout is the deadline cause of an invocation's own time limit.
+	errTimeout = errors.New("packrun: execution time limit")
+)
+
+func newActivity(l Limits, clock func() time.Time) *activity {
+	return &activity{
+		limits: l,
+		clock:  clock,
+		logCap: capture{limit: l.CaptureBytes},
+		stdout: capture{limit: l.CaptureBytes},
+		stderr: capture{limit: l.CaptureBytes},
+	}
+}
+
+// seedFor derives the random stream of an invocation from (runId, nodeId,
+// attempt): the same triple always yields the same bytes.
+func seedFor(runID, nodeID string, attempt int) [32]byte {
+	h := sha256.New()
+	var n [8]byte
+	for _, s := range []string{"packrun/openwop_random/v1", runID, nodeID} {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	binary.LittleEndian.PutUint64(n[:], uint64(int64(attempt)))
+	h.Write(n[:])
+	var seed [32]byte
+	h.Sum(seed[:0])
+	return seed
+}
+
+// count charges one host call and aborts the guest when the budget is spent.
+func (a *activity) count() {
+	a.calls++
+	if a.calls > a.limits.HostCalls {
+		a.hit(Event{Type: EventCapBreached, Kind: abi.CapHostCalls, Limit: int64(a.limits.HostCalls), Observed: int64(a.calls)})
+		panic(errAbort)
+	}
+}
+
+// hit records the first breach and cancels the activity's context so that a
+// guest still running is closed by wazero.
+func (a *activity) hit(e Event) {
+	if a.breach == nil {
+		a.breach = &e
+	}
+	if a.cancel != nil {
+		a.cancel(errBreached)
+	}
+}
+
+func (a *activity) fail(code, msg string) {
+	if a.failure == nil {
+		a.failure = &abi.Error{Code: code, Message: msg}
+	}
+	panic(errAbort)
+}
+
+func (a *activity) now() time.Time {
+	if a.deterministic {
+		return time.Unix(0, 0)
+	}
+	return a.clock()
+}
+
+func (a *activity) nanotime() int64 {
+	if a.deterministic {
+		a.fakeNanos += 1000
+		return a.fakeNanos
+	}
+	return a.clock().UnixNano()
+}
+
+func (a *activity) log(level int32, msg string) {
+	// Each entry is charged its bookkeeping too, so a flood of empty
+	// messages is bounded like a flood of long ones.
+	if !a.logCap.take(len(msg) + logEntryOverhead) {
+		return
+	}
+	a.logs = append(a.logs, LogEntry{Level: abi.LogLevelName(level), Message: msg})
+}
+
+const logEntryOverhead = 32
+
+// capture keeps at most limit bytes and remembers that it dropped some.
+type capture struct {
+	buf       []byte
+	used      int
+	limit     int
+	truncated bool
+}
+
+func (c *capture) take(n int) bool {
+	if c.used+n > c.limit {
+		c.truncated = true
+		return false
+	}
+	c.used += n
+	return true
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	room := c.limit - len(c.buf)
+	if room < len(p) {
+		c.truncated = true
+		p = p[:max(room, 0)]
+	}
+	c.buf = append(c.buf, p...)
+	return len(p), nil
+}

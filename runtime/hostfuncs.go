@@ -1,0 +1,227 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/packrun/packrun/abi"
+)
+
+// Per-call bounds on what a guest may hand to a host function.
+const (
+	maxLogMessage   = 64 << 10
+	maxRandomBytes  = 64 << 10
+	maxNameBytes    = 1 << 10
+	maxValueBytes   = 1 << 20
+	maxInterruptLen = 1 << 20
+)
+
+type stateKey struct{}
+
+func stateOf(ctx context.Context) *instState { return ctx.Value(stateKey{}).(*instState) }
+
+// openwopHostModule builds the "openwop" import namespace for variant v.
+// Host functions never panic except with errAbort after recording on the
+// activity why the guest must stop; failures a guest can handle are status
+// codes.
+func openwopHostModule(rt wazero.Runtime, v variant) wazero.HostModuleBuilder {
+	b := rt.NewHostModuleBuilder(abi.ModuleOpenwop)
+	i32 := api.ValueTypeI32
+	i64 := api.ValueTypeI64
+	ptrLen := func(name string) []api.ValueType {
+		for i, n := range ptrLenImports {
+			if n == name && v&(1<<i) != 0 {
+				return []api.ValueType{i32, i32}
+			}
+		}
+		return []api.ValueType{i64}
+	}
+	fn := func(name string, f api.GoModuleFunc, params, results []api.ValueType) {
+		b.NewFunctionBuilder().WithGoModuleFunction(f, params, results).Export(name)
+	}
+	fn(abi.ImportLog, hostLog, []api.ValueType{i32, i32, i32}, nil)
+	fn(abi.ImportNowMs, hostNowMs, nil, []api.ValueType{i64})
+	fn(abi.ImportRandom, hostRandom, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	fn(abi.ImportVariableGet, hostVariableGet, []api.ValueType{i32, i32}, ptrLen(abi.ImportVariableGet))
+	fn(abi.ImportVariableSet, hostVariableSet, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32})
+	fn(abi.ImportChannelRead, hostChannelRead, []api.ValueType{i32, i32}, ptrLen(abi.ImportChannelRead))
+	fn(abi.ImportChannelWrite, hostChannelWrite, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32})
+	fn(abi.ImportInterrupt, hostInterrupt, []api.ValueType{i32, i32}, ptrLen(abi.ImportInterrupt))
+	return b
+}
+
+// begin charges a host call and returns the calling instance's state and
+// current activity.
+func begin(ctx context.Context) (*instState, *activity) {
+	st := stateOf(ctx)
+	a := st.act
+	a.count()
+	return st, a
+}
+
+// read copies guest bytes [ptr, ptr+n), or reports false when they are out of
+// range or longer than limit.
+func read(mod api.Module, ptr, n uint32, limit int) ([]byte, bool) {
+	if int(n) > limit {
+		return nil, false
+	}
+	b, ok := mod.Memory().Read(ptr, n)
+	if !ok {
+		return nil, false
+	}
+	return append([]byte(nil), b...), true
+}
+
+func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
+	_, a := begin(ctx)
+	level, ptr, n := int32(stack[0]), uint32(stack[1]), uint32(stack[2])
+	if n > maxLogMessage {
+		n = maxLogMessage
+	}
+	msg, ok := mod.Memory().Read(ptr, n)
+	if !ok {
+		a.fail(abi.CodeTrap, "openwop_log: message out of bounds")
+	}
+	a.log(level, strings.ToValidUTF8(string(msg), "\uFFFD"))
+}
+
+func hostNowMs(ctx context.Context, _ api.Module, stack []uint64) {
+	_, a := begin(ctx)
+	stack[0] = uint64(a.now().UnixMilli())
+}
+
+func hostRandom(ctx context.Context, mod api.Module, stack []uint64) {
+	_, a := begin(ctx)
+	ptr, n := uint32(stack[0]), uint32(stack[1])
+	if n > maxRandomBytes {
+		stack[0] = uint64(abi.StatusValidation)
+		return
+	}
+	buf, ok := mod.Memory().Read(ptr, n)
+	if !ok {
+		stack[0] = uint64(abi.StatusValidation)
+		return
+	}
+	a.rng.Read(buf)
+	stack[0] = uint64(abi.StatusOK)
+}
+
+func hostVariableGet(ctx context.Context, mod api.Module, stack []uint64) {
+	st, a := begin(ctx)
+	name, ok := read(mod, uint32(stack[0]), uint32(stack[1]), maxNameBytes)
+	var v json.RawMessage
+	if ok && a.state != nil {
+		v, _ = a.state.Variable(string(name))
+	}
+	st.returnBytes(ctx, abi.ImportVariableGet, stack, v)
+}
+
+func hostVariableSet(ctx context.Context, mod api.Module, stack []uint64) {
+	_, a := begin(ctx)
+	stack[0] = uint64(setValue(a, mod, stack, func(name string, v json.RawMessage) error {
+		return a.state.SetVariable(name, v)
+	}))
+}
+
+func hostChannelRead(ctx context.Context, mod api.Module, stack []uint64) {
+	st, a := begin(ctx)
+	name, ok := read(mod, uint32(stack[0]), uint32(stack[1]), maxNameBytes)
+	var v json.RawMessage
+	if ok && a.state != nil {
+		v = a.state.ReadChannel(string(name))
+	}
+	st.returnBytes(ctx, abi.ImportChannelRead, stack, v)
+}
+
+func hostChannelWrite(ctx context.Context, mod api.Module, stack []uint64) {
+	_, a := begin(ctx)
+	stack[0] = uint64(setValue(a, mod, stack, func(name string, v json.RawMessage) error {
+		return a.state.WriteChannel(name, v)
+	}))
+}
+
+// setValue reads (name, JSON value) from the guest and stores it.
+func setValue(a *activity, mod api.Module, stack []uint64, store func(string, json.RawMessage) error) abi.Status {
+	if a.state == nil {
+		return abi.StatusHostError
+	}
+	name, ok := read(mod, uint32(stack[0]), uint32(stack[1]), maxNameBytes)
+	if !ok || len(name) == 0 || !utf8.Valid(name) {
+		return abi.StatusValidation
+	}
+	val, ok := read(mod, uint32(stack[2]), uint32(stack[3]), maxValueBytes)
+	if !ok || !json.Valid(val) {
+		return abi.StatusValidation
+	}
+	if err := store(string(name), val); err != nil {
+		return abi.StatusHostError
+	}
+	return abi.StatusOK
+}
+
+// hostInterrupt returns the next resume value if the caller supplied one;
+// otherwise it records the payload and suspends the invocation.
+func hostInterrupt(ctx context.Context, mod api.Module, stack []uint64) {
+	st, a := begin(ctx)
+	if a.deterministic {
+		a.fail(abi.CodeHostError, "openwop_interrupt called while the module was initialising")
+	}
+	if a.resumed < len(a.resume) {
+		v := a.resume[a.resumed]
+		a.resumed++
+		st.returnBytes(ctx, abi.ImportInterrupt, stack, v)
+		return
+	}
+	payload, ok := read(mod, uint32(stack[0]), uint32(stack[1]), maxInterruptLen)
+	if !ok || !utf8.Valid(payload) || !json.Valid(payload) {
+		a.fail(abi.CodeResponseEnvelope, "openwop_interrupt: payload is not a JSON value within bounds")
+	}
+	a.interrupt = payload
+	panic(errAbort)
+}
+
+// returnBytes hands v to the guest in a buffer from its openwop_alloc and
+// writes (ptr,len) in the encoding the import was declared with. A nil v is
+// returned as (0,0).
+func (st *instState) returnBytes(ctx context.Context, name string, stack []uint64, v []byte) {
+	var ptr uint32
+	if len(v) > 0 {
+		ptr = st.guestAlloc(ctx, v)
+	}
+	n := uint32(len(v))
+	if st.m.eng.v.multi(name) {
+		stack[0], stack[1] = uint64(ptr), uint64(n)
+	} else {
+		stack[0] = abi.PackPtrLen(ptr, n)
+	}
+}
+
+func (v variant) multi(name string) bool {
+	for i, n := range ptrLenImports {
+		if n == name {
+			return v&(1<<i) != 0
+		}
+	}
+	return false
+}
+
+// guestAlloc copies b into a buffer obtained from the guest's openwop_alloc.
+func (st *instState) guestAlloc(ctx context.Context, b []byte) uint32 {
+	if st.inst == nil {
+		st.act.fail(abi.CodeHostError, "host call returning a buffer made from the start function")
+	}
+	res, err := st.inst.alloc.Call(ctx, uint64(len(b)))
+	if err != nil {
+		panic(err) // the guest trapped inside its allocator: propagate the trap
+	}
+	ptr := uint32(res[0])
+	if ptr == 0 || !st.inst.mod.Memory().Write(ptr, b) {
+		st.act.fail(abi.CodeAllocFailed, "openwop_alloc returned an unusable buffer")
+	}
+	return ptr
+}

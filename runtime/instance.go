@@ -1,0 +1,185 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/packrun/packrun/abi"
+)
+
+// instance is one instantiated module, used by at most one invocation at a
+// time and, unless the module opted in to reuse, by exactly one.
+type instance struct {
+	mod                 api.Module
+	alloc, free, invoke api.Function
+	st                  *instState
+}
+
+// instState is the per-instance data host functions reach through the call
+// context. act is swapped for each activity (preparation, then invocation).
+type instState struct {
+	m    *Module
+	inst *instance
+	mem  *linearMemory
+	act  *activity
+}
+
+func (i *instance) close() { _ = i.mod.Close(context.Background()) }
+
+// memoryBytes is the largest size the instance's linear memory reached.
+func (i *instance) memoryBytes() uint64 {
+	if i.st.mem == nil {
+		return 0
+	}
+	return i.st.mem.peak
+}
+
+// newInstance instantiates the module and runs its initialisers under a
+// deterministic activity bounded by the module's limits. The result has
+// never served an invocation.
+func (m *Module) newInstance(ctx context.Context) (*instance, error) {
+	st := &instState{m: m}
+	a := newActivity(m.limits, m.rt.cfg.clock)
+	a.deterministic = true
+	a.rng = rand.NewChaCha8(m.prepSeed)
+	st.act = a
+
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, m.limits.Timeout, errTimeout)
+	defer cancelTimeout()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	a.cancel = cancel
+	a.deadline, _ = ctx.Deadline()
+	ctx = context.WithValue(ctx, stateKey{}, st)
+	ctx = experimental.WithMemoryAllocator(ctx, st)
+
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions().
+		WithStdin(eofReader{}).
+		WithStdout(captureWriter{st, false}).
+		WithStderr(captureWriter{st, true}).
+		WithWalltime(st.walltime, sys.ClockResolution(time.Microsecond)).
+		WithNanotime(st.nanotime, sys.ClockResolution(1)).
+		WithNanosleep(st.nanosleep).
+		WithOsyield(func() {}).
+		WithRandSource(randReader{st})
+	mod, err := m.eng.rt.InstantiateModule(ctx, m.compiled, cfg)
+	if err == nil && m.reactor {
+		_, err = mod.ExportedFunction(abi.ExportInitialize).Call(ctx)
+	}
+	if err != nil {
+		if mod != nil {
+			mod.Close(context.Background())
+		}
+		return nil, initError(ctx, a, err)
+	}
+	inst := &instance{
+		mod:    mod,
+		alloc:  mod.ExportedFunction(abi.ExportAlloc),
+		free:   mod.ExportedFunction(abi.ExportFree),
+		invoke: mod.ExportedFunction(abi.ExportNodeInvoke),
+		st:     st,
+	}
+	st.inst = inst
+	st.act = nil
+	return inst, nil
+}
+
+// initError explains a failure while instantiating or initialising.
+func initError(ctx context.Context, a *activity, err error) *LoadError {
+	le := &LoadError{Code: CodeInitFailed, Err: err}
+	switch {
+	case a.breach != nil:
+		le.Breach = a.breach
+		le.Msg = fmt.Sprintf("initialisation hit the %s limit (%d, observed %d)", a.breach.Kind, a.breach.Limit, a.breach.Observed)
+	case errors.Is(context.Cause(ctx), errTimeout):
+		e := Event{Type: EventCapBreached, Kind: abi.CapTime, Limit: a.limits.Timeout.Milliseconds(), Observed: a.limits.Timeout.Milliseconds()}
+		le.Breach = &e
+		le.Msg = fmt.Sprintf("initialisation did not finish within %s", a.limits.Timeout)
+	case a.failure != nil:
+		le.Msg = "initialisation failed: " + a.failure.Error()
+	default:
+		le.Msg = "initialisation failed: " + firstLine(err)
+	}
+	return le
+}
+
+// firstLine trims wazero's multi-line trap messages (with stack traces) to
+// their first line.
+func firstLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimSuffix(s, " (recovered by wazero)")
+}
+
+// WASI sources. They run inside WASI host functions, so they may panic with
+// errAbort exactly like openwop host functions.
+
+func (st *instState) walltime() (int64, int32) {
+	a := st.act
+	a.count()
+	t := a.now()
+	return t.Unix(), int32(t.Nanosecond())
+}
+
+func (st *instState) nanotime() int64 {
+	a := st.act
+	a.count()
+	return a.nanotime()
+}
+
+// nanosleep sleeps at most until the activity's deadline; once it passes,
+// close-on-context-done stops the guest when the host function returns.
+func (st *instState) nanosleep(ns int64) {
+	a := st.act
+	a.count()
+	if a.deterministic {
+		a.fakeNanos += ns
+		return
+	}
+	d := min(time.Duration(ns), time.Until(a.deadline))
+	if d > 0 {
+		time.Sleep(d)
+	}
+}
+
+type randReader struct{ st *instState }
+
+func (r randReader) Read(p []byte) (int, error) {
+	a := r.st.act
+	a.count()
+	return a.rng.Read(p)
+}
+
+type captureWriter struct {
+	st     *instState
+	stderr bool
+}
+
+func (w captureWriter) Write(p []byte) (int, error) {
+	a := w.st.act
+	a.count()
+	if w.stderr {
+		a.stderr.Write(p)
+	} else {
+		a.stdout.Write(p)
+	}
+	return len(p), nil
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }

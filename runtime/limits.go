@@ -1,0 +1,145 @@
+package runtime
+
+import (
+	"fmt"
+	"time"
+)
+
+// Limits bound one invocation. Zero fields mean "use the default".
+type Limits struct {
+	// MemoryBytes caps the module's linear memory.
+	MemoryBytes uint64
+	// Timeout caps the wall-clock time of one invocation (and of instance
+	// initialisation).
+	Timeout time.Duration
+	// OutputBytes caps the response envelope a node returns.
+	OutputBytes uint64
+	// HostCalls caps the number of host-function calls per invocation.
+	HostCalls int
+	// CaptureBytes caps each of stdout, stderr and logs kept per invocation;
+	// beyond it output is dropped and the capture marked truncated.
+	CaptureBytes int
+}
+
+// DefaultLimits are used for any zero field of a module's limits.
+var DefaultLimits = Limits{
+	MemoryBytes:  128 << 20,
+	Timeout:      30 * time.Second,
+	OutputBytes:  16 << 20,
+	HostCalls:    1_000_000,
+	CaptureBytes: 1 << 20,
+}
+
+// MaxLimits are the host maxima a module's limits are clamped to by default.
+var MaxLimits = Limits{
+	MemoryBytes:  4 << 30,
+	Timeout:      10 * time.Minute,
+	OutputBytes:  256 << 20,
+	HostCalls:    100_000_000,
+	CaptureBytes: 64 << 20,
+}
+
+const wasmPage = 65536
+
+// orDefault fills zero fields of l from d.
+func (l Limits) orDefault(d Limits) Limits {
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = d.MemoryBytes
+	}
+	if l.Timeout == 0 {
+		l.Timeout = d.Timeout
+	}
+	if l.OutputBytes == 0 {
+		l.OutputBytes = d.OutputBytes
+	}
+	if l.HostCalls == 0 {
+		l.HostCalls = d.HostCalls
+	}
+	if l.CaptureBytes == 0 {
+		l.CaptureBytes = d.CaptureBytes
+	}
+	return l
+}
+
+// clamp lowers every field of l to at most max.
+func (l Limits) clamp(max Limits) Limits {
+	l.MemoryBytes = min(l.MemoryBytes, max.MemoryBytes)
+	l.Timeout = min(l.Timeout, max.Timeout)
+	l.OutputBytes = min(l.OutputBytes, max.OutputBytes)
+	l.HostCalls = min(l.HostCalls, max.HostCalls)
+	l.CaptureBytes = min(l.CaptureBytes, max.CaptureBytes)
+	return l
+}
+
+func (l Limits) validate() error {
+	if l.MemoryBytes < wasmPage {
+		return fmt.Errorf("memory limit %d bytes is below one 64 KiB page", l.MemoryBytes)
+	}
+	if l.Timeout < 0 || l.HostCalls < 0 || l.CaptureBytes < 0 {
+		return fmt.Errorf("limits must not be negative")
+	}
+	return nil
+}
+
+// Config configures a Runtime. It is immutable: every With method returns a
+// modified copy. The zero value is not usable; start from NewConfig.
+type Config struct {
+	cacheDir string
+	defaults Limits
+	max      Limits
+	poolSize int
+	clock    func() time.Time
+}
+
+// NewConfig returns the default configuration: no compilation cache on disk,
+// DefaultLimits, MaxLimits, two prepared instances per module, the system
+// clock.
+func NewConfig() Config {
+	return Config{defaults: DefaultLimits, max: MaxLimits, poolSize: 2, clock: time.Now}
+}
+
+// WithCacheDir stores compiled modules under dir so later processes skip
+// compilation. Several processes may share one directory.
+func (c Config) WithCacheDir(dir string) Config { c.cacheDir = dir; return c }
+
+// WithDefaultLimits sets the limits used where a module sets none.
+func (c Config) WithDefaultLimits(l Limits) Config { c.defaults = l.orDefault(DefaultLimits); return c }
+
+// WithMaxLimits sets the host maxima every module's limits are clamped to.
+func (c Config) WithMaxLimits(l Limits) Config { c.max = l.orDefault(MaxLimits); return c }
+
+// WithPoolSize sets how many fresh instances are kept prepared per module
+// (0 disables preparation ahead of time).
+func (c Config) WithPoolSize(n int) Config { c.poolSize = max(n, 0); return c }
+
+// WithClock replaces the host clock behind openwop_now_ms and WASI clocks.
+func (c Config) WithClock(now func() time.Time) Config { c.clock = now; return c }
+
+// HostInfo describes what a Runtime serves.
+type HostInfo struct {
+	ABIVersions []string        `json:"abiVersions"`
+	Namespaces  []NamespaceInfo `json:"namespaces"`
+	Limits      LimitsInfo      `json:"defaultLimits"`
+	MaxLimits   LimitsInfo      `json:"maxLimits"`
+	Engine      string          `json:"engine"`
+	CacheDir    string          `json:"cacheDir,omitempty"`
+}
+
+// NamespaceInfo lists the functions of one served import namespace.
+type NamespaceInfo struct {
+	Name      string   `json:"name"`
+	Functions []string `json:"functions"`
+}
+
+// LimitsInfo is Limits in JSON-friendly units.
+type LimitsInfo struct {
+	MemoryBytes  uint64 `json:"memoryBytes"`
+	TimeoutMs    int64  `json:"timeoutMs"`
+	OutputBytes  uint64 `json:"outputBytes"`
+	HostCalls    int    `json:"hostCalls"`
+	CaptureBytes int    `json:"captureBytes"`
+}
+
+func (l Limits) info() LimitsInfo {
+	return LimitsInfo{l.MemoryBytes, l.Timeout.Milliseconds(), l.OutputBytes, l.HostCalls, l.CaptureBytes}
+}

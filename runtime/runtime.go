@@ -1,0 +1,182 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"runtime/debug"
+	"sort"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/packrun/packrun/abi"
+)
+
+// Runtime compiles and runs node-pack modules. It is safe for concurrent use.
+// Close it to release compiled code and instances.
+type Runtime struct {
+	cfg    Config
+	cache  wazero.CompilationCache
+	engine string
+
+	mu      sync.Mutex
+	engines map[variant]*engine
+	closed  bool
+}
+
+// variant selects the encoding of the host's (ptr,len)-returning openwop
+// imports: bit i set means ptrLenImports[i] is served as multi-value instead
+// of packed i64. A wazero runtime can serve one signature per import name,
+// so each variant a module needs gets its own wazero runtime; they all share
+// one compilation cache.
+type variant uint8
+
+var ptrLenImports = []string{abi.ImportVariableGet, abi.ImportChannelRead, abi.ImportInterrupt}
+
+type engine struct {
+	rt       wazero.Runtime
+	wasiDefs map[string]api.FunctionDefinition
+	v        variant
+}
+
+// New creates a Runtime. With a cache directory configured, compiled code is
+// stored there (created if missing) and reused by later processes.
+func New(ctx context.Context, cfg Config) (*Runtime, error) {
+	if cfg.clock == nil {
+		return nil, fmt.Errorf("runtime: config not created with NewConfig")
+	}
+	if err := cfg.defaults.validate(); err != nil {
+		return nil, fmt.Errorf("runtime: default limits: %w", err)
+	}
+	r := &Runtime{cfg: cfg, engines: map[variant]*engine{}}
+	if cfg.cacheDir != "" {
+		if err := os.MkdirAll(cfg.cacheDir, 0o755); err != nil {
+			return nil, fmt.Errorf("runtime: compilation cache: %w", err)
+		}
+		c, err := wazero.NewCompilationCacheWithDir(cfg.cacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: compilation cache %s: %w", cfg.cacheDir, err)
+		}
+		r.cache = c
+	} else {
+		r.cache = wazero.NewCompilationCache()
+	}
+	r.engine = "wazero " + wazeroVersion() + " " + engineKind()
+	if _, err := r.engineFor(ctx, 0); err != nil {
+		r.cache.Close(ctx)
+		return nil, err
+	}
+	return r, nil
+}
+
+func engineKind() string {
+	switch goruntime.GOARCH {
+	case "amd64", "arm64":
+		return "compiler"
+	}
+	return "interpreter"
+}
+
+func wazeroVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/tetratelabs/wazero" {
+				return d.Version
+			}
+		}
+	}
+	return "(unknown version)"
+}
+
+func (r *Runtime) engineFor(ctx context.Context, v variant) (*engine, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	if e, ok := r.engines[v]; ok {
+		return e, nil
+	}
+	var rc wazero.RuntimeConfig
+	if engineKind() == "compiler" {
+		rc = wazero.NewRuntimeConfigCompiler()
+	} else {
+		rc = wazero.NewRuntimeConfigInterpreter()
+	}
+	// The memory limit here is the wasm32 maximum: real limits are enforced
+	// per instance by the memory allocator (see memory.go), which lets a
+	// breach be observed and reported instead of silently failing a grow.
+	rc = rc.WithCompilationCache(r.cache).WithCloseOnContextDone(true).WithMemoryLimitPages(65536)
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	e := &engine{rt: rt, v: v, wasiDefs: map[string]api.FunctionDefinition{}}
+	wasi, err := wasi_snapshot_preview1.NewBuilder(rt).Compile(ctx)
+	if err == nil {
+		for name, d := range wasi.ExportedFunctions() {
+			e.wasiDefs[name] = d
+		}
+		_, err = rt.InstantiateModule(ctx, wasi, wazero.NewModuleConfig())
+	}
+	if err == nil {
+		_, err = openwopHostModule(rt, v).Instantiate(ctx)
+	}
+	if err != nil {
+		rt.Close(ctx)
+		return nil, fmt.Errorf("runtime: start engine: %w", err)
+	}
+	r.engines[v] = e
+	return e, nil
+}
+
+// Host describes what this runtime serves: ABI versions, import namespaces
+// and their functions, limits and engine.
+func (r *Runtime) Host() HostInfo {
+	h := HostInfo{
+		Limits:    r.cfg.defaults.info(),
+		MaxLimits: r.cfg.max.info(),
+		Engine:    r.engine,
+		CacheDir:  r.cfg.cacheDir,
+	}
+	for _, v := range abi.Served {
+		h.ABIVersions = append(h.ABIVersions, v.String())
+	}
+	ow := NamespaceInfo{Name: abi.ModuleOpenwop}
+	for _, f := range abi.OpenwopImports {
+		ow.Functions = append(ow.Functions, f.Name+" "+f.Signature())
+	}
+	wasi := NamespaceInfo{Name: abi.ModuleWASI + " (sandboxed shim)"}
+	r.mu.Lock()
+	if e := r.engines[0]; e != nil {
+		for name := range e.wasiDefs {
+			wasi.Functions = append(wasi.Functions, name)
+		}
+	}
+	r.mu.Unlock()
+	sort.Strings(wasi.Functions)
+	h.Namespaces = []NamespaceInfo{ow, wasi}
+	return h
+}
+
+// Close releases every engine and the in-memory compilation cache. Modules
+// loaded from this runtime stop working.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	var first error
+	for _, e := range r.engines {
+		if err := e.rt.Close(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := r.cache.Close(ctx); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
