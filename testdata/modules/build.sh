@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Rebuilds the test modules from source. Output is reproducible.
+set -euo pipefail
+cd "$(dirname "$0")"
+clang --target=wasm32-wasi -O2 -mexec-model=reactor -Wl,--strip-all -o probe.wasm probe.c
