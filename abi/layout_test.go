@@ -1,0 +1,53 @@
+package abi
+
+import (
+	"go/build"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const modulePath = "github.com/packrun/packrun"
+
+// TestDependencyDirection keeps the layout of DESIGN.md: abi <- runtime <-
+// host <- cmd and packs <- registry <- cmd; abi imports nothing of ours and
+// runtime never reaches registry, packs or host.
+func TestDependencyDirection(t *testing.T) {
+	allowed := map[string][]string{
+		"abi":      {},
+		"runtime":  {"abi"},
+		"host":     {"abi", "runtime"},
+		"packs":    {"abi"},
+		"registry": {"abi", "packs"},
+	}
+	for pkg, ok := range allowed {
+		filepath.WalkDir(filepath.Join("..", pkg), func(dir string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() || d.Name() == "testdata" {
+				return nil
+			}
+			p, err := build.ImportDir(dir, 0)
+			if err != nil {
+				return nil // no Go files
+			}
+			for _, imp := range p.Imports {
+				rel, ours := strings.CutPrefix(imp, modulePath+"/")
+				if !ours {
+					continue
+				}
+				top := strings.SplitN(rel, "/", 2)[0]
+				if top == pkg {
+					continue
+				}
+				permitted := false
+				for _, a := range ok {
+					permitted = permitted || a == top
+				}
+				if !permitted {
+					t.Errorf("%s imports %s: not allowed by the layout", dir, imp)
+				}
+			}
+			return nil
+		})
+	}
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// packrun runs the CLI in-process with a temporary home.
+func packrun(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	home := t.TempDir()
+	code = run(context.Background(), append([]string{"--home", home}, args...), strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestInvokeExamples(t *testing.T) {
+	for _, ex := range []string{"hello-wat", "hello-wat-multivalue", "hello-c", "hello-go"} {
+		code, out, errs := packrun(t, "invoke", "../../examples/"+ex+"/hello.wasm", "--input", `{"name":"cli"}`)
+		if code != 0 || out != `{"greeting":"Hello, cli!"}`+"\n" {
+			t.Errorf("%s: exit %d stdout %q stderr %q", ex, code, out, errs)
+		}
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	h := "../../testdata/hostile/"
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"completed with typeId", []string{"invoke", "../../examples/hello-c/hello.wasm", "example.hello"}, 0, ""},
+		{"trap", []string{"invoke", h + "unreachable_trap.wasm"}, 2, "failed: trap"},
+		{"proc_exit", []string{"invoke", h + "proc_exit.wasm"}, 2, "module_exit"},
+		{"bad response", []string{"invoke", h + "invalid_json_response.wasm"}, 2, "response_invalid_json"},
+		{"suspended", []string{"invoke", h + "interrupt.wasm"}, 3, "suspended"},
+		{"memory cap", []string{"invoke", h + "memory_bomb.wasm", "--max-memory", "2MiB"}, 4, "wasm-memory limit breached: limit 2097152"},
+		{"time cap", []string{"invoke", h + "loop_in_node.wasm", "--timeout", "50ms"}, 4, "wasm-execution-time"},
+		{"start loop", []string{"invoke", h + "loop_in_start.wasm", "--timeout", "50ms"}, 4, "did not finish within 50ms"},
+		{"host calls cap", []string{"invoke", h + "log_flood.wasm", "--max-host-calls", "1000"}, 4, "host-calls"},
+		{"output cap", []string{"invoke", h + "output_100mib.wasm"}, 4, "output-size"},
+		{"abi 999", []string{"invoke", h + "abi_version_999.wasm"}, 5, "unsupported_abi_version: module is built for ABI version 999; this host serves 1.0"},
+		{"unknown import", []string{"invoke", h + "unknown_import.wasm"}, 5, "env.launch_missiles, openwop.openwop_teleport"},
+		{"missing export", []string{"invoke", h + "missing_export.wasm"}, 5, "missing_export"},
+		{"not wasm", []string{"invoke", "cli.go"}, 5, "invalid_module"},
+		{"no such file", []string{"invoke", "nope.wasm"}, 64, "nope.wasm"},
+		{"unknown node", []string{"invoke", "../../examples/hello-c/hello.wasm", "nope"}, 64, `"nope" is not a node`},
+		{"bad input", []string{"invoke", "../../examples/hello-c/hello.wasm", "--input", "{"}, 64, "--input: not valid JSON"},
+		{"bad size", []string{"invoke", "../../examples/hello-c/hello.wasm", "--max-memory", "lots"}, 64, "--max-memory"},
+		{"unknown flag", []string{"invoke", "--frobnicate"}, 64, "unknown flag"},
+		{"no args", []string{"invoke"}, 64, "accepts between 1 and 2"},
+		{"unknown command", []string{"frobnicate"}, 64, "unknown command"},
+		{"bad log level", []string{"--log-level", "loud", "version"}, 64, "--log-level"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, errs := packrun(t, c.args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d (stderr %q)", code, c.code, errs)
+			}
+			if !strings.Contains(errs, c.stderr) {
+				t.Fatalf("stderr %q does not contain %q", errs, c.stderr)
+			}
+			if strings.Contains(errs, "goroutine ") || strings.Contains(errs, "panic") {
+				t.Fatalf("stack trace on stderr: %s", errs)
+			}
+			if c.code != 0 && c.code != 3 && strings.Count(strings.TrimSpace(errs), "\n") > 1 {
+				t.Fatalf("error is not one line: %q", errs)
+			}
+		})
+	}
+}
+
+func TestInvokeJSON(t *testing.T) {
+	code, out, _ := packrun(t, "invoke", "../../testdata/hostile/memory_bomb.wasm", "--json", "--max-memory", "1MiB")
+	if code != 4 {
+		t.Fatalf("exit %d", code)
+	}
+	var v struct {
+		Outcome    string
+		Error      struct{ Code string }
+		Events     []map[string]any
+		Logs       []any
+		DurationMs *float64
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if v.Outcome != "failed" || v.Error.Code != "cap_breached" || len(v.Events) != 1 || v.DurationMs == nil || v.Logs == nil {
+		t.Fatalf("json %s", out)
+	}
+	e := v.Events[0]
+	if e["type"] != "cap.breached" || e["kind"] != "wasm-memory" || e["limit"] != float64(1<<20) || e["observed"] != float64(1<<20+65536) {
+		t.Fatalf("event %v", e)
+	}
+
+	code, out, _ = packrun(t, "invoke", "../../examples/hello-c/hello.wasm", "--json", "--log-level", "off")
+	if code != 0 || !strings.Contains(out, `"output":{"greeting":"Hello, world!"}`) || !strings.Contains(out, `"logs":[{"level":"info","message":"hello invoked"}]`) {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+
+	code, out, _ = packrun(t, "invoke", "../../testdata/hostile/unknown_import.wasm", "--json")
+	if code != 5 || !strings.Contains(out, `"outcome":"refused"`) || !strings.Contains(out, `"items":["env.launch_missiles","openwop.openwop_teleport"]`) {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+}
+
+func TestResumeFromCLI(t *testing.T) {
+	code, out, _ := packrun(t, "invoke", "../../testdata/hostile/interrupt.wasm", "--run-id", "r1")
+	if code != 3 || out != `{"question":"approve?"}`+"\n" {
+		t.Fatalf("exit %d stdout %q", code, out)
+	}
+	code, out, _ = packrun(t, "invoke", "../../testdata/hostile/interrupt.wasm", "--run-id", "r1", "--resume", `{"approved":true}`)
+	if code != 0 || out != `{"resumed":{"approved":true}}`+"\n" {
+		t.Fatalf("exit %d stdout %q", code, out)
+	}
+}
+
+func TestInputFromFileAndStdin(t *testing.T) {
+	code, out, errs := packrun(t, "invoke", "../../examples/hello-c/hello.wasm", "--input", "@../../testdata/modules/name.json")
+	if code != 0 || out != `{"greeting":"Hello, file!"}`+"\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", code, out, errs)
+	}
+	var o, e bytes.Buffer
+	code = run(context.Background(), []string{"--home", t.TempDir(), "invoke", "../../examples/hello-c/hello.wasm", "--input", "@-"}, strings.NewReader(`{"name":"stdin"}`), &o, &e)
+	if code != 0 || o.String() != `{"greeting":"Hello, stdin!"}`+"\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", code, o.String(), e.String())
+	}
+}
+
+func TestInspect(t *testing.T) {
+	code, out, _ := packrun(t, "inspect", "../../examples/hello-wat-multivalue/hello.wasm")
+	for _, want := range []string{"pack:     local.hello.wat-multivalue", "nodes:    example.hello", "multi-value", "ABI:      1"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("exit %d, output lacks %q:\n%s", code, want, out)
+		}
+	}
+	code, out, _ = packrun(t, "inspect", "../../examples/hello-go/hello.wasm", "--json")
+	var info struct {
+		PackName string
+		Nodes    []string
+		Imports  []string
+		Reactor  bool
+	}
+	if err := json.Unmarshal([]byte(out), &info); code != 0 || err != nil || info.PackName != "local.hello.go" || !info.Reactor || len(info.Imports) == 0 {
+		t.Fatalf("exit %d %v: %s", code, err, out)
+	}
+	code, out, _ = packrun(t, "inspect", "--host", "--json")
+	var host struct {
+		ABIVersions []string
+		Engine      string
+		Namespaces  []struct{ Name string }
+	}
+	if err := json.Unmarshal([]byte(out), &host); code != 0 || err != nil || host.ABIVersions[0] != "1.0" || !strings.HasPrefix(host.Engine, "wazero") || host.Namespaces[0].Name != "openwop" {
+		t.Fatalf("exit %d %v: %s", code, err, out)
+	}
+	if code, _, errs := packrun(t, "inspect", "--host", "x.wasm"); code != 64 {
+		t.Fatalf("inspect --host with a module: exit %d %s", code, errs)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]uint64{"65536": 65536, "64KiB": 64 << 10, "16MiB": 16 << 20, "1GiB": 1 << 30, "100MB": 100e6, "2k": 2048} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "MiB", "-1", "12XB", "99999999999999999999GiB"} {
+		if _, err := parseSize(bad); err == nil {
+			t.Errorf("parseSize(%q) accepted", bad)
+		}
+	}
+}
