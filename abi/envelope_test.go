@@ -9,7 +9,7 @@ import (
 func TestAppendRequestMatchesEncodingJSON(t *testing.T) {
 	cases := []Request{
 		{ABIVersion: 1, NodeContext: NodeContext{RunID: "r", NodeID: "n", TenantID: "t", Attempt: 1}, Inputs: json.RawMessage(`{"name":"x"}`)},
-		{ABIVersion: 1, NodeContext: NodeContext{RunID: "<a&b>\"\\\n\t\x01", NodeID: "é\u2028\u2029", TenantID: "\xff", Attempt: -3}, Inputs: json.RawMessage(`[1,2]`)},
+		{ABIVersion: 1, NodeContext: NodeContext{RunID: "<a&b>\"\\\n\t\x01\b\f", NodeID: "é\u2028\u2029", TenantID: "\xff", Attempt: -3}, Inputs: json.RawMessage(`[1,2]`)},
 		{ABIVersion: 1, NodeContext: NodeContext{Configurable: json.RawMessage(`{"a":1}`), Agent: json.RawMessage(`{"agentId":"x"}`)}, Inputs: json.RawMessage(`{}`)},
 	}
 	for _, c := range cases {

@@ -314,7 +314,10 @@ func BenchmarkPreparedInstanceMemory(b *testing.B) {
 					inst.close()
 				}
 				count += uint64(len(insts))
-				insts = insts[:0]
+				// Drop the closed instances: a closed wazero module still
+				// references its memory, and a reused backing array would
+				// keep the previous batch reachable.
+				insts = nil
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
