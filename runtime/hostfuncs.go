@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 
@@ -85,7 +86,7 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	msg, ok := mod.Memory().Read(ptr, n)
 	if !ok {
-		a.fail(abi.CodeTrap, "openwop_log: message out of bounds")
+		a.fail(abi.CodeHostCallBounds, fmt.Sprintf("openwop_log: message (ptr %#x, len %d) is outside the module's memory", ptr, n))
 	}
 	a.log(level, strings.ToValidUTF8(string(msg), "\uFFFD"))
 }

@@ -82,6 +82,7 @@ func TestHostileLoad(t *testing.T) {
 // TestHostileInvoke covers fixtures that load but misbehave when invoked.
 func TestHostileInvoke(t *testing.T) {
 	r := newTestRuntime(t, NewConfig())
+	baseline := heapInUse()
 	cases := []struct {
 		fixture string
 		limits  Limits
@@ -162,8 +163,20 @@ func TestHostileInvoke(t *testing.T) {
 				c.check(t, res)
 			}
 			assertHealthy(t, r)
+			// Memory returns to baseline: closed instances (a 100 MiB output,
+			// a bombed memory) are released.
+			if now := heapInUse(); now > baseline+32<<20 {
+				t.Fatalf("heap in use %d MiB after %s, baseline %d MiB", now>>20, c.fixture, baseline>>20)
+			}
 		})
 	}
+}
+
+func heapInUse() uint64 {
+	var ms goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&ms)
+	return ms.HeapInuse
 }
 
 // assertHealthy checks that a good module still runs and that goroutines
