@@ -295,11 +295,11 @@ func BenchmarkPreparedInstanceMemory(b *testing.B) {
 			ctx := context.Background()
 			m := benchLoad(b, NewConfig().WithPoolSize(0), mod.path, LoadOptions{})
 			var (
-				insts           []*instance
-				ms              goruntime.MemStats
-				before          uint64
-				heapSum, linSum uint64
-				count           uint64
+				insts                   []*instance
+				ms                      goruntime.MemStats
+				before                  uint64
+				heapSum, linSum, capSum uint64
+				count                   uint64
 			)
 			measure := func() uint64 {
 				goruntime.GC()
@@ -311,6 +311,7 @@ func BenchmarkPreparedInstanceMemory(b *testing.B) {
 				heapSum += after - min(after, before) // HeapAlloc is noisy at the margin; never wrap
 				for _, inst := range insts {
 					linSum += uint64(len(inst.st.mem.buf))
+					capSum += uint64(cap(inst.st.mem.buf))
 					inst.close()
 				}
 				count += uint64(len(insts))
@@ -341,6 +342,7 @@ func BenchmarkPreparedInstanceMemory(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(heapSum)/float64(count), "heapB/inst")
 			b.ReportMetric(float64(linSum)/float64(count), "linearB/inst")
+			b.ReportMetric(float64(capSum)/float64(count), "linearCapB/inst")
 		})
 	}
 }
