@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"unicode/utf8"
 )
 
@@ -157,28 +156,126 @@ var (
 
 // DecodeResponse validates and decodes a response envelope read from guest
 // memory. It never panics; every failure wraps one of the ErrResponse*
-// sentinels.
+// sentinels. Unknown top-level fields are refused, as are unknown fields of
+// "error"; for duplicate keys the last one wins, as with encoding/json.
+//
+// It is on the hot path of every invocation, so it validates with
+// json.Valid and then walks the top level of the (now known-valid) object
+// instead of decoding through reflection; output and interrupt are returned
+// as raw slices of b.
 func DecodeResponse(b []byte) (Response, error) {
 	var r Response
 	if !utf8.Valid(b) {
 		return r, ErrResponseUTF8
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return Response{}, fmt.Errorf("%w: %v", ErrResponseJSON, err)
-		}
-		return Response{}, fmt.Errorf("%w: %v", ErrResponseEnvelope, err)
+	if !json.Valid(b) {
+		var v any
+		err := json.Unmarshal(b, &v) // only to explain what is wrong
+		return r, fmt.Errorf("%w: %v", ErrResponseJSON, err)
 	}
-	if dec.More() {
-		return Response{}, fmt.Errorf("%w: trailing data after the envelope", ErrResponseJSON)
+	i := skipSpace(b, 0)
+	if b[i] != '{' {
+		return r, fmt.Errorf("%w: the envelope is not a JSON object", ErrResponseEnvelope)
+	}
+	i = skipSpace(b, i+1)
+	var errRaw []byte
+	for b[i] != '}' {
+		kEnd := skipValue(b, i)
+		key := b[i:kEnd]
+		i = skipSpace(b, kEnd)
+		i = skipSpace(b, i+1) // ':'
+		vEnd := skipValue(b, i)
+		val := b[i:vEnd]
+		switch string(key) {
+		case `"outcome"`:
+			if val[0] != '"' {
+				return Response{}, fmt.Errorf("%w: \"outcome\" is not a string", ErrResponseEnvelope)
+			}
+			r.Outcome = outcomeOf(val[1 : len(val)-1])
+		case `"output"`:
+			r.Output = val
+		case `"interrupt"`:
+			r.Interrupt = val
+		case `"error"`:
+			errRaw = val
+		default:
+			return Response{}, fmt.Errorf("%w: unknown field %s", ErrResponseEnvelope, key)
+		}
+		i = skipSpace(b, vEnd)
+		if b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	if errRaw != nil && string(errRaw) != "null" {
+		dec := json.NewDecoder(bytes.NewReader(errRaw))
+		dec.DisallowUnknownFields()
+		r.Error = new(Error)
+		if err := dec.Decode(r.Error); err != nil {
+			return Response{}, fmt.Errorf("%w: \"error\": %v", ErrResponseEnvelope, err)
+		}
 	}
 	if err := r.validate(); err != nil {
 		return Response{}, fmt.Errorf("%w: %v", ErrResponseEnvelope, err)
 	}
 	return r, nil
+}
+
+// outcomeOf maps the raw (still escaped) outcome string to a constant
+// without allocating; anything else is kept verbatim for the error message.
+func outcomeOf(raw []byte) Outcome {
+	for _, o := range []Outcome{Completed, Suspended, Failed} {
+		if string(raw) == string(o) {
+			return o
+		}
+	}
+	var s string
+	if err := json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &s); err != nil {
+		return Outcome(raw)
+	}
+	return Outcome(s)
+}
+
+// skipSpace returns the index of the first non-space byte at or after i.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the JSON value starting at i. b
+// must be valid JSON (checked by the caller), so only strings and nesting
+// need care.
+func skipValue(b []byte, i int) int {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '"':
+			for i++; b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+			if depth < 0 {
+				return i
+			}
+		case ',', ' ', '\t', '\n', '\r', ':':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
 }
 
 func (r *Response) validate() error {

@@ -1,9 +1,11 @@
 package abi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestAppendRequestMatchesEncodingJSON(t *testing.T) {
@@ -110,5 +112,72 @@ func TestSignatures(t *testing.T) {
 	}
 	if !Serves(1) || Serves(999) {
 		t.Fatal("Serves")
+	}
+}
+
+// referenceDecode is the straightforward encoding/json decoding of an
+// envelope; DecodeResponse must never accept what it refuses, and must agree
+// with it on everything it accepts. (DecodeResponse is stricter about keys:
+// it matches them exactly, where encoding/json folds case and unescapes.)
+func referenceDecode(b []byte) (Response, error) {
+	var r Response
+	if !utf8.Valid(b) {
+		return r, ErrResponseUTF8
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Response{}, err
+	}
+	if dec.More() {
+		return Response{}, errors.New("trailing data")
+	}
+	if err := r.validate(); err != nil {
+		return Response{}, err
+	}
+	return r, nil
+}
+
+func FuzzDecodeResponseMatchesEncodingJSON(f *testing.F) {
+	for _, s := range []string{`{"outcome":"completed","output":{"a":[1,"}"]}}`, ` { "outcome" : "failed" , "error" : {"code":"c","details":{"x":null}} } `,
+		`{"outcome":"suspended","interrupt":"\"q\""}`, `{"outcome":"completed","output":1e5,"output":null}`, `{"OUTCOME":"completed"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := DecodeResponse(b)
+		want, refErr := referenceDecode(b)
+		if err != nil {
+			return // stricter is allowed
+		}
+		if refErr != nil {
+			t.Fatalf("accepted %q, which encoding/json refuses: %v", b, refErr)
+		}
+		if got.Outcome != want.Outcome || !jsonEqual(got.Output, want.Output) || !jsonEqual(got.Interrupt, want.Interrupt) ||
+			(got.Error == nil) != (want.Error == nil) || (got.Error != nil && (got.Error.Code != want.Error.Code || got.Error.Message != want.Error.Message)) {
+			t.Fatalf("%q: got %+v, encoding/json gives %+v", b, got, want)
+		}
+	})
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return bytes.Equal(xb, yb)
+}
+
+func BenchmarkDecodeResponse(b *testing.B) {
+	resp := []byte(`{"outcome":"completed","output":{"greeting":"Hello, xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx!"}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeResponse(resp); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
@@ -19,7 +18,6 @@ import (
 type activity struct {
 	limits   Limits
 	deadline time.Time
-	cancel   context.CancelCauseFunc
 	// deterministic activities (preparation) see a fixed clock and a random
 	// stream seeded from the module digest, so a prepared instance's state
 	// never depends on when or where it was prepared.
@@ -33,7 +31,12 @@ type activity struct {
 	failure *abi.Error
 
 	clock func() time.Time
-	rng   *rand.ChaCha8
+	// rng is created on first use from seed: most invocations never draw.
+	rng  *rand.ChaCha8
+	seed [32]byte
+	// stop ends the guest's execution at its next check (the instance is
+	// closed, or the preparation context cancelled).
+	stop func()
 
 	logs   []LogEntry
 	logCap capture // byte budget for log messages
@@ -50,8 +53,8 @@ var (
 	// errAbort is panicked by host functions to stop the guest at once after
 	// recording why on the activity; wazero recovers it and the call returns.
 	errAbort = errors.New("packrun: invocation aborted by host")
-	// errBreached is the cancel cause used when a limit is hit outside a
-	// host function (memory growth), so close-on-context-done stops the guest.
+	// errBreached is the cancel cause used when a limit is hit while an
+	// instance is being prepared, so close-on-context-done stops the guest.
 	errBreached = errors.New("packrun: limit breached")
 	// errTimeout is the deadline cause of an invocation's own time limit.
 	errTimeout = errors.New("packrun: execution time limit")
@@ -99,9 +102,17 @@ func (a *activity) hit(e Event) {
 	if a.breach == nil {
 		a.breach = &e
 	}
-	if a.cancel != nil {
-		a.cancel(errBreached)
+	if a.stop != nil {
+		a.stop()
 	}
+}
+
+// random returns the activity's random stream, seeded on first use.
+func (a *activity) random() *rand.ChaCha8 {
+	if a.rng == nil {
+		a.rng = rand.NewChaCha8(a.seed)
+	}
+	return a.rng
 }
 
 func (a *activity) fail(code, msg string) {

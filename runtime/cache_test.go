@@ -3,10 +3,13 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"testing"
+	"time"
 
 	"github.com/packrun/packrun/abi"
 )
@@ -62,5 +65,63 @@ func cacheChild(t *testing.T, dir string) {
 			t.Fatalf("%s: %v %+v", p, err, res)
 		}
 		m.Close(context.Background())
+	}
+}
+
+func TestModuleInfoCache(t *testing.T) {
+	dir := t.TempDir()
+	wasm := fixture(t, "examples/hello-c/hello.wasm")
+	load := func() ModuleInfo {
+		r := newTestRuntime(t, NewConfig().WithCacheDir(dir))
+		m, err := r.Load(context.Background(), wasm, LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close(context.Background())
+		return m.Info()
+	}
+	first := load()
+	paths, _ := filepath.Glob(filepath.Join(dir, "packrun-info-v1", "*", first.SHA256+".json"))
+	if len(paths) != 1 {
+		t.Fatalf("no info cache entry for %s", first.SHA256)
+	}
+	// A cache entry is used instead of probing (shown by editing it)...
+	os.WriteFile(paths[0], []byte(`{"abiVersion":1,"packName":"local.from-cache","nodes":["example.hello"]}`), 0o644)
+	if got := load(); got.PackName != "local.from-cache" {
+		t.Fatalf("cache entry not used: %s", got.PackName)
+	}
+	// ...and a damaged one is ignored.
+	os.WriteFile(paths[0], []byte(`{"nodes":[]`), 0o644)
+	if got := load(); got.PackName != first.PackName {
+		t.Fatalf("damaged cache entry: %s", got.PackName)
+	}
+}
+
+func TestRuntimeCloseStopsModules(t *testing.T) {
+	wasm := fixture(t, "examples/hello-c/hello.wasm")
+	before := goruntime.NumGoroutine()
+	for i := 0; i < 10; i++ {
+		r, err := New(context.Background(), NewConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := r.Load(context.Background(), wasm, LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Invoke(context.Background(), Invocation{}); err != nil { // starts the pool filler
+			t.Fatal(err)
+		}
+		r.Close(context.Background()) // without closing m
+		if _, err := m.Invoke(context.Background(), Invocation{}); !errors.Is(err, ErrClosed) {
+			t.Fatalf("invoke after runtime close: %v", err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for goruntime.NumGoroutine() > before+1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := goruntime.NumGoroutine(); n > before+1 {
+		t.Fatalf("goroutines: %d before, %d after closing 10 runtimes", before, n)
 	}
 }

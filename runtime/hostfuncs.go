@@ -108,7 +108,7 @@ func hostRandom(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = uint64(abi.StatusValidation)
 		return
 	}
-	a.rng.Read(buf)
+	a.random().Read(buf)
 	stack[0] = uint64(abi.StatusOK)
 }
 

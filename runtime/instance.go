@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -21,8 +20,11 @@ import (
 // time and, unless the module opted in to reuse, by exactly one.
 type instance struct {
 	mod                 api.Module
-	alloc, free, invoke api.Function
+	alloc, free, invoke api.Function // free is only looked up for reuse
 	st                  *instState
+	// reqPtr/reqCap is the host-owned request buffer in guest memory.
+	reqPtr uint32
+	reqCap int
 }
 
 // instState is the per-instance data host functions reach through the call
@@ -51,14 +53,14 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	st := &instState{m: m}
 	a := newActivity(m.limits, m.rt.cfg.clock)
 	a.deterministic = true
-	a.rng = rand.NewChaCha8(m.prepSeed)
+	a.seed = m.prepSeed
 	st.act = a
 
 	ctx, cancelTimeout := context.WithTimeoutCause(ctx, m.limits.Timeout, errTimeout)
 	defer cancelTimeout()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	a.cancel = cancel
+	a.stop = func() { cancel(errBreached) }
 	a.deadline, _ = ctx.Deadline()
 	ctx = context.WithValue(ctx, stateKey{}, st)
 	ctx = experimental.WithMemoryAllocator(ctx, st)
@@ -87,13 +89,61 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	inst := &instance{
 		mod:    mod,
 		alloc:  mod.ExportedFunction(abi.ExportAlloc),
-		free:   mod.ExportedFunction(abi.ExportFree),
 		invoke: mod.ExportedFunction(abi.ExportNodeInvoke),
 		st:     st,
 	}
+	if m.reuse {
+		inst.free = mod.ExportedFunction(abi.ExportFree)
+	}
 	st.inst = inst
+	// Allocate the request buffer now, so an invocation whose request fits
+	// makes a single guest call. Preparation is deterministic, so this
+	// happens identically on replay.
+	// A module that cannot spare the bytes just allocates per invocation.
+	if err := inst.reserve(ctx, requestReserve); err != nil {
+		if _, unusable := err.(*allocError); !unusable {
+			mod.Close(context.Background())
+			return nil, initError(ctx, a, err)
+		}
+	}
 	st.act = nil
 	return inst, nil
+}
+
+// requestReserve is the request buffer a prepared instance gets up front.
+const requestReserve = 4096
+
+// reserve makes sure the instance holds a host-owned request buffer of at
+// least n bytes, obtained from openwop_alloc (the previous one is freed when
+// the instance is reused).
+func (i *instance) reserve(ctx context.Context, n int) error {
+	if n <= i.reqCap {
+		return nil
+	}
+	out, err := i.alloc.Call(ctx, uint64(n))
+	if err != nil {
+		return err
+	}
+	ptr := uint32(out[0])
+	if ptr == 0 || uint64(ptr)+uint64(n) > uint64(i.mod.Memory().Size()) {
+		return &allocError{size: n, ptr: ptr}
+	}
+	if i.reqCap > 0 && i.free != nil {
+		if _, err := i.free.Call(ctx, uint64(i.reqPtr), uint64(i.reqCap)); err != nil {
+			return err
+		}
+	}
+	i.reqPtr, i.reqCap = ptr, n
+	return nil
+}
+
+type allocError struct {
+	size int
+	ptr  uint32
+}
+
+func (e *allocError) Error() string {
+	return fmt.Sprintf("openwop_alloc(%d) returned unusable pointer %#x", e.size, e.ptr)
 }
 
 // initError explains a failure while instantiating or initialising.
@@ -161,7 +211,7 @@ type randReader struct{ st *instState }
 func (r randReader) Read(p []byte) (int, error) {
 	a := r.st.act
 	a.count()
-	return a.rng.Read(p)
+	return a.random().Read(p)
 }
 
 type captureWriter struct {

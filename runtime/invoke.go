@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -124,19 +123,20 @@ func (m *Module) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 	}
 
 	a := newActivity(m.limits, m.rt.cfg.clock)
-	a.rng = rand.NewChaCha8(seedFor(inv.RunID, inv.NodeID, inv.Attempt))
+	a.seed = seedFor(inv.RunID, inv.NodeID, inv.Attempt)
 	a.state = inv.State
 	a.resume = inv.Resume
+	// The deadline is enforced by wazero's close-on-context-done; a breach
+	// seen by the host closes the instance directly, which stops the guest
+	// at its next check just the same.
 	callCtx, cancelTimeout := context.WithTimeoutCause(ctx, m.limits.Timeout, errTimeout)
-	callCtx, cancel := context.WithCancelCause(callCtx)
-	a.cancel = cancel
 	a.deadline, _ = callCtx.Deadline()
+	a.stop = func() { _ = inst.mod.CloseWithExitCode(context.Background(), exitBreached) }
 	callCtx = context.WithValue(callCtx, stateKey{}, inst.st)
 	inst.st.act = a
 
 	res := &Result{Node: m.info.Nodes[idx]}
 	reusable := m.call(callCtx, inst, idx, &inv, res)
-	cancel(nil)
 	cancelTimeout()
 
 	inst.st.act = nil
@@ -177,18 +177,17 @@ func (m *Module) call(ctx context.Context, inst *instance, idx int, inv *Invocat
 	})
 	defer func() { *bp = req; reqBufPool.Put(bp) }()
 
-	out, err := inst.alloc.Call(ctx, uint64(len(req)))
-	if err != nil {
-		m.guestError(ctx, a, err, res)
+	if err := inst.reserve(ctx, len(req)); err != nil {
+		if ae, ok := err.(*allocError); ok {
+			res.fail(abi.CodeAllocFailed, ae.Error())
+		} else {
+			m.guestError(ctx, a, err, res)
+		}
 		return false
 	}
-	reqPtr := uint32(out[0])
 	mem := inst.mod.Memory()
-	if reqPtr == 0 || !mem.Write(reqPtr, req) {
-		res.fail(abi.CodeAllocFailed, fmt.Sprintf("openwop_alloc(%d) returned unusable pointer %#x", len(req), reqPtr))
-		return false
-	}
-	out, err = inst.invoke.Call(ctx, uint64(idx), uint64(reqPtr), uint64(len(req)))
+	mem.Write(inst.reqPtr, req) // in range: checked by reserve
+	out, err := inst.invoke.Call(ctx, uint64(idx), uint64(inst.reqPtr), uint64(len(req)))
 	if err != nil {
 		m.guestError(ctx, a, err, res)
 		return false
@@ -217,14 +216,16 @@ func (m *Module) call(ctx context.Context, inst *instance, idx int, inv *Invocat
 	res.Output = cloneRaw(resp.Output)
 	res.Interrupt = cloneRaw(resp.Interrupt)
 	if !m.reuse {
-		return false
+		return false // the instance is closed, which frees everything
 	}
-	if _, err := inst.free.Call(ctx, uint64(ptr), uint64(n)); err != nil {
-		return false
-	}
-	_, err = inst.free.Call(ctx, uint64(reqPtr), uint64(len(req)))
-	return err == nil
+	// The request buffer stays with the instance for the next invocation.
+	_, err = inst.free.Call(ctx, uint64(ptr), uint64(n))
+	return err == nil && a.breach == nil
 }
+
+// exitBreached is the exit code an instance is closed with when the host
+// stops it for a breached limit.
+const exitBreached = 0xfffffffe
 
 func cloneRaw(b json.RawMessage) json.RawMessage {
 	if b == nil {

@@ -171,11 +171,23 @@ func (r *Runtime) load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 	if mx, ok := mem.Max(); ok {
 		m.info.MemoryMaxPages = mx
 	}
-	if err := m.describe(ctx); err != nil {
+	if !m.cachedDescribe() {
+		if err := m.describe(ctx); err != nil {
+			cm.Close(ctx)
+			return nil, err
+		}
+		m.rememberDescribe()
+	}
+	if !abi.Serves(m.info.ABIVersion) { // a cache entry from another build
+		cm.Close(ctx)
+		return nil, refuse(CodeUnsupportedABI, "module is built for ABI version %d; this host serves %s", m.info.ABIVersion, abi.ServedList())
+	}
+	m.pool = newPool(m, r.cfg.poolSize)
+	if err := r.track(m); err != nil {
+		m.pool.close()
 		cm.Close(ctx)
 		return nil, err
 	}
-	m.pool = newPool(m, r.cfg.poolSize)
 	return m, nil
 }
 
@@ -440,6 +452,7 @@ func (m *Module) Close(ctx context.Context) error {
 	if m.closed.Swap(true) {
 		return nil
 	}
+	m.rt.untrack(m)
 	m.pool.close()
 	return m.compiled.Close(ctx)
 }

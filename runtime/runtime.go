@@ -25,6 +25,7 @@ type Runtime struct {
 
 	mu      sync.Mutex
 	engines map[variant]*engine
+	modules map[*Module]struct{}
 	closed  bool
 }
 
@@ -52,7 +53,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err := cfg.defaults.validate(); err != nil {
 		return nil, fmt.Errorf("runtime: default limits: %w", err)
 	}
-	r := &Runtime{cfg: cfg, engines: map[variant]*engine{}}
+	r := &Runtime{cfg: cfg, engines: map[variant]*engine{}, modules: map[*Module]struct{}{}}
 	if cfg.cacheDir != "" {
 		if err := os.MkdirAll(cfg.cacheDir, 0o755); err != nil {
 			return nil, fmt.Errorf("runtime: compilation cache: %w", err)
@@ -160,15 +161,42 @@ func (r *Runtime) Host() HostInfo {
 	return h
 }
 
-// Close releases every engine and the in-memory compilation cache. Modules
-// loaded from this runtime stop working.
-func (r *Runtime) Close(ctx context.Context) error {
+func (r *Runtime) track(m *Module) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
+		return ErrClosed
+	}
+	r.modules[m] = struct{}{}
+	return nil
+}
+
+func (r *Runtime) untrack(m *Module) {
+	r.mu.Lock()
+	delete(r.modules, m)
+	r.mu.Unlock()
+}
+
+// Close closes every module loaded from this runtime (stopping their
+// instance preparation), then releases every engine and the in-memory
+// compilation cache.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
 		return nil
 	}
 	r.closed = true
+	mods := make([]*Module, 0, len(r.modules))
+	for m := range r.modules {
+		mods = append(mods, m)
+	}
+	r.mu.Unlock()
+	for _, m := range mods {
+		m.Close(ctx)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var first error
 	for _, e := range r.engines {
 		if err := e.rt.Close(ctx); err != nil && first == nil {
