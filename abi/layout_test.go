@@ -17,9 +17,10 @@ func TestDependencyDirection(t *testing.T) {
 	allowed := map[string][]string{
 		"abi":      {},
 		"runtime":  {"abi"},
-		"host":     {"abi", "runtime"},
+		"host":     {"abi", "runtime", "packs", "internal"},
 		"packs":    {"abi"},
-		"registry": {"abi", "packs"},
+		"registry": {"abi", "packs", "internal"},
+		"internal": {},
 	}
 	for pkg, ok := range allowed {
 		filepath.WalkDir(filepath.Join("..", pkg), func(dir string, d os.DirEntry, err error) error {

@@ -1,5 +1,15 @@
-// Package registry will hold trust policy, Sigstore signing and verification,
-// SLSA provenance and the local pack store (install, list, export).
+// Package registry decides whether a pack may be trusted: it signs pack
+// archives (a Sigstore bundle over the archive plus a second bundle carrying
+// an in-toto SLSA provenance statement), verifies them with sigstore-go
+// against a trust policy ($PACKRUN_HOME/trust.json) whose keys and keyless
+// identities are each limited to pack namespaces, and verifies the Ed25519
+// signatures of openwop registry packs.
 //
-// Status: not built yet.
+// Everything is secure by default: an empty policy trusts nothing, provenance
+// is required unless the policy says otherwise, and the one option that
+// accepts unsigned packs is named AllowUnsignedUnsafe. Untrusted input is
+// bounded by the limits in limits.go. Every refusal is a *VerifyError that
+// errors.Is ErrUntrusted.
+//
+// The local pack store (install, list, export) will live here too.
 package registry

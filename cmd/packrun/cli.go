@@ -117,7 +117,9 @@ Exit codes: 0 completed, 2 failed (including traps), 3 suspended, 4 limit breach
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitUsage, err) })
 	root.PersistentFlags().StringVar(&a.home, "home", "", "data directory (default $PACKRUN_HOME or ~/.packrun)")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "warn", "log level: trace, debug, info, warn, error, off")
-	root.AddCommand(a.invokeCommand(), a.inspectCommand(), a.versionCommand())
+	root.AddCommand(a.invokeCommand(), a.inspectCommand(), a.versionCommand(),
+		a.keysCommand(), a.packCommand(), a.signCommand(), a.verifyCommand(), a.trustCommand(),
+		a.installCommand(), a.listCommand(), a.uninstallCommand(), a.exportCommand())
 	return root
 }
 

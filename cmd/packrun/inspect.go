@@ -10,8 +10,8 @@ import (
 func (a *app) inspectCommand() *cobra.Command {
 	var asJSON, host bool
 	cmd := &cobra.Command{
-		Use:   "inspect <module.wasm> | --host",
-		Short: "Describe a module (ABI, pack name, nodes, imports, exports, memory) or this host",
+		Use:   "inspect <module.wasm> | NAME[@VERSION] | --host",
+		Short: "Describe a module (ABI, pack name, nodes, imports, exports, memory), an installed pack, or this host",
 		Example: `  packrun inspect examples/hello-c/hello.wasm
   packrun inspect --host --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -19,7 +19,7 @@ func (a *app) inspectCommand() *cobra.Command {
 				return usageError("inspect --host takes no module")
 			}
 			if !host && len(args) != 1 {
-				return usageError("inspect needs one module path, or --host")
+				return usageError("inspect needs a module path, an installed pack name, or --host")
 			}
 			return nil
 		},
@@ -49,6 +49,9 @@ func (a *app) inspectCommand() *cobra.Command {
 					}
 				}
 				return nil
+			}
+			if !isModuleFile(args[0]) {
+				return a.inspectInstalled(ctx, args[0], asJSON)
 			}
 			rt, m, err := a.loadModule(ctx, args[0], limitsNone, 0)
 			if err != nil {

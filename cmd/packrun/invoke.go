@@ -27,14 +27,18 @@ type invokeFlags struct {
 	tenant    string
 	attempt   int
 	resume    []string
+	pack      bundleFlags
 }
 
 func (a *app) invokeCommand() *cobra.Command {
 	var f invokeFlags
 	cmd := &cobra.Command{
-		Use:   "invoke <module.wasm> [typeId]",
-		Short: "Invoke a node of a module and print its output",
-		Long: `Invoke one node of a WebAssembly node-pack module on a fresh instance.
+		Use:   "invoke <module.wasm | FILE.pack | NAME[@VERSION|@RANGE]> [typeId]",
+		Short: "Invoke a node of a module or pack and print its output",
+		Long: `Invoke one node of a WebAssembly node-pack module on a fresh instance. The target is a
+raw .wasm module, a .pack file (verified against the trust policy first), or an
+installed pack NAME, NAME@VERSION or NAME@RANGE (e.g. vendor.acme.hello@^1.2; the
+newest matching version runs). A pack's own limits apply unless flags override them.
 
 typeId may be omitted when the module has one node. The node's output JSON is
 printed on stdout; with --json one object describes the whole invocation:
@@ -65,6 +69,7 @@ invoke again with --resume VALUE (repeatable, one per interrupt) to resume it.`,
 	fl.StringVar(&f.tenant, "tenant", "default", "tenant id")
 	fl.IntVar(&f.attempt, "attempt", 1, "attempt number")
 	fl.StringArrayVar(&f.resume, "resume", nil, "JSON value returned by the next openwop_interrupt (repeatable)")
+	f.pack.register(cmd)
 	return cmd
 }
 
@@ -173,7 +178,17 @@ func (a *app) invoke(cmd *cobra.Command, path, node string, f invokeFlags) error
 		}
 		resume = append(resume, json.RawMessage(r))
 	}
-	rt, m, err := a.loadModule(ctx, path, limits, 0)
+	var rt *runtime.Runtime
+	var m *runtime.Module
+	if isModuleFile(path) {
+		rt, m, err = a.loadModule(ctx, path, limits, 0)
+	} else {
+		arch, perr := a.resolvePack(ctx, path, f.pack)
+		if perr != nil {
+			return perr
+		}
+		rt, m, node, err = a.loadPackNode(ctx, arch, node, limits)
+	}
 	if err != nil {
 		return a.refused(err, f.json)
 	}
@@ -294,4 +309,17 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// isModuleFile says whether an invoke target is a raw module: a .wasm path,
+// or any existing file that is not a .pack or openwop .tgz.
+func isModuleFile(path string) bool {
+	if strings.HasSuffix(path, ".pack") || strings.HasSuffix(path, ".tgz") {
+		return false
+	}
+	if strings.HasSuffix(path, ".wasm") {
+		return true
+	}
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir()
 }

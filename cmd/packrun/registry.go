@@ -1,0 +1,363 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/packrun/packrun/packs"
+	"github.com/packrun/packrun/registry"
+)
+
+// refusal maps trust, format and conflict errors to exit 5.
+func refusal(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	if errors.Is(err, registry.ErrUntrusted) || errors.Is(err, packs.ErrInvalidPack) || errors.Is(err, registry.ErrConflict) {
+		return withCode(exitRefused, fmt.Errorf("refused: %w", err))
+	}
+	if errors.Is(err, registry.ErrNotInstalled) {
+		return withCode(exitUsage, err)
+	}
+	return err
+}
+
+func (a *app) trustPath(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return filepath.Join(a.home, "trust.json")
+}
+
+func (a *app) openStore(ctx context.Context) (*registry.Store, error) {
+	return registry.OpenStore(ctx, a.home)
+}
+
+func (a *app) keysCommand() *cobra.Command {
+	keys := &cobra.Command{Use: "keys", Short: "Manage signing keys"}
+	var out string
+	gen := &cobra.Command{
+		Use:     "generate --out PREFIX",
+		Short:   "Generate an ECDSA P-256 key pair: PREFIX.key (0600) and PREFIX.pub (PEM)",
+		Example: "  packrun keys generate --out acme",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return usageError("keys generate needs --out PREFIX")
+			}
+			if err := registry.GenerateKey(out); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "wrote %s.key and %s.pub\n", out, out)
+			return nil
+		},
+	}
+	gen.Flags().StringVar(&out, "out", "", "path prefix of the key files")
+	keys.AddCommand(gen)
+	return keys
+}
+
+func (a *app) packCommand() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "pack <dir> [-o FILE]",
+		Short: "Build a deterministic .pack from a directory with a pack.json",
+		Long: `Build a .pack (gzip'd tar, sorted entries, fixed times, owners and modes) from a
+directory holding pack.json, the modules it lists and an optional assets/ tree.
+Packing the same directory twice gives identical bytes. The default output is
+<dir>/dist/<name>-<version>.pack.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := packs.Collect(args[0])
+			if err != nil {
+				return refusal(err)
+			}
+			var buf bytes.Buffer
+			if _, err := src.WriteTo(&buf); err != nil {
+				return refusal(err)
+			}
+			b := buf.Bytes()
+			arch, err := packs.Read(bytes.NewReader(b), packs.DefaultLimits)
+			if err != nil {
+				return refusal(err)
+			}
+			if len(src.Skipped) > 0 {
+				a.log.Info("not packed (not a module, pack.json or under assets/)", "files", strings.Join(src.Skipped, ", "))
+			}
+			if out == "" {
+				out = filepath.Join(args[0], "dist", arch.Manifest.Name+"-"+arch.Manifest.Version+".pack")
+			}
+			if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(out, b, 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%s (%s, sha256 %s)\n", out, human(uint64(len(b))), arch.SHA256)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "out", "o", "", "output file")
+	return cmd
+}
+
+func readPackFile(path string) ([]byte, error) {
+	b, err := readFileLimited(path, packs.DefaultLimits.ArchiveBytes)
+	if err != nil {
+		return nil, withCode(exitUsage, err)
+	}
+	return b, nil
+}
+
+func (a *app) signCommand() *cobra.Command {
+	var key, builder, buildType string
+	cmd := &cobra.Command{
+		Use:   "sign FILE.pack --key PREFIX.key [--builder-id URI]",
+		Short: "Sign a pack: a Sigstore bundle and a SLSA provenance attestation beside it",
+		Long: `Sign FILE.pack with an ECDSA P-256 key. Writes FILE.pack.sigstore.json (a Sigstore
+bundle over the archive) and FILE.pack.provenance.sigstore.json (a DSSE-signed in-toto
+Statement with a SLSA Provenance v1 predicate). Both verify offline with cosign:
+  cosign verify-blob --key PREFIX.pub --bundle FILE.pack.sigstore.json --insecure-ignore-tlog=true --offline FILE.pack`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if key == "" {
+				return usageError("sign needs --key PREFIX.key")
+			}
+			b, err := readPackFile(args[0])
+			if err != nil {
+				return err
+			}
+			arch, err := packs.Read(strings.NewReader(string(b)), packs.DefaultLimits)
+			if err != nil {
+				return refusal(err)
+			}
+			signer, err := registry.LoadPrivateKey(key)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			if builder == "" {
+				host, _ := os.Hostname()
+				builder = "local:packrun@" + host
+			}
+			bundle, prov, err := registry.Sign(cmd.Context(), b, arch.Manifest.Name, signer, registry.SignOptions{
+				BuilderID: builder, BuildType: buildType, SourceDigest: arch.SourceDigest(), BuiltAt: time.Now(),
+			})
+			if err != nil {
+				return err
+			}
+			for path, data := range map[string][]byte{args[0] + ".sigstore.json": bundle, args[0] + ".provenance.sigstore.json": prov} {
+				if err := os.WriteFile(path, data, 0o644); err != nil {
+					return err
+				}
+				fmt.Fprintln(a.stdout, path)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&key, "key", "", "private key file (from packrun keys generate)")
+	cmd.Flags().StringVar(&builder, "builder-id", "", "builder id recorded in the provenance (default local:packrun@<host>)")
+	cmd.Flags().StringVar(&buildType, "build-type", "", "build type URI recorded in the provenance")
+	return cmd
+}
+
+// bundleFlags are the ways to find a pack's bundles.
+type bundleFlags struct {
+	bundle, provenance, signature, trust string
+	unsafe                               bool
+}
+
+func (f *bundleFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.bundle, "bundle", "", "signature bundle (default FILE.sigstore.json beside the pack)")
+	cmd.Flags().StringVar(&f.provenance, "provenance", "", "provenance bundle (default FILE.provenance.sigstore.json beside the pack)")
+	cmd.Flags().StringVar(&f.signature, "signature", "", "detached Ed25519 signature of an openwop registry .tgz (default FILE.sig)")
+	cmd.Flags().StringVar(&f.trust, "trust", "", "trust policy file (default $PACKRUN_HOME/trust.json)")
+	cmd.Flags().BoolVar(&f.unsafe, "allow-unsigned-unsafe", false, "UNSAFE: accept a pack that has no signature at all")
+}
+
+// optional reads a file if it exists; a path given explicitly must exist.
+func optional(explicit, dflt string) ([]byte, error) {
+	path := explicit
+	if path == "" {
+		path = dflt
+	}
+	b, err := readFileLimited(path, 1<<20)
+	if err != nil {
+		if explicit == "" && errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, withCode(exitUsage, err)
+	}
+	return b, nil
+}
+
+// request reads a pack file, the signatures found beside it (or named by
+// flags) and the trust policy.
+func (a *app) request(path string, f bundleFlags) (registry.InstallRequest, *registry.Policy, error) {
+	var req registry.InstallRequest
+	var err error
+	if req.Archive, err = readPackFile(path); err != nil {
+		return req, nil, err
+	}
+	policy, err := registry.LoadPolicy(a.trustPath(f.trust))
+	if err != nil {
+		return req, nil, withCode(exitRefused, err)
+	}
+	if req.Signature, err = optional(f.signature, path+".sig"); err != nil {
+		return req, nil, err
+	}
+	if req.Signature == nil {
+		if req.Bundle, err = optional(f.bundle, path+".sigstore.json"); err != nil {
+			return req, nil, err
+		}
+		if req.Provenance, err = optional(f.provenance, path+".provenance.sigstore.json"); err != nil {
+			return req, nil, err
+		}
+	}
+	return req, policy, nil
+}
+
+// verified reads a pack file and its signatures and verifies them.
+func (a *app) verified(ctx context.Context, path string, f bundleFlags) (*registry.Verdict, *packs.Archive, error) {
+	req, policy, err := a.request(path, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, arch, err := registry.VerifyRequest(ctx, policy, req, registry.VerifyOptions{AllowUnsignedUnsafe: f.unsafe})
+	if err != nil {
+		return nil, nil, refusal(err)
+	}
+	return v, arch, nil
+}
+
+func (a *app) verifyCommand() *cobra.Command {
+	var f bundleFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "verify FILE.pack [--trust FILE] [--json]",
+		Short: "Verify a pack's signature, provenance, namespace permission, manifest and module digests",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, arch, err := a.verified(cmd.Context(), args[0], f)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(a.stdout, map[string]any{"pack": arch.Manifest.Name + "@" + arch.Manifest.Version, "sha256": arch.SHA256, "verdict": v})
+			}
+			if v.Unsigned {
+				fmt.Fprintf(a.stdout, "UNSIGNED %s@%s (sha256 %s): accepted only because of --allow-unsigned-unsafe\n", arch.Manifest.Name, arch.Manifest.Version, arch.SHA256)
+				return nil
+			}
+			fmt.Fprintf(a.stdout, "verified %s@%s (sha256 %s)\n  signed by %s\n", arch.Manifest.Name, arch.Manifest.Version, arch.SHA256, v.Signer)
+			if p := v.Provenance; p != nil {
+				fmt.Fprintf(a.stdout, "  provenance: builder %s, built %s, source sha256 %s\n", p.BuilderID, p.BuiltAt.Format(time.RFC3339), p.SourceDigest)
+			}
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (a *app) trustCommand() *cobra.Command {
+	var trustFile string
+	trust := &cobra.Command{Use: "trust", Short: "Manage the trust policy (trusted keys and the namespaces they may sign)"}
+	trust.PersistentFlags().StringVar(&trustFile, "trust", "", "trust policy file (default $PACKRUN_HOME/trust.json)")
+	var namespaces []string
+	edit := func(f func(p *registry.Policy) error) error {
+		path := a.trustPath(trustFile)
+		p, err := registry.LoadPolicy(path)
+		if err != nil {
+			return err
+		}
+		if err := f(p); err != nil {
+			return withCode(exitUsage, err)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		return p.Save(path)
+	}
+	add := &cobra.Command{
+		Use:     "add-key NAME PREFIX.pub --namespace PATTERN...",
+		Short:   "Trust a public key for packs whose names match the patterns",
+		Example: "  packrun trust add-key acme acme.pub --namespace 'vendor.acme.*'",
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(namespaces) == 0 {
+				return usageError("add-key needs at least one --namespace")
+			}
+			pem, err := readFileLimited(args[1], 64<<10)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			return edit(func(p *registry.Policy) error { return p.AddKey(args[0], pem, namespaces) })
+		},
+	}
+	add.Flags().StringArrayVar(&namespaces, "namespace", nil, "name pattern, e.g. vendor.acme.* (repeatable)")
+	addReg := &cobra.Command{
+		Use:   "add-registry-key NAME KEY --namespace PATTERN...",
+		Short: "Trust an openwop registry Ed25519 public key (file or base64) for packs matching the patterns",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(namespaces) == 0 {
+				return usageError("add-registry-key needs at least one --namespace")
+			}
+			key := []byte(args[1])
+			if b, err := readFileLimited(args[1], 64<<10); err == nil {
+				key = b
+			}
+			return edit(func(p *registry.Policy) error { return p.AddRegistryKey(args[0], key, namespaces) })
+		},
+	}
+	addReg.Flags().StringArrayVar(&namespaces, "namespace", nil, "name pattern (repeatable)")
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List trusted keys and identities",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := registry.LoadPolicy(a.trustPath(trustFile))
+			if err != nil {
+				return err
+			}
+			entries := p.List()
+			if asJSON {
+				return writeJSON(a.stdout, map[string]any{"requireProvenance": p.RequireProvenance, "builderIds": p.BuilderIDs, "entries": entries})
+			}
+			w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "KIND\tNAME\tID\tNAMESPACES")
+			for _, e := range entries {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", e.Kind, e.Name, e.ID, strings.Join(e.Namespaces, ","))
+			}
+			w.Flush()
+			fmt.Fprintf(a.stdout, "provenance required: %v\n", p.RequireProvenance)
+			return nil
+		},
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	remove := &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Stop trusting a key or identity",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return edit(func(p *registry.Policy) error { return p.Remove(args[0]) })
+		},
+	}
+	trust.AddCommand(add, addReg, list, remove)
+	return trust
+}

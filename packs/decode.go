@@ -1,0 +1,378 @@
+package packs
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxDepth bounds JSON nesting in pack.json (schemas included).
+const maxDepth = 128
+
+// DecodeManifest parses and validates pack.json. Input larger than
+// MaxManifestBytes is refused before parsing. It must be one UTF-8 JSON
+// object without duplicate keys or unknown fields. On failure the error is a
+// *ValidationError listing every problem found.
+func DecodeManifest(b []byte) (*Manifest, error) {
+	if len(b) > MaxManifestBytes {
+		return nil, &ValidationError{Problems: []Problem{{"$", fmt.Sprintf("manifest is %d bytes, more than the %d allowed", len(b), MaxManifestBytes)}}}
+	}
+	if !utf8.Valid(b) {
+		return nil, &ValidationError{Problems: []Problem{{"$", "not valid UTF-8"}}}
+	}
+	c := &checker{}
+	tree, err := parseJSON(b, c)
+	if err != nil {
+		return nil, &ValidationError{Problems: []Problem{{"$", "not valid JSON: " + err.Error()}}}
+	}
+	m := c.manifest(tree)
+	if m != nil {
+		m.check(c)
+	}
+	if len(c.problems) > 0 {
+		return nil, &ValidationError{Problems: c.problems}
+	}
+	return m, nil
+}
+
+// checker collects problems: at most one per path, and none below a path
+// that already has one (a value of the wrong type is not also "missing" its
+// fields).
+type checker struct {
+	problems []Problem
+}
+
+func (c *checker) add(path, format string, args ...any) {
+	if slices.ContainsFunc(c.problems, func(p Problem) bool {
+		rest, ok := strings.CutPrefix(path, p.Path)
+		return ok && (rest == "" || rest[0] == '.' || rest[0] == '[')
+	}) {
+		return
+	}
+	c.problems = append(c.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+var identKey = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
+
+func fieldPath(parent, key string) string {
+	if identKey.MatchString(key) {
+		return parent + "." + key
+	}
+	return parent + "[" + strconv.Quote(key) + "]"
+}
+
+func indexPath(parent string, i int) string { return parent + "[" + strconv.Itoa(i) + "]" }
+
+// parseJSON decodes one JSON value into map[string]any, []any, string,
+// json.Number, bool and nil. Duplicate keys are problems (the first value is
+// kept); syntax errors, excessive nesting and trailing data are errors.
+func parseJSON(b []byte, c *checker) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	v, err := parseValue(d, c, "$", 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, errors.New("data after the top-level value")
+	}
+	return v, nil
+}
+
+func parseValue(d *json.Decoder, c *checker, path string, depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("nested more than %d levels deep at %s", maxDepth, path)
+	}
+	tok, err := d.Token()
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		obj := map[string]any{}
+		for d.More() {
+			kt, err := d.Token()
+			if err != nil {
+				return nil, err
+			}
+			k, ok := kt.(string)
+			if !ok {
+				return nil, fmt.Errorf("object key expected at %s", path)
+			}
+			kp := fieldPath(path, k)
+			v, err := parseValue(d, c, kp, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			if _, dup := obj[k]; dup {
+				c.add(kp, "duplicate key")
+				continue
+			}
+			obj[k] = v
+		}
+		if _, err := d.Token(); err != nil { // '}'
+			return nil, err
+		}
+		return obj, nil
+	case json.Delim('['):
+		arr := []any{}
+		for i := 0; d.More(); i++ {
+			v, err := parseValue(d, c, indexPath(path, i), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
+		}
+		if _, err := d.Token(); err != nil { // ']'
+			return nil, err
+		}
+		return arr, nil
+	}
+	if _, ok := tok.(json.Delim); ok {
+		return nil, fmt.Errorf("unexpected %v at %s", tok, path)
+	}
+	return tok, nil
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// object checks that v is an object with only the given fields and returns it.
+func (c *checker) object(path string, v any, fields ...string) (map[string]any, bool) {
+	o, ok := v.(map[string]any)
+	if !ok {
+		c.add(path, "must be an object, not %s", typeName(v))
+		return nil, false
+	}
+	keys := make([]string, 0, len(o))
+	for k := range o {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !slices.Contains(fields, k) {
+			c.add(fieldPath(path, k), "unknown field")
+		}
+	}
+	return o, true
+}
+
+// field returns o[key], reporting a missing required field.
+func (c *checker) field(o map[string]any, path, key string, required bool) (any, string, bool) {
+	p := fieldPath(path, key)
+	v, ok := o[key]
+	if !ok && required {
+		c.add(p, "required")
+	}
+	return v, p, ok
+}
+
+func (c *checker) str(o map[string]any, path, key string, required bool) string {
+	v, p, ok := c.field(o, path, key, required)
+	if !ok {
+		return ""
+	}
+	return c.strValue(p, v)
+}
+
+func (c *checker) strValue(p string, v any) string {
+	s, ok := v.(string)
+	if !ok {
+		c.add(p, "must be a string, not %s", typeName(v))
+	}
+	return s
+}
+
+func (c *checker) strs(o map[string]any, path, key string) []string {
+	v, p, ok := c.field(o, path, key, false)
+	if !ok {
+		return nil
+	}
+	a, ok := v.([]any)
+	if !ok {
+		c.add(p, "must be an array of strings, not %s", typeName(v))
+		return nil
+	}
+	out := make([]string, len(a))
+	for i, e := range a {
+		out[i] = c.strValue(indexPath(p, i), e)
+	}
+	return out
+}
+
+// integer reads an integral JSON number in [lo, hi].
+func (c *checker) integer(o map[string]any, path, key string, required bool, lo, hi int64) int64 {
+	v, p, ok := c.field(o, path, key, required)
+	if !ok {
+		return 0
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		c.add(p, "must be an integer, not %s", typeName(v))
+		return 0
+	}
+	i, err := strconv.ParseInt(string(n), 10, 64)
+	if err != nil {
+		// 1.0 and 1e3 are integers in JSON Schema.
+		f, ferr := strconv.ParseFloat(string(n), 64)
+		switch {
+		case ferr != nil && !errors.Is(ferr, strconv.ErrRange), f != math.Trunc(f):
+			c.add(p, "must be an integer")
+			return 0
+		case math.Abs(f) > maxSafeInt:
+			c.add(p, "must be between %d and %d", lo, hi)
+			return 0
+		}
+		i = int64(f)
+	}
+	if i < lo || i > hi {
+		c.add(p, "must be between %d and %d", lo, hi)
+		return 0
+	}
+	return i
+}
+
+// schema reads a JSON Schema value (object or boolean) and re-encodes it.
+func (c *checker) schema(o map[string]any, path, key string) json.RawMessage {
+	v, p, ok := c.field(o, path, key, false)
+	if !ok {
+		return nil
+	}
+	switch v.(type) {
+	case map[string]any, bool:
+	default:
+		c.add(p, "must be a JSON Schema (an object or a boolean), not %s", typeName(v))
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		c.add(p, "cannot be encoded: %v", err)
+		return nil
+	}
+	return b
+}
+
+func (c *checker) array(o map[string]any, path, key string, required bool) ([]any, string) {
+	v, p, ok := c.field(o, path, key, required)
+	if !ok {
+		return nil, p
+	}
+	a, ok := v.([]any)
+	if !ok {
+		c.add(p, "must be an array, not %s", typeName(v))
+	}
+	return a, p
+}
+
+// manifest maps the parsed tree onto a Manifest, reporting unknown fields,
+// missing required fields and wrong types. The rest is Manifest.check.
+func (c *checker) manifest(v any) *Manifest {
+	o, ok := c.object("$", v, "name", "version", "description", "license", "runtime", "nodes", "grants")
+	if !ok {
+		return nil
+	}
+	m := &Manifest{
+		Name:        c.str(o, "$", "name", true),
+		Version:     c.str(o, "$", "version", true),
+		Description: c.str(o, "$", "description", false),
+		License:     c.str(o, "$", "license", false),
+	}
+	if rv, p, ok := c.field(o, "$", "runtime", true); ok {
+		m.Runtime = c.runtime(p, rv)
+	}
+	nodes, np := c.array(o, "$", "nodes", true)
+	for i, nv := range nodes {
+		m.Nodes = append(m.Nodes, c.node(indexPath(np, i), nv))
+	}
+	if gv, p, ok := c.field(o, "$", "grants", false); ok {
+		if g, ok := c.object(p, gv, "services", "adapters", "memoryNamespaces"); ok {
+			for _, s := range c.strs(g, p, "services") {
+				m.Grants.Services = append(m.Grants.Services, Service(s))
+			}
+			m.Grants.Adapters = c.strs(g, p, "adapters")
+			m.Grants.MemoryNamespaces = c.strs(g, p, "memoryNamespaces")
+		}
+	}
+	return m
+}
+
+func (c *checker) runtime(path string, v any) Runtime {
+	var r Runtime
+	o, ok := c.object(path, v, "language", "abi", "modules", "limits")
+	if !ok {
+		return r
+	}
+	r.Language = c.str(o, path, "language", true)
+	if av, p, ok := c.field(o, path, "abi", true); ok {
+		if a, ok := c.object(p, av, "version", "minor"); ok {
+			r.ABI.Version = int(c.integer(a, p, "version", true, 0, math.MaxInt32))
+			r.ABI.Minor = int(c.integer(a, p, "minor", true, 0, math.MaxInt32))
+		}
+	}
+	mods, mp := c.array(o, path, "modules", true)
+	for i, mv := range mods {
+		p := indexPath(mp, i)
+		if mo, ok := c.object(p, mv, "path", "sha256"); ok {
+			r.Modules = append(r.Modules, Module{Path: c.str(mo, p, "path", true), SHA256: c.str(mo, p, "sha256", true)})
+		} else {
+			r.Modules = append(r.Modules, Module{})
+		}
+	}
+	if lv, p, ok := c.field(o, path, "limits", false); ok {
+		if l, ok := c.object(p, lv, "memoryPages", "timeoutMs", "outputBytes", "hostCalls"); ok {
+			r.Limits = RuntimeLimits{
+				MemoryPages: c.integer(l, p, "memoryPages", false, 1, maxMemoryPages),
+				TimeoutMs:   c.integer(l, p, "timeoutMs", false, 1, maxTimeoutMs),
+				OutputBytes: c.integer(l, p, "outputBytes", false, 1, maxSafeInt),
+				HostCalls:   c.integer(l, p, "hostCalls", false, 1, maxSafeInt),
+			}
+		}
+	}
+	return r
+}
+
+func (c *checker) node(path string, v any) Node {
+	o, ok := c.object(path, v, "typeId", "kind", "module", "description", "inputSchema", "outputSchema", "taskTypes")
+	if !ok {
+		return Node{}
+	}
+	module := c.str(o, path, "module", false)
+	if _, set := o["module"]; set && module == "" {
+		c.add(fieldPath(path, "module"), "must not be empty (leave it out to use the only module)")
+	}
+	return Node{
+		TypeID:       c.str(o, path, "typeId", true),
+		Kind:         Kind(c.str(o, path, "kind", true)),
+		Module:       module,
+		Description:  c.str(o, path, "description", false),
+		InputSchema:  c.schema(o, path, "inputSchema"),
+		OutputSchema: c.schema(o, path, "outputSchema"),
+		TaskTypes:    c.strs(o, path, "taskTypes"),
+	}
+}

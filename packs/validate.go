@@ -1,0 +1,237 @@
+package packs
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/packrun/packrun/abi"
+)
+
+var (
+	// namePattern: vendor.<org>.<pack>[...], community.<author>.<pack>[...], local.<pack>[...].
+	namePattern = regexp.MustCompile(`^(?:(?:vendor|community)\.[a-z0-9][a-z0-9-]*|local)(?:\.[a-z0-9][a-z0-9-]*)+$`)
+	// semverPattern is the SemVer 2.0 grammar (semver.org), without a "v" prefix.
+	semverPattern = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
+		`(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?` +
+		`(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
+	// identPattern: typeIds, task types, adapter names, memory namespaces.
+	identPattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9][A-Za-z0-9_-]*)*$`)
+	sha256Pattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// Validate checks m and returns a *ValidationError listing every problem, or
+// nil. DecodeManifest calls it; call it on a Manifest built in Go.
+func (m *Manifest) Validate() error {
+	c := &checker{}
+	m.check(c)
+	if len(c.problems) > 0 {
+		return &ValidationError{Problems: c.problems}
+	}
+	return nil
+}
+
+// check adds the problems of m to c. Paths are those of pack.json.
+func (m *Manifest) check(c *checker) {
+	switch {
+	case m.Name == "":
+		c.add("$.name", "must not be empty")
+	case len(m.Name) > maxNameLen:
+		c.add("$.name", "longer than %d characters", maxNameLen)
+	case !namePattern.MatchString(m.Name):
+		c.add("$.name", "%q is not a pack name: use vendor.<org>.<pack>, community.<author>.<pack> or local.<pack>, segments of a-z, 0-9 and '-' starting with a letter or digit", m.Name)
+	}
+	switch {
+	case m.Version == "":
+		c.add("$.version", "must not be empty")
+	case len(m.Version) > maxNameLen:
+		c.add("$.version", "longer than %d characters", maxNameLen)
+	case !semverPattern.MatchString(m.Version):
+		c.add("$.version", "%q is not a SemVer 2.0 version (MAJOR.MINOR.PATCH[-pre][+build], no \"v\")", m.Version)
+	}
+	checkText(c, "$.description", m.Description)
+	checkText(c, "$.license", m.License)
+
+	r := m.Runtime
+	if r.Language != "wasm" {
+		c.add("$.runtime.language", "must be \"wasm\"")
+	}
+	if !abi.Serves(r.ABI.Version) {
+		c.add("$.runtime.abi.version", "ABI version %d is not served; this host serves %s", r.ABI.Version, abi.ServedList())
+	}
+	if r.ABI.Minor < 0 {
+		c.add("$.runtime.abi.minor", "must not be negative")
+	}
+	if len(r.Modules) == 0 {
+		c.add("$.runtime.modules", "at least one module is required")
+	}
+	for i, mod := range r.Modules {
+		p := indexPath("$.runtime.modules", i)
+		if reason := checkPath(mod.Path); reason != "" {
+			c.add(p+".path", "%s", reason)
+		} else if mod.Path == ManifestName {
+			c.add(p+".path", "%s cannot be a module", ManifestName)
+		} else if slices.ContainsFunc(r.Modules[:i], func(x Module) bool { return strings.EqualFold(x.Path, mod.Path) }) {
+			c.add(p+".path", "duplicate module %q", mod.Path)
+		}
+		if !sha256Pattern.MatchString(mod.SHA256) {
+			c.add(p+".sha256", "must be 64 lowercase hex digits")
+		}
+	}
+	l := r.Limits
+	checkLimit(c, "memoryPages", l.MemoryPages, maxMemoryPages)
+	checkLimit(c, "timeoutMs", l.TimeoutMs, maxTimeoutMs)
+	checkLimit(c, "outputBytes", l.OutputBytes, maxSafeInt)
+	checkLimit(c, "hostCalls", l.HostCalls, maxSafeInt)
+
+	if len(m.Nodes) == 0 {
+		c.add("$.nodes", "at least one node is required")
+	}
+	taskOwner := map[string]string{}
+	for i, n := range m.Nodes {
+		p := indexPath("$.nodes", i)
+		switch {
+		case n.TypeID == "":
+			c.add(p+".typeId", "must not be empty")
+		case len(n.TypeID) > maxNameLen || !identPattern.MatchString(n.TypeID):
+			c.add(p+".typeId", "%q is not a typeId: dot-separated segments of letters, digits, '_' and '-', at most %d characters", n.TypeID, maxNameLen)
+		case slices.ContainsFunc(m.Nodes[:i], func(x Node) bool { return x.TypeID == n.TypeID }):
+			c.add(p+".typeId", "duplicate typeId %q", n.TypeID)
+		}
+		switch n.Kind {
+		case KindNode, KindSkill, KindSensor:
+		default:
+			c.add(p+".kind", "must be \"node\", \"skill\" or \"sensor\"")
+		}
+		if n.Module == "" && len(r.Modules) > 1 {
+			c.add(p+".module", "required when the pack has several modules")
+		} else if n.Module != "" {
+			if _, ok := m.Module(n.Module); !ok {
+				c.add(p+".module", "names no module in runtime.modules: %q", n.Module)
+			}
+		}
+		checkText(c, p+".description", n.Description)
+		checkSchema(c, p+".inputSchema", n.InputSchema)
+		checkSchema(c, p+".outputSchema", n.OutputSchema)
+		if n.Kind == KindSkill && len(n.TaskTypes) == 0 {
+			c.add(p+".taskTypes", "a skill must serve at least one task type")
+		}
+		if n.Kind != KindSkill && len(n.TaskTypes) > 0 {
+			c.add(p+".taskTypes", "only skills serve task types")
+		}
+		for j, tt := range n.TaskTypes {
+			tp := indexPath(p+".taskTypes", j)
+			if !checkIdent(c, tp, tt, "task type") {
+				continue
+			}
+			if owner, dup := taskOwner[tt]; dup {
+				c.add(tp, "task type %q is already served by %s", tt, owner)
+				continue
+			}
+			taskOwner[tt] = p
+		}
+	}
+
+	g := m.Grants
+	for i, s := range g.Services {
+		p := indexPath("$.grants.services", i)
+		switch {
+		case !slices.Contains(Services, s):
+			c.add(p, "unknown service %q; known: %s", s, serviceList())
+		case slices.Contains(g.Services[:i], s):
+			c.add(p, "duplicate service %q", s)
+		}
+	}
+	checkNames(c, "$.grants.adapters", g.Adapters, "adapter name")
+	if len(g.Adapters) > 0 && !g.Allows(ServiceAdapters) {
+		c.add("$.grants.adapters", "lists adapters but the %q service is not granted", ServiceAdapters)
+	}
+	checkNames(c, "$.grants.memoryNamespaces", g.MemoryNamespaces, "memory namespace")
+	if len(g.MemoryNamespaces) > 0 && !g.Allows(ServiceMemory) {
+		c.add("$.grants.memoryNamespaces", "lists namespaces but the %q service is not granted", ServiceMemory)
+	}
+}
+
+func serviceList() string {
+	s := make([]string, len(Services))
+	for i, x := range Services {
+		s[i] = string(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func checkText(c *checker, p, s string) {
+	if utf8.RuneCountInString(s) > maxTextLen {
+		c.add(p, "longer than %d characters", maxTextLen)
+	}
+}
+
+func checkLimit(c *checker, name string, v, hi int64) {
+	if v < 0 || v > hi {
+		c.add("$.runtime.limits."+name, "must be between 1 and %d", hi)
+	}
+}
+
+func checkIdent(c *checker, p, s, what string) bool {
+	if len(s) > maxNameLen || !identPattern.MatchString(s) {
+		c.add(p, "%q is not a valid %s: dot-separated segments of letters, digits, '_' and '-', at most %d characters", s, what, maxNameLen)
+		return false
+	}
+	return true
+}
+
+func checkNames(c *checker, p string, names []string, what string) {
+	for i, s := range names {
+		ip := indexPath(p, i)
+		if checkIdent(c, ip, s, what) && slices.Contains(names[:i], s) {
+			c.add(ip, "duplicate %s %q", what, s)
+		}
+	}
+}
+
+func checkSchema(c *checker, p string, raw []byte) {
+	if raw == nil {
+		return
+	}
+	if _, err := CompileSchema(raw); err != nil {
+		c.add(p, "%v", err)
+	}
+}
+
+// checkPath returns why p is not acceptable as a file path inside a pack, or
+// "". Accepted paths are relative, slash-separated, clean, valid UTF-8
+// without control characters, backslashes or colons, and stay inside the
+// pack.
+func checkPath(p string) string {
+	switch {
+	case p == "":
+		return "empty path"
+	case len(p) > maxPathLen:
+		return fmt.Sprintf("path longer than %d bytes", maxPathLen)
+	case !utf8.ValidString(p):
+		return "path is not valid UTF-8"
+	case strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		return "path contains a control character"
+	case strings.Contains(p, `\`):
+		return "path contains a backslash (use forward slashes)"
+	case strings.HasPrefix(p, "/"):
+		return "absolute path"
+	case strings.Contains(p, ":"):
+		return "path contains a colon"
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == ".." {
+			return "path contains a \"..\" component"
+		}
+		if len(seg) > maxSegmentLen {
+			return fmt.Sprintf("path component longer than %d bytes", maxSegmentLen)
+		}
+	}
+	if p == "." || path.Clean(p) != p {
+		return "path is not clean (no \".\" components, repeated or trailing slashes)"
+	}
+	return ""
+}

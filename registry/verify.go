@@ -1,0 +1,429 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sigstore/sigstore-go/pkg/bundle"
+	"github.com/sigstore/sigstore-go/pkg/root"
+	"github.com/sigstore/sigstore-go/pkg/verify"
+	"github.com/sigstore/sigstore/pkg/signature"
+)
+
+// VerifyOptions adjust Verify. The zero value is the secure default.
+type VerifyOptions struct {
+	// AllowUnsignedUnsafe accepts a pack that comes with no signature
+	// bundle at all (the verdict says Unsigned). It does not weaken
+	// anything else: a bundle that is present must verify, and provenance
+	// that is present must verify. Provenance is not required for an
+	// unsigned pack. Meant for local development only.
+	AllowUnsignedUnsafe bool
+}
+
+// Verdict is who vouched for a pack.
+type Verdict struct {
+	// Signer is "key:<name>", "identity:<name> (<issuer> <subject>)",
+	// "registry-key:<name>", or "unsigned" (AllowUnsignedUnsafe).
+	Signer string
+	// KeyID identifies the signing key: for keys, base64 of the SHA-256 of
+	// the PKIX public key (the hint packrun writes into bundles); for
+	// identities, "sha256:<hex>" of the leaf certificate.
+	KeyID string
+	// Unsigned is true only when AllowUnsignedUnsafe let an unsigned pack
+	// through.
+	Unsigned bool
+	// Provenance is the verified SLSA provenance, nil if none was given
+	// and none was required.
+	Provenance *Provenance
+}
+
+// Verify decides whether a pack archive may be trusted under policy p.
+// bundle is the Sigstore bundle (JSON) with a message signature over the
+// archive; provenance is the Sigstore bundle with the DSSE-enveloped SLSA
+// provenance statement (nil if there is none).
+//
+// The signature must verify against a trusted key (matched by the bundle's
+// key hint, else each trusted key in turn) or, for a keyless bundle, against
+// the policy's pinned trusted root with a trusted identity; the signer must
+// be trusted for name's namespace. Provenance (required when
+// p.RequireProvenance or p.BuilderIDs is set, otherwise checked when given)
+// must be signed by a signer trusted for name, have predicate type SLSA
+// Provenance v1, name this pack with this archive's sha256 as its subject,
+// and, if p.BuilderIDs is not empty, name one of those builders.
+//
+// Every refusal is a *VerifyError matching ErrUntrusted.
+func Verify(ctx context.Context, archive []byte, name string, bundle, provenance []byte, p *Policy, opts VerifyOptions) (*Verdict, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, refuse(name, CheckPolicy, nil, "no trust policy")
+	}
+	if err := validatePackName(name); err != nil {
+		return nil, refuse(name, CheckNamespace, err, "invalid pack name")
+	}
+	tp, err := compilePolicy(p)
+	if err != nil {
+		return nil, refuse(name, CheckPolicy, err, "trust policy is unusable")
+	}
+	sum := sha256.Sum256(archive)
+	digest := sum[:]
+
+	var v Verdict
+	if len(bundle) == 0 {
+		if !opts.AllowUnsignedUnsafe {
+			return nil, refuse(name, CheckUnsigned, nil, "pack has no signature bundle")
+		}
+		v.Signer, v.Unsigned = "unsigned", true
+	} else {
+		b, verr := parseBundle(bundle, name, "signature bundle")
+		if verr != nil {
+			return nil, verr
+		}
+		if b.GetMessageSignature() == nil {
+			return nil, refuse(name, CheckBundle, nil, "signature bundle holds a DSSE attestation, not a signature over the archive (was the provenance bundle passed as the signature?)")
+		}
+		s, verr := tp.verifyEntity(b, name, "signature", func() verify.ArtifactPolicyOption {
+			return verify.WithArtifact(bytes.NewReader(archive))
+		})
+		if verr != nil {
+			return nil, verr
+		}
+		v.Signer, v.KeyID = s.display, s.keyID
+	}
+
+	needProvenance := (p.RequireProvenance || len(p.BuilderIDs) > 0) && !v.Unsigned
+	if len(provenance) == 0 {
+		if needProvenance {
+			return nil, refuse(name, CheckProvenance, nil, "the trust policy requires SLSA provenance and none was given")
+		}
+		return &v, nil
+	}
+	prov, verr := tp.verifyProvenance(provenance, name, digest)
+	if verr != nil {
+		return nil, verr
+	}
+	if len(p.BuilderIDs) > 0 && !slices.Contains(p.BuilderIDs, prov.BuilderID) {
+		return nil, refuse(name, CheckBuilder, nil, "builder %q is not one of the policy's builderIds %v", prov.BuilderID, p.BuilderIDs)
+	}
+	v.Provenance = prov
+	return &v, nil
+}
+
+func (tp *trustPolicy) verifyProvenance(data []byte, name string, digest []byte) (*Provenance, *VerifyError) {
+	b, verr := parseBundle(data, name, "provenance bundle")
+	if verr != nil {
+		return nil, verr
+	}
+	env := b.GetDsseEnvelope()
+	if env == nil {
+		return nil, refuse(name, CheckBundle, nil, "provenance bundle holds a message signature, not a DSSE attestation (was the signature bundle passed as provenance?)")
+	}
+	if env.PayloadType != InTotoPayloadType {
+		return nil, refuse(name, CheckProvenance, nil, "DSSE payloadType is %q, want %q", env.PayloadType, InTotoPayloadType)
+	}
+	// Check the (still unverified) statement first only to give a precise
+	// reason; nothing from it is used unless the signature verifies below.
+	hexDigest := hex.EncodeToString(digest)
+	if _, check, reason := checkStatement(env.Payload, name, hexDigest); reason != "" {
+		return nil, refuse(name, check, nil, "%s", reason)
+	}
+	s, verr := tp.verifyEntity(b, name, "provenance signature", func() verify.ArtifactPolicyOption {
+		return verify.WithArtifactDigest("sha256", digest)
+	})
+	if verr != nil {
+		if verr.Check == CheckSignature {
+			verr.Check = CheckProvenance
+		}
+		return nil, verr
+	}
+	prov, check, reason := checkStatement(env.Payload, name, hexDigest)
+	if reason != "" {
+		return nil, refuse(name, check, nil, "%s", reason)
+	}
+	prov.Signer = s.display
+	return prov, nil
+}
+
+// parseBundle decodes and validates a Sigstore bundle (v0.1–v0.3 JSON).
+func parseBundle(data []byte, pack, what string) (*bundle.Bundle, *VerifyError) {
+	if len(data) > MaxBundleSize {
+		return nil, refuse(pack, CheckBundle, nil, "%s is %d bytes, more than the %d allowed", what, len(data), MaxBundleSize)
+	}
+	var b bundle.Bundle
+	if err := b.UnmarshalJSON(data); err != nil {
+		return nil, refuse(pack, CheckBundle, err, "%s is not a valid Sigstore bundle", what)
+	}
+	return &b, nil
+}
+
+// trustPolicy is a Policy with its keys parsed and regexps compiled.
+type trustPolicy struct {
+	keys       []trustedKey
+	identities []trustedIdentity
+	registry   []trustedKey
+	root       func() (root.TrustedMaterial, error)
+}
+
+type trustedKey struct {
+	name       string
+	pub        crypto.PublicKey
+	der        []byte
+	id         string
+	namespaces []string
+}
+
+type trustedIdentity struct {
+	name       string
+	identity   verify.CertificateIdentity
+	namespaces []string
+}
+
+// signer is a policy entry that verified a signature.
+type signer struct {
+	display    string
+	keyID      string
+	namespaces []string
+}
+
+func compilePolicy(p *Policy) (*trustPolicy, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	tp := &trustPolicy{}
+	for _, k := range p.Keys {
+		pub, err := parsePublicKeyPEM([]byte(k.PublicKey))
+		if err != nil {
+			return nil, fmt.Errorf("key %q: %w", k.Name, err)
+		}
+		tk, err := newTrustedKey(k.Name, pub, k.Namespaces)
+		if err != nil {
+			return nil, err
+		}
+		tp.keys = append(tp.keys, tk)
+	}
+	for _, k := range p.RegistryKeys {
+		pub, err := parseEd25519Key(k.PublicKey)
+		if err != nil {
+			return nil, fmt.Errorf("registry key %q: %w", k.Name, err)
+		}
+		tk, err := newTrustedKey(k.Name, pub, k.Namespaces)
+		if err != nil {
+			return nil, err
+		}
+		tp.registry = append(tp.registry, tk)
+	}
+	for _, i := range p.Identities {
+		sanValue, sanRegexp := i.Subject, ""
+		if i.SubjectRegexp != "" {
+			sanValue, sanRegexp = "", anchor(i.SubjectRegexp)
+		}
+		id, err := verify.NewShortCertificateIdentity(i.Issuer, "", sanValue, sanRegexp)
+		if err != nil {
+			return nil, fmt.Errorf("identity %q: %w", i.Name, err)
+		}
+		tp.identities = append(tp.identities, trustedIdentity{name: i.Name, identity: id, namespaces: i.Namespaces})
+	}
+	if ref := p.TrustedRoot; ref != nil {
+		var loaded root.TrustedMaterial
+		tp.root = func() (root.TrustedMaterial, error) {
+			if loaded != nil {
+				return loaded, nil
+			}
+			data := []byte(ref.JSON)
+			if len(data) == 0 {
+				var err error
+				data, err = readLimited(p.resolve(ref.Path), MaxTrustedRootSize)
+				if err != nil {
+					return nil, fmt.Errorf("trusted root: %w", err)
+				}
+			} else if len(data) > MaxTrustedRootSize {
+				return nil, fmt.Errorf("inline trusted root is larger than %d bytes", MaxTrustedRootSize)
+			}
+			tr, err := root.NewTrustedRootFromJSON(data)
+			if err != nil {
+				return nil, fmt.Errorf("trusted root: %w", err)
+			}
+			loaded = tr
+			return tr, nil
+		}
+	}
+	return tp, nil
+}
+
+func newTrustedKey(name string, pub crypto.PublicKey, namespaces []string) (trustedKey, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return trustedKey{}, fmt.Errorf("key %q: %w", name, err)
+	}
+	id, err := keyID(pub)
+	if err != nil {
+		return trustedKey{}, fmt.Errorf("key %q: %w", name, err)
+	}
+	return trustedKey{name: name, pub: pub, der: der, id: id, namespaces: namespaces}, nil
+}
+
+// verifyEntity verifies a parsed bundle's signature with sigstore-go and
+// returns the policy entry that vouches for it, which must be trusted for
+// name. artifact is called once per verification attempt (readers are
+// consumed).
+func (tp *trustPolicy) verifyEntity(b *bundle.Bundle, name, what string, artifact func() verify.ArtifactPolicyOption) (*signer, *VerifyError) {
+	vc, err := b.VerificationContent()
+	if err != nil {
+		return nil, refuse(name, CheckBundle, err, "%s: no verification material", what)
+	}
+	var matched []signer
+	if vc.Certificate() != nil {
+		matched, err = tp.verifyKeyless(b, artifact)
+	} else {
+		hint := ""
+		if pk := vc.PublicKey(); pk != nil {
+			hint = pk.Hint()
+		}
+		matched, err = tp.verifyWithKeys(b, hint, artifact)
+	}
+	if err != nil {
+		var ve *VerifyError
+		if errors.As(err, &ve) {
+			ve.Pack = name
+			return nil, ve
+		}
+		return nil, refuse(name, CheckSignature, err, "%s does not verify", what)
+	}
+	for i := range matched {
+		if permitted(matched[i].namespaces, name) {
+			return &matched[i], nil
+		}
+	}
+	return nil, refuse(name, CheckNamespace, nil, "%s is by %s, which the trust policy allows only for %v", what, matched[0].display, matched[0].namespaces)
+}
+
+// verifyWithKeys verifies a public-key bundle against the policy's keys:
+// the key whose id equals the bundle's hint first, then every other key
+// (cosign and other signers do not all use the same hint scheme). It
+// returns every policy key equal to the one that verified, so that the same
+// key listed under several names can be matched to the right namespace.
+func (tp *trustPolicy) verifyWithKeys(b *bundle.Bundle, hint string, artifact func() verify.ArtifactPolicyOption) ([]signer, error) {
+	if len(tp.keys) == 0 {
+		return nil, &VerifyError{Check: CheckSignature, Reason: "bundle is signed with a key, and the trust policy trusts no keys"}
+	}
+	order := make([]int, 0, len(tp.keys))
+	for i, k := range tp.keys {
+		if hint != "" && k.id == hint {
+			order = append(order, i)
+		}
+	}
+	for i, k := range tp.keys {
+		if hint == "" || k.id != hint {
+			order = append(order, i)
+		}
+	}
+	var firstErr error
+	for _, i := range order {
+		k := tp.keys[i]
+		err := verifyWithKey(b, k.pub, artifact())
+		if err == nil {
+			var out []signer
+			for _, o := range tp.keys {
+				if bytes.Equal(o.der, k.der) {
+					out = append(out, signer{display: "key:" + o.name, keyID: o.id, namespaces: o.namespaces})
+				}
+			}
+			return out, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	reason := fmt.Sprintf("no trusted key verifies it (tried %d; bundle key hint %q)", len(order), hint)
+	return nil, &VerifyError{Check: CheckSignature, Reason: reason, Err: firstErr}
+}
+
+func verifyWithKey(b *bundle.Bundle, pub crypto.PublicKey, artifact verify.ArtifactPolicyOption) error {
+	sv, err := signature.LoadDefaultVerifier(pub)
+	if err != nil {
+		return err
+	}
+	key := root.NewExpiringKey(sv, timeZero, timeZero)
+	tm := root.NewTrustedPublicKeyMaterial(func(string) (root.TimeConstrainedVerifier, error) { return key, nil })
+	// A key is trusted by itself, not by when it signed: no timestamp
+	// or transparency-log entry is required (offline, key-based).
+	v, err := verify.NewVerifier(tm, verify.WithNoObserverTimestamps(), verify.WithoutStatementPredicate())
+	if err != nil {
+		return err
+	}
+	_, err = v.Verify(b, verify.NewPolicy(artifact, verify.WithKey()))
+	return err
+}
+
+// verifyKeyless verifies a certificate bundle against the pinned trusted
+// root and the policy's identities. What the root lists decides what the
+// bundle must carry: a Rekor log means a verified transparency-log entry, a
+// CT log means an embedded SCT; and the certificate must have been valid at
+// a verified observer time (Rekor integrated time or RFC 3161 timestamp).
+func (tp *trustPolicy) verifyKeyless(b *bundle.Bundle, artifact func() verify.ArtifactPolicyOption) ([]signer, error) {
+	if len(tp.identities) == 0 {
+		return nil, &VerifyError{Check: CheckSignature, Reason: "bundle is signed keyless (certificate), and the trust policy trusts no identities"}
+	}
+	if tp.root == nil {
+		return nil, &VerifyError{Check: CheckPolicy, Reason: "keyless bundle, and the trust policy has no trustedRoot"}
+	}
+	tm, err := tp.root()
+	if err != nil {
+		return nil, &VerifyError{Check: CheckPolicy, Reason: "cannot load the pinned trusted root", Err: err}
+	}
+	vopts := []verify.VerifierOption{verify.WithObserverTimestamps(1), verify.WithoutStatementPredicate()}
+	if len(tm.RekorLogs()) > 0 {
+		vopts = append(vopts, verify.WithTransparencyLog(1))
+	}
+	if len(tm.CTLogs()) > 0 {
+		vopts = append(vopts, verify.WithSignedCertificateTimestamps(1))
+	}
+	v, err := verify.NewVerifier(tm, vopts...)
+	if err != nil {
+		return nil, err
+	}
+	popts := make([]verify.PolicyOption, 0, len(tp.identities))
+	for _, id := range tp.identities {
+		popts = append(popts, verify.WithCertificateIdentity(id.identity))
+	}
+	res, err := v.Verify(b, verify.NewPolicy(artifact(), popts...))
+	if err != nil {
+		return nil, &VerifyError{Check: CheckSignature, Reason: "keyless signature does not verify against the pinned trusted root and trusted identities", Err: err}
+	}
+	if res.Signature == nil || res.Signature.Certificate == nil {
+		return nil, errors.New("verified keyless bundle has no certificate summary")
+	}
+	cert := *res.Signature.Certificate
+	leaf, _ := b.VerificationContent()
+	fp := ""
+	if leaf != nil && leaf.Certificate() != nil {
+		s := sha256.Sum256(leaf.Certificate().Raw)
+		fp = "sha256:" + hex.EncodeToString(s[:])
+	}
+	var out []signer
+	for _, id := range tp.identities {
+		if id.identity.Verify(cert) == nil {
+			out = append(out, signer{
+				display:    fmt.Sprintf("identity:%s (%s %s)", id.name, cert.Extensions.Issuer, cert.SubjectAlternativeName),
+				keyID:      fp,
+				namespaces: id.namespaces,
+			})
+		}
+	}
+	if len(out) == 0 { // sigstore-go matched one; cannot happen
+		return nil, errors.New("no trusted identity matches the certificate")
+	}
+	return out, nil
+}
+
+// timeZero leaves a trusted key without a validity window.
+var timeZero time.Time
