@@ -124,7 +124,7 @@ func (r *TrustedRootRef) UnmarshalJSON(data []byte) error {
 type TrustEntry struct {
 	Kind       string   // "key", "identity" or "registry-key"
 	Name       string   // the entry's name
-	ID         string   // key id (base64 SHA-256 of the PKIX key), or "<issuer> <subject>"
+	ID         string   // key id (base64 SHA-256 of the PKIX key); for identities "<issuer> <subject>" or "<issuer> ~<subjectRegexp>"
 	Namespaces []string // namespace patterns it is trusted for
 }
 
@@ -370,6 +370,9 @@ func (p *Policy) Validate() error {
 		if err := check("registry key", k.Name, k.validate()); err != nil {
 			return err
 		}
+	}
+	if r := p.TrustedRoot; r != nil && len(r.JSON) > 0 && !json.Valid(r.JSON) {
+		return errors.New("trustedRoot: inline trusted root is not valid JSON")
 	}
 	if len(p.Identities) > 0 && (p.TrustedRoot == nil || (p.TrustedRoot.Path == "" && len(p.TrustedRoot.JSON) == 0)) {
 		return errors.New("keyless identities need a trustedRoot (path to trusted_root.json or the object inline)")
