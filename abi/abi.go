@@ -165,6 +165,49 @@ var OpenwopImports = []Func{
 	{Name: ImportInterrupt, Params: i32x2, Results: ResultsPtrLen, Doc: "(JSON payload) -> resume value; suspends the invocation until resumed"},
 }
 
+// Function names in namespace ModuleHostV1.
+const (
+	HostMemoryGet      = "memory_get"
+	HostMemoryPut      = "memory_put"
+	HostMemoryDelete   = "memory_delete"
+	HostMemoryList     = "memory_list"
+	HostQueueEnqueue   = "queue_enqueue"
+	HostAdapterInvoke  = "adapter_invoke"
+	HostEvidenceRecord = "evidence_record"
+	HostArtifactPut    = "artifact_put"
+	HostConfigGet      = "config_get"
+)
+
+// HostV1Imports is the packrun:host/v1 namespace. Every function has the
+// same shape: (req_ptr, req_len, resp_out) -> status. The request is a JSON
+// object; on return the host has written the response buffer's (ptr, len) as
+// two little-endian u32 at resp_out (8 bytes; (0,0) when there is no
+// response). The response buffer comes from the module's openwop_alloc and
+// belongs to the module. Requests and responses:
+//
+//	memory_get      {"namespace","key"} -> {"value":<json>}           11 when absent
+//	memory_put      {"namespace","key","value":<json>,"ttlSeconds"?,"secret"?} -> (none)
+//	memory_delete   {"namespace","key"} -> (none)
+//	memory_list     {"namespace","prefix"?} -> {"keys":[...]}
+//	queue_enqueue   a TaskIntent -> {"staged":n}   applied only if the attempt completes
+//	adapter_invoke  {"adapter","input":<json>} -> {"output":<json>,"exit_status":...}
+//	evidence_record {"kind","data":<json>} -> (none)
+//	artifact_put    {"role","name","content_type"?,"text"?|"base64"?} -> {"artifact_id","sha256"}
+//	config_get      {"key"} -> {"value":<json>}                     11 when absent
+//
+// A function the pack's manifest does not grant returns StatusAccessDenied.
+var HostV1Imports = []Func{
+	{Name: HostMemoryGet, Params: i32x3, Results: ResultsI32, Doc: "read a memory entry"},
+	{Name: HostMemoryPut, Params: i32x3, Results: ResultsI32, Doc: "write a memory entry (optional TTL, secret)"},
+	{Name: HostMemoryDelete, Params: i32x3, Results: ResultsI32, Doc: "delete a memory entry"},
+	{Name: HostMemoryList, Params: i32x3, Results: ResultsI32, Doc: "list keys by prefix"},
+	{Name: HostQueueEnqueue, Params: i32x3, Results: ResultsI32, Doc: "stage a follow-up task (TaskIntent)"},
+	{Name: HostAdapterInvoke, Params: i32x3, Results: ResultsI32, Doc: "call a granted adapter"},
+	{Name: HostEvidenceRecord, Params: i32x3, Results: ResultsI32, Doc: "add a record to the attempt's evidence"},
+	{Name: HostArtifactPut, Params: i32x3, Results: ResultsI32, Doc: "store an artifact of the attempt"},
+	{Name: HostConfigGet, Params: i32x3, Results: ResultsI32, Doc: "read pack configuration"},
+}
+
 // Lookup finds a function by name in set.
 func Lookup(set []Func, name string) (Func, bool) {
 	i := slices.IndexFunc(set, func(f Func) bool { return f.Name == name })

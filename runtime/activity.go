@@ -43,10 +43,13 @@ type activity struct {
 	stdout capture
 	stderr capture
 
-	state     RunState
-	resume    []json.RawMessage
-	resumed   int
-	interrupt json.RawMessage
+	state      RunState
+	services   Services
+	trace      []Call
+	traceBytes uint64
+	resume     []json.RawMessage
+	resumed    int
+	interrupt  json.RawMessage
 }
 
 var (

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -20,6 +21,24 @@ const (
 	maxNameBytes    = 1 << 10
 	maxValueBytes   = 1 << 20
 	maxInterruptLen = 1 << 20
+)
+
+// Trace names of host calls.
+const (
+	fnLog          = abi.ModuleOpenwop + "." + abi.ImportLog
+	fnNowMs        = abi.ModuleOpenwop + "." + abi.ImportNowMs
+	fnRandom       = abi.ModuleOpenwop + "." + abi.ImportRandom
+	fnVariableGet  = abi.ModuleOpenwop + "." + abi.ImportVariableGet
+	fnVariableSet  = abi.ModuleOpenwop + "." + abi.ImportVariableSet
+	fnChannelRead  = abi.ModuleOpenwop + "." + abi.ImportChannelRead
+	fnChannelWrite = abi.ModuleOpenwop + "." + abi.ImportChannelWrite
+	fnInterrupt    = abi.ModuleOpenwop + "." + abi.ImportInterrupt
+	fnWalltime     = "wasi.walltime"
+	fnNanotime     = "wasi.nanotime"
+	fnNanosleep    = "wasi.nanosleep"
+	fnRandomGet    = "wasi.random"
+	fnStdout       = "wasi.stdout"
+	fnStderr       = "wasi.stderr"
 )
 
 type stateKey struct{}
@@ -88,27 +107,29 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	if !ok {
 		a.fail(abi.CodeHostCallBounds, fmt.Sprintf("openwop_log: message (ptr %#x, len %d) is outside the module's memory", ptr, n))
 	}
+	a.record(fnLog, append([]byte{byte(level)}, msg...), 0, nil)
 	a.log(level, strings.ToValidUTF8(string(msg), "\uFFFD"))
 }
 
 func hostNowMs(ctx context.Context, _ api.Module, stack []uint64) {
 	_, a := begin(ctx)
-	stack[0] = uint64(a.now().UnixMilli())
+	ms := a.now().UnixMilli()
+	a.record(fnNowMs, nil, 0, binary.LittleEndian.AppendUint64(nil, uint64(ms)))
+	stack[0] = uint64(ms)
 }
 
 func hostRandom(ctx context.Context, mod api.Module, stack []uint64) {
 	_, a := begin(ctx)
 	ptr, n := uint32(stack[0]), uint32(stack[1])
-	if n > maxRandomBytes {
-		stack[0] = uint64(abi.StatusValidation)
-		return
-	}
+	args := binary.LittleEndian.AppendUint32(nil, n)
 	buf, ok := mod.Memory().Read(ptr, n)
-	if !ok {
+	if n > maxRandomBytes || !ok {
+		a.record(fnRandom, args, abi.StatusValidation, nil)
 		stack[0] = uint64(abi.StatusValidation)
 		return
 	}
 	a.random().Read(buf)
+	a.record(fnRandom, args, abi.StatusOK, buf)
 	stack[0] = uint64(abi.StatusOK)
 }
 
@@ -119,12 +140,13 @@ func hostVariableGet(ctx context.Context, mod api.Module, stack []uint64) {
 	if ok && a.state != nil {
 		v, _ = a.state.Variable(string(name))
 	}
+	a.record(fnVariableGet, name, 0, v)
 	st.returnBytes(ctx, abi.ImportVariableGet, stack, v)
 }
 
 func hostVariableSet(ctx context.Context, mod api.Module, stack []uint64) {
 	_, a := begin(ctx)
-	stack[0] = uint64(setValue(a, mod, stack, func(name string, v json.RawMessage) error {
+	stack[0] = uint64(setValue(a, mod, stack, fnVariableSet, func(name string, v json.RawMessage) error {
 		return a.state.SetVariable(name, v)
 	}))
 }
@@ -136,27 +158,31 @@ func hostChannelRead(ctx context.Context, mod api.Module, stack []uint64) {
 	if ok && a.state != nil {
 		v = a.state.ReadChannel(string(name))
 	}
+	a.record(fnChannelRead, name, 0, v)
 	st.returnBytes(ctx, abi.ImportChannelRead, stack, v)
 }
 
 func hostChannelWrite(ctx context.Context, mod api.Module, stack []uint64) {
 	_, a := begin(ctx)
-	stack[0] = uint64(setValue(a, mod, stack, func(name string, v json.RawMessage) error {
+	stack[0] = uint64(setValue(a, mod, stack, fnChannelWrite, func(name string, v json.RawMessage) error {
 		return a.state.WriteChannel(name, v)
 	}))
 }
 
 // setValue reads (name, JSON value) from the guest and stores it.
-func setValue(a *activity, mod api.Module, stack []uint64, store func(string, json.RawMessage) error) abi.Status {
+func setValue(a *activity, mod api.Module, stack []uint64, fn string, store func(string, json.RawMessage) error) abi.Status {
+	name, _ := read(mod, uint32(stack[0]), uint32(stack[1]), maxNameBytes)
+	val, _ := read(mod, uint32(stack[2]), uint32(stack[3]), maxValueBytes)
+	s := storeValue(a, name, val, store)
+	a.record(fn, append(append(name, 0), val...), s, nil)
+	return s
+}
+
+func storeValue(a *activity, name, val []byte, store func(string, json.RawMessage) error) abi.Status {
 	if a.state == nil {
 		return abi.StatusHostError
 	}
-	name, ok := read(mod, uint32(stack[0]), uint32(stack[1]), maxNameBytes)
-	if !ok || len(name) == 0 || !utf8.Valid(name) {
-		return abi.StatusValidation
-	}
-	val, ok := read(mod, uint32(stack[2]), uint32(stack[3]), maxValueBytes)
-	if !ok || !json.Valid(val) {
+	if len(name) == 0 || !utf8.Valid(name) || len(val) == 0 || !json.Valid(val) {
 		return abi.StatusValidation
 	}
 	if err := store(string(name), val); err != nil {
@@ -172,13 +198,15 @@ func hostInterrupt(ctx context.Context, mod api.Module, stack []uint64) {
 	if a.deterministic {
 		a.fail(abi.CodeHostError, "openwop_interrupt called while the module was initialising")
 	}
+	payload, ok := read(mod, uint32(stack[0]), uint32(stack[1]), maxInterruptLen)
 	if a.resumed < len(a.resume) {
 		v := a.resume[a.resumed]
 		a.resumed++
+		a.record(fnInterrupt, payload, 0, v)
 		st.returnBytes(ctx, abi.ImportInterrupt, stack, v)
 		return
 	}
-	payload, ok := read(mod, uint32(stack[0]), uint32(stack[1]), maxInterruptLen)
+	a.record(fnInterrupt, payload, 0, nil)
 	if !ok || !utf8.Valid(payload) || !json.Valid(payload) {
 		a.fail(abi.CodeResponseEnvelope, "openwop_interrupt: payload is not a JSON value within bounds")
 	}

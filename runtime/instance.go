@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -182,13 +183,16 @@ func (st *instState) walltime() (int64, int32) {
 	a := st.act
 	a.count()
 	t := a.now()
+	a.record(fnWalltime, nil, 0, binary.LittleEndian.AppendUint64(nil, uint64(t.UnixNano())))
 	return t.Unix(), int32(t.Nanosecond())
 }
 
 func (st *instState) nanotime() int64 {
 	a := st.act
 	a.count()
-	return a.nanotime()
+	n := a.nanotime()
+	a.record(fnNanotime, nil, 0, binary.LittleEndian.AppendUint64(nil, uint64(n)))
+	return n
 }
 
 // nanosleep sleeps at most until the activity's deadline; once it passes,
@@ -196,6 +200,7 @@ func (st *instState) nanotime() int64 {
 func (st *instState) nanosleep(ns int64) {
 	a := st.act
 	a.count()
+	a.record(fnNanosleep, binary.LittleEndian.AppendUint64(nil, uint64(ns)), 0, nil)
 	if a.deterministic {
 		a.fakeNanos += ns
 		return
@@ -211,7 +216,9 @@ type randReader struct{ st *instState }
 func (r randReader) Read(p []byte) (int, error) {
 	a := r.st.act
 	a.count()
-	return a.random().Read(p)
+	n, err := a.random().Read(p)
+	a.record(fnRandomGet, binary.LittleEndian.AppendUint32(nil, uint32(len(p))), 0, p[:n])
+	return n, err
 }
 
 type captureWriter struct {
@@ -223,8 +230,10 @@ func (w captureWriter) Write(p []byte) (int, error) {
 	a := w.st.act
 	a.count()
 	if w.stderr {
+		a.record(fnStderr, p, 0, nil)
 		a.stderr.Write(p)
 	} else {
+		a.record(fnStdout, p, 0, nil)
 		a.stdout.Write(p)
 	}
 	return len(p), nil

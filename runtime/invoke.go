@@ -36,6 +36,9 @@ type Invocation struct {
 	// State holds the run's variables and channels; nil gives the
 	// invocation a fresh empty in-memory state.
 	State RunState
+	// Services serves packrun:host/v1 for this invocation; nil answers
+	// every call with StatusAccessDenied (nothing is granted by default).
+	Services Services
 }
 
 // Event is something the host observed during an invocation.
@@ -72,6 +75,8 @@ type Result struct {
 	// Limits.CaptureBytes.
 	Truncated []string
 	HostCalls int
+	// Trace is every host call in order, with the values the module got.
+	Trace []Call
 	// MemoryBytes is the largest linear memory size the instance reached.
 	MemoryBytes uint64
 	Duration    time.Duration
@@ -125,6 +130,7 @@ func (m *Module) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 	a := newActivity(m.limits, m.rt.cfg.clock)
 	a.seed = seedFor(inv.RunID, inv.NodeID, inv.Attempt)
 	a.state = inv.State
+	a.services = inv.Services
 	a.resume = inv.Resume
 	// The deadline is enforced by wazero's close-on-context-done; a breach
 	// seen by the host closes the instance directly, which stops the guest
@@ -142,6 +148,7 @@ func (m *Module) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 	inst.st.act = nil
 	res.Duration = time.Since(start)
 	res.HostCalls = a.calls
+	res.Trace = a.trace
 	res.MemoryBytes = inst.memoryBytes()
 	res.Logs = a.logs
 	res.Stdout, res.Stderr = a.stdout.buf, a.stderr.buf

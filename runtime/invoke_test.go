@@ -217,7 +217,7 @@ func TestConcurrentInvocations(t *testing.T) {
 func TestInvokeErrors(t *testing.T) {
 	r := newTestRuntime(t, NewConfig())
 	m := loadProbe(t, r, LoadOptions{})
-	if _, err := m.Invoke(context.Background(), Invocation{}); err == nil || !strings.Contains(err.Error(), "8 nodes") {
+	if _, err := m.Invoke(context.Background(), Invocation{}); err == nil || !strings.Contains(err.Error(), "9 nodes") {
 		t.Fatalf("no typeId on a multi-node module: %v", err)
 	}
 	if _, err := m.Invoke(context.Background(), Invocation{Node: "nope"}); err == nil || !strings.Contains(err.Error(), `"nope" is not a node of local.probe`) {
@@ -241,7 +241,7 @@ func TestModuleInfo(t *testing.T) {
 	r := newTestRuntime(t, NewConfig())
 	m := loadProbe(t, r, LoadOptions{Limits: Limits{MemoryBytes: 8 << 40}})
 	info := m.Info()
-	if info.PackName != "local.probe" || len(info.Nodes) != 8 || info.ABIVersion != 1 || !info.Reactor {
+	if info.PackName != "local.probe" || len(info.Nodes) != 9 || info.ABIVersion != 1 || !info.Reactor {
 		t.Fatalf("info %+v", info)
 	}
 	if info.Limits.MemoryBytes != MaxLimits.MemoryBytes {
@@ -254,5 +254,83 @@ func TestModuleInfo(t *testing.T) {
 	defer mv.Close(context.Background())
 	if mv.Info().Encoding[abi.ExportNodeInvoke] != "multi-value" || m.Info().Encoding[abi.ExportNodeInvoke] != "packed-i64" {
 		t.Fatalf("encodings %v / %v", mv.Info().Encoding, m.Info().Encoding)
+	}
+}
+
+// fakeServices answers packrun:host/v1 from a map, like a host would.
+type fakeServices struct {
+	mem   map[string]json.RawMessage
+	calls []string
+}
+
+func (f *fakeServices) Serve(_ context.Context, fn string, req []byte) (abi.Status, []byte) {
+	f.calls = append(f.calls, fn)
+	var r struct {
+		Namespace, Key string
+		Value          json.RawMessage
+		Input          json.RawMessage
+	}
+	if err := json.Unmarshal(req, &r); err != nil {
+		return abi.StatusValidation, nil
+	}
+	switch fn {
+	case abi.HostMemoryPut:
+		f.mem[r.Namespace+"/"+r.Key] = r.Value
+		return abi.StatusOK, nil
+	case abi.HostMemoryGet:
+		v, ok := f.mem[r.Namespace+"/"+r.Key]
+		if !ok {
+			return abi.StatusNotFound, nil
+		}
+		return abi.StatusOK, []byte(`{"value":` + string(v) + `}`)
+	case abi.HostAdapterInvoke:
+		return abi.StatusOK, []byte(`{"output":` + string(r.Input) + `,"exit_status":"ok"}`)
+	}
+	return abi.StatusNotFound, nil
+}
+
+func TestHostV1Services(t *testing.T) {
+	r := newTestRuntime(t, NewConfig())
+	m := loadProbe(t, r, LoadOptions{})
+	svc := &fakeServices{mem: map[string]json.RawMessage{}}
+	res := mustInvoke(t, m, Invocation{Node: "probe.host", Services: svc})
+	want := `{"put":0,"get":0,"got":{"value":{"n":1}},"adapter":0,"adapterOut":{"output":"hi","exit_status":"ok"},"config":11,"configLen":0}`
+	if string(res.Output) != want {
+		t.Fatalf("output %s\nwant   %s", res.Output, want)
+	}
+	var fns []string
+	for _, c := range res.Trace {
+		fns = append(fns, c.Fn)
+	}
+	if got := strings.Join(fns, ","); got != "packrun:host/v1.memory_put,packrun:host/v1.memory_get,packrun:host/v1.adapter_invoke,packrun:host/v1.config_get" {
+		t.Fatalf("trace %s", got)
+	}
+	if string(res.Trace[1].Result) != `{"value":{"n":1}}` || res.Trace[3].Status != int32(abi.StatusNotFound) {
+		t.Fatalf("trace entries %+v", res.Trace)
+	}
+	// Without services nothing is granted.
+	res = mustInvoke(t, m, Invocation{Node: "probe.host"})
+	if !strings.Contains(string(res.Output), `"put":1,"get":1`) {
+		t.Fatalf("no services: %s", res.Output)
+	}
+}
+
+func TestTraceRecordsEveryInput(t *testing.T) {
+	r := newTestRuntime(t, NewConfig())
+	m := loadProbe(t, r, LoadOptions{})
+	res := mustInvoke(t, m, Invocation{Node: "probe.wasi", RunID: "r"})
+	var fns []string
+	for _, c := range res.Trace {
+		fns = append(fns, c.Fn)
+	}
+	got := strings.Join(fns, ",")
+	for _, want := range []string{"wasi.stdout", "wasi.stderr", "wasi.walltime", "wasi.random"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("trace %s lacks %s", got, want)
+		}
+	}
+	res = mustInvoke(t, m, Invocation{Node: "probe.random", RunID: "r"})
+	if len(res.Trace) != 1 || res.Trace[0].Fn != "openwop.openwop_random" || len(res.Trace[0].Result) != 16 {
+		t.Fatalf("random trace %+v", res.Trace)
 	}
 }

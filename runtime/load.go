@@ -217,6 +217,13 @@ func checkImports(cm wazero.CompiledModule, eng *engine) (variant, *LoadError) {
 					}
 				}
 			}
+		case abi.ModuleHostV1:
+			spec, ok := abi.Lookup(abi.HostV1Imports, name)
+			if !ok {
+				unknown = append(unknown, qual)
+			} else if _, ok := matches(spec, f); !ok {
+				bad = append(bad, fmt.Sprintf("%s is declared %s, the host serves %s", qual, sigOf(f), spec.Signature()))
+			}
 		case abi.ModuleWASI:
 			d, ok := eng.wasiDefs[name]
 			if !ok {
@@ -233,8 +240,8 @@ func checkImports(cm wazero.CompiledModule, eng *engine) (variant, *LoadError) {
 		unknown = append(unknown, mod+"."+name+" (memory)")
 	}
 	if len(unknown) > 0 {
-		e := refuse(CodeUnknownImport, "module imports %d function(s) this host does not serve: %s (this host serves ABI %s: namespaces %s, %s)",
-			len(unknown), joinList(unknown), abi.ServedList(), abi.ModuleOpenwop, abi.ModuleWASI)
+		e := refuse(CodeUnknownImport, "module imports %d function(s) this host does not serve: %s (this host serves ABI %s: namespaces %s, %s, %s)",
+			len(unknown), joinList(unknown), abi.ServedList(), abi.ModuleOpenwop, abi.ModuleHostV1, abi.ModuleWASI)
 		e.Items = append(unknown, bad...)
 		return 0, e
 	}

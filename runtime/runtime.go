@@ -124,6 +124,9 @@ func (r *Runtime) engineFor(ctx context.Context, v variant) (*engine, error) {
 	if err == nil {
 		_, err = openwopHostModule(rt, v).Instantiate(ctx)
 	}
+	if err == nil {
+		_, err = hostV1Module(rt).Instantiate(ctx)
+	}
 	if err != nil {
 		rt.Close(ctx)
 		return nil, fmt.Errorf("runtime: start engine: %w", err)
@@ -148,6 +151,10 @@ func (r *Runtime) Host() HostInfo {
 	for _, f := range abi.OpenwopImports {
 		ow.Functions = append(ow.Functions, f.Name+" "+f.Signature())
 	}
+	hv1 := NamespaceInfo{Name: abi.ModuleHostV1}
+	for _, f := range abi.HostV1Imports {
+		hv1.Functions = append(hv1.Functions, f.Name+" "+f.Signature())
+	}
 	wasi := NamespaceInfo{Name: abi.ModuleWASI + " (sandboxed shim)"}
 	r.mu.Lock()
 	if e := r.engines[0]; e != nil {
@@ -157,7 +164,7 @@ func (r *Runtime) Host() HostInfo {
 	}
 	r.mu.Unlock()
 	sort.Strings(wasi.Functions)
-	h.Namespaces = []NamespaceInfo{ow, wasi}
+	h.Namespaces = []NamespaceInfo{ow, hv1, wasi}
 	return h
 }
 

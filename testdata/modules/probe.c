@@ -19,8 +19,14 @@ IMPORT(openwop_channel_read) uint64_t ow_channel_read(const char *name, int32_t 
 IMPORT(openwop_channel_write) int32_t ow_channel_write(const char *name, int32_t n, const char *v, int32_t vn);
 IMPORT(openwop_interrupt) uint64_t ow_interrupt(const char *p, int32_t n);
 
+#define HOST(name) __attribute__((import_module("packrun:host/v1"), import_name(#name)))
+HOST(memory_put) int32_t h_memory_put(const char *req, int32_t n, uint32_t *out);
+HOST(memory_get) int32_t h_memory_get(const char *req, int32_t n, uint32_t *out);
+HOST(adapter_invoke) int32_t h_adapter_invoke(const char *req, int32_t n, uint32_t *out);
+HOST(config_get) int32_t h_config_get(const char *req, int32_t n, uint32_t *out);
+
 static const char *nodes[] = {"probe.random", "probe.now", "probe.state", "probe.counter",
-                              "probe.wasi", "probe.log", "probe.interrupt2", "probe.echo"};
+                              "probe.wasi", "probe.log", "probe.interrupt2", "probe.echo", "probe.host"};
 #define NODES (int32_t)(sizeof(nodes) / sizeof(nodes[0]))
 
 static uint64_t pack(const void *p, uint32_t n) { return ((uint64_t)n << 32) | (uint32_t)(uintptr_t)p; }
@@ -97,6 +103,22 @@ EXPORT(openwop_node_invoke) uint64_t node_invoke(int32_t node, const char *req, 
     int fl = snprintf(first, sizeof first, "%.*s", (int)n1, a);
     const char *b = str(ow_interrupt("{\"step\":2}", 10), &n2);
     return done(snprintf(out, sizeof out, "{\"outcome\":\"completed\",\"output\":{\"a\":%.*s,\"b\":%.*s}}", fl, first, (int)n2, b));
+  }
+  case 8: { // packrun:host/v1 round trip
+    static const char put[] = "{\"namespace\":\"ns\",\"key\":\"k\",\"value\":{\"n\":1}}";
+    static const char get[] = "{\"namespace\":\"ns\",\"key\":\"k\"}";
+    static const char ad[] = "{\"adapter\":\"echo\",\"input\":\"hi\"}";
+    static const char cfg[] = "{\"key\":\"missing\"}";
+    uint32_t o1[2] = {0, 0}, o2[2] = {0, 0}, o3[2] = {0, 0}, o4[2] = {0, 0};
+    int32_t s1 = h_memory_put(put, sizeof put - 1, o1);
+    int32_t s2 = h_memory_get(get, sizeof get - 1, o2);
+    int32_t s3 = h_adapter_invoke(ad, sizeof ad - 1, o3);
+    int32_t s4 = h_config_get(cfg, sizeof cfg - 1, o4);
+    const char *g = o2[1] ? (const char *)(uintptr_t)o2[0] : "null";
+    const char *a = o3[1] ? (const char *)(uintptr_t)o3[0] : "null";
+    return done(snprintf(out, sizeof out,
+                         "{\"outcome\":\"completed\",\"output\":{\"put\":%d,\"get\":%d,\"got\":%.*s,\"adapter\":%d,\"adapterOut\":%.*s,\"config\":%d,\"configLen\":%u}}",
+                         s1, s2, (int)(o2[1] ? o2[1] : 4), g, s3, (int)(o3[1] ? o3[1] : 4), a, s4, o4[1]));
   }
   case 7: // echo the whole request envelope
     return done(snprintf(out, sizeof out, "{\"outcome\":\"completed\",\"output\":%.*s}", (int)req_len, req));

@@ -1,0 +1,46 @@
+package runtime
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/packrun/packrun/abi"
+)
+
+// Call is one host call in an invocation's trace: the function (module.name),
+// its arguments, the status and the result the module received. Every value
+// that entered the module from outside its request is in the trace, in
+// order, which is what replay feeds back.
+type Call struct {
+	Fn string `json:"fn"`
+	// Args are the call's input bytes; arguments longer than
+	// maxTracedArgs are recorded as "sha256:<hex>".
+	Args   []byte `json:"args,omitempty"`
+	Status int32  `json:"status,omitempty"`
+	Result []byte `json:"result,omitempty"`
+}
+
+const maxTracedArgs = 256
+
+// record appends a call to the trace, charging it to the trace budget.
+func (a *activity) record(fn string, args []byte, status abi.Status, result []byte) {
+	if a.deterministic {
+		return
+	}
+	c := Call{Fn: fn, Status: int32(status)}
+	if len(args) > maxTracedArgs {
+		sum := sha256.Sum256(args)
+		c.Args = []byte("sha256:" + hex.EncodeToString(sum[:]))
+	} else if len(args) > 0 {
+		c.Args = append([]byte(nil), args...)
+	}
+	if len(result) > 0 {
+		c.Result = append([]byte(nil), result...)
+	}
+	a.traceBytes += uint64(len(c.Args) + len(c.Result) + len(fn) + 16)
+	if limit := 4 * a.limits.OutputBytes; a.traceBytes > limit {
+		a.hit(Event{Type: EventCapBreached, Kind: abi.CapOutput, Limit: int64(limit), Observed: int64(a.traceBytes)})
+		panic(errAbort)
+	}
+	a.trace = append(a.trace, c)
+}
