@@ -45,6 +45,7 @@ const (
 	CodeAllocFailed         = "alloc_failed"            // openwop_alloc returned 0 or an out-of-range buffer
 	CodeHostCallBounds      = "host_call_out_of_bounds" // a host call named guest memory outside the module's memory
 	CodeHostError           = "host_error"
+	CodeReplayDiverged      = "replay_diverged" // a replay stopped matching its recording
 )
 
 // Cap kinds carried by cap.breached events.

@@ -47,6 +47,10 @@ type activity struct {
 	services   Services
 	trace      []Call
 	traceBytes uint64
+	// replay, when set, serves every host call from a recorded trace.
+	replay     []Call
+	replayAt   int
+	divergence *Divergence
 	resume     []json.RawMessage
 	resumed    int
 	interrupt  json.RawMessage

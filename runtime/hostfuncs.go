@@ -107,13 +107,20 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	if !ok {
 		a.fail(abi.CodeHostCallBounds, fmt.Sprintf("openwop_log: message (ptr %#x, len %d) is outside the module's memory", ptr, n))
 	}
-	a.record(fnLog, append([]byte{byte(level)}, msg...), 0, nil)
+	args := append([]byte{byte(level)}, msg...)
+	a.replayed(fnLog, args)
+	a.record(fnLog, args, 0, nil)
 	a.log(level, strings.ToValidUTF8(string(msg), "\uFFFD"))
 }
 
 func hostNowMs(ctx context.Context, _ api.Module, stack []uint64) {
 	_, a := begin(ctx)
-	ms := a.now().UnixMilli()
+	var ms int64
+	if c := a.replayed(fnNowMs, nil); c != nil {
+		ms = int64(a.replayedU64(c))
+	} else {
+		ms = a.now().UnixMilli()
+	}
 	a.record(fnNowMs, nil, 0, binary.LittleEndian.AppendUint64(nil, uint64(ms)))
 	stack[0] = uint64(ms)
 }
@@ -122,13 +129,18 @@ func hostRandom(ctx context.Context, mod api.Module, stack []uint64) {
 	_, a := begin(ctx)
 	ptr, n := uint32(stack[0]), uint32(stack[1])
 	args := binary.LittleEndian.AppendUint32(nil, n)
+	c := a.replayed(fnRandom, args)
 	buf, ok := mod.Memory().Read(ptr, n)
 	if n > maxRandomBytes || !ok {
 		a.record(fnRandom, args, abi.StatusValidation, nil)
 		stack[0] = uint64(abi.StatusValidation)
 		return
 	}
-	a.random().Read(buf)
+	if c != nil {
+		a.replayedBytes(c, buf)
+	} else {
+		a.random().Read(buf)
+	}
 	a.record(fnRandom, args, abi.StatusOK, buf)
 	stack[0] = uint64(abi.StatusOK)
 }
@@ -137,7 +149,9 @@ func hostVariableGet(ctx context.Context, mod api.Module, stack []uint64) {
 	st, a := begin(ctx)
 	name, ok := read(mod, uint32(stack[0]), uint32(stack[1]), maxNameBytes)
 	var v json.RawMessage
-	if ok && a.state != nil {
+	if c := a.replayed(fnVariableGet, name); c != nil {
+		v = c.Result
+	} else if ok && a.state != nil {
 		v, _ = a.state.Variable(string(name))
 	}
 	a.record(fnVariableGet, name, 0, v)
@@ -155,7 +169,9 @@ func hostChannelRead(ctx context.Context, mod api.Module, stack []uint64) {
 	st, a := begin(ctx)
 	name, ok := read(mod, uint32(stack[0]), uint32(stack[1]), maxNameBytes)
 	var v json.RawMessage
-	if ok && a.state != nil {
+	if c := a.replayed(fnChannelRead, name); c != nil {
+		v = c.Result
+	} else if ok && a.state != nil {
 		v = a.state.ReadChannel(string(name))
 	}
 	a.record(fnChannelRead, name, 0, v)
@@ -173,8 +189,14 @@ func hostChannelWrite(ctx context.Context, mod api.Module, stack []uint64) {
 func setValue(a *activity, mod api.Module, stack []uint64, fn string, store func(string, json.RawMessage) error) abi.Status {
 	name, _ := read(mod, uint32(stack[0]), uint32(stack[1]), maxNameBytes)
 	val, _ := read(mod, uint32(stack[2]), uint32(stack[3]), maxValueBytes)
-	s := storeValue(a, name, val, store)
-	a.record(fn, append(append(name, 0), val...), s, nil)
+	args := append(append(name, 0), val...)
+	var s abi.Status
+	if c := a.replayed(fn, args); c != nil {
+		s = abi.Status(c.Status)
+	} else {
+		s = storeValue(a, name, val, store)
+	}
+	a.record(fn, args, s, nil)
 	return s
 }
 
@@ -199,7 +221,11 @@ func hostInterrupt(ctx context.Context, mod api.Module, stack []uint64) {
 		a.fail(abi.CodeHostError, "openwop_interrupt called while the module was initialising")
 	}
 	payload, ok := read(mod, uint32(stack[0]), uint32(stack[1]), maxInterruptLen)
-	if a.resumed < len(a.resume) {
+	if c := a.replayed(fnInterrupt, payload); c != nil && len(c.Result) > 0 {
+		a.record(fnInterrupt, payload, 0, c.Result)
+		st.returnBytes(ctx, abi.ImportInterrupt, stack, c.Result)
+		return
+	} else if c == nil && a.resumed < len(a.resume) {
 		v := a.resume[a.resumed]
 		a.resumed++
 		a.record(fnInterrupt, payload, 0, v)

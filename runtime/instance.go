@@ -183,6 +183,9 @@ func (st *instState) walltime() (int64, int32) {
 	a := st.act
 	a.count()
 	t := a.now()
+	if c := a.replayed(fnWalltime, nil); c != nil {
+		t = time.Unix(0, int64(a.replayedU64(c)))
+	}
 	a.record(fnWalltime, nil, 0, binary.LittleEndian.AppendUint64(nil, uint64(t.UnixNano())))
 	return t.Unix(), int32(t.Nanosecond())
 }
@@ -190,7 +193,12 @@ func (st *instState) walltime() (int64, int32) {
 func (st *instState) nanotime() int64 {
 	a := st.act
 	a.count()
-	n := a.nanotime()
+	var n int64
+	if c := a.replayed(fnNanotime, nil); c != nil {
+		n = int64(a.replayedU64(c))
+	} else {
+		n = a.nanotime()
+	}
 	a.record(fnNanotime, nil, 0, binary.LittleEndian.AppendUint64(nil, uint64(n)))
 	return n
 }
@@ -200,8 +208,10 @@ func (st *instState) nanotime() int64 {
 func (st *instState) nanosleep(ns int64) {
 	a := st.act
 	a.count()
-	a.record(fnNanosleep, binary.LittleEndian.AppendUint64(nil, uint64(ns)), 0, nil)
-	if a.deterministic {
+	args := binary.LittleEndian.AppendUint64(nil, uint64(ns))
+	replaying := a.replayed(fnNanosleep, args) != nil
+	a.record(fnNanosleep, args, 0, nil)
+	if a.deterministic || replaying {
 		a.fakeNanos += ns
 		return
 	}
@@ -216,7 +226,15 @@ type randReader struct{ st *instState }
 func (r randReader) Read(p []byte) (int, error) {
 	a := r.st.act
 	a.count()
-	n, err := a.random().Read(p)
+	args := binary.LittleEndian.AppendUint32(nil, uint32(len(p)))
+	var n int
+	var err error
+	if c := a.replayed(fnRandomGet, args); c != nil {
+		a.replayedBytes(c, p)
+		n = len(p)
+	} else {
+		n, err = a.random().Read(p)
+	}
 	a.record(fnRandomGet, binary.LittleEndian.AppendUint32(nil, uint32(len(p))), 0, p[:n])
 	return n, err
 }
@@ -230,9 +248,11 @@ func (w captureWriter) Write(p []byte) (int, error) {
 	a := w.st.act
 	a.count()
 	if w.stderr {
+		a.replayed(fnStderr, p)
 		a.record(fnStderr, p, 0, nil)
 		a.stderr.Write(p)
 	} else {
+		a.replayed(fnStdout, p)
 		a.record(fnStdout, p, 0, nil)
 		a.stdout.Write(p)
 	}

@@ -39,6 +39,17 @@ type Invocation struct {
 	// Services serves packrun:host/v1 for this invocation; nil answers
 	// every call with StatusAccessDenied (nothing is granted by default).
 	Services Services
+	// Replay, when set, re-executes a recorded invocation: every host call
+	// is served from Replay.Calls (no live clock, random, state, services or
+	// side effects) and must match the recording in order, function and
+	// arguments; the first mismatch ends the invocation with
+	// Result.Divergence set.
+	Replay *Replay
+}
+
+// Replay is a recorded trace to serve an invocation from.
+type Replay struct {
+	Calls []Call
 }
 
 // Event is something the host observed during an invocation.
@@ -77,6 +88,8 @@ type Result struct {
 	HostCalls int
 	// Trace is every host call in order, with the values the module got.
 	Trace []Call
+	// Divergence is set when a replay stopped matching its recording.
+	Divergence *Divergence
 	// MemoryBytes is the largest linear memory size the instance reached.
 	MemoryBytes uint64
 	Duration    time.Duration
@@ -132,6 +145,12 @@ func (m *Module) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 	a.state = inv.State
 	a.services = inv.Services
 	a.resume = inv.Resume
+	if inv.Replay != nil {
+		a.replay = inv.Replay.Calls
+		if a.replay == nil {
+			a.replay = []Call{}
+		}
+	}
 	// The deadline is enforced by wazero's close-on-context-done; a breach
 	// seen by the host closes the instance directly, which stops the guest
 	// at its next check just the same.
@@ -149,6 +168,11 @@ func (m *Module) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 	res.Duration = time.Since(start)
 	res.HostCalls = a.calls
 	res.Trace = a.trace
+	a.finishReplay(res)
+	if a.divergence != nil {
+		res.Divergence = a.divergence
+		res.fail(abi.CodeReplayDiverged, a.divergence.Error())
+	}
 	res.MemoryBytes = inst.memoryBytes()
 	res.Logs = a.logs
 	res.Stdout, res.Stderr = a.stdout.buf, a.stderr.buf
@@ -255,6 +279,8 @@ func responseCode(err error) string {
 // res.Outcome empty when the caller's own context ended the call.
 func (m *Module) guestError(ctx context.Context, a *activity, err error, res *Result) {
 	switch cause := context.Cause(ctx); {
+	case a.divergence != nil:
+		res.fail(abi.CodeReplayDiverged, a.divergence.Error())
 	case a.interrupt != nil:
 		res.Outcome, res.Interrupt = abi.Suspended, a.interrupt
 	case a.breach != nil:

@@ -28,11 +28,8 @@ func (a *activity) record(fn string, args []byte, status abi.Status, result []by
 		return
 	}
 	c := Call{Fn: fn, Status: int32(status)}
-	if len(args) > maxTracedArgs {
-		sum := sha256.Sum256(args)
-		c.Args = []byte("sha256:" + hex.EncodeToString(sum[:]))
-	} else if len(args) > 0 {
-		c.Args = append([]byte(nil), args...)
+	if len(args) > 0 {
+		c.Args = append([]byte(nil), traceArgs(args)...)
 	}
 	if len(result) > 0 {
 		c.Result = append([]byte(nil), result...)
@@ -43,4 +40,9 @@ func (a *activity) record(fn string, args []byte, status abi.Status, result []by
 		panic(errAbort)
 	}
 	a.trace = append(a.trace, c)
+}
+
+func hashArgs(args []byte) string {
+	sum := sha256.Sum256(args)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
