@@ -1,8 +1,12 @@
-// Package host will hold the host services a pack reaches through
-// packrun:host/v1 (evidence, memory, task queue, adapters) behind small
-// interfaces, with their SQLite implementation in host/sqlite, and the
-// dispatcher that turns tasks into invocations.
+// Package host defines the services a pack reaches through packrun:host/v1
+// (task queue, key-value memory, evidence recording, the task type registry
+// and the dispatch lock) as small interfaces, together with their domain
+// types, which follow the agent runtime schema (TaskIntent, TaskRecord,
+// TaskOutcome, ArtifactRecord, TaskTypeSpec, runtime events) and use its
+// snake_case names in JSON.
 //
-// Status: not built yet. Today the runtime serves the openwop namespace only,
-// with run state supplied through runtime.RunState.
+// Implementations live in one package per backend: host/sqlite is the
+// embedded one. The canonical encodings that make the evidence log
+// tamper-evident (HashEvent, HashAttempt) and the secret Redactor live here
+// so that every backend, and every exported bundle, is checked the same way.
 package host

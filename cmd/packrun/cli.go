@@ -119,7 +119,8 @@ Exit codes: 0 completed, 2 failed (including traps), 3 suspended, 4 limit breach
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "warn", "log level: trace, debug, info, warn, error, off")
 	root.AddCommand(a.invokeCommand(), a.inspectCommand(), a.versionCommand(),
 		a.keysCommand(), a.packCommand(), a.signCommand(), a.verifyCommand(), a.trustCommand(),
-		a.installCommand(), a.listCommand(), a.uninstallCommand(), a.exportCommand())
+		a.installCommand(), a.listCommand(), a.uninstallCommand(), a.exportCommand(),
+		a.serveCommand(), a.tasksCommand(), a.attemptsCommand(), a.evidenceCommand(), a.memoryCommand())
 	return root
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/host/dispatch"
 	"io"
 	"os"
 	"strings"
@@ -139,6 +141,7 @@ func readFileLimited(path string, limit int64) ([]byte, error) {
 
 // invokeJSON is the --json shape of an invocation.
 type invokeJSON struct {
+	AttemptID   string             `json:"attemptId,omitempty"`
 	Outcome     string             `json:"outcome"`
 	Node        string             `json:"node,omitempty"`
 	Output      json.RawMessage    `json:"output"`
@@ -178,36 +181,53 @@ func (a *app) invoke(cmd *cobra.Command, path, node string, f invokeFlags) error
 		}
 		resume = append(resume, json.RawMessage(r))
 	}
-	var rt *runtime.Runtime
-	var m *runtime.Module
-	if isModuleFile(path) {
-		rt, m, err = a.loadModule(ctx, path, limits, 0)
-	} else {
-		arch, perr := a.resolvePack(ctx, path, f.pack)
-		if perr != nil {
-			return perr
-		}
-		rt, m, node, err = a.loadPackNode(ctx, arch, node, limits)
-	}
+	env, err := a.openHost(ctx, 0, 1)
 	if err != nil {
-		return a.refused(err, f.json)
+		return err
 	}
-	defer rt.Close(ctx)
-	defer m.Close(ctx)
-
-	res, err := m.Invoke(ctx, runtime.Invocation{
+	defer env.Close(ctx)
+	inv := runtime.Invocation{
 		Node: node, Input: input, RunID: f.runID, NodeID: f.nodeID, TenantID: f.tenant,
 		Attempt: f.attempt, Resume: resume,
-	})
+	}
+	var att *host.Attempt
+	var res *runtime.Result
+	switch {
+	case isModuleFile(path):
+		wasm, rerr := readFileLimited(path, 256<<20)
+		if rerr != nil {
+			return withCode(exitUsage, rerr)
+		}
+		m, lerr := env.rt.Load(ctx, wasm, runtime.LoadOptions{Name: path, Limits: limits})
+		if lerr != nil {
+			return a.refused(lerr, f.json)
+		}
+		defer m.Close(ctx)
+		att, res, err = env.dispatcher.InvokeModule(ctx, m, inv)
+	case strings.HasSuffix(path, ".pack") || strings.HasSuffix(path, ".tgz"):
+		_, arch, verr := a.verified(ctx, path, f.pack)
+		if verr != nil {
+			return verr
+		}
+		att, res, err = env.dispatcher.InvokeArchive(ctx, arch, a.invokeRequest(inv, limits))
+	default:
+		req := a.invokeRequest(inv, limits)
+		req.Pack = path
+		att, res, err = env.dispatcher.Invoke(ctx, req)
+	}
 	if err != nil {
 		if errors.Is(err, runtime.ErrUnknownNode) {
 			return withCode(exitUsage, err)
 		}
-		return err
+		if errors.Is(err, runtime.ErrRefused) {
+			return a.refused(err, f.json)
+		}
+		return refusal(err)
 	}
+	a.log.Debug("recorded attempt", "attempt", att.AttemptID)
 	a.log.Debug("invoked", "module", path, "node", res.Node, "outcome", res.Outcome, "duration", res.Duration, "hostCalls", res.HostCalls)
 	if f.json {
-		return a.printInvokeJSON(res)
+		return a.printInvokeJSON(res, att.AttemptID)
 	}
 	a.relayGuestOutput(res)
 	switch res.Outcome {
@@ -248,9 +268,10 @@ func (a *app) relayGuestOutput(res *runtime.Result) {
 	}
 }
 
-func (a *app) printInvokeJSON(res *runtime.Result) error {
+func (a *app) printInvokeJSON(res *runtime.Result, attemptID string) error {
 	out := invokeJSON{
-		Outcome: string(res.Outcome), Node: res.Node, Output: res.Output, Interrupt: res.Interrupt,
+		AttemptID: attemptID,
+		Outcome:   string(res.Outcome), Node: res.Node, Output: res.Output, Interrupt: res.Interrupt,
 		Events: res.Events, Logs: res.Logs, Stdout: string(res.Stdout), Stderr: string(res.Stderr),
 		Truncated: res.Truncated, HostCalls: res.HostCalls, MemoryBytes: res.MemoryBytes,
 		DurationMs: float64(res.Duration.Microseconds()) / 1000,
@@ -322,4 +343,8 @@ func isModuleFile(path string) bool {
 	}
 	fi, err := os.Stat(path)
 	return err == nil && !fi.IsDir()
+}
+
+func (a *app) invokeRequest(inv runtime.Invocation, limits runtime.Limits) dispatch.InvokeRequest {
+	return dispatch.InvokeRequest{Node: inv.Node, Input: inv.Input, Tenant: inv.TenantID, RunID: inv.RunID, NodeID: inv.NodeID, Attempt: inv.Attempt, Resume: inv.Resume, Limits: limits}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packrun/packrun/host/dispatch"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,7 +30,7 @@ func refusal(err error) error {
 	if errors.Is(err, registry.ErrUntrusted) || errors.Is(err, packs.ErrInvalidPack) || errors.Is(err, registry.ErrConflict) {
 		return withCode(exitRefused, fmt.Errorf("refused: %w", err))
 	}
-	if errors.Is(err, registry.ErrNotInstalled) {
+	if errors.Is(err, registry.ErrNotInstalled) || errors.Is(err, dispatch.ErrPackNotInstalled) {
 		return withCode(exitUsage, err)
 	}
 	return err

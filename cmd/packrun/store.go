@@ -47,6 +47,9 @@ FILE.pack.provenance.sigstore.json unless given.`,
 			if err != nil {
 				return refusal(err)
 			}
+			if err := a.refreshTaskTypes(ctx, st, nil); err != nil {
+				return err
+			}
 			if asJSON {
 				return writeJSON(a.stdout, map[string]any{"installed": p, "alreadyInstalled": already})
 			}
@@ -216,6 +219,13 @@ func (a *app) uninstallCommand() *cobra.Command {
 			if err != nil {
 				return refusal(err)
 			}
+			var names []string
+			for _, p := range removed {
+				names = append(names, p.Name)
+			}
+			if err := a.refreshTaskTypes(cmd.Context(), st, names); err != nil {
+				return err
+			}
 			for _, p := range removed {
 				fmt.Fprintf(a.stdout, "uninstalled %s\n", p.Ref())
 			}
@@ -303,4 +313,23 @@ func (a *app) resolvePack(ctx context.Context, target string, f bundleFlags) (*p
 		return nil, refusal(err)
 	}
 	return st.Open(ctx, p)
+}
+
+// refreshTaskTypes re-derives the task-type registry from installed packs;
+// names whose last version was removed lose their routes.
+func (a *app) refreshTaskTypes(ctx context.Context, st *registry.Store, removed []string) error {
+	b, err := a.openBackend(ctx)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	for _, name := range removed {
+		if _, err := st.Resolve(ctx, name); err == nil {
+			continue
+		}
+		if err := b.SetPackTaskTypes(ctx, name, nil); err != nil {
+			return err
+		}
+	}
+	return syncTaskTypes(ctx, st, b)
 }

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/packrun/packrun/host/api"
+	"github.com/packrun/packrun/packs"
+)
+
+func (a *app) serveCommand() *cobra.Command {
+	var addr string
+	var workers int
+	cmd := &cobra.Command{
+		Use:   "serve [--addr 127.0.0.1:7070] [--workers 2]",
+		Short: "Run the dispatcher and the HTTP API",
+		Long: `Run the dispatcher (claims the next available task, invokes the node its task type
+maps to, records the attempt, applies the outcome, schedules retries) and the HTTP API:
+
+  POST /v1/tasks            enqueue a TaskIntent ({"task_type":...,"payload":{...},"priority":...})
+  GET  /v1/tasks[/{id}]     list / show tasks         POST /v1/tasks/{id}:cancel
+  GET  /v1/attempts/{id}    one recorded attempt      POST /v1/invoke  run a node now
+  GET  /v1/packs            installed packs           GET  /.well-known/packrun  host capabilities
+
+One dispatcher per store holds the dispatch lock; a second one waits. Tasks a crash left
+running are reclaimed at start. SIGTERM or Ctrl-C stops claiming, lets in-flight tasks
+finish, and exits.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			env, err := a.openHost(ctx, 2, workers)
+			if err != nil {
+				return err
+			}
+			defer env.Close(context.Background())
+			if err := syncTaskTypes(ctx, env.store, env.backend); err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return withCode(exitUsage, fmt.Errorf("--addr %s: %w", addr, err))
+			}
+			handler := api.New(api.Config{
+				Backend:    env.backend,
+				Dispatcher: env.dispatcher,
+				Packs:      a.packInfos(env),
+				Host:       env.rt.Host(),
+				Log:        func(msg string, kv ...any) { a.log.Error(msg, kv...) },
+			})
+			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+			serveErr := make(chan error, 1)
+			go func() { serveErr <- srv.Serve(ln) }()
+			a.log.Info("serving", "addr", ln.Addr().String(), "home", a.home)
+			fmt.Fprintf(a.stderr, "packrun serving on http://%s (home %s)\n", ln.Addr(), a.home)
+
+			dispatchDone := make(chan error, 1)
+			go func() { dispatchDone <- env.dispatcher.Run(ctx) }()
+			select {
+			case err = <-serveErr:
+			case err = <-dispatchDone:
+				if err == nil {
+					err = ctx.Err()
+				}
+			case <-ctx.Done():
+			}
+			shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			srv.Shutdown(shutdown)
+			if ctx.Err() != nil {
+				<-dispatchDone // in-flight tasks finish
+				return nil
+			}
+			if errors.Is(err, http.ErrServerClosed) || errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:7070", "listen address")
+	cmd.Flags().IntVar(&workers, "workers", 2, "tasks run at once")
+	return cmd
+}
+
+func (a *app) packInfos(env *hostEnv) func(ctx context.Context) ([]api.PackInfo, error) {
+	return func(ctx context.Context) ([]api.PackInfo, error) {
+		all, err := env.store.List(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]api.PackInfo, 0, len(all))
+		for _, p := range all {
+			info := api.PackInfo{Name: p.Name, Version: p.Version, SHA256: p.SHA256, Signer: p.Signer, InstalledAt: p.InstalledAt}
+			if m, err := packs.DecodeManifest(p.Manifest); err == nil {
+				for _, n := range m.Nodes {
+					info.Nodes = append(info.Nodes, n.TypeID)
+					info.TaskTypes = append(info.TaskTypes, n.TaskTypes...)
+				}
+			}
+			out = append(out, info)
+		}
+		return out, nil
+	}
+}

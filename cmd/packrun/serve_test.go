@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/host/sqlite"
+)
+
+// servedHome prepares a home with the C hello pack installed (task type
+// hello.c) and returns it with a freshly built packrun binary.
+func servedHome(t *testing.T) (home, bin string) {
+	t.Helper()
+	dir := t.TempDir()
+	bin = filepath.Join(dir, "packrun")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	h := homeCLI{t, filepath.Join(dir, "home")}
+	key := filepath.Join(dir, "k")
+	pack := filepath.Join(dir, "hello.pack")
+	h.ok("keys", "generate", "--out", key)
+	h.ok("pack", "../../examples/hello-c", "-o", pack)
+	h.ok("sign", pack, "--key", key+".key")
+	h.ok("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
+	h.ok("install", pack)
+	return h.home, bin
+}
+
+func enqueueN(t *testing.T, home string, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	b, err := sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{BlobDir: filepath.Join(home, "artifacts", "sha256")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ids := make([]string, n)
+	for i := range n {
+		rec, err := b.Enqueue(ctx, host.TaskIntent{TaskType: "hello.c", Source: "test", Payload: json.RawMessage(fmt.Sprintf(`{"name":"t%d"}`, i))}, host.EnqueueOptions{MaxAttempts: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = rec.TaskID
+	}
+	return ids
+}
+
+func startServe(t *testing.T, bin, home string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, "--home", home, "serve", "--addr", "127.0.0.1:0")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// waitTerminal waits until every task is in a terminal state.
+func waitTerminal(t *testing.T, home string, ids []string, limit time.Duration) map[string]*host.TaskRecord {
+	t.Helper()
+	ctx := context.Background()
+	b, err := sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{BlobDir: filepath.Join(home, "artifacts", "sha256")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	deadline := time.Now().Add(limit)
+	for {
+		out := map[string]*host.TaskRecord{}
+		done := 0
+		for _, id := range ids {
+			rec, err := b.Task(ctx, id)
+			if err != nil {
+				t.Fatalf("task %s lost: %v", id, err)
+			}
+			out[id] = rec
+			if rec.Status.Terminal() {
+				done++
+			}
+		}
+		if done == len(ids) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d tasks terminal after %s", done, len(ids), limit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkRuns verifies every task completed, no completed task was run again,
+// and the evidence chain verifies.
+func checkRuns(t *testing.T, home string, tasks map[string]*host.TaskRecord) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{BlobDir: filepath.Join(home, "artifacts", "sha256")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for id, rec := range tasks {
+		if rec.Status != host.TaskCompleted {
+			t.Errorf("task %s ended %s: %s", id, rec.Status, rec.LastError)
+			continue
+		}
+		atts, err := b.ListAttempts(ctx, host.AttemptFilter{TaskID: id, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range atts {
+			if rec.FinishedAt != nil && a.StartedAt.After(*rec.FinishedAt) {
+				t.Errorf("task %s ran again after it completed (attempt %s)", id, a.AttemptID)
+			}
+		}
+	}
+	r, err := b.VerifyChain(ctx)
+	if err != nil || !r.OK {
+		t.Fatalf("evidence verify: %v %+v", err, r.Broken)
+	}
+}
+
+func TestServeSurvivesKill9(t *testing.T) {
+	home, bin := servedHome(t)
+	ids := enqueueN(t, home, 500)
+	for i := 0; i < 5; i++ {
+		cmd := startServe(t, bin, home)
+		time.Sleep(time.Duration(150+rand.IntN(500)) * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	cmd := startServe(t, bin, home)
+	tasks := waitTerminal(t, home, ids, 2*time.Minute)
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve after SIGTERM: %v", err)
+	}
+	checkRuns(t, home, tasks)
+}
+
+func TestTwoServesNeverRunATaskTwice(t *testing.T) {
+	home, bin := servedHome(t)
+	ids := enqueueN(t, home, 200)
+	a, b := startServe(t, bin, home), startServe(t, bin, home)
+	tasks := waitTerminal(t, home, ids, 2*time.Minute)
+	for _, c := range []*exec.Cmd{a, b} {
+		c.Process.Signal(syscall.SIGTERM)
+		c.Wait()
+	}
+	checkRuns(t, home, tasks)
+	ctx := context.Background()
+	st, _ := sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{BlobDir: filepath.Join(home, "artifacts", "sha256")})
+	defer st.Close()
+	for _, id := range ids {
+		atts, _ := st.ListAttempts(ctx, host.AttemptFilter{TaskID: id})
+		if len(atts) != 1 {
+			t.Errorf("task %s has %d attempts, want 1", id, len(atts))
+		}
+	}
+	_ = os.Getpid
+}

@@ -1,0 +1,378 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/packrun/packrun/host"
+)
+
+// hostError maps host store errors to exit codes.
+func hostError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, host.ErrNotFound):
+		return withCode(exitUsage, err)
+	case errors.Is(err, host.ErrValidation), errors.Is(err, host.ErrTooLarge):
+		return withCode(exitUsage, err)
+	case errors.Is(err, host.ErrConflict):
+		return withCode(exitRefused, err)
+	}
+	return err
+}
+
+func (a *app) tasksCommand() *cobra.Command {
+	tasks := &cobra.Command{Use: "tasks", Short: "Enqueue, list, show and cancel tasks"}
+	var taskType, input, source string
+	var priority, maxAttempts int
+	var delay time.Duration
+	enqueue := &cobra.Command{
+		Use:     "enqueue --type T --input JSON [--priority N] [--delay 5m] [--max-attempts N]",
+		Short:   "Add a task to the queue (served by the installed pack whose manifest lists the task type)",
+		Example: `  packrun tasks enqueue --type hello.c --input '{"name":"Ada"}' --priority 1 --delay 5m`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if taskType == "" {
+				return usageError("tasks enqueue needs --type")
+			}
+			payload, err := a.readInput(input)
+			if err != nil {
+				return err
+			}
+			intent := host.TaskIntent{TaskType: taskType, Source: source, Payload: payload}
+			if cmd.Flags().Changed("priority") {
+				intent.Priority = host.Priority(priority)
+			}
+			if delay > 0 {
+				intent.AvailableAt = time.Now().Add(delay).UTC().Format(time.RFC3339Nano)
+			}
+			b, err := a.openBackend(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			t, err := b.Enqueue(cmd.Context(), intent, host.EnqueueOptions{MaxAttempts: maxAttempts})
+			if err != nil {
+				return hostError(err)
+			}
+			fmt.Fprintln(a.stdout, t.TaskID)
+			return nil
+		},
+	}
+	enqueue.Flags().StringVar(&taskType, "type", "", "task type")
+	enqueue.Flags().StringVar(&input, "input", "{}", "payload JSON object, @FILE or @-")
+	enqueue.Flags().StringVar(&source, "source", "operator", "who asks")
+	enqueue.Flags().IntVar(&priority, "priority", 5, "queue priority (lower runs first)")
+	enqueue.Flags().DurationVar(&delay, "delay", 0, "do not run before this delay, e.g. 5m")
+	enqueue.Flags().IntVar(&maxAttempts, "max-attempts", 0, "attempts before a retryable failure becomes permanent (default 3)")
+
+	var status string
+	var limit int
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list [--status S] [--json]",
+		Short: "List tasks, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if status != "" && !host.TaskStatus(status).Valid() {
+				return usageError("--status %q: want pending, running, completed, retryable_failure, permanent_failure, blocked or operator_canceled", status)
+			}
+			b, err := a.openBackend(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			ts, err := b.ListTasks(cmd.Context(), host.TaskFilter{Status: host.TaskStatus(status), Limit: limit})
+			if err != nil {
+				return hostError(err)
+			}
+			if asJSON {
+				if ts == nil {
+					ts = []*host.TaskRecord{}
+				}
+				return writeJSON(a.stdout, ts)
+			}
+			w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "TASK\tTYPE\tSTATUS\tPRIORITY\tATTEMPTS\tUPDATED")
+			for _, t := range ts {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d/%d\t%s\n", t.TaskID, t.TaskType, t.Status, t.Priority, t.AttemptCount, t.MaxAttempts, t.UpdatedAt.Local().Format(time.DateTime))
+			}
+			return w.Flush()
+		},
+	}
+	list.Flags().StringVar(&status, "status", "", "only tasks with this status")
+	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one task (JSON)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := a.openBackend(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			t, err := b.Task(cmd.Context(), args[0])
+			if err != nil {
+				return hostError(err)
+			}
+			return writeJSON(a.stdout, t)
+		},
+	}
+	cancel := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a task (a running one is canceled when its attempt ends)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := a.openBackend(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			t, err := b.Cancel(cmd.Context(), args[0])
+			if err != nil {
+				return hostError(err)
+			}
+			if t.CancelRequested && t.Status == host.TaskRunning {
+				fmt.Fprintf(a.stdout, "%s: cancel requested (running)\n", t.TaskID)
+			} else {
+				fmt.Fprintf(a.stdout, "%s: %s\n", t.TaskID, t.Status)
+			}
+			return nil
+		},
+	}
+	tasks.AddCommand(enqueue, list, show, cancel)
+	return tasks
+}
+
+func (a *app) attemptsCommand() *cobra.Command {
+	attempts := &cobra.Command{Use: "attempts", Short: "Inspect recorded attempts (evidence)"}
+	var taskID, pack string
+	var limit int
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list [--task ID] [--pack NAME] [--json]",
+		Short: "List recorded attempts, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := a.openBackend(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			as, err := b.ListAttempts(cmd.Context(), host.AttemptFilter{TaskID: taskID, Pack: pack, Limit: limit})
+			if err != nil {
+				return hostError(err)
+			}
+			if asJSON {
+				if as == nil {
+					as = []*host.Attempt{}
+				}
+				return writeJSON(a.stdout, as)
+			}
+			w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ATTEMPT\tTASK\tPACK\tNODE\tOUTCOME\tSTARTED")
+			for _, at := range as {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", at.AttemptID, orDash(at.TaskID), orDash(at.Pack), at.Node, at.Outcome, at.StartedAt.Local().Format(time.DateTime))
+			}
+			return w.Flush()
+		},
+	}
+	list.Flags().StringVar(&taskID, "task", "", "only attempts of this task")
+	list.Flags().StringVar(&pack, "pack", "", "only attempts of this pack (name or name@version)")
+	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	var showJSON bool
+	show := &cobra.Command{
+		Use:   "show ID [--json]",
+		Short: "Show one attempt: input, output, outcome, logs, events, trace",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := a.openBackend(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			at, err := b.Attempt(cmd.Context(), args[0])
+			if err != nil {
+				return hostError(err)
+			}
+			if showJSON {
+				return writeJSON(a.stdout, at)
+			}
+			w := a.stdout
+			fmt.Fprintf(w, "attempt:  %s\ntask:     %s\npack:     %s (module sha256 %s)\nnode:     %s\noutcome:  %s (exit %s, retry %s)\n",
+				at.AttemptID, orDash(at.TaskID), orDash(at.Pack), at.ModuleSHA256, at.Node, at.Outcome, at.ExitStatus, at.RetryClass)
+			if at.Error != nil {
+				fmt.Fprintf(w, "error:    %s\n", at.Error)
+			}
+			fmt.Fprintf(w, "input:    %s\noutput:   %s\n", at.Input, orDash(string(at.Output)))
+			fmt.Fprintf(w, "time:     %s .. %s (%s)\n", at.StartedAt.Format(time.RFC3339Nano), at.EndedAt.Format(time.RFC3339Nano), at.EndedAt.Sub(at.StartedAt))
+			var trace []json.RawMessage
+			json.Unmarshal(at.Trace, &trace)
+			fmt.Fprintf(w, "trace:    %d host calls\nhash:     %s\n", len(trace), at.ContentHash)
+			return nil
+		},
+	}
+	show.Flags().BoolVar(&showJSON, "json", false, "print the whole record as JSON")
+	attempts.AddCommand(list, show)
+	return attempts
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (a *app) evidenceCommand() *cobra.Command {
+	ev := &cobra.Command{Use: "evidence", Short: "Verify and export the tamper-evident evidence log"}
+	var asJSON bool
+	verify := &cobra.Command{
+		Use:   "verify [--json]",
+		Short: "Walk the evidence hash chain and report the first broken link",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := a.openBackend(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			r, err := b.VerifyChain(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if err := writeJSON(a.stdout, r); err != nil {
+					return err
+				}
+			} else if r.OK {
+				fmt.Fprintf(a.stdout, "evidence intact: %d events, %d attempts, %d artifacts; head %s\n", r.Events, r.Attempts, r.Artifacts, r.Head)
+			}
+			if !r.OK {
+				return withCode(exitFailed, fmt.Errorf("evidence chain broken at seq %d: %s", r.Broken.Seq, brokenText(r.Broken)))
+			}
+			return nil
+		},
+	}
+	verify.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	var out string
+	export := &cobra.Command{
+		Use:   "export ATTEMPT -o FILE",
+		Short: "Write a self-contained JSON bundle of an attempt, its trace, artifacts and events",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return usageError("evidence export needs -o FILE")
+			}
+			b, err := a.openBackend(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			bundle, err := b.ExportAttempt(cmd.Context(), args[0])
+			if err != nil {
+				return hostError(err)
+			}
+			data, err := json.MarshalIndent(bundle, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintln(a.stdout, out)
+			return nil
+		},
+	}
+	export.Flags().StringVarP(&out, "out", "o", "", "output file")
+	ev.AddCommand(verify, export)
+	return ev
+}
+
+func brokenText(b *host.ChainBreak) string {
+	s, _ := json.Marshal(b)
+	return strings.Trim(string(s), "{}")
+}
+
+func (a *app) memoryCommand() *cobra.Command {
+	mem := &cobra.Command{Use: "memory", Short: "Operator access to key-value memory (per tenant and namespace)"}
+	var tenant, ns string
+	mem.PersistentFlags().StringVar(&tenant, "tenant", "default", "tenant")
+	mem.PersistentFlags().StringVar(&ns, "namespace", "", "namespace (required)")
+	scope := func() (host.Scope, error) {
+		if ns == "" {
+			return host.Scope{}, usageError("memory needs --namespace")
+		}
+		return host.Scope{Tenant: tenant, Namespace: ns}, nil
+	}
+	with := func(f func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			s, err := scope()
+			if err != nil {
+				return err
+			}
+			b, err := a.openBackend(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			return hostError(f(cmd, &hostBackend{b}, s, args))
+		}
+	}
+	get := &cobra.Command{Use: "get KEY", Short: "Print a value", Args: cobra.ExactArgs(1),
+		RunE: with(func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error {
+			e, err := b.Get(cmd.Context(), s, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%s\n", e.Value)
+			return nil
+		})}
+	var ttl time.Duration
+	var secret bool
+	put := &cobra.Command{Use: "put KEY JSON [--ttl 1h] [--secret]", Short: "Store a value", Args: cobra.ExactArgs(2),
+		RunE: with(func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error {
+			if !json.Valid([]byte(args[1])) {
+				return usageError("value %q is not JSON (quote strings: '\"text\"')", args[1])
+			}
+			return b.Put(cmd.Context(), s, args[0], json.RawMessage(args[1]), host.PutOptions{TTL: ttl, Secret: secret})
+		})}
+	put.Flags().DurationVar(&ttl, "ttl", 0, "expire after this long")
+	put.Flags().BoolVar(&secret, "secret", false, "redact this value in evidence and logs")
+	list := &cobra.Command{Use: "list [PREFIX]", Short: "List keys", Args: cobra.MaximumNArgs(1),
+		RunE: with(func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error {
+			prefix := ""
+			if len(args) == 1 {
+				prefix = args[0]
+			}
+			keys, err := b.List(cmd.Context(), s, prefix)
+			if err != nil {
+				return err
+			}
+			for _, k := range keys {
+				fmt.Fprintln(a.stdout, k)
+			}
+			return nil
+		})}
+	del := &cobra.Command{Use: "delete KEY", Short: "Delete a value", Args: cobra.ExactArgs(1),
+		RunE: with(func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error {
+			return b.Delete(cmd.Context(), s, args[0])
+		})}
+	mem.AddCommand(get, put, list, del)
+	return mem
+}
+
+// hostBackend narrows the store to what memory commands use.
+type hostBackend struct{ host.Memory }

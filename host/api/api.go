@@ -1,0 +1,215 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/host/dispatch"
+	"github.com/packrun/packrun/runtime"
+)
+
+// DefaultMaxBodyBytes is the request body limit when Config.MaxBodyBytes
+// is zero.
+const DefaultMaxBodyBytes = 1 << 20
+
+// MaxListLimit is the largest limit a list request may ask for.
+const MaxListLimit = 10_000
+
+// Config configures the handler. Backend is required; without Dispatcher,
+// POST /v1/invoke answers 503 and enqueued tasks wait for the next poll;
+// without Packs, no pack is listed and invoke does not check the name first.
+type Config struct {
+	Backend host.Backend
+	// Dispatcher serves POST /v1/invoke and is woken after an enqueue.
+	Dispatcher *dispatch.Dispatcher
+	// Packs lists the installed packs.
+	Packs func(ctx context.Context) ([]PackInfo, error)
+	// Host describes the runtime ((*runtime.Runtime).Host()).
+	Host runtime.HostInfo
+	// MaxBodyBytes caps a request body (default DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+	// Log receives one line per request that failed with a 5xx, with the
+	// error the client does not see; may be nil.
+	Log func(msg string, kv ...any)
+}
+
+// PackInfo describes one installed pack in GET /v1/packs.
+type PackInfo struct {
+	Name        string    `json:"name"`
+	Version     string    `json:"version"`
+	SHA256      string    `json:"sha256"`
+	Signer      string    `json:"signer,omitempty"`
+	InstalledAt time.Time `json:"installed_at"`
+	// Nodes are the typeIds of the pack's nodes.
+	Nodes []string `json:"nodes,omitempty"`
+	// TaskTypes are the task types its manifest routes to its nodes.
+	TaskTypes []string `json:"task_types,omitempty"`
+}
+
+// Ref is Name@Version.
+func (p PackInfo) Ref() string { return p.Name + "@" + p.Version }
+
+type server struct {
+	cfg     Config
+	maxBody int64
+}
+
+// New returns the handler of the packrun HTTP API. Routes:
+//
+//	POST /v1/tasks[?max_attempts=N]             enqueue a TaskIntent → 201 TaskRecord
+//	GET  /v1/tasks[?status=&task_type=&limit=]  {"tasks":[TaskRecord...]}, newest first
+//	GET  /v1/tasks/{id}                         TaskRecord
+//	POST /v1/tasks/{id}:cancel                  TaskRecord after the cancel
+//	GET  /v1/attempts[?task_id=&pack=&tenant=&since=&limit=]  {"attempts":[Attempt...]}
+//	GET  /v1/attempts/{id}                      Attempt (the evidence record)
+//	POST /v1/invoke                             run one node of an installed pack
+//	GET  /v1/packs                              {"packs":[PackInfo...]}
+//	GET  /.well-known/packrun                   host capabilities
+//
+// Errors are {"error":{"code","message","field"}} with a 4xx status for
+// the caller's mistakes, and nothing is stored; a 5xx carries a generic
+// message and the cause goes to Config.Log.
+func New(cfg Config) http.Handler {
+	s := &server{cfg: cfg, maxBody: cfg.MaxBodyBytes}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	if s.cfg.Log == nil {
+		s.cfg.Log = func(string, ...any) {}
+	}
+	mux := http.NewServeMux()
+	route := func(path string, methods map[string]handler) {
+		allow := make([]string, 0, len(methods)+1)
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+			if methods[m] != nil || m == http.MethodHead && methods[http.MethodGet] != nil {
+				allow = append(allow, m)
+			}
+		}
+		for m, h := range methods {
+			mux.Handle(m+" "+path, s.wrap(h))
+		}
+		// The method-less pattern is less specific than the ones above, so
+		// it only sees the methods they do not serve.
+		allowed := strings.Join(allow, ", ")
+		mux.Handle(path, s.wrap(func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Allow", allowed)
+			return refuse(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", fmt.Sprintf("%s %s is not supported; allowed: %s", r.Method, r.URL.Path, allowed))
+		}))
+	}
+	route("/v1/tasks", map[string]handler{http.MethodGet: s.listTasks, http.MethodPost: s.enqueue})
+	route("/v1/tasks/{id}", map[string]handler{http.MethodGet: s.getTask, http.MethodPost: s.taskAction})
+	route("/v1/attempts", map[string]handler{http.MethodGet: s.listAttempts})
+	route("/v1/attempts/{id}", map[string]handler{http.MethodGet: s.getAttempt})
+	route("/v1/invoke", map[string]handler{http.MethodPost: s.invoke})
+	route("/v1/packs", map[string]handler{http.MethodGet: s.listPacks})
+	route("/.well-known/packrun", map[string]handler{http.MethodGet: s.wellKnown})
+	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
+		return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no route %s", r.URL.Path))
+	}))
+	return mux
+}
+
+// handler serves one route: it writes its reply itself, or returns the
+// error for wrap to write.
+type handler func(w http.ResponseWriter, r *http.Request) error
+
+func (s *server) wrap(h handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err := h(w, r)
+		if err == nil {
+			return
+		}
+		ae := fromHost(err)
+		if ae.status >= 500 {
+			s.cfg.Log("request failed", "method", r.Method, "path", r.URL.Path, "status", ae.status, "error", ae.cause)
+		}
+		reply(w, ae.status, errorBody{Error: ae.detail})
+	})
+}
+
+// reply writes v as the JSON body.
+func reply(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(errorBody{Error: internal(err).detail})
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// readObject reads a request body that must be one JSON object: JSON
+// Content-Type (if any), at most maxBody bytes, well-formed, an object.
+func (s *server) readObject(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+			return nil, refuse(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "", fmt.Sprintf("Content-Type %q is not supported; send application/json", ct))
+		}
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, refuse(http.StatusRequestEntityTooLarge, CodeTooLarge, "", fmt.Sprintf("request body is over the %d-byte limit", mbe.Limit))
+		}
+		return nil, refuse(http.StatusBadRequest, CodeBadRequest, "", "could not read the request body")
+	}
+	t := bytes.TrimLeft(b, " \t\r\n")
+	if len(t) == 0 {
+		return nil, refuse(http.StatusBadRequest, CodeBadRequest, "", "request body is empty; send a JSON object")
+	}
+	var probe json.RawMessage
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, refuse(http.StatusBadRequest, CodeBadRequest, "", "request body is not valid JSON: "+strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if t[0] != '{' {
+		return nil, refuse(http.StatusBadRequest, CodeBadRequest, "", "request body must be a JSON object")
+	}
+	return b, nil
+}
+
+// decodeStrict decodes a JSON object into v, refusing unknown fields and
+// naming the field at fault.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te) && te.Field != "":
+			return refuse(http.StatusBadRequest, CodeInvalid, te.Field, fmt.Sprintf("%s: must be %s", te.Field, jsonKind(te.Type.Kind().String())))
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return refuse(http.StatusBadRequest, CodeInvalid, f, f+": unknown field")
+		}
+		return refuse(http.StatusBadRequest, CodeBadRequest, "", "request body is not a valid object: "+strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "int", "int64", "uint64", "float64":
+		return "a number"
+	case "bool":
+		return "a boolean"
+	case "slice":
+		return "an array"
+	}
+	return "an object"
+}

@@ -1,0 +1,81 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/packrun/packrun/host"
+)
+
+// Error codes of the error envelope {"error":{"code","message","field"}}.
+const (
+	CodeBadRequest           = "bad_request"            // 400: not JSON, not an object, bad query parameter
+	CodeInvalid              = "invalid"                // 400: a field is invalid; "field" names it
+	CodeNotFound             = "not_found"              // 404: no such task, attempt, pack, node or route
+	CodeMethodNotAllowed     = "method_not_allowed"     // 405: see the Allow header
+	CodeConflict             = "conflict"               // 409: the request does not fit the current state
+	CodeTooLarge             = "too_large"              // 413: body or payload over its limit
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415: Content-Type is not JSON
+	CodeUnknownTaskType      = "unknown_task_type"      // 422: no installed pack serves the task type
+	CodeAmbiguousTaskType    = "ambiguous_task_type"    // 422: several packs serve it and no override chooses
+	CodeModuleRefused        = "module_refused"         // 422: the runtime refused to load the pack's module
+	CodeUnavailable          = "unavailable"            // 503: the service is not configured or is closing
+	CodeInternal             = "internal"               // 500: a host error; details are logged, not returned
+)
+
+// errorBody is the error envelope.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// apiError is a refusal with its status; handlers return it and the
+// router writes it.
+type apiError struct {
+	status int
+	detail errorDetail
+	cause  error // logged for 5xx, never sent
+}
+
+func (e *apiError) Error() string { return e.detail.Message }
+
+func refuse(status int, code, field, msg string) *apiError {
+	return &apiError{status: status, detail: errorDetail{Code: code, Message: msg, Field: field}}
+}
+
+// fromHost maps an error of a host service to its status. Messages of
+// caller errors are the host's own (they name the field and the caller's
+// data only); anything else becomes a generic 5xx.
+func fromHost(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	field := ""
+	var he *host.Error
+	if errors.As(err, &he) {
+		field = he.Field
+	}
+	switch {
+	case errors.Is(err, host.ErrNotFound):
+		return refuse(http.StatusNotFound, CodeNotFound, field, err.Error())
+	case errors.Is(err, host.ErrValidation):
+		return refuse(http.StatusBadRequest, CodeInvalid, field, err.Error())
+	case errors.Is(err, host.ErrTooLarge):
+		return refuse(http.StatusRequestEntityTooLarge, CodeTooLarge, field, err.Error())
+	case errors.Is(err, host.ErrConflict):
+		return refuse(http.StatusConflict, CodeConflict, field, err.Error())
+	case errors.Is(err, host.ErrClosed):
+		return &apiError{status: http.StatusServiceUnavailable, detail: errorDetail{Code: CodeUnavailable, Message: "the store is closing; try again"}, cause: err}
+	}
+	return internal(err)
+}
+
+func internal(err error) *apiError {
+	return &apiError{status: http.StatusInternalServerError, detail: errorDetail{Code: CodeInternal, Message: "internal error; see the server log"}, cause: err}
+}

@@ -1,0 +1,196 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/packrun/packrun/host"
+)
+
+// DefaultSource is the source of an enqueued intent that names none.
+const DefaultSource = "api"
+
+const cancelSuffix = ":cancel"
+
+// enqueue is POST /v1/tasks. Everything is checked before Enqueue, which
+// is the only write: a refused request stores nothing.
+func (s *server) enqueue(w http.ResponseWriter, r *http.Request) error {
+	var opts host.EnqueueOptions
+	if v := r.URL.Query().Get("max_attempts"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > host.MaxMaxAttempts {
+			return refuse(http.StatusBadRequest, CodeInvalid, "max_attempts", fmt.Sprintf("max_attempts: must be an integer from 1 to %d", host.MaxMaxAttempts))
+		}
+		opts.MaxAttempts = n
+	}
+	b, err := s.readObject(w, r)
+	if err != nil {
+		return err
+	}
+	in, err := host.DecodeIntent(b)
+	if err != nil && in.Source == "" && !hasKey(b, "source") {
+		// An intent from the API that names no source gets DefaultSource;
+		// one that names it wrongly (empty, not a string) is refused.
+		var he *host.Error
+		if errors.As(err, &he) && he.Field == "source" {
+			in.Source = DefaultSource
+			err = host.ValidateIntent(&in)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	if _, err := s.cfg.Backend.Resolve(ctx, in.TaskType); err != nil {
+		switch {
+		case errors.Is(err, host.ErrNotFound):
+			return refuse(http.StatusUnprocessableEntity, CodeUnknownTaskType, "task_type",
+				fmt.Sprintf("task_type: no installed pack serves %q; install one that does, or set an override", in.TaskType))
+		case errors.Is(err, host.ErrConflict):
+			return refuse(http.StatusUnprocessableEntity, CodeAmbiguousTaskType, "task_type", err.Error())
+		}
+		return err
+	}
+	rec, err := s.cfg.Backend.Enqueue(ctx, in, opts)
+	if err != nil {
+		return err
+	}
+	if s.cfg.Dispatcher != nil {
+		s.cfg.Dispatcher.Wake()
+	}
+	w.Header().Set("Location", "/v1/tasks/"+url.PathEscape(rec.TaskID))
+	reply(w, http.StatusCreated, rec)
+	return nil
+}
+
+// hasKey reports whether the JSON object b has the top-level key k.
+func hasKey(b []byte, k string) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(b, &top) != nil {
+		return false
+	}
+	_, ok := top[k]
+	return ok
+}
+
+type taskList struct {
+	Tasks []*host.TaskRecord `json:"tasks"`
+}
+
+// listTasks is GET /v1/tasks.
+func (s *server) listTasks(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := host.TaskFilter{Status: host.TaskStatus(q.Get("status")), TaskType: q.Get("task_type")}
+	if f.Status != "" && !f.Status.Valid() {
+		return refuse(http.StatusBadRequest, CodeInvalid, "status",
+			"status: must be one of pending, running, completed, retryable_failure, permanent_failure, blocked, operator_canceled")
+	}
+	limit, err := listLimit(q)
+	if err != nil {
+		return err
+	}
+	f.Limit = limit
+	tasks, err := s.cfg.Backend.ListTasks(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	if tasks == nil {
+		tasks = []*host.TaskRecord{}
+	}
+	reply(w, http.StatusOK, taskList{tasks})
+	return nil
+}
+
+func listLimit(q url.Values) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > MaxListLimit {
+		return 0, refuse(http.StatusBadRequest, CodeInvalid, "limit", fmt.Sprintf("limit: must be an integer from 1 to %d", MaxListLimit))
+	}
+	return n, nil
+}
+
+// getTask is GET /v1/tasks/{id}.
+func (s *server) getTask(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if strings.HasSuffix(id, cancelSuffix) {
+		w.Header().Set("Allow", http.MethodPost)
+		return refuse(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", "cancel with POST")
+	}
+	t, err := s.cfg.Backend.Task(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	reply(w, http.StatusOK, t)
+	return nil
+}
+
+// taskAction is POST /v1/tasks/{id}:<action>; ServeMux cannot match a
+// literal suffix inside a segment, so the action is split off here.
+func (s *server) taskAction(w http.ResponseWriter, r *http.Request) error {
+	seg := r.PathValue("id")
+	id, ok := strings.CutSuffix(seg, cancelSuffix)
+	if !ok {
+		if i := strings.LastIndexByte(seg, ':'); i >= 0 {
+			return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("unknown task action %q; the only one is cancel", seg[i+1:]))
+		}
+		w.Header().Set("Allow", "GET, HEAD")
+		return refuse(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", "POST to a task needs an action: POST /v1/tasks/{id}:cancel")
+	}
+	t, err := s.cfg.Backend.Cancel(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	reply(w, http.StatusOK, t)
+	return nil
+}
+
+type attemptList struct {
+	Attempts []*host.Attempt `json:"attempts"`
+}
+
+// listAttempts is GET /v1/attempts.
+func (s *server) listAttempts(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := host.AttemptFilter{TaskID: q.Get("task_id"), Pack: q.Get("pack"), Tenant: q.Get("tenant")}
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return refuse(http.StatusBadRequest, CodeInvalid, "since", "since: must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+		}
+		f.Since = t
+	}
+	limit, err := listLimit(q)
+	if err != nil {
+		return err
+	}
+	f.Limit = limit
+	atts, err := s.cfg.Backend.ListAttempts(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	if atts == nil {
+		atts = []*host.Attempt{}
+	}
+	reply(w, http.StatusOK, attemptList{atts})
+	return nil
+}
+
+// getAttempt is GET /v1/attempts/{id}.
+func (s *server) getAttempt(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.cfg.Backend.Attempt(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	reply(w, http.StatusOK, a)
+	return nil
+}

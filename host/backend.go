@@ -1,0 +1,14 @@
+package host
+
+// Backend is everything one storage backend provides. host/sqlite.Store
+// implements it; another backend (a distributed queue and KV) would
+// implement the same interfaces.
+type Backend interface {
+	Evidence
+	Memory
+	Queue
+	Locker
+	TaskTypes
+	// Close flushes acknowledged writes and releases the backend.
+	Close() error
+}

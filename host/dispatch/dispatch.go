@@ -1,0 +1,322 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/host/adapters"
+	"github.com/packrun/packrun/packs"
+	"github.com/packrun/packrun/runtime"
+)
+
+// PackSource opens installed packs; the CLI backs it with the registry.
+type PackSource interface {
+	// Open returns the archive of the installed pack ref names (a name, for
+	// the newest version, or name@version). When nothing is installed under
+	// ref the error wraps ErrPackNotInstalled.
+	Open(ctx context.Context, ref string) (*packs.Archive, error)
+}
+
+// ErrPackNotInstalled is wrapped by PackSource when a reference names no
+// installed pack.
+var ErrPackNotInstalled = errors.New("pack not installed")
+
+// Config configures a Dispatcher.
+type Config struct {
+	Backend  host.Backend
+	Packs    PackSource
+	Runtime  *runtime.Runtime
+	Adapters *adapters.Registry // nil: no adapters
+	// PackConfig returns a pack's configuration object (config_get); may be nil.
+	PackConfig func(pack string) json.RawMessage
+	// RunnerID names this dispatcher in claims and attempts.
+	RunnerID string
+	// Workers is how many tasks run at once (default 2).
+	Workers int
+	// Poll is how long an idle worker waits before claiming again
+	// (default 50ms); Wake shortens it.
+	Poll time.Duration
+	// LockTTL is how long the dispatch lock lasts without renewal (default
+	// 5s; renewed every third of it). After a crash, another dispatcher
+	// takes over within this long.
+	LockTTL time.Duration
+	// Log receives one line per notable event; may be nil.
+	Log func(msg string, kv ...any)
+}
+
+// Dispatcher runs tasks from the queue. It is also what serves direct
+// invocations (CLI invoke, POST /v1/invoke), so every invocation is
+// recorded the same way.
+type Dispatcher struct {
+	cfg      Config
+	wake     chan struct{}
+	haveLock atomic.Bool
+
+	mu      sync.Mutex
+	modules map[string]*loaded // by archive sha256 + "/" + node
+}
+
+type loaded struct {
+	mod      *runtime.Module
+	manifest *packs.Manifest
+	module   packs.Module
+}
+
+// New returns a Dispatcher.
+func New(cfg Config) *Dispatcher {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 2
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 50 * time.Millisecond
+	}
+	if cfg.LockTTL <= 0 {
+		cfg.LockTTL = 5 * time.Second
+	}
+	if cfg.RunnerID == "" {
+		cfg.RunnerID = "packrun-" + newID()[:8]
+	}
+	if cfg.Log == nil {
+		cfg.Log = func(string, ...any) {}
+	}
+	return &Dispatcher{cfg: cfg, wake: make(chan struct{}, 1), modules: map[string]*loaded{}}
+}
+
+// Wake tells idle workers a task may be available.
+func (d *Dispatcher) Wake() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func newID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// InvokeRequest is a direct invocation of an installed pack's node.
+type InvokeRequest struct {
+	Pack    string // name or name@version
+	Node    string // typeId; may be empty for a single-node pack
+	Input   json.RawMessage
+	Tenant  string
+	RunID   string
+	NodeID  string // defaults to the typeId
+	Attempt int    // defaults to 1
+	Resume  []json.RawMessage
+	// Limits override the pack's own (zero fields keep them).
+	Limits runtime.Limits
+}
+
+// Invoke runs one node of an installed pack outside the queue and records
+// the attempt.
+func (d *Dispatcher) Invoke(ctx context.Context, req InvokeRequest) (*host.Attempt, *runtime.Result, error) {
+	arch, err := d.cfg.Packs.Open(ctx, req.Pack)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d.InvokeArchive(ctx, arch, req)
+}
+
+// InvokeArchive runs one node of a verified pack archive and records the
+// attempt.
+func (d *Dispatcher) InvokeArchive(ctx context.Context, arch *packs.Archive, req InvokeRequest) (*host.Attempt, *runtime.Result, error) {
+	node := req.Node
+	if node == "" {
+		if len(arch.Manifest.Nodes) != 1 {
+			return nil, nil, fmt.Errorf("%w: %s has %d nodes; name one", runtime.ErrUnknownNode, arch.Manifest.Name, len(arch.Manifest.Nodes))
+		}
+		node = arch.Manifest.Nodes[0].TypeID
+	}
+	l, err := d.load(ctx, arch, node, req.Limits)
+	if err != nil {
+		return nil, nil, err
+	}
+	runID := req.RunID
+	if runID == "" {
+		runID = newID()
+	}
+	attempt := max(req.Attempt, 1)
+	att, res, _, err := d.run(ctx, l, node, runtime.Invocation{Node: node, Input: req.Input, RunID: runID, NodeID: req.NodeID, TenantID: req.Tenant, Attempt: attempt, Resume: req.Resume}, "")
+	return att, res, err
+}
+
+// InvokeModule runs a node of a bare module (no pack, so nothing is
+// granted) and records the attempt.
+func (d *Dispatcher) InvokeModule(ctx context.Context, m *runtime.Module, inv runtime.Invocation) (*host.Attempt, *runtime.Result, error) {
+	if inv.RunID == "" {
+		inv.RunID = newID()
+	}
+	info := m.Info()
+	l := &loaded{mod: m, manifest: &packs.Manifest{Name: info.PackName}, module: packs.Module{Path: info.Name, SHA256: info.SHA256}}
+	att, res, _, err := d.run(ctx, l, inv.Node, inv, "")
+	if att != nil {
+		att.Pack = ""
+	}
+	return att, res, err
+}
+
+// load compiles (once per pack and node) the module serving node.
+func (d *Dispatcher) load(ctx context.Context, arch *packs.Archive, node string, override runtime.Limits) (*loaded, error) {
+	m := arch.Manifest
+	mod, ok := m.NodeModule(node)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q is not a node of %s@%s", runtime.ErrUnknownNode, node, m.Name, m.Version)
+	}
+	key := arch.SHA256 + "/" + mod.Path + "/" + fmt.Sprint(override)
+	d.mu.Lock()
+	l, ok := d.modules[key]
+	d.mu.Unlock()
+	if ok {
+		return l, nil
+	}
+	wasm, _ := arch.File(mod.Path)
+	pl := m.Limits()
+	limits := runtime.Limits{MemoryBytes: pl.MemoryBytes, Timeout: pl.Timeout, OutputBytes: pl.OutputBytes, HostCalls: pl.HostCalls}
+	if override.MemoryBytes != 0 {
+		limits.MemoryBytes = override.MemoryBytes
+	}
+	if override.Timeout != 0 {
+		limits.Timeout = override.Timeout
+	}
+	if override.OutputBytes != 0 {
+		limits.OutputBytes = override.OutputBytes
+	}
+	if override.HostCalls != 0 {
+		limits.HostCalls = override.HostCalls
+	}
+	rm, err := d.cfg.Runtime.Load(ctx, wasm, runtime.LoadOptions{Name: m.Name + "@" + m.Version + "/" + mod.Path, Limits: limits})
+	if err != nil {
+		return nil, err
+	}
+	l = &loaded{mod: rm, manifest: m, module: mod}
+	d.mu.Lock()
+	if prev, ok := d.modules[key]; ok {
+		d.mu.Unlock()
+		rm.Close(ctx)
+		return prev, nil
+	}
+	d.modules[key] = l
+	d.mu.Unlock()
+	return l, nil
+}
+
+// run invokes and records one attempt.
+func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtime.Invocation, taskID string) (*host.Attempt, *runtime.Result, *services, error) {
+	attemptID := newID()
+	pack := l.manifest.Name + "@" + l.manifest.Version
+	var cfg json.RawMessage
+	if d.cfg.PackConfig != nil {
+		cfg = d.cfg.PackConfig(l.manifest.Name)
+	}
+	svc := newServices(binding{
+		backend: d.cfg.Backend, adapters: d.cfg.Adapters, grants: l.manifest.Grants, config: cfg,
+		tenant: inv.TenantID, taskID: taskID, attemptID: attemptID,
+	})
+	inv.Services = svc
+	started := time.Now().UTC()
+	res, err := l.mod.Invoke(ctx, inv)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	att := attemptOf(res, svc)
+	att.AttemptID, att.TaskID, att.RunnerID = attemptID, taskID, d.cfg.RunnerID
+	att.Pack, att.ModuleSHA256, att.Node = pack, l.module.SHA256, res.Node
+	if l.manifest.Version == "" {
+		att.Pack = "" // a bare module, not a pack
+	}
+	att.Tenant, att.RunID, att.Attempt = inv.TenantID, inv.RunID, inv.Attempt
+	att.ABIVersion = fmt.Sprint(l.mod.Info().ABIVersion)
+	att.Input = svc.redactor.Bytes(orEmptyObject(inv.Input))
+	att.StartedAt, att.EndedAt = started, started.Add(res.Duration)
+	limits, _ := json.Marshal(l.mod.Info().Limits)
+	att.Limits = limits
+	if err := d.cfg.Backend.RecordAttempt(ctx, att); err != nil {
+		return nil, res, nil, fmt.Errorf("record attempt %s: %w", attemptID, err)
+	}
+	return att, res, svc, nil
+}
+
+func orEmptyObject(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage(`{}`)
+	}
+	return b
+}
+
+// attemptOf turns a runtime result into the evidence record, with secrets
+// read during the attempt redacted everywhere they could appear.
+func attemptOf(res *runtime.Result, svc *services) *host.Attempt {
+	r := svc.redactor
+	a := &host.Attempt{
+		Outcome:   res.Outcome,
+		Output:    r.Bytes(res.Output),
+		Interrupt: r.Bytes(res.Interrupt),
+		Error:     res.Error,
+		Stdout:    r.Bytes(res.Stdout),
+		Stderr:    r.Bytes(res.Stderr),
+	}
+	if a.Error != nil {
+		e := *a.Error
+		e.Message = r.String(e.Message)
+		a.Error = &e
+	}
+	a.ExitStatus, a.RetryClass = classify(res)
+	logs, _ := json.Marshal(res.Logs)
+	a.Logs = r.Bytes(logs)
+	if len(res.Events) > 0 {
+		a.Events, _ = json.Marshal(res.Events)
+	}
+	trace, _ := json.Marshal(res.Trace)
+	a.Trace = r.Bytes(trace)
+	svc.mu.Lock()
+	if len(svc.adapterCalls) > 0 {
+		calls, _ := json.Marshal(svc.adapterCalls)
+		a.AdapterCalls = r.Bytes(calls)
+	}
+	diag := map[string]any{"hostCalls": res.HostCalls, "memoryBytes": res.MemoryBytes}
+	if len(svc.records) > 0 {
+		diag["records"] = svc.records
+	}
+	if len(svc.staged) > 0 {
+		diag["stagedFollowUps"] = len(svc.staged)
+	}
+	if len(res.Truncated) > 0 {
+		diag["truncated"] = res.Truncated
+	}
+	svc.mu.Unlock()
+	d, _ := json.Marshal(diag)
+	a.Diagnostics = r.Bytes(d)
+	return a
+}
+
+// classify maps a result to the seed's exit status and retry class: a
+// time-limit breach is a timeout and worth retrying, a host error is worth
+// retrying, anything else the module did is permanent.
+func classify(res *runtime.Result) (host.ExitStatus, host.RetryClass) {
+	switch res.Outcome {
+	case abi.Completed, abi.Suspended:
+		return host.ExitOK, host.RetryNone
+	}
+	if b := res.Breach(); b != nil && b.Kind == abi.CapTime {
+		return host.ExitTimeout, host.RetryRetryable
+	}
+	if res.Error != nil && res.Error.Code == abi.CodeHostError {
+		return host.ExitError, host.RetryRetryable
+	}
+	return host.ExitError, host.RetryPermanent
+}
+
+// ErrNoRoute is returned when no installed pack serves a task type.
+var ErrNoRoute = errors.New("no pack serves this task type")

@@ -1,0 +1,181 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/runtime"
+)
+
+// Run is the dispatcher loop: it takes the store's dispatch lock (waiting
+// while another dispatcher holds it), reclaims tasks a crash left running,
+// then claims and runs tasks with Config.Workers workers until ctx is done.
+// On cancellation it stops claiming, lets in-flight tasks finish (they run
+// on their own context), releases the lock and returns nil.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	b := d.cfg.Backend
+	for {
+		_, err := b.AcquireDispatchLock(ctx, d.cfg.RunnerID, d.cfg.LockTTL)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, host.ErrLocked) {
+			return fmt.Errorf("dispatch lock: %w", err)
+		}
+		d.cfg.Log("dispatch lock held by another dispatcher; waiting")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(d.cfg.LockTTL / 10):
+		}
+	}
+	defer b.ReleaseDispatchLock(context.Background(), d.cfg.RunnerID)
+	if n, err := b.ReclaimRunning(ctx, time.Now()); err != nil {
+		return fmt.Errorf("boot sweep: %w", err)
+	} else if n > 0 {
+		d.cfg.Log("boot sweep reclaimed tasks left running", "count", n)
+	}
+
+	// Renew the lock while running. Should renewal ever fail (a stall
+	// longer than the TTL let another dispatcher take it), workers stop
+	// claiming until the lock is ours again.
+	d.haveLock.Store(true)
+	renewCtx, stopRenew := context.WithCancel(context.Background())
+	defer stopRenew()
+	go func() {
+		t := time.NewTicker(d.cfg.LockTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-renewCtx.Done():
+				return
+			case <-t.C:
+				_, err := b.AcquireDispatchLock(renewCtx, d.cfg.RunnerID, d.cfg.LockTTL)
+				if renewCtx.Err() != nil {
+					return
+				}
+				if err != nil && d.haveLock.Swap(false) {
+					d.cfg.Log("lost the dispatch lock; not claiming until it is back", "error", err)
+				} else if err == nil && !d.haveLock.Swap(true) {
+					d.cfg.Log("dispatch lock regained")
+				}
+			}
+		}
+	}()
+
+	var wg sync.WaitGroup
+	for i := 0; i < d.cfg.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.worker(ctx)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (d *Dispatcher) worker(ctx context.Context) {
+	for ctx.Err() == nil {
+		if !d.haveLock.Load() {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d.cfg.Poll):
+			}
+			continue
+		}
+		t, err := d.cfg.Backend.Claim(ctx, d.cfg.RunnerID, time.Now())
+		if err != nil {
+			if !errors.Is(err, host.ErrEmpty) && ctx.Err() == nil {
+				d.cfg.Log("claim failed", "error", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-d.wake:
+			case <-time.After(d.cfg.Poll):
+			}
+			continue
+		}
+		// A claimed task runs to its end even during shutdown, so it is
+		// settled rather than left running.
+		d.RunTask(context.WithoutCancel(ctx), t)
+	}
+}
+
+// RunTask runs one claimed task and settles it.
+func (d *Dispatcher) RunTask(ctx context.Context, t *host.TaskRecord) {
+	fail := func(class host.RetryClass, msg string) {
+		status, machine := host.TaskPermanentFailure, host.MachineFailed
+		if class == host.RetryRetryable {
+			status, machine = host.TaskRetryableFailure, host.MachineNeedsRetry
+		}
+		_, err := d.cfg.Backend.Finish(ctx, t.TaskID, host.FinishInput{
+			Outcome:    host.TaskOutcome{Status: status, MachineStatus: machine, OperatorSummary: msg},
+			RetryClass: class, Error: msg,
+		})
+		if err != nil {
+			d.cfg.Log("settling task failed", "task", t.TaskID, "error", err)
+		}
+	}
+	route, err := d.cfg.Backend.Resolve(ctx, t.TaskType)
+	if err != nil {
+		fail(host.RetryPermanent, fmt.Sprintf("task type %q: %v", t.TaskType, err))
+		return
+	}
+	arch, err := d.cfg.Packs.Open(ctx, route.Pack)
+	if err != nil {
+		fail(host.RetryPermanent, fmt.Sprintf("task type %q: pack %s: %v", t.TaskType, route.Pack, err))
+		return
+	}
+	l, err := d.load(ctx, arch, route.Node, runtime.Limits{})
+	if err != nil {
+		fail(host.RetryPermanent, fmt.Sprintf("task type %q: %v", t.TaskType, err))
+		return
+	}
+	att, res, svc, err := d.run(ctx, l, route.Node, runtime.Invocation{
+		Node: route.Node, Input: t.Payload, RunID: t.TaskID, NodeID: route.Node, TenantID: "default", Attempt: t.AttemptCount,
+	}, t.TaskID)
+	if err != nil {
+		fail(host.RetryRetryable, fmt.Sprintf("invoke %s: %v", route.Node, err))
+		return
+	}
+	in := host.FinishInput{AttemptID: att.AttemptID, RetryClass: att.RetryClass}
+	switch res.Outcome {
+	case abi.Completed:
+		in.Outcome = host.TaskOutcome{Status: host.TaskCompleted, MachineStatus: host.MachineOK, OperatorSummary: "completed",
+			RawOutput: string(att.Output), ArtifactPaths: svc.artifacts}
+		in.FollowUps = svc.staged
+	case abi.Suspended:
+		in.Outcome = host.TaskOutcome{Status: host.TaskBlocked, MachineStatus: host.MachineBlocked, OperatorSummary: "suspended: " + string(att.Interrupt)}
+	default:
+		msg := "failed"
+		if att.Error != nil {
+			msg = att.Error.Code + ": " + att.Error.Message
+		}
+		status, machine := host.TaskPermanentFailure, host.MachineFailed
+		if att.RetryClass == host.RetryRetryable {
+			status, machine = host.TaskRetryableFailure, host.MachineNeedsRetry
+		}
+		in.Outcome = host.TaskOutcome{Status: status, MachineStatus: machine, OperatorSummary: strings.TrimSpace(msg)}
+		in.Error = msg
+	}
+	if _, err := d.cfg.Backend.Finish(ctx, t.TaskID, in); err != nil {
+		d.cfg.Log("settling task failed", "task", t.TaskID, "error", err)
+	}
+}
+
+// Close releases the modules the dispatcher loaded.
+func (d *Dispatcher) Close(ctx context.Context) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, l := range d.modules {
+		l.mod.Close(ctx)
+		delete(d.modules, k)
+	}
+}

@@ -1,0 +1,241 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/host/adapters"
+	"github.com/packrun/packrun/packs"
+	"github.com/packrun/packrun/runtime"
+)
+
+// binding is what one attempt's services act for.
+type binding struct {
+	backend   host.Backend
+	adapters  *adapters.Registry // nil: no adapters configured
+	grants    packs.Grants
+	config    json.RawMessage // the pack's configuration object, may be nil
+	tenant    string
+	taskID    string
+	attemptID string
+}
+
+// services implements runtime.Services for one attempt. Side effects that
+// must wait for the attempt to be verified (follow-up tasks) are staged.
+type services struct {
+	b        binding
+	redactor *host.Redactor
+
+	mu           sync.Mutex
+	staged       []host.TaskIntent
+	records      []json.RawMessage
+	adapterCalls []*adapters.Call
+	artifacts    []string
+}
+
+var _ runtime.Services = (*services)(nil)
+
+func newServices(b binding) *services { return &services{b: b, redactor: host.NewRedactor()} }
+
+// statusOf maps host errors to ABI status codes.
+func statusOf(err error) abi.Status {
+	switch {
+	case err == nil:
+		return abi.StatusOK
+	case errors.Is(err, host.ErrNotFound):
+		return abi.StatusNotFound
+	case errors.Is(err, host.ErrAccessDenied), errors.Is(err, adapters.ErrNotGranted), errors.Is(err, adapters.ErrUnknownAdapter):
+		return abi.StatusAccessDenied
+	case errors.Is(err, host.ErrTooLarge):
+		return abi.StatusCapabilityBreach
+	case errors.Is(err, host.ErrValidation), errors.Is(err, adapters.ErrInvalidRequest):
+		return abi.StatusValidation
+	}
+	return abi.StatusHostError
+}
+
+type memReq struct {
+	Namespace  string          `json:"namespace"`
+	Key        string          `json:"key"`
+	Prefix     string          `json:"prefix"`
+	Value      json.RawMessage `json:"value"`
+	TTLSeconds int64           `json:"ttlSeconds"`
+	Secret     bool            `json:"secret"`
+}
+
+func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status, []byte) {
+	g := s.b.grants
+	switch fn {
+	case abi.HostMemoryGet, abi.HostMemoryPut, abi.HostMemoryDelete, abi.HostMemoryList:
+		var r memReq
+		if json.Unmarshal(req, &r) != nil || r.Namespace == "" {
+			return abi.StatusValidation, nil
+		}
+		if !g.Allows(packs.ServiceMemory) || !g.AllowsMemoryNamespace(r.Namespace) {
+			return abi.StatusAccessDenied, nil
+		}
+		return s.memory(ctx, fn, r)
+	case abi.HostQueueEnqueue:
+		if !g.Allows(packs.ServiceQueue) {
+			return abi.StatusAccessDenied, nil
+		}
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(req, &fields) != nil {
+			return abi.StatusValidation, nil
+		}
+		if _, ok := fields["source"]; !ok { // a follow-up's source is its parent
+			fields["source"] = mustJSON("task:" + orDefault(s.b.taskID, "invoke:"+s.b.attemptID))
+			req = mustJSON(fields)
+		}
+		intent, err := host.DecodeIntent(req)
+		if err != nil {
+			return abi.StatusValidation, nil
+		}
+		s.mu.Lock()
+		s.staged = append(s.staged, intent)
+		n := len(s.staged)
+		s.mu.Unlock()
+		return abi.StatusOK, mustJSON(map[string]int{"staged": n})
+	case abi.HostAdapterInvoke:
+		if !g.Allows(packs.ServiceAdapters) || s.b.adapters == nil {
+			return abi.StatusAccessDenied, nil
+		}
+		var r struct {
+			Adapter string          `json:"adapter"`
+			Input   json.RawMessage `json:"input"`
+		}
+		if json.Unmarshal(req, &r) != nil || r.Adapter == "" {
+			return abi.StatusValidation, nil
+		}
+		call, err := s.b.adapters.Invoke(ctx, g.Adapters, r.Adapter, adapters.Request{Input: r.Input, TaskID: s.b.taskID, AttemptID: s.b.attemptID})
+		if call != nil {
+			s.mu.Lock()
+			s.adapterCalls = append(s.adapterCalls, call)
+			s.mu.Unlock()
+		}
+		if err != nil && call == nil {
+			return statusOf(err), nil
+		}
+		return abi.StatusOK, mustJSON(map[string]any{"output": call.Response, "exit_status": call.ExitStatus, "exit_code": call.ExitCode, "error": call.Error})
+	case abi.HostEvidenceRecord:
+		if !g.Allows(packs.ServiceEvidence) {
+			return abi.StatusAccessDenied, nil
+		}
+		s.mu.Lock()
+		s.records = append(s.records, append(json.RawMessage(nil), req...))
+		s.mu.Unlock()
+		return abi.StatusOK, nil
+	case abi.HostArtifactPut:
+		if !g.Allows(packs.ServiceArtifacts) {
+			return abi.StatusAccessDenied, nil
+		}
+		var r struct {
+			Role        string  `json:"role"`
+			Name        string  `json:"name"`
+			ContentType string  `json:"content_type"`
+			Text        *string `json:"text"`
+			Base64      *string `json:"base64"`
+		}
+		if json.Unmarshal(req, &r) != nil {
+			return abi.StatusValidation, nil
+		}
+		var data []byte
+		switch {
+		case r.Text != nil:
+			data = []byte(*r.Text)
+		case r.Base64 != nil:
+			b, err := base64.StdEncoding.DecodeString(*r.Base64)
+			if err != nil {
+				return abi.StatusValidation, nil
+			}
+			data = b
+		}
+		if r.Role == "" {
+			r.Role = "output"
+		}
+		a, err := s.b.backend.PutArtifact(ctx, host.ArtifactInput{TaskID: s.b.taskID, AttemptID: s.b.attemptID, Role: host.ArtifactRole(r.Role), Name: r.Name, ContentType: r.ContentType, Data: data})
+		if err != nil {
+			return statusOf(err), nil
+		}
+		s.mu.Lock()
+		s.artifacts = append(s.artifacts, a.RelativePath)
+		s.mu.Unlock()
+		return abi.StatusOK, mustJSON(map[string]string{"artifact_id": a.ArtifactID, "sha256": a.SHA256})
+	case abi.HostConfigGet:
+		if !g.Allows(packs.ServiceConfig) {
+			return abi.StatusAccessDenied, nil
+		}
+		var r struct {
+			Key string `json:"key"`
+		}
+		if json.Unmarshal(req, &r) != nil || r.Key == "" {
+			return abi.StatusValidation, nil
+		}
+		var cfg map[string]json.RawMessage
+		if json.Unmarshal(s.b.config, &cfg) != nil {
+			return abi.StatusNotFound, nil
+		}
+		v, ok := cfg[r.Key]
+		if !ok {
+			return abi.StatusNotFound, nil
+		}
+		return abi.StatusOK, mustJSON(map[string]json.RawMessage{"value": v})
+	}
+	return abi.StatusNotFound, nil
+}
+
+func (s *services) memory(ctx context.Context, fn string, r memReq) (abi.Status, []byte) {
+	scope := host.Scope{Tenant: s.b.tenant, Namespace: r.Namespace}
+	m := s.b.backend
+	switch fn {
+	case abi.HostMemoryGet:
+		e, err := m.Get(ctx, scope, r.Key)
+		if err != nil {
+			return statusOf(err), nil
+		}
+		if e.Secret {
+			s.redactor.Add(r.Namespace+"/"+r.Key, e.Value)
+		}
+		return abi.StatusOK, mustJSON(map[string]json.RawMessage{"value": e.Value})
+	case abi.HostMemoryPut:
+		if len(r.Value) == 0 {
+			return abi.StatusValidation, nil
+		}
+		if r.Secret {
+			s.redactor.Add(r.Namespace+"/"+r.Key, r.Value)
+		}
+		return statusOf(m.Put(ctx, scope, r.Key, r.Value, host.PutOptions{TTL: time.Duration(r.TTLSeconds) * time.Second, Secret: r.Secret})), nil
+	case abi.HostMemoryDelete:
+		return statusOf(m.Delete(ctx, scope, r.Key)), nil
+	default:
+		keys, err := m.List(ctx, scope, r.Prefix)
+		if err != nil {
+			return statusOf(err), nil
+		}
+		if keys == nil {
+			keys = []string{}
+		}
+		return abi.StatusOK, mustJSON(map[string][]string{"keys": keys})
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}

@@ -1,0 +1,122 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/packrun/packrun/abi"
+)
+
+// Sentinels. Every error a host service returns is an *Error whose Err
+// matches (errors.Is) at most one of these; ABIStatus maps them to the status
+// a host function returns to the guest.
+var (
+	// ErrNotFound: no such task, attempt, artifact, route, lock or memory
+	// key (an expired memory entry, or one of another tenant, is not found
+	// either, and is reported identically).
+	ErrNotFound = errors.New("not found")
+	// ErrAccessDenied: the caller may not do this. Host services do not
+	// check grants themselves; callers (the runtime bridge) return it.
+	ErrAccessDenied = errors.New("access denied")
+	// ErrValidation: an argument is malformed; Error.Field names it.
+	ErrValidation = errors.New("invalid")
+	// ErrTooLarge: a size limit (value, namespace, payload, artifact,
+	// follow-ups) would be exceeded.
+	ErrTooLarge = errors.New("too large")
+	// ErrConflict: the operation does not fit the current state (finishing
+	// a task that is not running, a stale attempt, re-recording an attempt
+	// with different content, an ambiguous task type).
+	ErrConflict = errors.New("conflict")
+	// ErrEmpty: Claim found no task available now.
+	ErrEmpty = errors.New("no task is available")
+	// ErrLocked: the dispatch lock is held by another holder.
+	ErrLocked = errors.New("dispatch lock is held")
+	// ErrClosed: the store has been closed.
+	ErrClosed = errors.New("store is closed")
+)
+
+// Error is the error every host service returns. Its message is one line:
+// "<op> <subject>: <field>: <reason>". Subject and the reason only ever name
+// the caller's own data (its key, its task), never another tenant's.
+type Error struct {
+	Op      string // what was attempted: "memory get", "enqueue", "finish", ...
+	Subject string // what it was attempted on: a task id, "namespace/key", ...
+	Field   string // for validation errors, the field at fault ("payload", "schedule.delay_minutes")
+	Err     error  // matches one sentinel above; may wrap a cause
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Op)
+	if e.Subject != "" {
+		b.WriteString(" ")
+		b.WriteString(e.Subject)
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	if e.Err != nil {
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// reason is an explanation that matches a sentinel without repeating it.
+type reason struct {
+	msg  string
+	kind error
+}
+
+func (r *reason) Error() string { return r.msg }
+func (r *reason) Unwrap() error { return r.kind }
+
+// Errorf returns an *Error whose Err matches kind (a sentinel) and reads as
+// the formatted explanation; with an empty format it reads as kind itself.
+func Errorf(op, subject string, kind error, format string, args ...any) *Error {
+	if format == "" {
+		return &Error{Op: op, Subject: subject, Err: kind}
+	}
+	return &Error{Op: op, Subject: subject, Err: &reason{fmt.Sprintf(format, args...), kind}}
+}
+
+// Invalid returns a validation *Error naming field.
+func Invalid(op, field, format string, args ...any) *Error {
+	return &Error{Op: op, Field: field, Err: &reason{fmt.Sprintf(format, args...), ErrValidation}}
+}
+
+// Wrap returns an *Error for an unexpected failure (a host error, status 99).
+func Wrap(op, subject string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var he *Error
+	if errors.As(err, &he) {
+		return err
+	}
+	return &Error{Op: op, Subject: subject, Err: err}
+}
+
+// ABIStatus maps an error from a host service to the status a
+// packrun:host/v1 function returns: nil → ok, ErrAccessDenied → 1,
+// ErrValidation and ErrConflict → 10, ErrNotFound → 11, ErrTooLarge → 20
+// (a limit, like the other capability breaches), anything else → 99.
+func ABIStatus(err error) abi.Status {
+	switch {
+	case err == nil:
+		return abi.StatusOK
+	case errors.Is(err, ErrAccessDenied):
+		return abi.StatusAccessDenied
+	case errors.Is(err, ErrValidation), errors.Is(err, ErrConflict):
+		return abi.StatusValidation
+	case errors.Is(err, ErrNotFound):
+		return abi.StatusNotFound
+	case errors.Is(err, ErrTooLarge):
+		return abi.StatusCapabilityBreach
+	}
+	return abi.StatusHostError
+}

@@ -1,0 +1,245 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/packrun/packrun/abi"
+)
+
+// Evidence records what attempts did, tamper-evidently: every attempt,
+// artifact and runtime event is appended to one hash chain (each event
+// carries the sha256 of the previous one; an attempt's or artifact's event
+// carries its content hash), which VerifyChain walks.
+type Evidence interface {
+	// RecordAttempt stores an attempt and appends attempt_recorded. It sets
+	// a.AttemptID (if empty), a.ContentHash and a.EventSeq. Attempts are
+	// immutable: recording the same id again is a no-op when the content is
+	// identical and ErrConflict otherwise.
+	RecordAttempt(ctx context.Context, a *Attempt) error
+	// Attempt returns one attempt.
+	Attempt(ctx context.Context, attemptID string) (*Attempt, error)
+	// ListAttempts returns attempts, most recently recorded first.
+	ListAttempts(ctx context.Context, f AttemptFilter) ([]*Attempt, error)
+
+	// PutArtifact stores content-addressed bytes and their ArtifactRecord
+	// (event artifact_recorded). Storing the same name again for the same
+	// task and attempt returns the existing record if the bytes are the
+	// same and ErrConflict if not.
+	PutArtifact(ctx context.Context, in ArtifactInput) (*Artifact, error)
+	// Artifact returns one artifact record.
+	Artifact(ctx context.Context, artifactID string) (*Artifact, error)
+	// ArtifactContent returns an artifact's bytes, checked against its digest.
+	ArtifactContent(ctx context.Context, artifactID string) ([]byte, error)
+
+	// AppendEvent appends a runtime event and returns it with its seq,
+	// time and hashes.
+	AppendEvent(ctx context.Context, e Event) (*Event, error)
+	// Events returns events in chain order.
+	Events(ctx context.Context, f EventFilter) ([]*Event, error)
+	// VerifyChain walks the whole chain and reports the first broken link.
+	// A broken chain is a report, not an error.
+	VerifyChain(ctx context.Context) (*ChainReport, error)
+
+	// ExportAttempt returns a self-contained bundle of one attempt (with its
+	// trace), its artifacts (with their bytes) and its events; VerifyBundle
+	// checks one without the database.
+	ExportAttempt(ctx context.Context, attemptID string) (*Bundle, error)
+}
+
+// Attempt is one execution of one node with one input (schema §8, extended
+// with what a Wasm invocation produces). JSON fields are stored as given
+// (compacted) and are opaque to the store.
+type Attempt struct {
+	AttemptID    string `json:"attempt_id"`
+	TaskID       string `json:"task_id,omitempty"`
+	RunnerID     string `json:"runner_id,omitempty"`
+	Pack         string `json:"pack"`          // name@version ("" for a bare module)
+	ModuleSHA256 string `json:"module_sha256"` // hex digest of the module
+	Node         string `json:"node"`          // typeId
+	Tenant       string `json:"tenant"`        // "" means "default"
+	RunID        string `json:"run_id"`
+	Attempt      int    `json:"attempt"` // 1-based; for a task, its attempt_count at the claim
+	ABIVersion   string `json:"abi_version"`
+
+	Input     json.RawMessage `json:"input"`
+	Output    json.RawMessage `json:"output,omitempty"`
+	Interrupt json.RawMessage `json:"interrupt,omitempty"`
+	Outcome   abi.Outcome     `json:"outcome"` // completed | suspended | failed
+	Error     *abi.Error      `json:"error,omitempty"`
+	// ExitStatus defaults from Outcome (failed → error, else ok).
+	ExitStatus ExitStatus `json:"exit_status"`
+	// RetryClass defaults to none.
+	RetryClass RetryClass `json:"retry_class"`
+
+	Stdout []byte          `json:"stdout,omitempty"`
+	Stderr []byte          `json:"stderr,omitempty"`
+	Logs   json.RawMessage `json:"logs,omitempty"`   // [{level,message}]
+	Events json.RawMessage `json:"events,omitempty"` // [{type:"cap.breached",...}]
+	// Trace is the ordered host-call results, as the runtime produced
+	// them; replay reads it back.
+	Trace        json.RawMessage `json:"trace,omitempty"`
+	Limits       json.RawMessage `json:"limits,omitempty"`
+	AdapterCalls json.RawMessage `json:"adapter_calls,omitempty"`
+	Diagnostics  json.RawMessage `json:"diagnostics,omitempty"`
+
+	StartedAt time.Time `json:"started_at"`
+	EndedAt   time.Time `json:"ended_at"`
+
+	// Set by RecordAttempt.
+	ContentHash string `json:"content_hash,omitempty"` // HashAttempt
+	EventSeq    int64  `json:"event_seq,omitempty"`    // seq of its attempt_recorded event
+}
+
+// AttemptFilter selects attempts for ListAttempts; zero fields match all.
+type AttemptFilter struct {
+	TaskID string
+	Pack   string // "name" (any version) or "name@version"
+	Tenant string
+	Since  time.Time // started at or after
+	Limit  int       // 0 means 100
+}
+
+// ArtifactRole is ArtifactRecord.role.
+type ArtifactRole string
+
+const (
+	RolePlan          ArtifactRole = "plan"
+	RoleExecuteReport ArtifactRole = "execute-report"
+	RoleVerifyReport  ArtifactRole = "verify-report"
+	RoleOutput        ArtifactRole = "output"
+	RoleSnapshot      ArtifactRole = "snapshot"
+	RoleAdapterAudit  ArtifactRole = "adapter-audit"
+)
+
+// Valid reports whether r is one of the schema's roles.
+func (r ArtifactRole) Valid() bool {
+	switch r {
+	case RolePlan, RoleExecuteReport, RoleVerifyReport, RoleOutput, RoleSnapshot, RoleAdapterAudit:
+		return true
+	}
+	return false
+}
+
+// ArtifactInput is what PutArtifact stores. At least one of TaskID and
+// AttemptID is required. Name is a relative path ("reports/run.md").
+type ArtifactInput struct {
+	TaskID      string
+	AttemptID   string
+	Role        ArtifactRole
+	Name        string
+	ContentType string
+	Data        []byte
+}
+
+// Artifact is an ArtifactRecord (schema §12) with its digest and size.
+type Artifact struct {
+	ArtifactID   string       `json:"artifact_id"`
+	TaskID       string       `json:"task_id,omitempty"`
+	AttemptID    string       `json:"attempt_id,omitempty"`
+	Role         ArtifactRole `json:"role"`
+	RelativePath string       `json:"relative_path"`
+	ContentType  string       `json:"content_type,omitempty"`
+	SHA256       string       `json:"sha256"`
+	Size         int64        `json:"size"`
+	CreatedAt    time.Time    `json:"created_at"`
+	// VerifiedAt is set when a task completes on this artifact's attempt.
+	VerifiedAt *time.Time `json:"verified_at,omitempty"`
+}
+
+// Runtime event types: the schema's (§14) that packrun emits, and its own.
+const (
+	EventTaskEnqueued          = "task_enqueued"
+	EventTaskClaimed           = "task_claimed"
+	EventTaskAttemptFinished   = "task_attempt_finished"
+	EventTaskRetryScheduled    = "task_retry_scheduled"
+	EventTaskFinished          = "task_finished" // terminal status or blocked: data.status
+	EventTaskCancelRequested   = "task_cancel_requested"
+	EventBootSweepReclaimed    = "boot_sweep_reclaimed"
+	EventDispatchLocked        = "dispatch_locked"
+	EventDispatchLockReleased  = "dispatch_lock_released"
+	EventDispatchLockStale     = "dispatch_lock_stale_cleared"
+	EventAttemptRecorded       = "attempt_recorded"  // data.content_hash = HashAttempt
+	EventArtifactRecorded      = "artifact_recorded" // data.sha256, data.size
+	EventTaskTypesUpdated      = "task_types_updated"
+	EventTaskTypeOverrideSet   = "task_type_override_set"
+	EventTaskTypeOverrideUnset = "task_type_override_removed"
+	// Schema types for callers to append (the store does not emit them).
+	EventTaskStarted    = "task_started"
+	EventDispatchIdle   = "dispatch_idle"
+	EventBundleCompiled = "bundle_compiled"
+)
+
+// Event is one entry of the runtime event log.
+type Event struct {
+	Seq       int64           `json:"seq"`
+	Time      time.Time       `json:"time"`
+	Type      string          `json:"type"`
+	TaskID    string          `json:"task_id,omitempty"`
+	AttemptID string          `json:"attempt_id,omitempty"`
+	Data      json.RawMessage `json:"data,omitempty"`
+	PrevHash  string          `json:"prev_hash"`
+	Hash      string          `json:"hash"` // HashEvent
+}
+
+// EventFilter selects events; zero fields match all.
+type EventFilter struct {
+	TaskID    string
+	AttemptID string
+	Type      string
+	AfterSeq  int64
+	Limit     int // 0 means 1000
+}
+
+// ChainReport is the result of VerifyChain.
+type ChainReport struct {
+	OK        bool   `json:"ok"`
+	Events    int64  `json:"events"`   // events checked
+	Attempts  int64  `json:"attempts"` // attempt contents re-hashed
+	Artifacts int64  `json:"artifacts"`
+	Head      string `json:"head"` // hash of the last event; anchor it elsewhere to detect truncation
+	// Broken is the first broken link, nil when OK.
+	Broken *ChainBreak `json:"broken,omitempty"`
+}
+
+// Problems a ChainBreak reports.
+const (
+	BreakSeqGap          = "seq_gap"           // an event is missing (deleted)
+	BreakPrevHash        = "prev_hash"         // prev_hash is not the previous event's hash
+	BreakEventHash       = "event_hash"        // the event's fields no longer match its hash
+	BreakAttemptHash     = "attempt_hash"      // the attempt's content no longer matches the hash chained in its event
+	BreakAttemptMissing  = "attempt_missing"   // the event names an attempt that is not stored
+	BreakAttemptUnchain  = "attempt_unchained" // a stored attempt has no event in the chain
+	BreakArtifactHash    = "artifact_hash"     // the artifact record no longer matches its event
+	BreakArtifactMissing = "artifact_missing"
+	BreakArtifactUnchain = "artifact_unchained"
+)
+
+// ChainBreak names the first broken link.
+type ChainBreak struct {
+	Seq        int64  `json:"seq"` // 0 for an unchained record
+	Type       string `json:"type,omitempty"`
+	AttemptID  string `json:"attempt_id,omitempty"`
+	ArtifactID string `json:"artifact_id,omitempty"`
+	Problem    string `json:"problem"` // one of the Break* constants
+	Detail     string `json:"detail"`
+}
+
+// Bundle is an exported attempt.
+type Bundle struct {
+	Format     string           `json:"format"` // BundleFormat
+	ExportedAt time.Time        `json:"exported_at"`
+	Attempt    *Attempt         `json:"attempt"`
+	Artifacts  []BundleArtifact `json:"artifacts"`
+	Events     []*Event         `json:"events"`
+}
+
+// BundleFormat identifies the bundle layout.
+const BundleFormat = "packrun.attempt-bundle/v1"
+
+// BundleArtifact is an artifact record with its bytes (base64 in JSON).
+type BundleArtifact struct {
+	Artifact
+	Content []byte `json:"content"`
+}

@@ -1,0 +1,156 @@
+package host
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"strconv"
+	"time"
+)
+
+// GenesisHash is the prev_hash of the first event.
+const GenesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// TimeLayout is the canonical time encoding of the evidence (always UTC,
+// fixed width, so that text order is time order).
+const TimeLayout = "2006-01-02T15:04:05.000000000Z"
+
+// FormatTime encodes t canonically.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+
+// ParseTime decodes a canonical time.
+func ParseTime(s string) (time.Time, error) { return time.Parse(TimeLayout, s) }
+
+// CompactJSON returns raw in the form encoding/json marshals a
+// json.RawMessage to (compact, with <, >, & and U+2028/9 escaped), so that
+// stored JSON survives a Marshal/Unmarshal round trip, or an indented
+// re-encoding, byte for byte. Invalid JSON is returned unchanged.
+func CompactJSON(raw []byte) json.RawMessage {
+	if len(raw) == 0 {
+		return nil
+	}
+	var c bytes.Buffer
+	if err := json.Compact(&c, raw); err != nil {
+		return raw
+	}
+	var out bytes.Buffer
+	json.HTMLEscape(&out, c.Bytes())
+	return out.Bytes()
+}
+
+// canon writes fields as netstrings ("<len>:<bytes>\n") after a domain
+// tag, which makes the encoding unambiguous without escaping.
+type canon struct{ h hash.Hash }
+
+func newCanon(tag string) canon {
+	c := canon{sha256.New()}
+	c.str(tag)
+	return c
+}
+
+func (c canon) bytes(b []byte) {
+	c.h.Write(strconv.AppendInt(nil, int64(len(b)), 10))
+	c.h.Write([]byte{':'})
+	c.h.Write(b)
+	c.h.Write([]byte{'\n'})
+}
+func (c canon) str(s string)     { c.bytes([]byte(s)) }
+func (c canon) int(n int64)      { c.str(strconv.FormatInt(n, 10)) }
+func (c canon) json(raw []byte)  { c.bytes(CompactJSON(raw)) }
+func (c canon) time(t time.Time) { c.str(FormatTime(t)) }
+func (c canon) sum() string      { return hex.EncodeToString(c.h.Sum(nil)) }
+
+// HashEvent is the sha256 of the canonical encoding of an event: tag
+// "packrun.event.v1", then seq, time, type, task_id, attempt_id, data
+// (CompactJSON) and prev_hash, each as a netstring.
+func HashEvent(e *Event) string {
+	c := newCanon("packrun.event.v1")
+	c.int(e.Seq)
+	c.time(e.Time)
+	c.str(e.Type)
+	c.str(e.TaskID)
+	c.str(e.AttemptID)
+	c.json(e.Data)
+	c.str(e.PrevHash)
+	return c.sum()
+}
+
+// HashAttempt is the content hash of an attempt: the sha256 of the
+// canonical encoding of every field except ContentHash and EventSeq, in
+// declaration order (JSON fields as CompactJSON, times as TimeLayout).
+func HashAttempt(a *Attempt) string {
+	c := newCanon("packrun.attempt.v1")
+	for _, s := range []string{a.AttemptID, a.TaskID, a.RunnerID, a.Pack, a.ModuleSHA256, a.Node, a.Tenant, a.RunID} {
+		c.str(s)
+	}
+	c.int(int64(a.Attempt))
+	c.str(a.ABIVersion)
+	c.json(a.Input)
+	c.json(a.Output)
+	c.json(a.Interrupt)
+	c.str(string(a.Outcome))
+	if a.Error == nil {
+		c.str("")
+	} else {
+		c.str("error")
+		c.str(a.Error.Code)
+		c.str(a.Error.Message)
+		c.json(a.Error.Details)
+	}
+	c.str(string(a.ExitStatus))
+	c.str(string(a.RetryClass))
+	c.bytes(a.Stdout)
+	c.bytes(a.Stderr)
+	for _, j := range [][]byte{a.Logs, a.Events, a.Trace, a.Limits, a.AdapterCalls, a.Diagnostics} {
+		c.json(j)
+	}
+	c.time(a.StartedAt)
+	c.time(a.EndedAt)
+	return c.sum()
+}
+
+// VerifyBundle checks an exported bundle on its own: the attempt's content
+// hash, every event's hash, the attempt_recorded event's content hash and
+// every artifact's digest and size. Events are checked one by one (a bundle
+// holds a subset of the chain, so links are not checked).
+func VerifyBundle(b *Bundle) error {
+	if b.Format != BundleFormat {
+		return fmt.Errorf("bundle: format %q, want %q", b.Format, BundleFormat)
+	}
+	if b.Attempt == nil {
+		return fmt.Errorf("bundle: no attempt")
+	}
+	a := b.Attempt
+	if got := HashAttempt(a); got != a.ContentHash {
+		return fmt.Errorf("bundle: attempt %s: content hash %s does not match its content (%s)", a.AttemptID, a.ContentHash, got)
+	}
+	chained := false
+	for _, e := range b.Events {
+		if got := HashEvent(e); got != e.Hash {
+			return fmt.Errorf("bundle: event %d (%s): hash does not match its fields", e.Seq, e.Type)
+		}
+		if e.Type == EventAttemptRecorded && e.AttemptID == a.AttemptID {
+			var d struct {
+				ContentHash string `json:"content_hash"`
+			}
+			json.Unmarshal(e.Data, &d)
+			if d.ContentHash != a.ContentHash {
+				return fmt.Errorf("bundle: event %d records content hash %s for attempt %s, not %s", e.Seq, d.ContentHash, a.AttemptID, a.ContentHash)
+			}
+			chained = true
+		}
+	}
+	if !chained {
+		return fmt.Errorf("bundle: no attempt_recorded event for attempt %s", a.AttemptID)
+	}
+	for _, art := range b.Artifacts {
+		sum := sha256.Sum256(art.Content)
+		if hex.EncodeToString(sum[:]) != art.SHA256 || int64(len(art.Content)) != art.Size {
+			return fmt.Errorf("bundle: artifact %s (%s): content does not match its digest", art.ArtifactID, art.RelativePath)
+		}
+	}
+	return nil
+}

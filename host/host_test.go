@@ -1,0 +1,149 @@
+package host
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/packrun/packrun/abi"
+)
+
+func TestDecodeIntent(t *testing.T) {
+	tests := []struct {
+		name  string
+		in    string
+		field string // "" means valid
+	}{
+		{"minimal", `{"task_type":"a.b","source":"sensor:x","payload":{}}`, ""},
+		{"full", `{"task_type":"a","source":"s","subject":"s","priority":0,"skill_ids":["x"],"schedule":{"delay_minutes":5},
+			"payload":{"k":[1]},"evidence_requirements":{"required_artifacts":["r.md"]},"workflow_ref":{"workflow_id":"w","state_id":"s","instance_key":"i"}}`, ""},
+		{"priority not an integer", `{"task_type":"a","source":"s","payload":{},"priority":1.5}`, "priority"},
+		{"priority a string", `{"task_type":"a","source":"s","payload":{},"priority":"high"}`, "priority"},
+		{"delay not an integer", `{"task_type":"a","source":"s","payload":{},"schedule":{"delay_minutes":"5"}}`, "schedule.delay_minutes"},
+		{"unknown field", `{"task_type":"a","source":"s","payload":{},"model":"x"}`, "model"},
+		{"payload a string", `{"task_type":"a","source":"s","payload":"{}"}`, "payload"},
+		{"no task type", `{"source":"s","payload":{}}`, "task_type"},
+		{"not an object", `[1]`, ""},
+		{"trailing data", `{"task_type":"a","source":"s","payload":{}} {}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in, err := DecodeIntent([]byte(tt.in))
+			valid := tt.field == "" && !strings.HasPrefix(tt.name, "not") && !strings.HasPrefix(tt.name, "trailing")
+			if valid {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if in.TaskType == "" {
+					t.Fatal("not decoded")
+				}
+				return
+			}
+			if !errors.Is(err, ErrValidation) || ABIStatus(err) != abi.StatusValidation {
+				t.Fatalf("err %v", err)
+			}
+			var he *Error
+			if !errors.As(err, &he) || he.Field != tt.field {
+				t.Fatalf("field %q, want %q (%v)", he.Field, tt.field, err)
+			}
+			t.Log(err)
+		})
+	}
+	p := 0
+	if in, _ := DecodeIntent([]byte(`{"task_type":"a","source":"s","payload":{},"priority":0}`)); in.Priority == nil || *in.Priority != p {
+		t.Fatal("explicit priority 0 lost")
+	}
+}
+
+func TestIntentAvailableAt(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	in := TaskIntent{Schedule: &Schedule{DelayMinutes: 90}}
+	if got := IntentAvailableAt(&in, now); !got.Equal(now.Add(90 * time.Minute)) {
+		t.Fatal(got)
+	}
+	in = TaskIntent{AvailableAt: "2026-01-01T02:00:00+02:00"}
+	if got := IntentAvailableAt(&in, now); !got.Equal(now) || got.Location() != time.UTC {
+		t.Fatal(got)
+	}
+}
+
+// The canonical encodings are a storage format: existing chains must keep
+// verifying, so these hashes may never change.
+func TestCanonicalHashesAreStable(t *testing.T) {
+	tm := time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600))
+	e := &Event{Seq: 7, Time: tm, Type: "task_claimed", TaskID: "t1", Data: json.RawMessage(`{ "a" : "<b>" }`), PrevHash: GenesisHash}
+	a := &Attempt{AttemptID: "a1", Attempt: 2, Input: json.RawMessage(`{"x": 1}`), Outcome: abi.Failed,
+		Error: &abi.Error{Code: "c", Message: "m"}, Stdout: []byte{0, 1}, StartedAt: tm, EndedAt: tm}
+	got := fmt.Sprintf("%s %s", HashEvent(e), HashAttempt(a))
+	const want = "392085ab10007ec2c003e8d2b50086e5b92f6d1d99141bf46cc45ed9efc41840 7da160ed3acfd9310f60bafd6bc9b8b322b68a3a339d956da62429f0a692b7cf"
+	if got != want {
+		t.Fatalf("canonical hashes changed:\n got %s\nwant %s", got, want)
+	}
+	// Equivalent encodings hash the same; any field change does not.
+	e2 := *e
+	e2.Data = json.RawMessage(`{"a":"\u003cb\u003e"}`)
+	e2.Time = tm.UTC()
+	if HashEvent(&e2) != HashEvent(e) {
+		t.Fatal("compaction or time zone changed the event hash")
+	}
+	for _, edit := range []func(*Event){
+		func(e *Event) { e.Seq++ }, func(e *Event) { e.Time = e.Time.Add(1) }, func(e *Event) { e.Type = "x" },
+		func(e *Event) { e.TaskID = "" }, func(e *Event) { e.AttemptID = "t1" }, func(e *Event) { e.Data = []byte(`{"a":"b"}`) },
+		func(e *Event) { e.PrevHash = "" },
+		// Moving bytes between fields must change the hash too.
+		func(e *Event) { e.Type, e.TaskID = "task_claimedt", "1" },
+	} {
+		c := *e
+		edit(&c)
+		if HashEvent(&c) == HashEvent(e) {
+			t.Fatalf("edit not reflected: %+v", c)
+		}
+	}
+	b := *a
+	b.Error = nil
+	if HashAttempt(&b) == HashAttempt(a) {
+		t.Fatal("error presence not hashed")
+	}
+	b = *a
+	b.Stdout, b.Stderr = nil, []byte{0, 1}
+	if HashAttempt(&b) == HashAttempt(a) {
+		t.Fatal("stdout/stderr not distinguished")
+	}
+}
+
+func TestABIStatus(t *testing.T) {
+	tests := []struct {
+		err  error
+		want abi.Status
+	}{
+		{nil, abi.StatusOK},
+		{Errorf("memory get", "n/k", ErrNotFound, ""), abi.StatusNotFound},
+		{Errorf("memory get", "n/k", ErrAccessDenied, "namespace n is not granted"), abi.StatusAccessDenied},
+		{Invalid("enqueue", "payload", "must be a JSON object"), abi.StatusValidation},
+		{Errorf("put artifact", "x", ErrConflict, "exists"), abi.StatusValidation},
+		{Errorf("memory put", "n/k", ErrTooLarge, "too big"), abi.StatusCapabilityBreach},
+		{fmt.Errorf("wrapped: %w", Errorf("memory get", "n/k", ErrNotFound, "")), abi.StatusNotFound},
+		{errors.New("disk on fire"), abi.StatusHostError},
+	}
+	for _, tt := range tests {
+		if got := ABIStatus(tt.err); got != tt.want {
+			t.Errorf("ABIStatus(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+	if got := Invalid("enqueue", "payload", "must be a JSON object").Error(); got != "enqueue: payload: must be a JSON object" {
+		t.Fatal(got)
+	}
+	if got := Errorf("memory get", "notes/k1", ErrNotFound, "").Error(); got != "memory get notes/k1: not found" {
+		t.Fatal(got)
+	}
+}
+
+func TestNewID(t *testing.T) {
+	a, b := NewID("task"), NewID("task")
+	if a == b || !strings.HasPrefix(a, "task_") || len(a) != len("task_")+12+20 {
+		t.Fatal(a, b)
+	}
+}

@@ -1,0 +1,425 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Queue is the task queue of the agent runtime schema: TaskIntents go in,
+// TaskRecords move pending → running → completed | retryable_failure |
+// permanent_failure | blocked | operator_canceled.
+//
+// Order: Claim takes the available task with the LOWEST priority number
+// first (1 is the most urgent; the default is 5, as in the arc runtime the
+// schema comes from), then the earliest available_at, then the order of
+// enqueueing. A task is available when its status is pending or
+// retryable_failure and its available_at has come.
+type Queue interface {
+	// Enqueue validates an intent and stores it as a pending task
+	// (event task_enqueued). Validation errors name the field.
+	Enqueue(ctx context.Context, intent TaskIntent, opts EnqueueOptions) (*TaskRecord, error)
+	// Claim atomically moves the next available task to running,
+	// increments its attempt_count and records task_claimed. It returns
+	// ErrEmpty when no task is available at now. No task is ever handed to
+	// two claimers, even from two processes on the same database.
+	Claim(ctx context.Context, runnerID string, now time.Time) (*TaskRecord, error)
+	// Finish settles a running task from one recorded attempt; see
+	// FinishInput for the rules. It returns the updated record.
+	Finish(ctx context.Context, taskID string, in FinishInput) (*TaskRecord, error)
+	// Task returns one task.
+	Task(ctx context.Context, taskID string) (*TaskRecord, error)
+	// ListTasks returns tasks, newest first.
+	ListTasks(ctx context.Context, f TaskFilter) ([]*TaskRecord, error)
+	// Cancel is the operator control. A pending, retryable_failure or
+	// blocked task becomes operator_canceled at once. A running task is
+	// marked cancel_requested (event task_cancel_requested) and becomes
+	// operator_canceled when its attempt finishes or is reclaimed, whatever
+	// the attempt's outcome; its follow-ups are never applied. A task that
+	// is already completed, permanently failed or canceled gives ErrConflict.
+	Cancel(ctx context.Context, taskID string) (*TaskRecord, error)
+	// ReclaimRunning is the boot sweep: every task left running (by a
+	// crash) is settled, with event boot_sweep_reclaimed. The interrupted
+	// attempt counts: the task becomes retryable_failure available at now,
+	// or permanent_failure when it has no attempts left, or
+	// operator_canceled if cancel was requested. Call it only while holding
+	// the dispatch lock, before claiming anything: it assumes no other
+	// runner is alive. Completed tasks are never touched.
+	ReclaimRunning(ctx context.Context, now time.Time) (int, error)
+}
+
+// Locker is the dispatch lock: one row naming its holder and expiry, so
+// that one dispatcher at a time claims tasks from a database.
+type Locker interface {
+	// AcquireDispatchLock takes the lock for ttl (event dispatch_locked),
+	// or extends it when holder already has it. A lock past its expiry is
+	// cleared first (event dispatch_lock_stale_cleared). Held by another
+	// holder: ErrLocked, naming the holder and the expiry.
+	AcquireDispatchLock(ctx context.Context, holder string, ttl time.Duration) (*DispatchLock, error)
+	// ReleaseDispatchLock releases the lock held by holder (event
+	// dispatch_lock_released); ErrNotFound if holder does not hold it.
+	ReleaseDispatchLock(ctx context.Context, holder string) error
+}
+
+// DispatchLock describes the held dispatch lock.
+type DispatchLock struct {
+	Holder     string    `json:"holder"`
+	AcquiredAt time.Time `json:"acquired_at"`
+	ExpiresAt  time.Time `json:"expires_at"`
+}
+
+// TaskStatus is a TaskRecord status.
+type TaskStatus string
+
+const (
+	TaskPending          TaskStatus = "pending"
+	TaskRunning          TaskStatus = "running"
+	TaskCompleted        TaskStatus = "completed"
+	TaskRetryableFailure TaskStatus = "retryable_failure"
+	TaskPermanentFailure TaskStatus = "permanent_failure"
+	TaskBlocked          TaskStatus = "blocked"
+	TaskOperatorCanceled TaskStatus = "operator_canceled"
+)
+
+// Terminal reports whether nothing moves a task out of this status.
+func (s TaskStatus) Terminal() bool {
+	return s == TaskCompleted || s == TaskPermanentFailure || s == TaskOperatorCanceled
+}
+
+// Valid reports whether s is one of the seven statuses.
+func (s TaskStatus) Valid() bool {
+	switch s {
+	case TaskPending, TaskRunning, TaskCompleted, TaskRetryableFailure, TaskPermanentFailure, TaskBlocked, TaskOperatorCanceled:
+		return true
+	}
+	return false
+}
+
+// MachineStatus is TaskOutcome.machine_status.
+type MachineStatus string
+
+const (
+	MachineOK         MachineStatus = "ok"
+	MachineNeedsRetry MachineStatus = "needs_retry"
+	MachineBlocked    MachineStatus = "blocked"
+	MachineFailed     MachineStatus = "failed"
+	MachineCanceled   MachineStatus = "canceled"
+)
+
+// RetryClass is TaskAttempt.retry_class.
+type RetryClass string
+
+const (
+	RetryNone      RetryClass = "none"
+	RetryRetryable RetryClass = "retryable"
+	RetryPermanent RetryClass = "permanent"
+)
+
+// ExitStatus is TaskAttempt.exit_status.
+type ExitStatus string
+
+const (
+	ExitOK      ExitStatus = "ok"
+	ExitError   ExitStatus = "error"
+	ExitTimeout ExitStatus = "timeout"
+)
+
+// Queue defaults and limits.
+const (
+	DefaultPriority    = 5
+	DefaultMaxAttempts = 3
+	MaxMaxAttempts     = 100
+	MaxPayloadBytes    = 1 << 20
+	MaxDelayMinutes    = 366 * 24 * 60
+	// MaxFollowUps and MaxFollowUpBytes cap the follow-up intents one
+	// attempt may stage (count, and their total JSON size); the bridge
+	// should refuse the queue_enqueue call that would exceed them.
+	MaxFollowUps     = 100
+	MaxFollowUpBytes = 4 << 20
+	maxTaskTypeBytes = 128
+	maxShortText     = 256
+	maxSubjectBytes  = 1024
+	maxDescription   = 64 << 10
+	maxListItems     = 64
+)
+
+// WorkflowRef ties a task to a workflow state.
+type WorkflowRef struct {
+	WorkflowID  string `json:"workflow_id"`
+	StateID     string `json:"state_id"`
+	InstanceKey string `json:"instance_key"`
+}
+
+// Schedule delays a task relative to its enqueueing.
+type Schedule struct {
+	DelayMinutes int `json:"delay_minutes"`
+}
+
+// EvidenceRequirements are checked by Finish before a task may complete.
+type EvidenceRequirements struct {
+	// RequiredArtifacts each name an artifact (its name, i.e.
+	// relative_path, or its role) the finishing attempt must have stored.
+	RequiredArtifacts []string `json:"required_artifacts,omitempty"`
+	// RequireFileChangeVerification: every outcome.file_changes entry must
+	// be an artifact of the attempt.
+	RequireFileChangeVerification bool `json:"require_file_change_verification,omitempty"`
+	// RequireAdapterAudit: the attempt must have an adapter-audit artifact.
+	RequireAdapterAudit bool `json:"require_adapter_audit,omitempty"`
+}
+
+// TaskIntent is the portable unit of work sensors, operators, workflows and
+// skills create (schema §6).
+type TaskIntent struct {
+	TaskType    string `json:"task_type"`
+	Source      string `json:"source"`
+	Subject     string `json:"subject,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Priority orders the queue, lowest number first; nil means 5.
+	Priority           *int         `json:"priority,omitempty"`
+	RequestedProfileID string       `json:"requested_profile_id,omitempty"`
+	RequestedAdapterID string       `json:"requested_adapter_id,omitempty"`
+	RequestedModel     string       `json:"requested_model,omitempty"`
+	SkillIDs           []string     `json:"skill_ids,omitempty"`
+	WorkflowRef        *WorkflowRef `json:"workflow_ref,omitempty"`
+	// Schedule and AvailableAt (RFC 3339) delay availability; at most one
+	// may be given.
+	Schedule             *Schedule             `json:"schedule,omitempty"`
+	AvailableAt          string                `json:"available_at,omitempty"`
+	Payload              json.RawMessage       `json:"payload"`
+	EvidenceRequirements *EvidenceRequirements `json:"evidence_requirements,omitempty"`
+}
+
+// Priority returns a pointer to p, for TaskIntent.Priority.
+func Priority(p int) *int { return &p }
+
+// EnqueueOptions adjust Enqueue.
+type EnqueueOptions struct {
+	// MaxAttempts caps the attempts (claims) of the task; 0 means 3.
+	MaxAttempts int
+}
+
+// TaskOutcome is the normalised result of an attempt (schema §9). Finish
+// sets Status to the status it decided.
+type TaskOutcome struct {
+	Status          TaskStatus        `json:"status"`
+	MachineStatus   MachineStatus     `json:"machine_status"`
+	OperatorSummary string            `json:"operator_summary"`
+	RawOutput       string            `json:"raw_output,omitempty"`
+	FileChanges     []string          `json:"file_changes,omitempty"`
+	ArtifactPaths   []string          `json:"artifact_paths,omitempty"`
+	WorkflowSignal  string            `json:"workflow_signal,omitempty"`
+	FollowUpTasks   []TaskIntent      `json:"follow_up_tasks,omitempty"`
+	ExternalMessage []json.RawMessage `json:"external_messages,omitempty"`
+}
+
+// TaskRecord is engine state (schema §7), plus the intent fields that later
+// stages need and a few runtime fields (parent, runner, cancel request).
+type TaskRecord struct {
+	TaskID               string                `json:"task_id"`
+	TaskType             string                `json:"task_type"`
+	Source               string                `json:"source"`
+	Subject              string                `json:"subject"`
+	Description          string                `json:"description"`
+	Priority             int                   `json:"priority"`
+	Payload              json.RawMessage       `json:"payload"`
+	RequestedProfileID   string                `json:"requested_profile_id"`
+	RequestedAdapterID   string                `json:"requested_adapter_id"`
+	RequestedModel       string                `json:"requested_model"`
+	SkillIDs             []string              `json:"skill_ids,omitempty"`
+	WorkflowRef          *WorkflowRef          `json:"workflow_ref,omitempty"`
+	EvidenceRequirements *EvidenceRequirements `json:"evidence_requirements,omitempty"`
+	Status               TaskStatus            `json:"status"`
+	MaxAttempts          int                   `json:"max_attempts"`
+	AttemptCount         int                   `json:"attempt_count"`
+	AvailableAt          time.Time             `json:"available_at"`
+	CreatedAt            time.Time             `json:"created_at"`
+	UpdatedAt            time.Time             `json:"updated_at"`
+	StartedAt            *time.Time            `json:"started_at"`
+	FinishedAt           *time.Time            `json:"finished_at"`
+	Outcome              *TaskOutcome          `json:"outcome"`
+	LastError            string                `json:"last_error"`
+	// ParentTaskID is set on follow-ups; their source is "task:<parent>".
+	ParentTaskID string `json:"parent_task_id,omitempty"`
+	// RunnerID is the runner of the latest claim.
+	RunnerID        string `json:"runner_id,omitempty"`
+	CancelRequested bool   `json:"cancel_requested,omitempty"`
+}
+
+// FinishInput settles a running task. The attempt must have been recorded
+// (Evidence.RecordAttempt) for this task with Attempt == the task's
+// attempt_count; an older attempt is refused as stale (ErrConflict).
+//
+// The status is decided in this order:
+//   - cancel requested, or machine_status "canceled" → operator_canceled;
+//   - machine_status "ok" and the evidence present (every required
+//     artifact, every outcome.artifact_paths entry, and what the other
+//     evidence_requirements ask for, stored for this attempt) → completed;
+//   - machine_status "blocked" → blocked;
+//   - retryable (machine_status "needs_retry", or "ok" with evidence
+//     missing, or RetryClass "retryable"; never with RetryClass
+//     "permanent") with attempts left → retryable_failure, available again
+//     after the backoff (event task_retry_scheduled);
+//   - anything else → permanent_failure.
+//
+// FollowUps (the intents the skill enqueued during the attempt) are staged:
+// recorded in the task_attempt_finished event whatever happens, and
+// enqueued (source "task:<id>", event task_enqueued) in the same
+// transaction only when the task completes. Outcome.FollowUpTasks are
+// recorded with the outcome but never applied.
+type FinishInput struct {
+	AttemptID  string
+	Outcome    TaskOutcome
+	RetryClass RetryClass // empty means none
+	Error      string     // becomes last_error
+	FollowUps  []TaskIntent
+}
+
+// TaskFilter selects tasks for ListTasks.
+type TaskFilter struct {
+	Status   TaskStatus // empty: any
+	TaskType string     // empty: any
+	Limit    int        // 0 means 100
+}
+
+// ValidateIntent checks an intent as Enqueue does and returns the first
+// problem as a validation *Error naming the field (op "task intent"). The
+// runtime bridge can call it when a skill enqueues, before staging.
+func ValidateIntent(in *TaskIntent) error {
+	const op = "task intent"
+	if in.TaskType == "" {
+		return Invalid(op, "task_type", "required")
+	}
+	if len(in.TaskType) > maxTaskTypeBytes {
+		return Invalid(op, "task_type", "is %d bytes; the limit is %d", len(in.TaskType), maxTaskTypeBytes)
+	}
+	for _, r := range in.TaskType {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-:/", r)) {
+			return Invalid(op, "task_type", "may contain only letters, digits and . _ - : /")
+		}
+	}
+	if err := checkName(op, "source", in.Source, maxShortText, false); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{
+		{"subject", in.Subject, maxSubjectBytes},
+		{"description", in.Description, maxDescription},
+		{"requested_profile_id", in.RequestedProfileID, maxShortText},
+		{"requested_adapter_id", in.RequestedAdapterID, maxShortText},
+		{"requested_model", in.RequestedModel, maxShortText},
+	} {
+		if len(f.v) > f.max {
+			return Invalid(op, f.name, "is %d bytes; the limit is %d", len(f.v), f.max)
+		}
+	}
+	if err := checkList(op, "skill_ids", in.SkillIDs); err != nil {
+		return err
+	}
+	if w := in.WorkflowRef; w != nil {
+		if w.WorkflowID == "" || w.StateID == "" || w.InstanceKey == "" {
+			return Invalid(op, "workflow_ref", "workflow_id, state_id and instance_key are all required")
+		}
+	}
+	if in.Schedule != nil {
+		if in.Schedule.DelayMinutes < 0 || in.Schedule.DelayMinutes > MaxDelayMinutes {
+			return Invalid(op, "schedule.delay_minutes", "must be between 0 and %d", MaxDelayMinutes)
+		}
+		if in.AvailableAt != "" {
+			return Invalid(op, "available_at", "give either schedule.delay_minutes or available_at, not both")
+		}
+	}
+	if in.AvailableAt != "" {
+		if _, err := time.Parse(time.RFC3339, in.AvailableAt); err != nil {
+			return Invalid(op, "available_at", "must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+		}
+	}
+	if err := checkObject(op, "payload", in.Payload); err != nil {
+		return err
+	}
+	if er := in.EvidenceRequirements; er != nil {
+		if err := checkList(op, "evidence_requirements.required_artifacts", er.RequiredArtifacts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkList(op, field string, items []string) error {
+	if len(items) > maxListItems {
+		return Invalid(op, field, "has %d entries; the limit is %d", len(items), maxListItems)
+	}
+	for i, s := range items {
+		if err := checkName(op, fmt.Sprintf("%s[%d]", field, i), s, maxShortText, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkObject(op, field string, raw json.RawMessage) error {
+	if len(raw) > MaxPayloadBytes {
+		return &Error{Op: op, Field: field, Err: &reason{fmt.Sprintf("is %d bytes; the limit is %d", len(raw), MaxPayloadBytes), ErrTooLarge}}
+	}
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	if len(t) == 0 || t[0] != '{' || !json.Valid(raw) {
+		return Invalid(op, field, "must be a JSON object")
+	}
+	return nil
+}
+
+// IntentAvailableAt returns when a valid intent becomes available if it is
+// enqueued at now.
+func IntentAvailableAt(in *TaskIntent, now time.Time) time.Time {
+	if in.AvailableAt != "" {
+		t, _ := time.Parse(time.RFC3339, in.AvailableAt)
+		return t.UTC()
+	}
+	if in.Schedule != nil {
+		return now.Add(time.Duration(in.Schedule.DelayMinutes) * time.Minute).UTC()
+	}
+	return now.UTC()
+}
+
+// DecodeIntent decodes and validates a TaskIntent from untrusted JSON (a
+// guest's queue_enqueue request). Unknown fields are refused; type errors
+// name the field ("priority: must be an integer").
+func DecodeIntent(b []byte) (TaskIntent, error) {
+	const op = "task intent"
+	var in TaskIntent
+	if len(b) > MaxPayloadBytes+64<<10 {
+		return in, &Error{Op: op, Err: &reason{fmt.Sprintf("is %d bytes; the limit is %d", len(b), MaxPayloadBytes+64<<10), ErrTooLarge}}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te) && te.Field != "":
+			want := te.Type.Kind().String()
+			switch want {
+			case "int", "int64":
+				want = "an integer"
+			case "string":
+				want = "a string"
+			case "slice":
+				want = "an array"
+			case "struct", "ptr":
+				want = "an object"
+			}
+			return in, Invalid(op, te.Field, "must be %s", want)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return in, Invalid(op, strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "unknown field")
+		}
+		return in, Invalid(op, "", "not a JSON object: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if dec.More() {
+		return in, Invalid(op, "", "trailing data after the object")
+	}
+	return in, ValidateIntent(&in)
+}

@@ -1,0 +1,227 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/packrun/packrun/host"
+)
+
+// checkRelPath: a clean relative slash path without "..", 1..256 bytes.
+func checkRelPath(op, field, p string) error {
+	if err := host.CheckID(op, field, p); err != nil {
+		return err
+	}
+	if len(p) > 256 {
+		return host.Invalid(op, field, "is %d bytes; the limit is 256", len(p))
+	}
+	if strings.HasPrefix(p, "/") || strings.Contains(p, `\`) || path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../") {
+		return host.Invalid(op, field, "must be a clean relative path such as reports/run.md")
+	}
+	return nil
+}
+
+// PutArtifact implements host.Evidence. The bytes are written and synced
+// under their digest before the record is committed, so a record never
+// names missing bytes (a crash in between leaves at most an unreferenced
+// blob).
+func (s *Store) PutArtifact(ctx context.Context, in host.ArtifactInput) (*host.Artifact, error) {
+	const op = "put artifact"
+	if in.TaskID == "" && in.AttemptID == "" {
+		return nil, host.Invalid(op, "task_id", "a task_id or an attempt_id is required")
+	}
+	for _, f := range []struct{ name, v string }{{"task_id", in.TaskID}, {"attempt_id", in.AttemptID}} {
+		if f.v != "" {
+			if err := host.CheckID(op, f.name, f.v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !in.Role.Valid() {
+		return nil, host.Invalid(op, "role", "must be one of plan, execute-report, verify-report, output, snapshot, adapter-audit")
+	}
+	if err := checkRelPath(op, "name", in.Name); err != nil {
+		return nil, err
+	}
+	if len(in.ContentType) > 255 {
+		return nil, host.Invalid(op, "content_type", "is longer than 255 bytes")
+	}
+	if int64(len(in.Data)) > s.opts.MaxArtifactBytes {
+		return nil, host.Errorf(op, in.Name, host.ErrTooLarge, "is %d bytes; the limit is %d", len(in.Data), s.opts.MaxArtifactBytes)
+	}
+	digest, err := s.putBlob(in.Data)
+	if err != nil {
+		return nil, host.Wrap(op, in.Name, err)
+	}
+	art := &host.Artifact{
+		ArtifactID: host.NewID("art"), TaskID: in.TaskID, AttemptID: in.AttemptID, Role: in.Role,
+		RelativePath: in.Name, ContentType: in.ContentType, SHA256: digest, Size: int64(len(in.Data)),
+	}
+	err = s.w.do(ctx, func(tx *wtx) error {
+		cur, err := scanArtifact(tx.QueryRow(`SELECT `+artifactColumns+` FROM artifacts WHERE task_id = ? AND attempt_id = ? AND relative_path = ?`, in.TaskID, in.AttemptID, in.Name))
+		if err == nil {
+			if cur.SHA256 == digest && cur.Role == in.Role {
+				*art = *cur
+				return nil
+			}
+			return host.Errorf(op, in.Name, host.ErrConflict, "this attempt already stored different content under this name")
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		art.CreatedAt = s.now()
+		e, err := s.event(tx, host.EventArtifactRecorded, in.TaskID, in.AttemptID, map[string]any{
+			"artifact_id": art.ArtifactID, "sha256": digest, "size": art.Size, "role": art.Role, "relative_path": art.RelativePath,
+		})
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(`INSERT INTO artifacts (artifact_id, task_id, attempt_id, role, relative_path, content_type, sha256, size, created_at, event_seq)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, art.ArtifactID, art.TaskID, art.AttemptID, string(art.Role), art.RelativePath, art.ContentType,
+			art.SHA256, art.Size, ts(art.CreatedAt), e.Seq)
+		return err
+	})
+	if err != nil {
+		return nil, host.Wrap(op, in.Name, err)
+	}
+	return art, nil
+}
+
+const artifactColumns = `artifact_id, task_id, attempt_id, role, relative_path, content_type, sha256, size, created_at, verified_at`
+
+func scanArtifact(row interface{ Scan(...any) error }) (*host.Artifact, error) {
+	var a host.Artifact
+	var role, created string
+	var verified sql.NullString
+	if err := row.Scan(&a.ArtifactID, &a.TaskID, &a.AttemptID, &role, &a.RelativePath, &a.ContentType, &a.SHA256, &a.Size, &created, &verified); err != nil {
+		return nil, err
+	}
+	a.Role = host.ArtifactRole(role)
+	a.CreatedAt = parseTS(created)
+	a.VerifiedAt = parseNullTS(verified)
+	return &a, nil
+}
+
+// Artifact implements host.Evidence.
+func (s *Store) Artifact(ctx context.Context, artifactID string) (*host.Artifact, error) {
+	a, err := scanArtifact(s.db.QueryRowContext(ctx, `SELECT `+artifactColumns+` FROM artifacts WHERE artifact_id = ?`, artifactID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, host.Errorf("get artifact", artifactID, host.ErrNotFound, "")
+	}
+	return a, host.Wrap("get artifact", artifactID, err)
+}
+
+// ArtifactContent implements host.Evidence.
+func (s *Store) ArtifactContent(ctx context.Context, artifactID string) ([]byte, error) {
+	a, err := s.Artifact(ctx, artifactID)
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.readBlob(a.SHA256)
+	return b, host.Wrap("read artifact", artifactID, err)
+}
+
+type rowsQueryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// artifactsOf lists an attempt's artifacts (or, with no attempt, a task's).
+func (s *Store) artifactsOf(ctx context.Context, q rowsQueryer, taskID, attemptID string) ([]*host.Artifact, error) {
+	var rows *sql.Rows
+	var err error
+	if attemptID != "" {
+		rows, err = q.QueryContext(ctx, `SELECT `+artifactColumns+` FROM artifacts WHERE attempt_id = ? ORDER BY event_seq`, attemptID)
+	} else {
+		rows, err = q.QueryContext(ctx, `SELECT `+artifactColumns+` FROM artifacts WHERE task_id = ? ORDER BY event_seq`, taskID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*host.Artifact
+	for rows.Next() {
+		a, err := scanArtifact(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// Blobs. Temporary files start with ".host-tmp-": dot-files are skipped
+// by the registry's blob sweep, and this prefix keeps its temp-file sweep
+// (".tmp-*") away from ours.
+const tmpPrefix = ".host-tmp-"
+
+func (s *Store) blobPath(digest string) string { return filepath.Join(s.opts.BlobDir, digest) }
+
+// putBlob stores b under its sha256, durably: temp file, fsync, rename,
+// fsync of the directory. An existing blob of the right size is kept.
+func (s *Store) putBlob(b []byte) (string, error) {
+	sum := sha256.Sum256(b)
+	digest := hex.EncodeToString(sum[:])
+	p := s.blobPath(digest)
+	if fi, err := os.Stat(p); err == nil && fi.Size() == int64(len(b)) {
+		return digest, nil
+	}
+	tmp, err := os.CreateTemp(s.opts.BlobDir, tmpPrefix+digest[:12]+"-*")
+	if err != nil {
+		return "", err
+	}
+	_, werr := tmp.Write(b)
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), p)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("store blob %s: %w", digest[:12], werr)
+	}
+	if d, err := os.Open(s.opts.BlobDir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return digest, nil
+}
+
+// readBlob reads a blob and checks its digest.
+func (s *Store) readBlob(digest string) ([]byte, error) {
+	if len(digest) != 64 || strings.Trim(digest, "0123456789abcdef") != "" {
+		return nil, fmt.Errorf("invalid blob digest %q", digest)
+	}
+	b, err := os.ReadFile(s.blobPath(digest))
+	if err != nil {
+		return nil, fmt.Errorf("blob %s: %w", digest[:12], err)
+	}
+	sum := sha256.Sum256(b)
+	if hex.EncodeToString(sum[:]) != digest {
+		return nil, fmt.Errorf("blob %s is corrupted (its content no longer matches its digest)", digest[:12])
+	}
+	return b, nil
+}
+
+// sweepTemp removes our temporary files older than an hour (younger ones
+// may belong to another process writing right now).
+func (s *Store) sweepTemp() {
+	paths, _ := filepath.Glob(filepath.Join(s.opts.BlobDir, tmpPrefix+"*"))
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && time.Since(fi.ModTime()) > time.Hour {
+			os.Remove(p)
+		}
+	}
+}

@@ -1,0 +1,299 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/host"
+)
+
+// normalizeAttempt validates an attempt and puts it in its stored form
+// (defaults filled, JSON compacted, times in UTC), then hashes it.
+func (s *Store) normalizeAttempt(a *host.Attempt) error {
+	const op = "record attempt"
+	if a.AttemptID == "" {
+		a.AttemptID = host.NewID("att")
+	} else if err := host.CheckID(op, "attempt_id", a.AttemptID); err != nil {
+		return err
+	}
+	if a.TaskID != "" {
+		if err := host.CheckID(op, "task_id", a.TaskID); err != nil {
+			return err
+		}
+	}
+	if a.Tenant == "" {
+		a.Tenant = "default"
+	}
+	if a.Attempt == 0 {
+		a.Attempt = 1
+	}
+	if a.Attempt < 0 {
+		return host.Invalid(op, "attempt", "must be positive")
+	}
+	switch a.Outcome {
+	case abi.Completed, abi.Suspended, abi.Failed:
+	default:
+		return host.Invalid(op, "outcome", "must be completed, suspended or failed")
+	}
+	if a.ExitStatus == "" {
+		a.ExitStatus = host.ExitOK
+		if a.Outcome == abi.Failed {
+			a.ExitStatus = host.ExitError
+		}
+	}
+	switch a.ExitStatus {
+	case host.ExitOK, host.ExitError, host.ExitTimeout:
+	default:
+		return host.Invalid(op, "exit_status", "must be ok, error or timeout")
+	}
+	if a.RetryClass == "" {
+		a.RetryClass = host.RetryNone
+	}
+	switch a.RetryClass {
+	case host.RetryNone, host.RetryRetryable, host.RetryPermanent:
+	default:
+		return host.Invalid(op, "retry_class", "must be none, retryable or permanent")
+	}
+	for _, f := range []struct {
+		name string
+		v    *json.RawMessage
+	}{
+		{"input", &a.Input}, {"output", &a.Output}, {"interrupt", &a.Interrupt}, {"logs", &a.Logs},
+		{"events", &a.Events}, {"trace", &a.Trace}, {"limits", &a.Limits},
+		{"adapter_calls", &a.AdapterCalls}, {"diagnostics", &a.Diagnostics},
+	} {
+		if len(*f.v) == 0 {
+			*f.v = nil
+			continue
+		}
+		if !json.Valid(*f.v) {
+			return host.Invalid(op, f.name, "is not valid JSON")
+		}
+		*f.v = host.CompactJSON(*f.v)
+	}
+	if a.Error != nil {
+		e := *a.Error
+		if len(e.Details) > 0 {
+			if !json.Valid(e.Details) {
+				return host.Invalid(op, "error.details", "is not valid JSON")
+			}
+			e.Details = host.CompactJSON(e.Details)
+		}
+		a.Error = &e
+	}
+	if len(a.Stdout) == 0 {
+		a.Stdout = nil
+	}
+	if len(a.Stderr) == 0 {
+		a.Stderr = nil
+	}
+	now := s.now()
+	if a.StartedAt.IsZero() {
+		a.StartedAt = now
+	}
+	if a.EndedAt.IsZero() {
+		a.EndedAt = now
+	}
+	a.StartedAt, a.EndedAt = a.StartedAt.UTC(), a.EndedAt.UTC()
+	if a.EndedAt.Before(a.StartedAt) {
+		return host.Invalid(op, "ended_at", "is before started_at")
+	}
+	a.ContentHash = host.HashAttempt(a)
+	return nil
+}
+
+func rawText(r json.RawMessage) string { return string(r) }
+
+func textRaw(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
+}
+
+// RecordAttempt implements host.Evidence.
+func (s *Store) RecordAttempt(ctx context.Context, a *host.Attempt) error {
+	const op = "record attempt"
+	if err := s.normalizeAttempt(a); err != nil {
+		return err
+	}
+	var errJSON []byte
+	if a.Error != nil {
+		errJSON, _ = json.Marshal(a.Error)
+	}
+	packName, _, _ := strings.Cut(a.Pack, "@")
+	var seq int64
+	err := s.w.do(ctx, func(tx *wtx) error {
+		var hash string
+		err := tx.QueryRow(`SELECT content_hash, event_seq FROM task_attempts WHERE attempt_id = ?`, a.AttemptID).Scan(&hash, &seq)
+		if err == nil {
+			if hash == a.ContentHash {
+				return nil // the same attempt, recorded again
+			}
+			return host.Errorf(op, a.AttemptID, host.ErrConflict, "already recorded with different content; attempts are immutable")
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		e, err := s.event(tx, host.EventAttemptRecorded, a.TaskID, a.AttemptID, map[string]any{
+			"content_hash": a.ContentHash, "pack": a.Pack, "node": a.Node, "tenant": a.Tenant,
+			"attempt": a.Attempt, "outcome": a.Outcome, "exit_status": a.ExitStatus, "retry_class": a.RetryClass,
+		})
+		if err != nil {
+			return err
+		}
+		seq = e.Seq
+		_, err = tx.Exec(`INSERT INTO task_attempts (attempt_id, task_id, runner_id, pack, pack_name, module_sha256, node, tenant, run_id, attempt, abi_version,
+			input, output, interrupt, outcome, error, exit_status, retry_class, stdout, stderr, logs, events, trace, limits, adapter_calls, diagnostics,
+			started_at, ended_at, content_hash, event_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			a.AttemptID, a.TaskID, a.RunnerID, a.Pack, packName, a.ModuleSHA256, a.Node, a.Tenant, a.RunID, a.Attempt, a.ABIVersion,
+			rawText(a.Input), rawText(a.Output), rawText(a.Interrupt), string(a.Outcome), string(errJSON), string(a.ExitStatus), string(a.RetryClass),
+			nonNil(a.Stdout), nonNil(a.Stderr), rawText(a.Logs), rawText(a.Events), rawText(a.Trace), rawText(a.Limits), rawText(a.AdapterCalls), rawText(a.Diagnostics),
+			ts(a.StartedAt), ts(a.EndedAt), a.ContentHash, e.Seq)
+		return err
+	})
+	if err != nil {
+		return host.Wrap(op, a.AttemptID, err)
+	}
+	a.EventSeq = seq
+	return nil
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+const attemptColumns = `attempt_id, task_id, runner_id, pack, module_sha256, node, tenant, run_id, attempt, abi_version,
+	input, output, interrupt, outcome, error, exit_status, retry_class, stdout, stderr, logs, events, trace, limits, adapter_calls, diagnostics,
+	started_at, ended_at, content_hash, event_seq`
+
+// scanAttempt reads a row back into the exact form it was hashed in.
+func scanAttempt(row interface{ Scan(...any) error }) (*host.Attempt, error) {
+	var a host.Attempt
+	var input, output, interrupt, outcome, errJSON, exit, retry, logs, events, trace, limits, calls, diag, started, ended string
+	if err := row.Scan(&a.AttemptID, &a.TaskID, &a.RunnerID, &a.Pack, &a.ModuleSHA256, &a.Node, &a.Tenant, &a.RunID, &a.Attempt, &a.ABIVersion,
+		&input, &output, &interrupt, &outcome, &errJSON, &exit, &retry, &a.Stdout, &a.Stderr, &logs, &events, &trace, &limits, &calls, &diag,
+		&started, &ended, &a.ContentHash, &a.EventSeq); err != nil {
+		return nil, err
+	}
+	a.Input, a.Output, a.Interrupt = textRaw(input), textRaw(output), textRaw(interrupt)
+	a.Logs, a.Events, a.Trace, a.Limits, a.AdapterCalls, a.Diagnostics = textRaw(logs), textRaw(events), textRaw(trace), textRaw(limits), textRaw(calls), textRaw(diag)
+	a.Outcome, a.ExitStatus, a.RetryClass = abi.Outcome(outcome), host.ExitStatus(exit), host.RetryClass(retry)
+	if errJSON != "" {
+		a.Error = new(abi.Error)
+		if err := json.Unmarshal([]byte(errJSON), a.Error); err != nil {
+			return &a, err
+		}
+	}
+	if len(a.Stdout) == 0 {
+		a.Stdout = nil
+	}
+	if len(a.Stderr) == 0 {
+		a.Stderr = nil
+	}
+	a.StartedAt, a.EndedAt = parseTS(started), parseTS(ended)
+	return &a, nil
+}
+
+func (s *Store) attempt(ctx context.Context, q queryer, id string) (*host.Attempt, error) {
+	a, err := scanAttempt(q.QueryRowContext(ctx, `SELECT `+attemptColumns+` FROM task_attempts WHERE attempt_id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, host.Errorf("get attempt", id, host.ErrNotFound, "")
+	}
+	return a, host.Wrap("get attempt", id, err)
+}
+
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Attempt implements host.Evidence.
+func (s *Store) Attempt(ctx context.Context, attemptID string) (*host.Attempt, error) {
+	return s.attempt(ctx, s.db, attemptID)
+}
+
+// ListAttempts implements host.Evidence.
+func (s *Store) ListAttempts(ctx context.Context, f host.AttemptFilter) ([]*host.Attempt, error) {
+	q := `SELECT ` + attemptColumns + ` FROM task_attempts WHERE 1`
+	var args []any
+	if f.TaskID != "" {
+		q += ` AND task_id = ?`
+		args = append(args, f.TaskID)
+	}
+	if f.Pack != "" {
+		if strings.Contains(f.Pack, "@") {
+			q += ` AND pack = ?`
+		} else {
+			q += ` AND pack_name = ?`
+		}
+		args = append(args, f.Pack)
+	}
+	if f.Tenant != "" {
+		q += ` AND tenant = ?`
+		args = append(args, f.Tenant)
+	}
+	if !f.Since.IsZero() {
+		q += ` AND started_at >= ?`
+		args = append(args, ts(f.Since))
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q += ` ORDER BY event_seq DESC LIMIT ?`
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, host.Wrap("list attempts", "", err)
+	}
+	defer rows.Close()
+	var out []*host.Attempt
+	for rows.Next() {
+		a, err := scanAttempt(rows)
+		if err != nil {
+			return nil, host.Wrap("list attempts", "", err)
+		}
+		out = append(out, a)
+	}
+	return out, host.Wrap("list attempts", "", rows.Err())
+}
+
+// ExportAttempt implements host.Evidence.
+func (s *Store) ExportAttempt(ctx context.Context, attemptID string) (*host.Bundle, error) {
+	const op = "export attempt"
+	a, err := s.Attempt(ctx, attemptID)
+	if err != nil {
+		return nil, err
+	}
+	b := &host.Bundle{Format: host.BundleFormat, ExportedAt: s.now(), Attempt: a, Artifacts: []host.BundleArtifact{}}
+	arts, err := s.artifactsOf(ctx, s.db, a.TaskID, attemptID)
+	if err != nil {
+		return nil, host.Wrap(op, attemptID, err)
+	}
+	for _, art := range arts {
+		data, err := s.readBlob(art.SHA256)
+		if err != nil {
+			return nil, host.Wrap(op, attemptID, err)
+		}
+		b.Artifacts = append(b.Artifacts, host.BundleArtifact{Artifact: *art, Content: data})
+	}
+	for after := int64(0); ; {
+		evs, err := s.Events(ctx, host.EventFilter{AttemptID: attemptID, AfterSeq: after, Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		b.Events = append(b.Events, evs...)
+		if len(evs) < 1000 {
+			break
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	return b, nil
+}

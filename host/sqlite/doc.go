@@ -1,0 +1,14 @@
+// Package sqlite implements the host services (host.Evidence, host.Memory,
+// host.Queue, host.Locker, host.TaskTypes) on packrun's embedded SQLite
+// database (WAL, via internal/db), with artifact bytes in a
+// content-addressed blob directory.
+//
+// All writes go through one writer goroutine per Store that groups queued
+// operations into one transaction (group commit) on a connection with
+// synchronous=FULL: a method returns only after its batch is durably
+// committed, yet concurrent callers share one fsync. Each operation runs in
+// its own savepoint, so one failing operation never undoes another. Reads
+// use the connection pool. Several Stores, in one process or several, may
+// share a database: every write transaction is BEGIN IMMEDIATE, which is
+// what makes Claim and the hash chain safe across processes.
+package sqlite

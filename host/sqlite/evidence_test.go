@@ -1,0 +1,366 @@
+package sqlite
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/host"
+)
+
+// seedEvidence fills a store with a bit of everything and returns the
+// attempt and artifact it recorded.
+func seedEvidence(t *testing.T, f *fixture) (*host.Attempt, *host.Artifact) {
+	t.Helper()
+	mustEnqueue(t, f.Store, intent("demo", nil), host.EnqueueOptions{})
+	task := mustClaim(t, f.Store, f.clock.Now())
+	a := &host.Attempt{
+		AttemptID: "att-1", TaskID: task.TaskID, Pack: "local.demo@1.0.0", ModuleSHA256: strings.Repeat("ab", 32), Node: "demo.node",
+		Tenant: "acme", RunID: "run-1", Attempt: 1, ABIVersion: "1.0",
+		Input: json.RawMessage(`{ "q": "<hi>" }`), Output: json.RawMessage(`{"answer": 42}`), Outcome: abi.Completed,
+		Stdout: []byte("hello\n"), Stderr: []byte{0xff, 0x00}, Logs: json.RawMessage(`[{"level":"info","message":"m"}]`),
+		Events: json.RawMessage(`[{"type":"cap.breached","kind":"host-calls","limit":1,"observed":2}]`),
+		Trace:  json.RawMessage(`[{"fn":"openwop_random","result":"AAEC"},{"fn":"memory_get","status":0,"result":{"v":1}}]`),
+		Limits: json.RawMessage(`{"memoryBytes":1048576}`), AdapterCalls: json.RawMessage(`[{"adapter":"http","status":200}]`),
+		Error: &abi.Error{Code: "x", Message: "a & b", Details: json.RawMessage(`{"k": [1, 2]}`)},
+	}
+	if err := f.RecordAttempt(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	art, err := f.PutArtifact(ctx, host.ArtifactInput{TaskID: task.TaskID, AttemptID: a.AttemptID, Role: host.RoleOutput, Name: "out/report.md", ContentType: "text/markdown", Data: []byte("# report\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.AppendEvent(ctx, host.Event{Type: "custom.note", TaskID: task.TaskID, Data: json.RawMessage(`{"note":"x"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Finish(ctx, task.TaskID, host.FinishInput{AttemptID: a.AttemptID, Outcome: okOutcome()}); err != nil {
+		t.Fatal(err)
+	}
+	return a, art
+}
+
+// tamper runs SQL directly on the database, as an attacker with file access
+// would, after dropping the append-only triggers.
+func tamper(t *testing.T, f *fixture, stmts ...string) {
+	t.Helper()
+	for _, drop := range []string{"runtime_events_no_update", "runtime_events_no_delete", "task_attempts_no_update", "task_attempts_no_delete"} {
+		if _, err := f.db.Exec(`DROP TRIGGER IF EXISTS ` + drop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range stmts {
+		if _, err := f.db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+func TestVerifyChain(t *testing.T) {
+	f := newFixture(t, Options{})
+	a, _ := seedEvidence(t, f)
+	rep, err := f.VerifyChain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || rep.Broken != nil || rep.Attempts != 1 || rep.Artifacts != 1 || rep.Events < 7 {
+		t.Fatalf("fresh chain: %+v %+v", rep, rep.Broken)
+	}
+	evs, _ := f.Events(ctx, host.EventFilter{})
+	if rep.Head != evs[len(evs)-1].Hash || evs[0].PrevHash != host.GenesisHash {
+		t.Fatal("head or genesis wrong")
+	}
+	// Every event's data is stored compacted; HTML-significant characters
+	// survive, so does the attempt's content hash.
+	got, _ := f.Attempt(ctx, a.AttemptID)
+	if host.HashAttempt(got) != a.ContentHash || string(got.Input) != `{"q":"\u003chi\u003e"}` || !bytes.Equal(got.Stderr, []byte{0xff, 0}) {
+		t.Fatalf("attempt did not round-trip: %s %q", got.Input, got.Stderr)
+	}
+}
+
+func TestVerifyChainFindsTampering(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(t *testing.T, f *fixture, a *host.Attempt, art *host.Artifact) (seq int64, sql []string)
+		problem string
+	}{
+		{"event data edited", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			evs, _ := f.Events(ctx, host.EventFilter{Type: host.EventTaskClaimed})
+			return evs[0].Seq, []string{`UPDATE runtime_events SET data = '{"runner_id":"mallory","attempt":1,"max_attempts":3}' WHERE seq = ` + itoa(evs[0].Seq)}
+		}, host.BreakEventHash},
+		{"event type edited", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			return 2, []string{`UPDATE runtime_events SET type = 'task_started' WHERE seq = 2`}
+		}, host.BreakEventHash},
+		{"event re-hashed by the attacker", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			e, _ := f.Events(ctx, host.EventFilter{AfterSeq: 1, Limit: 1})
+			forged := *e[0]
+			forged.Data = []byte(`{"forged":true}`)
+			return 3, []string{`UPDATE runtime_events SET data = '{"forged":true}', hash = '` + host.HashEvent(&forged) + `' WHERE seq = 2`}
+		}, host.BreakPrevHash},
+		{"event deleted", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			return 4, []string{`DELETE FROM runtime_events WHERE seq = 3`}
+		}, host.BreakSeqGap},
+		{"attempt output edited", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			return a.EventSeq, []string{`UPDATE task_attempts SET output = '{"answer":43}' WHERE attempt_id = 'att-1'`}
+		}, host.BreakAttemptHash},
+		{"attempt output and its content_hash column edited", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			b := *a
+			b.Output = []byte(`{"answer":43}`)
+			return a.EventSeq, []string{`UPDATE task_attempts SET output = '{"answer":43}', content_hash = '` + host.HashAttempt(&b) + `' WHERE attempt_id = 'att-1'`}
+		}, host.BreakAttemptHash},
+		{"attempt trace edited", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			return a.EventSeq, []string{`UPDATE task_attempts SET trace = '[]' WHERE attempt_id = 'att-1'`}
+		}, host.BreakAttemptHash},
+		{"attempt stdout edited", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			return a.EventSeq, []string{`UPDATE task_attempts SET stdout = X'00' WHERE attempt_id = 'att-1'`}
+		}, host.BreakAttemptHash},
+		{"attempt error made unreadable", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			return a.EventSeq, []string{`UPDATE task_attempts SET error = '{' WHERE attempt_id = 'att-1'`}
+		}, host.BreakAttemptHash},
+		{"attempt deleted", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			return a.EventSeq, []string{`DELETE FROM task_attempts WHERE attempt_id = 'att-1'`}
+		}, host.BreakAttemptMissing},
+		{"attempt inserted behind the chain", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			return 0, []string{`INSERT INTO task_attempts SELECT 'att-forged', task_id, runner_id, pack, pack_name, module_sha256, node, tenant, run_id, attempt, abi_version,
+				input, output, interrupt, outcome, error, exit_status, retry_class, stdout, stderr, logs, events, trace, limits, adapter_calls, diagnostics,
+				started_at, ended_at, content_hash, event_seq FROM task_attempts WHERE attempt_id = 'att-1'`}
+		}, host.BreakAttemptUnchain},
+		{"artifact digest edited", func(t *testing.T, f *fixture, a *host.Attempt, art *host.Artifact) (int64, []string) {
+			evs, _ := f.Events(ctx, host.EventFilter{Type: host.EventArtifactRecorded})
+			return evs[0].Seq, []string{`UPDATE artifacts SET sha256 = '` + strings.Repeat("0", 64) + `'`}
+		}, host.BreakArtifactHash},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, Options{})
+			a, art := seedEvidence(t, f)
+			seq, stmts := tt.edit(t, f, a, art)
+			tamper(t, f, stmts...)
+			rep, err := f.VerifyChain(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.OK || rep.Broken == nil {
+				t.Fatalf("tampering not detected: %+v", rep)
+			}
+			if rep.Broken.Problem != tt.problem || rep.Broken.Seq != seq {
+				t.Fatalf("broken = %+v, want problem %s at seq %d", rep.Broken, tt.problem, seq)
+			}
+			if tt.problem == host.BreakAttemptHash && rep.Broken.AttemptID != "att-1" {
+				t.Fatalf("report does not name the attempt: %+v", rep.Broken)
+			}
+			t.Log(rep.Broken.Detail)
+		})
+	}
+}
+
+func TestEvidenceIsAppendOnly(t *testing.T) {
+	f := newFixture(t, Options{})
+	seedEvidence(t, f)
+	for _, q := range []string{
+		`UPDATE runtime_events SET data = '{}' WHERE seq = 1`,
+		`DELETE FROM runtime_events WHERE seq = 1`,
+		`UPDATE task_attempts SET output = '{}'`,
+		`DELETE FROM task_attempts`,
+	} {
+		if _, err := f.db.Exec(q); err == nil {
+			t.Errorf("%s: allowed", q)
+		}
+	}
+}
+
+func TestRecordAttemptIsImmutable(t *testing.T) {
+	f := newFixture(t, Options{})
+	a, _ := seedEvidence(t, f)
+	before, _ := f.Events(ctx, host.EventFilter{})
+	again := *a
+	again.ContentHash, again.EventSeq = "", 0
+	if err := f.RecordAttempt(ctx, &again); err != nil {
+		t.Fatalf("identical re-record: %v", err)
+	}
+	if again.EventSeq != a.EventSeq {
+		t.Fatalf("re-record moved the event: %d vs %d", again.EventSeq, a.EventSeq)
+	}
+	changed := *a
+	changed.Output = json.RawMessage(`{"answer":0}`)
+	wantErr(t, f.RecordAttempt(ctx, &changed), host.ErrConflict)
+	after, _ := f.Events(ctx, host.EventFilter{})
+	if len(after) != len(before) {
+		t.Fatalf("events appended by refused or repeated records: %d → %d", len(before), len(after))
+	}
+}
+
+func TestRecordAttemptValidation(t *testing.T) {
+	f := newFixture(t, Options{})
+	tests := []struct {
+		name  string
+		a     host.Attempt
+		field string
+	}{
+		{"outcome", host.Attempt{Outcome: "done"}, "outcome"},
+		{"output JSON", host.Attempt{Outcome: abi.Completed, Output: json.RawMessage(`{`)}, "output"},
+		{"exit status", host.Attempt{Outcome: abi.Completed, ExitStatus: "crashed"}, "exit_status"},
+		{"retry class", host.Attempt{Outcome: abi.Failed, RetryClass: "maybe"}, "retry_class"},
+		{"trace JSON", host.Attempt{Outcome: abi.Completed, Trace: json.RawMessage(`[1,`)}, "trace"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := f.RecordAttempt(ctx, &tt.a)
+			wantErr(t, err, host.ErrValidation)
+			if he := err.(*host.Error); he.Field != tt.field {
+				t.Fatalf("field %q, want %q (%v)", he.Field, tt.field, err)
+			}
+		})
+	}
+	a := host.Attempt{Outcome: abi.Failed}
+	if err := f.RecordAttempt(ctx, &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.AttemptID == "" || a.Tenant != "default" || a.ExitStatus != host.ExitError || a.RetryClass != host.RetryNone || a.Attempt != 1 {
+		t.Fatalf("defaults: %+v", a)
+	}
+}
+
+func TestArtifacts(t *testing.T) {
+	f := newFixture(t, Options{MaxArtifactBytes: 1024})
+	in := host.ArtifactInput{TaskID: "t1", AttemptID: "a1", Role: host.RolePlan, Name: "plan.md", Data: []byte("plan")}
+	art, err := f.PutArtifact(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256([]byte("plan")); art.SHA256 != hex.EncodeToString(sum[:]) || art.Size != 4 || art.RelativePath != "plan.md" {
+		t.Fatalf("record: %+v", art)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(f.path), "artifacts", "sha256", art.SHA256)); err != nil {
+		t.Fatalf("blob not under the default blob dir: %v", err)
+	}
+	b, err := f.ArtifactContent(ctx, art.ArtifactID)
+	if err != nil || string(b) != "plan" {
+		t.Fatalf("%q %v", b, err)
+	}
+	same, err := f.PutArtifact(ctx, in)
+	if err != nil || same.ArtifactID != art.ArtifactID {
+		t.Fatalf("idempotent put: %v %+v", err, same)
+	}
+	in.Data = []byte("other")
+	_, err = f.PutArtifact(ctx, in)
+	wantErr(t, err, host.ErrConflict)
+
+	bad := []struct {
+		name string
+		in   host.ArtifactInput
+		kind error
+	}{
+		{"no owner", host.ArtifactInput{Role: host.RolePlan, Name: "x"}, host.ErrValidation},
+		{"role", host.ArtifactInput{TaskID: "t", Role: "notes", Name: "x"}, host.ErrValidation},
+		{"absolute", host.ArtifactInput{TaskID: "t", Role: host.RolePlan, Name: "/etc/passwd"}, host.ErrValidation},
+		{"dotdot", host.ArtifactInput{TaskID: "t", Role: host.RolePlan, Name: "../x"}, host.ErrValidation},
+		{"unclean", host.ArtifactInput{TaskID: "t", Role: host.RolePlan, Name: "a//b"}, host.ErrValidation},
+		{"too large", host.ArtifactInput{TaskID: "t", Role: host.RolePlan, Name: "big", Data: make([]byte, 1025)}, host.ErrTooLarge},
+	}
+	for _, tt := range bad {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := f.PutArtifact(ctx, tt.in)
+			wantErr(t, err, tt.kind)
+		})
+	}
+	// A blob whose bytes changed on disk is refused on read.
+	if err := writeFile(f.blobPath(art.SHA256), []byte("PLAN")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ArtifactContent(ctx, art.ArtifactID); err == nil || !strings.Contains(err.Error(), "corrupted") {
+		t.Fatalf("corrupted blob read: %v", err)
+	}
+}
+
+func TestExportAttempt(t *testing.T) {
+	f := newFixture(t, Options{})
+	a, art := seedEvidence(t, f)
+	b, err := f.ExportAttempt(ctx, a.AttemptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.VerifyBundle(b); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Artifacts) != 1 || b.Artifacts[0].ArtifactID != art.ArtifactID || string(b.Artifacts[0].Content) != "# report\n" {
+		t.Fatalf("artifacts: %+v", b.Artifacts)
+	}
+	types := map[string]bool{}
+	for _, e := range b.Events {
+		types[e.Type] = true
+	}
+	for _, want := range []string{host.EventAttemptRecorded, host.EventArtifactRecorded, host.EventTaskAttemptFinished} {
+		if !types[want] {
+			t.Errorf("bundle lacks %s", want)
+		}
+	}
+	if string(b.Attempt.Trace) != string(a.Trace) {
+		t.Fatal("trace not exported as recorded")
+	}
+	// The bundle survives JSON, compact or indented.
+	for _, enc := range []func(any) ([]byte, error){json.Marshal, func(v any) ([]byte, error) { return json.MarshalIndent(v, "", "  ") }} {
+		raw, err := enc(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back host.Bundle
+		if err := json.Unmarshal(raw, &back); err != nil {
+			t.Fatal(err)
+		}
+		if err := host.VerifyBundle(&back); err != nil {
+			t.Fatalf("after JSON round trip: %v", err)
+		}
+		back.Attempt.Output = json.RawMessage(`{"answer":41}`)
+		if err := host.VerifyBundle(&back); err == nil {
+			t.Fatal("edited bundle verified")
+		}
+	}
+	_, err = f.ExportAttempt(ctx, "nope")
+	wantErr(t, err, host.ErrNotFound)
+}
+
+func TestListAttemptsAndEvents(t *testing.T) {
+	f := newFixture(t, Options{})
+	for i, pack := range []string{"local.a@1.0.0", "local.a@2.0.0", "local.b@1.0.0"} {
+		a := &host.Attempt{TaskID: "t" + itoa(int64(i%2)), Pack: pack, Outcome: abi.Completed, StartedAt: f.clock.Add(1e9)}
+		if err := f.RecordAttempt(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		f    host.AttemptFilter
+		want int
+	}{
+		{host.AttemptFilter{}, 3},
+		{host.AttemptFilter{Pack: "local.a"}, 2},
+		{host.AttemptFilter{Pack: "local.a@2.0.0"}, 1},
+		{host.AttemptFilter{TaskID: "t0"}, 2},
+		{host.AttemptFilter{Limit: 1}, 1},
+		{host.AttemptFilter{Since: f.clock.Now()}, 1},
+	}
+	for _, tt := range tests {
+		got, err := f.ListAttempts(ctx, tt.f)
+		if err != nil || len(got) != tt.want {
+			t.Errorf("%+v: %d attempts, want %d (%v)", tt.f, len(got), tt.want, err)
+		}
+	}
+	all, _ := f.ListAttempts(ctx, host.AttemptFilter{})
+	if all[0].Pack != "local.b@1.0.0" {
+		t.Error("not newest first")
+	}
+	_, err := f.AppendEvent(ctx, host.Event{Type: "Bad Type"})
+	wantErr(t, err, host.ErrValidation)
+	_, err = f.AppendEvent(ctx, host.Event{Type: "ok", Data: json.RawMessage(`{`)})
+	wantErr(t, err, host.ErrValidation)
+	evs, _ := f.Events(ctx, host.EventFilter{Type: host.EventAttemptRecorded, AfterSeq: 1})
+	if len(evs) != 2 || evs[0].Seq != 2 {
+		t.Fatalf("filtered events: %d", len(evs))
+	}
+}

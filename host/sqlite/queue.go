@@ -1,0 +1,521 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/packrun/packrun/host"
+)
+
+const taskColumns = `task_id, task_type, source, subject, description, priority, payload, requested_profile_id, requested_adapter_id,
+	requested_model, skill_ids, workflow_ref, evidence_requirements, status, max_attempts, attempt_count, available_at, created_at,
+	updated_at, started_at, finished_at, outcome, last_error, parent_task_id, runner_id, cancel_requested`
+
+func scanTask(row interface{ Scan(...any) error }) (*host.TaskRecord, error) {
+	var t host.TaskRecord
+	var payload, skills, wf, evreq, status, avail, created, updated string
+	var started, finished, outcome sql.NullString
+	if err := row.Scan(&t.TaskID, &t.TaskType, &t.Source, &t.Subject, &t.Description, &t.Priority, &payload, &t.RequestedProfileID,
+		&t.RequestedAdapterID, &t.RequestedModel, &skills, &wf, &evreq, &status, &t.MaxAttempts, &t.AttemptCount, &avail, &created,
+		&updated, &started, &finished, &outcome, &t.LastError, &t.ParentTaskID, &t.RunnerID, &t.CancelRequested); err != nil {
+		return nil, err
+	}
+	t.Payload = json.RawMessage(payload)
+	t.Status = host.TaskStatus(status)
+	t.AvailableAt, t.CreatedAt, t.UpdatedAt = parseTS(avail), parseTS(created), parseTS(updated)
+	t.StartedAt, t.FinishedAt = parseNullTS(started), parseNullTS(finished)
+	for _, f := range []struct {
+		s string
+		v any
+	}{{skills, &t.SkillIDs}, {wf, &t.WorkflowRef}, {evreq, &t.EvidenceRequirements}, {outcome.String, &t.Outcome}} {
+		if f.s != "" {
+			if err := json.Unmarshal([]byte(f.s), f.v); err != nil {
+				return nil, fmt.Errorf("task %s: %w", t.TaskID, err)
+			}
+		}
+	}
+	return &t, nil
+}
+
+// jsonOrEmpty marshals v, or returns "" for a nil pointer or empty slice.
+func jsonOrEmpty(v any, empty bool) string {
+	if empty {
+		return ""
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// newTask validates an intent and builds its pending record.
+func newTask(op string, in *host.TaskIntent, maxAttempts int, now time.Time) (*host.TaskRecord, error) {
+	if err := host.ValidateIntent(in); err != nil {
+		var he *host.Error
+		if errors.As(err, &he) {
+			c := *he
+			c.Op = op
+			return nil, &c
+		}
+		return nil, err
+	}
+	switch {
+	case maxAttempts == 0:
+		maxAttempts = host.DefaultMaxAttempts
+	case maxAttempts < 0 || maxAttempts > host.MaxMaxAttempts:
+		return nil, host.Invalid(op, "max_attempts", "must be between 1 and %d", host.MaxMaxAttempts)
+	}
+	prio := host.DefaultPriority
+	if in.Priority != nil {
+		prio = *in.Priority
+	}
+	return &host.TaskRecord{
+		TaskID: host.NewID("task"), TaskType: in.TaskType, Source: in.Source, Subject: in.Subject, Description: in.Description,
+		Priority: prio, Payload: host.CompactJSON(in.Payload), RequestedProfileID: in.RequestedProfileID,
+		RequestedAdapterID: in.RequestedAdapterID, RequestedModel: in.RequestedModel, SkillIDs: in.SkillIDs,
+		WorkflowRef: in.WorkflowRef, EvidenceRequirements: in.EvidenceRequirements, Status: host.TaskPending,
+		MaxAttempts: maxAttempts, AvailableAt: host.IntentAvailableAt(in, now), CreatedAt: now, UpdatedAt: now,
+	}, nil
+}
+
+// insertTask stores a new task and appends task_enqueued.
+func (s *Store) insertTask(tx *wtx, t *host.TaskRecord, attemptID string) error {
+	_, err := tx.Exec(`INSERT INTO tasks (task_id, task_type, source, subject, description, priority, payload, requested_profile_id,
+		requested_adapter_id, requested_model, skill_ids, workflow_ref, evidence_requirements, status, max_attempts, attempt_count,
+		available_at, created_at, updated_at, last_error, parent_task_id, runner_id, cancel_requested)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, '', ?, '', 0)`,
+		t.TaskID, t.TaskType, t.Source, t.Subject, t.Description, t.Priority, string(t.Payload), t.RequestedProfileID,
+		t.RequestedAdapterID, t.RequestedModel, jsonOrEmpty(t.SkillIDs, len(t.SkillIDs) == 0), jsonOrEmpty(t.WorkflowRef, t.WorkflowRef == nil),
+		jsonOrEmpty(t.EvidenceRequirements, t.EvidenceRequirements == nil), string(t.Status), t.MaxAttempts,
+		ts(t.AvailableAt), ts(t.CreatedAt), ts(t.UpdatedAt), t.ParentTaskID)
+	if err != nil {
+		return err
+	}
+	data := map[string]any{"task_type": t.TaskType, "source": t.Source, "priority": t.Priority,
+		"available_at": ts(t.AvailableAt), "max_attempts": t.MaxAttempts}
+	if t.ParentTaskID != "" {
+		data["parent_task_id"] = t.ParentTaskID
+		data["attempt_id"] = attemptID
+	}
+	_, err = s.event(tx, host.EventTaskEnqueued, t.TaskID, attemptID, data)
+	return err
+}
+
+// Enqueue implements host.Queue.
+func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.EnqueueOptions) (*host.TaskRecord, error) {
+	const op = "enqueue"
+	t, err := newTask(op, &intent, opts.MaxAttempts, s.now())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.w.do(ctx, func(tx *wtx) error { return s.insertTask(tx, t, "") }); err != nil {
+		return nil, host.Wrap(op, intent.TaskType, err)
+	}
+	return t, nil
+}
+
+func (s *Store) loadTask(q queryer, ctx context.Context, op, id string) (*host.TaskRecord, error) {
+	t, err := scanTask(q.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE task_id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, host.Errorf(op, id, host.ErrNotFound, "")
+	}
+	return t, err
+}
+
+// txq adapts a write transaction to queryer without letting a caller's context reach
+// the writer's connection (see writer.do).
+type txq struct{ tx *wtx }
+
+func (q txq) QueryRowContext(_ context.Context, query string, args ...any) *sql.Row {
+	return q.tx.QueryRow(query, args...)
+}
+
+// Task implements host.Queue.
+func (s *Store) Task(ctx context.Context, taskID string) (*host.TaskRecord, error) {
+	t, err := s.loadTask(s.db, ctx, "get task", taskID)
+	return t, host.Wrap("get task", taskID, err)
+}
+
+// ListTasks implements host.Queue.
+func (s *Store) ListTasks(ctx context.Context, f host.TaskFilter) ([]*host.TaskRecord, error) {
+	const op = "list tasks"
+	q := `SELECT ` + taskColumns + ` FROM tasks WHERE 1`
+	var args []any
+	if f.Status != "" {
+		if !f.Status.Valid() {
+			return nil, host.Invalid(op, "status", "unknown status %q", f.Status)
+		}
+		q += ` AND status = ?`
+		args = append(args, string(f.Status))
+	}
+	if f.TaskType != "" {
+		q += ` AND task_type = ?`
+		args = append(args, f.TaskType)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.db.QueryContext(ctx, q+` ORDER BY seq DESC LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, host.Wrap(op, "", err)
+	}
+	defer rows.Close()
+	var out []*host.TaskRecord
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, host.Wrap(op, "", err)
+		}
+		out = append(out, t)
+	}
+	return out, host.Wrap(op, "", rows.Err())
+}
+
+// Claim implements host.Queue. The choice and the update are one UPDATE
+// statement inside the writer's BEGIN IMMEDIATE transaction, so two
+// processes can never both move the same task to running.
+func (s *Store) Claim(ctx context.Context, runnerID string, now time.Time) (*host.TaskRecord, error) {
+	const op = "claim"
+	if err := host.CheckID(op, "runner_id", runnerID); err != nil {
+		return nil, err
+	}
+	if now.IsZero() {
+		now = s.now()
+	}
+	var t *host.TaskRecord
+	err := s.w.do(ctx, func(tx *wtx) error {
+		var err error
+		t, err = scanTask(tx.QueryRow(`UPDATE tasks SET status = 'running', attempt_count = attempt_count + 1,
+			started_at = ?1, updated_at = ?1, runner_id = ?2
+			WHERE seq = (SELECT seq FROM tasks WHERE status IN ('pending', 'retryable_failure') AND available_at <= ?1
+				ORDER BY priority, available_at, seq LIMIT 1)
+			RETURNING `+taskColumns, ts(now), runnerID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return host.Errorf(op, "", host.ErrEmpty, "")
+		}
+		if err != nil {
+			return err
+		}
+		_, err = s.event(tx, host.EventTaskClaimed, t.TaskID, "", map[string]any{
+			"runner_id": runnerID, "attempt": t.AttemptCount, "max_attempts": t.MaxAttempts})
+		return err
+	})
+	if err != nil {
+		return nil, host.Wrap(op, "", err)
+	}
+	return t, nil
+}
+
+// Finish implements host.Queue.
+func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) (*host.TaskRecord, error) {
+	const op = "finish"
+	if err := host.CheckID(op, "task_id", taskID); err != nil {
+		return nil, err
+	}
+	if err := host.CheckID(op, "attempt_id", in.AttemptID); err != nil {
+		return nil, err
+	}
+	ms := in.Outcome.MachineStatus
+	switch ms {
+	case host.MachineOK, host.MachineNeedsRetry, host.MachineBlocked, host.MachineFailed, host.MachineCanceled:
+	default:
+		return nil, host.Invalid(op, "outcome.machine_status", "must be ok, needs_retry, blocked, failed or canceled")
+	}
+	rc := in.RetryClass
+	if rc == "" {
+		rc = host.RetryNone
+	}
+	if rc != host.RetryNone && rc != host.RetryRetryable && rc != host.RetryPermanent {
+		return nil, host.Invalid(op, "retry_class", "must be none, retryable or permanent")
+	}
+	if len(in.FollowUps) > host.MaxFollowUps {
+		return nil, host.Errorf(op, taskID, host.ErrTooLarge, "%d follow-up tasks; the limit is %d", len(in.FollowUps), host.MaxFollowUps)
+	}
+	// Follow-ups are attributed to their parent whatever source the skill
+	// claimed.
+	followUps := make([]host.TaskIntent, len(in.FollowUps))
+	size := 0
+	for i, fu := range in.FollowUps {
+		fu.Source = "task:" + taskID
+		if err := host.ValidateIntent(&fu); err != nil {
+			var he *host.Error
+			if errors.As(err, &he) {
+				c := *he
+				c.Op, c.Field = op, fmt.Sprintf("follow_ups[%d].%s", i, he.Field)
+				return nil, &c
+			}
+			return nil, err
+		}
+		size += len(fu.Payload)
+		followUps[i] = fu
+	}
+	if size > host.MaxFollowUpBytes {
+		return nil, host.Errorf(op, taskID, host.ErrTooLarge, "follow-up payloads total %d bytes; the limit is %d", size, host.MaxFollowUpBytes)
+	}
+
+	var out *host.TaskRecord
+	err := s.w.do(ctx, func(tx *wtx) error {
+		now := s.now()
+		t, err := s.loadTask(txq{tx}, ctx, op, taskID)
+		if err != nil {
+			return err
+		}
+		if t.Status != host.TaskRunning {
+			return host.Errorf(op, taskID, host.ErrConflict, "task is %s, not running", t.Status)
+		}
+		var attTask string
+		var attNum int
+		err = tx.QueryRow(`SELECT task_id, attempt FROM task_attempts WHERE attempt_id = ?`, in.AttemptID).Scan(&attTask, &attNum)
+		if errors.Is(err, sql.ErrNoRows) {
+			return host.Invalid(op, "attempt_id", "no attempt %s is recorded; record the attempt before finishing the task", in.AttemptID)
+		}
+		if err != nil {
+			return err
+		}
+		if attTask != taskID {
+			return host.Invalid(op, "attempt_id", "attempt %s was not recorded for task %s", in.AttemptID, taskID)
+		}
+		if attNum != t.AttemptCount {
+			return host.Errorf(op, taskID, host.ErrConflict, "attempt %s is attempt %d but the task is on attempt %d (a stale runner?)", in.AttemptID, attNum, t.AttemptCount)
+		}
+
+		canceled := t.CancelRequested || ms == host.MachineCanceled
+		var missing []string
+		if ms == host.MachineOK && !canceled {
+			if missing, err = missingEvidence(tx, t, in); err != nil {
+				return err
+			}
+		}
+		status, lastErr := host.TaskPermanentFailure, in.Error
+		retryable := (ms == host.MachineNeedsRetry || ms == host.MachineOK || rc == host.RetryRetryable) && rc != host.RetryPermanent
+		switch {
+		case canceled:
+			status = host.TaskOperatorCanceled
+			if lastErr == "" {
+				lastErr = "canceled by the operator"
+			}
+		case ms == host.MachineOK && len(missing) == 0:
+			status, lastErr = host.TaskCompleted, ""
+		case ms == host.MachineBlocked:
+			status = host.TaskBlocked
+		case retryable && t.AttemptCount < t.MaxAttempts:
+			status = host.TaskRetryableFailure
+		}
+		if len(missing) > 0 {
+			lastErr = strings.TrimPrefix(lastErr+"; missing evidence: "+strings.Join(missing, ", "), "; ")
+		}
+		outcome := in.Outcome
+		outcome.Status = status
+		outJSON, err := json.Marshal(outcome)
+		if err != nil {
+			return err
+		}
+
+		avail := t.AvailableAt
+		var backoff time.Duration
+		var finished any
+		if status == host.TaskRetryableFailure {
+			backoff = s.opts.Backoff(t.AttemptCount)
+			avail = now.Add(backoff)
+		} else {
+			finished = ts(now)
+		}
+		if _, err := tx.Exec(`UPDATE tasks SET status = ?, outcome = ?, last_error = ?, available_at = ?, finished_at = ?, updated_at = ? WHERE task_id = ?`,
+			string(status), string(outJSON), lastErr, ts(avail), finished, ts(now), taskID); err != nil {
+			return err
+		}
+
+		applied := []string{}
+		if status == host.TaskCompleted {
+			for i := range followUps {
+				ft, err := newTask(op, &followUps[i], 0, now)
+				if err != nil {
+					return err
+				}
+				ft.ParentTaskID = taskID
+				if err := s.insertTask(tx, ft, in.AttemptID); err != nil {
+					return err
+				}
+				applied = append(applied, ft.TaskID)
+			}
+			if _, err := tx.Exec(`UPDATE artifacts SET verified_at = ? WHERE attempt_id = ? AND verified_at IS NULL`, ts(now), in.AttemptID); err != nil {
+				return err
+			}
+		}
+		data := map[string]any{"attempt": t.AttemptCount, "status": status, "machine_status": ms, "retry_class": rc,
+			"follow_ups_staged": len(followUps), "follow_ups_applied": applied}
+		if len(followUps) > 0 {
+			data["follow_ups"] = followUps
+		}
+		if len(missing) > 0 {
+			data["missing_evidence"] = missing
+		}
+		if _, err := s.event(tx, host.EventTaskAttemptFinished, taskID, in.AttemptID, data); err != nil {
+			return err
+		}
+		if status == host.TaskRetryableFailure {
+			_, err = s.event(tx, host.EventTaskRetryScheduled, taskID, in.AttemptID, map[string]any{
+				"attempt": t.AttemptCount, "max_attempts": t.MaxAttempts, "available_at": ts(avail), "backoff_ms": backoff.Milliseconds()})
+		} else {
+			_, err = s.event(tx, host.EventTaskFinished, taskID, in.AttemptID, map[string]any{"status": status, "attempt_count": t.AttemptCount})
+		}
+		if err != nil {
+			return err
+		}
+		out, err = s.loadTask(txq{tx}, ctx, op, taskID)
+		return err
+	})
+	if err != nil {
+		return nil, host.Wrap(op, taskID, err)
+	}
+	return out, nil
+}
+
+// missingEvidence lists what the task's evidence requirements and the
+// outcome's artifact_paths ask for that the attempt did not store.
+func missingEvidence(tx *wtx, t *host.TaskRecord, in host.FinishInput) ([]string, error) {
+	rows, err := tx.Query(`SELECT relative_path, role FROM artifacts WHERE attempt_id = ?`, in.AttemptID)
+	if err != nil {
+		return nil, err
+	}
+	names, roles := map[string]bool{}, map[string]bool{}
+	for rows.Next() {
+		var name, role string
+		if err := rows.Scan(&name, &role); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		names[name], roles[role] = true, true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var missing []string
+	if er := t.EvidenceRequirements; er != nil {
+		for _, r := range er.RequiredArtifacts {
+			if !names[r] && !roles[r] {
+				missing = append(missing, "required artifact "+r)
+			}
+		}
+		if er.RequireFileChangeVerification {
+			for _, p := range in.Outcome.FileChanges {
+				if !names[p] {
+					missing = append(missing, "file change "+p)
+				}
+			}
+		}
+		if er.RequireAdapterAudit && !roles[string(host.RoleAdapterAudit)] {
+			missing = append(missing, "adapter-audit artifact")
+		}
+	}
+	for _, p := range in.Outcome.ArtifactPaths {
+		if !names[p] {
+			missing = append(missing, "artifact path "+p)
+		}
+	}
+	return missing, nil
+}
+
+// Cancel implements host.Queue.
+func (s *Store) Cancel(ctx context.Context, taskID string) (*host.TaskRecord, error) {
+	const op = "cancel"
+	var out *host.TaskRecord
+	err := s.w.do(ctx, func(tx *wtx) error {
+		now := s.now()
+		t, err := s.loadTask(txq{tx}, ctx, op, taskID)
+		if err != nil {
+			return err
+		}
+		switch t.Status {
+		case host.TaskPending, host.TaskRetryableFailure, host.TaskBlocked:
+			if _, err := tx.Exec(`UPDATE tasks SET status = 'operator_canceled', last_error = 'canceled by the operator', finished_at = ?1, updated_at = ?1 WHERE task_id = ?2`,
+				ts(now), taskID); err != nil {
+				return err
+			}
+			if _, err := s.event(tx, host.EventTaskFinished, taskID, "", map[string]any{"status": host.TaskOperatorCanceled, "from": t.Status}); err != nil {
+				return err
+			}
+		case host.TaskRunning:
+			if !t.CancelRequested {
+				if _, err := tx.Exec(`UPDATE tasks SET cancel_requested = 1, updated_at = ? WHERE task_id = ?`, ts(now), taskID); err != nil {
+					return err
+				}
+				if _, err := s.event(tx, host.EventTaskCancelRequested, taskID, "", map[string]any{"runner_id": t.RunnerID, "attempt": t.AttemptCount}); err != nil {
+					return err
+				}
+			}
+		default:
+			return host.Errorf(op, taskID, host.ErrConflict, "task is %s; only pending, retryable_failure, blocked or running tasks can be canceled", t.Status)
+		}
+		out, err = s.loadTask(txq{tx}, ctx, op, taskID)
+		return err
+	})
+	if err != nil {
+		return nil, host.Wrap(op, taskID, err)
+	}
+	return out, nil
+}
+
+// ReclaimRunning implements host.Queue.
+func (s *Store) ReclaimRunning(ctx context.Context, now time.Time) (int, error) {
+	const op = "reclaim running tasks"
+	if now.IsZero() {
+		now = s.now()
+	}
+	n := 0
+	err := s.w.do(ctx, func(tx *wtx) error {
+		n = 0
+		rows, err := tx.Query(`SELECT ` + taskColumns + ` FROM tasks WHERE status = 'running' ORDER BY seq`)
+		if err != nil {
+			return err
+		}
+		var running []*host.TaskRecord
+		for rows.Next() {
+			t, err := scanTask(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			running = append(running, t)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, t := range running {
+			status := host.TaskRetryableFailure
+			msg := fmt.Sprintf("attempt %d was interrupted: runner %s stopped before finishing it", t.AttemptCount, t.RunnerID)
+			switch {
+			case t.CancelRequested:
+				status, msg = host.TaskOperatorCanceled, "canceled by the operator"
+			case t.AttemptCount >= t.MaxAttempts:
+				status = host.TaskPermanentFailure
+				msg += fmt.Sprintf("; no attempts left (%d of %d)", t.AttemptCount, t.MaxAttempts)
+			}
+			var finished any
+			avail := ts(now)
+			if status != host.TaskRetryableFailure {
+				finished, avail = ts(now), ts(t.AvailableAt)
+			}
+			if _, err := tx.Exec(`UPDATE tasks SET status = ?, last_error = ?, available_at = ?, finished_at = ?, updated_at = ? WHERE task_id = ?`,
+				string(status), msg, avail, finished, ts(now), t.TaskID); err != nil {
+				return err
+			}
+			if _, err := s.event(tx, host.EventBootSweepReclaimed, t.TaskID, "", map[string]any{
+				"runner_id": t.RunnerID, "attempt": t.AttemptCount, "status": status}); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, host.Wrap(op, "", err)
+	}
+	return n, nil
+}

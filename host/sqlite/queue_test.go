@@ -1,0 +1,630 @@
+package sqlite
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/packrun/packrun/host"
+)
+
+func TestEnqueueValidation(t *testing.T) {
+	f := newFixture(t, Options{})
+	base := func() host.TaskIntent { return intent("demo", nil) }
+	tests := []struct {
+		name  string
+		edit  func(*host.TaskIntent)
+		opts  host.EnqueueOptions
+		field string
+	}{
+		{"task_type required", func(i *host.TaskIntent) { i.TaskType = "" }, host.EnqueueOptions{}, "task_type"},
+		{"task_type charset", func(i *host.TaskIntent) { i.TaskType = "two words" }, host.EnqueueOptions{}, "task_type"},
+		{"source required", func(i *host.TaskIntent) { i.Source = "" }, host.EnqueueOptions{}, "source"},
+		{"payload missing", func(i *host.TaskIntent) { i.Payload = nil }, host.EnqueueOptions{}, "payload"},
+		{"payload array", func(i *host.TaskIntent) { i.Payload = json.RawMessage(`[1]`) }, host.EnqueueOptions{}, "payload"},
+		{"payload null", func(i *host.TaskIntent) { i.Payload = json.RawMessage(`null`) }, host.EnqueueOptions{}, "payload"},
+		{"payload invalid", func(i *host.TaskIntent) { i.Payload = json.RawMessage(`{"a":`) }, host.EnqueueOptions{}, "payload"},
+		{"negative delay", func(i *host.TaskIntent) { i.Schedule = &host.Schedule{DelayMinutes: -1} }, host.EnqueueOptions{}, "schedule.delay_minutes"},
+		{"delay and available_at", func(i *host.TaskIntent) {
+			i.Schedule = &host.Schedule{DelayMinutes: 1}
+			i.AvailableAt = "2026-01-01T00:00:00Z"
+		}, host.EnqueueOptions{}, "available_at"},
+		{"available_at format", func(i *host.TaskIntent) { i.AvailableAt = "tomorrow" }, host.EnqueueOptions{}, "available_at"},
+		{"workflow_ref incomplete", func(i *host.TaskIntent) { i.WorkflowRef = &host.WorkflowRef{WorkflowID: "w"} }, host.EnqueueOptions{}, "workflow_ref"},
+		{"required artifact empty", func(i *host.TaskIntent) {
+			i.EvidenceRequirements = &host.EvidenceRequirements{RequiredArtifacts: []string{""}}
+		}, host.EnqueueOptions{}, "evidence_requirements.required_artifacts[0]"},
+		{"max_attempts", func(*host.TaskIntent) {}, host.EnqueueOptions{MaxAttempts: -1}, "max_attempts"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := base()
+			tt.edit(&in)
+			_, err := f.Enqueue(ctx, in, tt.opts)
+			wantErr(t, err, host.ErrValidation)
+			he := err.(*host.Error)
+			if he.Field != tt.field || he.Op != "enqueue" || !strings.HasPrefix(err.Error(), "enqueue: "+tt.field+": ") {
+				t.Fatalf("error %q (field %q), want field %q", err, he.Field, tt.field)
+			}
+		})
+	}
+	if n, _ := f.ListTasks(ctx, host.TaskFilter{}); len(n) != 0 {
+		t.Fatal("a refused intent was stored")
+	}
+	big := base()
+	big.Payload = json.RawMessage(`{"x":"` + strings.Repeat("a", host.MaxPayloadBytes) + `"}`)
+	_, err := f.Enqueue(ctx, big, host.EnqueueOptions{})
+	wantErr(t, err, host.ErrTooLarge)
+
+	rec := mustEnqueue(t, f.Store, base(), host.EnqueueOptions{})
+	if rec.Priority != host.DefaultPriority || rec.MaxAttempts != 3 || rec.Status != host.TaskPending || rec.AttemptCount != 0 {
+		t.Fatalf("defaults: %+v", rec)
+	}
+	got, err := f.Task(ctx, rec.TaskID)
+	if err != nil || !reflect.DeepEqual(got, rec) {
+		t.Fatalf("stored record differs:\n%+v\n%+v", got, rec)
+	}
+	if ev := eventTypes(t, f.Store, rec.TaskID); !reflect.DeepEqual(ev, []string{host.EventTaskEnqueued}) {
+		t.Fatal(ev)
+	}
+}
+
+func TestQueueOrder(t *testing.T) {
+	f := newFixture(t, Options{})
+	now := f.clock.Now()
+	type task struct {
+		name  string
+		prio  *int
+		delay int // minutes
+	}
+	// Enqueued in this order; lower priority numbers run first, then the
+	// earliest available_at, then enqueue order.
+	tasks := []task{
+		{"p5-a", nil, 0},
+		{"p1-late", host.Priority(1), 10},
+		{"p9", host.Priority(9), 0},
+		{"p1-a", host.Priority(1), 0},
+		{"p5-b", host.Priority(5), 0},
+		{"p0", host.Priority(0), 0},
+		{"p-3", host.Priority(-3), 5},
+		{"p1-b", host.Priority(1), 0},
+	}
+	names := map[string]string{}
+	for _, tk := range tasks {
+		in := intent("demo", tk.prio)
+		in.Subject = tk.name
+		if tk.delay > 0 {
+			in.Schedule = &host.Schedule{DelayMinutes: tk.delay}
+		}
+		rec := mustEnqueue(t, f.Store, in, host.EnqueueOptions{})
+		names[rec.TaskID] = tk.name
+	}
+	claimAll := func(at time.Time) []string {
+		var got []string
+		for {
+			rec, err := f.Claim(ctx, "r", at)
+			if err != nil {
+				wantErr(t, err, host.ErrEmpty)
+				return got
+			}
+			got = append(got, names[rec.TaskID])
+		}
+	}
+	if got, want := claimAll(now), []string{"p0", "p1-a", "p1-b", "p5-a", "p5-b", "p9"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("claims now: %v, want %v", got, want)
+	}
+	if got, want := claimAll(now.Add(10*time.Minute)), []string{"p-3", "p1-late"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("claims after 10m: %v, want %v", got, want)
+	}
+}
+
+func TestDelay(t *testing.T) {
+	f := newFixture(t, Options{})
+	now := f.clock.Now()
+	tests := []struct {
+		name  string
+		edit  func(*host.TaskIntent)
+		avail time.Time
+	}{
+		{"delay_minutes", func(i *host.TaskIntent) { i.Schedule = &host.Schedule{DelayMinutes: 30} }, now.Add(30 * time.Minute)},
+		{"available_at", func(i *host.TaskIntent) { i.AvailableAt = now.Add(2 * time.Hour).Format(time.RFC3339) }, now.Add(2 * time.Hour)},
+		{"available_at with offset", func(i *host.TaskIntent) {
+			i.AvailableAt = now.Add(time.Hour).In(time.FixedZone("x", 3600)).Format(time.RFC3339)
+		}, now.Add(time.Hour)},
+		{"available_at in the past", func(i *host.TaskIntent) { i.AvailableAt = now.Add(-time.Hour).Format(time.RFC3339) }, now.Add(-time.Hour)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := intent("demo", nil)
+			tt.edit(&in)
+			rec := mustEnqueue(t, f.Store, in, host.EnqueueOptions{})
+			if !rec.AvailableAt.Equal(tt.avail) {
+				t.Fatalf("available_at %v, want %v", rec.AvailableAt, tt.avail)
+			}
+			if tt.avail.After(now) {
+				_, err := f.Claim(ctx, "r", tt.avail.Add(-time.Nanosecond))
+				wantErr(t, err, host.ErrEmpty)
+			}
+			got, err := f.Claim(ctx, "r", tt.avail)
+			if err != nil || got.TaskID != rec.TaskID {
+				t.Fatalf("claim at available_at: %v %v", got, err)
+			}
+		})
+	}
+}
+
+// finishWith records an attempt for a claimed task and finishes it.
+func finishWith(t *testing.T, f *fixture, task *host.TaskRecord, in host.FinishInput) *host.TaskRecord {
+	t.Helper()
+	a := attemptFor(t, f.Store, task)
+	in.AttemptID = a.AttemptID
+	rec, err := f.Finish(ctx, task.TaskID, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func TestRetriesUntilMaxAttempts(t *testing.T) {
+	f := newFixture(t, Options{})
+	rec := mustEnqueue(t, f.Store, intent("flaky", nil), host.EnqueueOptions{MaxAttempts: 3})
+	retry := host.FinishInput{Outcome: host.TaskOutcome{MachineStatus: host.MachineNeedsRetry}, RetryClass: host.RetryRetryable, Error: "upstream 503"}
+	for attempt := 1; attempt <= 3; attempt++ {
+		task := mustClaim(t, f.Store, f.clock.Now())
+		if task.TaskID != rec.TaskID || task.AttemptCount != attempt {
+			t.Fatalf("attempt %d: claimed %+v", attempt, task)
+		}
+		done := finishWith(t, f, task, retry)
+		if attempt < 3 {
+			backoff := DefaultBackoff(attempt)
+			if done.Status != host.TaskRetryableFailure || !done.AvailableAt.Equal(f.clock.Now().Add(backoff)) || done.LastError != "upstream 503" || done.FinishedAt != nil {
+				t.Fatalf("attempt %d: %+v", attempt, done)
+			}
+			// Not available before its backoff has passed.
+			_, err := f.Claim(ctx, "r", f.clock.Now().Add(backoff-time.Second))
+			wantErr(t, err, host.ErrEmpty)
+			f.clock.Add(backoff)
+		} else if done.Status != host.TaskPermanentFailure || done.FinishedAt == nil || done.Outcome.Status != host.TaskPermanentFailure {
+			t.Fatalf("after max attempts: %+v", done)
+		}
+	}
+	_, err := f.Claim(ctx, "r", f.clock.Now().Add(time.Hour))
+	wantErr(t, err, host.ErrEmpty)
+	want := []string{"task_enqueued",
+		"task_claimed", "attempt_recorded", "task_attempt_finished", "task_retry_scheduled",
+		"task_claimed", "attempt_recorded", "task_attempt_finished", "task_retry_scheduled",
+		"task_claimed", "attempt_recorded", "task_attempt_finished", "task_finished"}
+	if got := eventTypes(t, f.Store, rec.TaskID); !reflect.DeepEqual(got, want) {
+		t.Fatalf("events:\n%v\nwant\n%v", got, want)
+	}
+}
+
+func TestFinishStatuses(t *testing.T) {
+	tests := []struct {
+		name       string
+		ms         host.MachineStatus
+		rc         host.RetryClass
+		maxAtt     int
+		want       host.TaskStatus
+		wantErrMsg string
+	}{
+		{"ok", host.MachineOK, "", 3, host.TaskCompleted, ""},
+		{"ok with retry class permanent is still ok", host.MachineOK, host.RetryPermanent, 3, host.TaskCompleted, ""},
+		{"needs_retry", host.MachineNeedsRetry, "", 3, host.TaskRetryableFailure, "e"},
+		{"needs_retry but permanent", host.MachineNeedsRetry, host.RetryPermanent, 3, host.TaskPermanentFailure, "e"},
+		{"needs_retry on the last attempt", host.MachineNeedsRetry, "", 1, host.TaskPermanentFailure, "e"},
+		{"failed", host.MachineFailed, "", 3, host.TaskPermanentFailure, "e"},
+		{"failed but retryable", host.MachineFailed, host.RetryRetryable, 3, host.TaskRetryableFailure, "e"},
+		{"blocked", host.MachineBlocked, "", 3, host.TaskBlocked, "e"},
+		{"canceled", host.MachineCanceled, "", 3, host.TaskOperatorCanceled, "e"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, Options{})
+			mustEnqueue(t, f.Store, intent("demo", nil), host.EnqueueOptions{MaxAttempts: tt.maxAtt})
+			task := mustClaim(t, f.Store, f.clock.Now())
+			rec := finishWith(t, f, task, host.FinishInput{Outcome: host.TaskOutcome{MachineStatus: tt.ms}, RetryClass: tt.rc, Error: "e"})
+			if rec.Status != tt.want || rec.LastError != tt.wantErrMsg || rec.Outcome.Status != tt.want {
+				t.Fatalf("status %s (%q), want %s (%q)", rec.Status, rec.LastError, tt.want, tt.wantErrMsg)
+			}
+		})
+	}
+}
+
+func TestCompletionRequiresEvidence(t *testing.T) {
+	tests := []struct {
+		name    string
+		req     *host.EvidenceRequirements
+		put     []host.ArtifactInput // AttemptID filled in
+		paths   []string
+		changes []string
+		want    host.TaskStatus
+		missing string
+	}{
+		{"nothing required", nil, nil, nil, nil, host.TaskCompleted, ""},
+		{"required artifact present by name", &host.EvidenceRequirements{RequiredArtifacts: []string{"report.md"}},
+			[]host.ArtifactInput{{Role: host.RoleOutput, Name: "report.md"}}, nil, nil, host.TaskCompleted, ""},
+		{"required artifact present by role", &host.EvidenceRequirements{RequiredArtifacts: []string{"verify-report"}},
+			[]host.ArtifactInput{{Role: host.RoleVerifyReport, Name: "v.json"}}, nil, nil, host.TaskCompleted, ""},
+		{"required artifact missing", &host.EvidenceRequirements{RequiredArtifacts: []string{"report.md", "plan"}},
+			[]host.ArtifactInput{{Role: host.RolePlan, Name: "p.md"}}, nil, nil, host.TaskRetryableFailure, "missing evidence: required artifact report.md"},
+		{"artifact of another attempt does not count", &host.EvidenceRequirements{RequiredArtifacts: []string{"report.md"}},
+			[]host.ArtifactInput{{Role: host.RoleOutput, Name: "report.md", AttemptID: "other"}}, nil, nil, host.TaskRetryableFailure, "missing evidence: required artifact report.md"},
+		{"artifact_paths must resolve", nil, []host.ArtifactInput{{Role: host.RoleOutput, Name: "a.txt"}}, []string{"a.txt", "b.txt"}, nil,
+			host.TaskRetryableFailure, "missing evidence: artifact path b.txt"},
+		{"adapter audit", &host.EvidenceRequirements{RequireAdapterAudit: true}, nil, nil, nil, host.TaskRetryableFailure, "missing evidence: adapter-audit artifact"},
+		{"file changes", &host.EvidenceRequirements{RequireFileChangeVerification: true},
+			[]host.ArtifactInput{{Role: host.RoleSnapshot, Name: "src/a.go"}}, nil, []string{"src/a.go", "src/b.go"}, host.TaskRetryableFailure, "missing evidence: file change src/b.go"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, Options{})
+			in := intent("demo", nil)
+			in.EvidenceRequirements = tt.req
+			rec := mustEnqueue(t, f.Store, in, host.EnqueueOptions{})
+			task := mustClaim(t, f.Store, f.clock.Now())
+			a := attemptFor(t, f.Store, task)
+			for _, p := range tt.put {
+				p.TaskID = rec.TaskID
+				if p.AttemptID == "" {
+					p.AttemptID = a.AttemptID
+				}
+				p.Data = []byte("content of " + p.Name)
+				if _, err := f.PutArtifact(ctx, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out := okOutcome()
+			out.ArtifactPaths, out.FileChanges = tt.paths, tt.changes
+			done, err := f.Finish(ctx, rec.TaskID, host.FinishInput{AttemptID: a.AttemptID, Outcome: out})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if done.Status != tt.want || done.LastError != tt.missing {
+				t.Fatalf("status %s %q, want %s %q", done.Status, done.LastError, tt.want, tt.missing)
+			}
+			arts, _ := f.artifactsOf(ctx, f.db, "", a.AttemptID)
+			for _, art := range arts {
+				if (art.VerifiedAt != nil) != (tt.want == host.TaskCompleted) {
+					t.Fatalf("artifact verified_at %v with status %s", art.VerifiedAt, done.Status)
+				}
+			}
+		})
+	}
+}
+
+func TestFinishRefusals(t *testing.T) {
+	f := newFixture(t, Options{})
+	rec := mustEnqueue(t, f.Store, intent("demo", nil), host.EnqueueOptions{})
+	// Not running yet.
+	other := attemptFor(t, f.Store, &host.TaskRecord{TaskID: rec.TaskID, AttemptCount: 1})
+	_, err := f.Finish(ctx, rec.TaskID, host.FinishInput{AttemptID: other.AttemptID, Outcome: okOutcome()})
+	wantErr(t, err, host.ErrConflict)
+
+	task := mustClaim(t, f.Store, f.clock.Now())
+	stranger := attemptFor(t, f.Store, &host.TaskRecord{TaskID: "someone-else", AttemptCount: 1})
+	tests := []struct {
+		name string
+		in   host.FinishInput
+		kind error
+	}{
+		{"no attempt id", host.FinishInput{Outcome: okOutcome()}, host.ErrValidation},
+		{"unrecorded attempt", host.FinishInput{AttemptID: "att-nope", Outcome: okOutcome()}, host.ErrValidation},
+		{"another task's attempt", host.FinishInput{AttemptID: stranger.AttemptID, Outcome: okOutcome()}, host.ErrValidation},
+		{"bad machine status", host.FinishInput{AttemptID: other.AttemptID, Outcome: host.TaskOutcome{MachineStatus: "great"}}, host.ErrValidation},
+		{"bad retry class", host.FinishInput{AttemptID: other.AttemptID, Outcome: okOutcome(), RetryClass: "x"}, host.ErrValidation},
+		{"invalid follow-up", host.FinishInput{AttemptID: other.AttemptID, Outcome: okOutcome(), FollowUps: []host.TaskIntent{{TaskType: "x"}}}, host.ErrValidation},
+		{"too many follow-ups", host.FinishInput{AttemptID: other.AttemptID, Outcome: okOutcome(), FollowUps: make([]host.TaskIntent, host.MaxFollowUps+1)}, host.ErrTooLarge},
+		{"unknown task", host.FinishInput{AttemptID: other.AttemptID, Outcome: okOutcome()}, host.ErrNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := task.TaskID
+			if tt.name == "unknown task" {
+				id = "task-nope"
+			}
+			_, err := f.Finish(ctx, id, tt.in)
+			wantErr(t, err, tt.kind)
+		})
+	}
+	// A stale attempt (from an earlier claim) is refused once the task moved on.
+	if got, _ := f.Task(ctx, task.TaskID); got.Status != host.TaskRunning {
+		t.Fatal("a refused finish changed the task")
+	}
+	if _, err := f.ReclaimRunning(ctx, f.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	task2 := mustClaim(t, f.Store, f.clock.Now())
+	_, err = f.Finish(ctx, task2.TaskID, host.FinishInput{AttemptID: other.AttemptID, Outcome: okOutcome()})
+	wantErr(t, err, host.ErrConflict)
+	if !strings.Contains(err.Error(), "is attempt 1 but the task is on attempt 2") {
+		t.Fatal(err)
+	}
+	done := finishWith(t, f, task2, host.FinishInput{Outcome: okOutcome()})
+	if done.Status != host.TaskCompleted {
+		t.Fatal(done.Status)
+	}
+	// A completed task can be finished no more.
+	_, err = f.Finish(ctx, task2.TaskID, host.FinishInput{AttemptID: other.AttemptID, Outcome: okOutcome()})
+	wantErr(t, err, host.ErrConflict)
+}
+
+func TestFollowUps(t *testing.T) {
+	followUps := []host.TaskIntent{
+		{TaskType: "child.a", Source: "spoofed-operator", Payload: json.RawMessage(`{"i":1}`), Priority: host.Priority(2)},
+		{TaskType: "child.b", Source: "x", Payload: json.RawMessage(`{"i":2}`), Schedule: &host.Schedule{DelayMinutes: 5}},
+	}
+	tests := []struct {
+		name    string
+		ms      host.MachineStatus
+		cancel  bool
+		applied bool
+	}{
+		{"applied on verified completion", host.MachineOK, false, true},
+		{"not applied on failure", host.MachineFailed, false, false},
+		{"not applied on retry", host.MachineNeedsRetry, false, false},
+		{"not applied on blocked", host.MachineBlocked, false, false},
+		{"not applied when cancel was requested", host.MachineOK, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, Options{})
+			parent := mustEnqueue(t, f.Store, intent("parent", nil), host.EnqueueOptions{})
+			task := mustClaim(t, f.Store, f.clock.Now())
+			if tt.cancel {
+				if _, err := f.Cancel(ctx, task.TaskID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			done := finishWith(t, f, task, host.FinishInput{Outcome: host.TaskOutcome{MachineStatus: tt.ms}, FollowUps: followUps})
+			all, _ := f.ListTasks(ctx, host.TaskFilter{})
+			children := map[string]*host.TaskRecord{}
+			for _, c := range all {
+				if c.TaskID != parent.TaskID {
+					children[c.TaskType] = c
+				}
+			}
+			if !tt.applied {
+				if len(children) != 0 {
+					t.Fatalf("follow-ups applied with status %s", done.Status)
+				}
+			} else {
+				if len(children) != 2 {
+					t.Fatalf("%d follow-ups applied", len(children))
+				}
+				a := children["child.a"]
+				if a.Source != "task:"+parent.TaskID || a.ParentTaskID != parent.TaskID || a.Priority != 2 || a.Status != host.TaskPending {
+					t.Fatalf("follow-up: %+v", a)
+				}
+				if b := children["child.b"]; !b.AvailableAt.Equal(f.clock.Now().Add(5 * time.Minute)) {
+					t.Fatalf("follow-up delay: %v", b.AvailableAt)
+				}
+				evs, _ := f.Events(ctx, host.EventFilter{TaskID: a.TaskID})
+				var d map[string]any
+				json.Unmarshal(evs[0].Data, &d)
+				if evs[0].Type != host.EventTaskEnqueued || d["source"] != "task:"+parent.TaskID || d["parent_task_id"] != parent.TaskID || evs[0].AttemptID == "" {
+					t.Fatalf("follow-up event: %s %s", evs[0].Type, evs[0].Data)
+				}
+			}
+			// Staged follow-ups are in the evidence either way.
+			evs, _ := f.Events(ctx, host.EventFilter{TaskID: parent.TaskID, Type: host.EventTaskAttemptFinished})
+			var d struct {
+				FollowUps []host.TaskIntent `json:"follow_ups"`
+				Applied   []string          `json:"follow_ups_applied"`
+			}
+			json.Unmarshal(evs[0].Data, &d)
+			if len(d.FollowUps) != 2 || d.FollowUps[0].Source != "task:"+parent.TaskID || (len(d.Applied) == 2) != tt.applied {
+				t.Fatalf("staged follow-ups in the event: %s", evs[0].Data)
+			}
+		})
+	}
+}
+
+func TestCancel(t *testing.T) {
+	f := newFixture(t, Options{})
+	pending := mustEnqueue(t, f.Store, intent("a", host.Priority(9)), host.EnqueueOptions{})
+	c, err := f.Cancel(ctx, pending.TaskID)
+	if err != nil || c.Status != host.TaskOperatorCanceled || c.FinishedAt == nil {
+		t.Fatalf("cancel pending: %+v %v", c, err)
+	}
+	_, err = f.Claim(ctx, "r", f.clock.Now())
+	wantErr(t, err, host.ErrEmpty)
+	_, err = f.Cancel(ctx, pending.TaskID)
+	wantErr(t, err, host.ErrConflict)
+
+	// Retryable and blocked tasks cancel at once too.
+	for _, ms := range []host.MachineStatus{host.MachineNeedsRetry, host.MachineBlocked} {
+		mustEnqueue(t, f.Store, intent("b", nil), host.EnqueueOptions{})
+		task := mustClaim(t, f.Store, f.clock.Now())
+		finishWith(t, f, task, host.FinishInput{Outcome: host.TaskOutcome{MachineStatus: ms}})
+		if c, err := f.Cancel(ctx, task.TaskID); err != nil || c.Status != host.TaskOperatorCanceled {
+			t.Fatalf("cancel after %s: %+v %v", ms, c, err)
+		}
+	}
+
+	// A running task is marked; the finish of its attempt cancels it.
+	mustEnqueue(t, f.Store, intent("c", nil), host.EnqueueOptions{})
+	running := mustClaim(t, f.Store, f.clock.Now())
+	c, err = f.Cancel(ctx, running.TaskID)
+	if err != nil || c.Status != host.TaskRunning || !c.CancelRequested {
+		t.Fatalf("cancel running: %+v %v", c, err)
+	}
+	done := finishWith(t, f, running, host.FinishInput{Outcome: okOutcome()})
+	if done.Status != host.TaskOperatorCanceled || done.LastError != "canceled by the operator" {
+		t.Fatalf("finish after cancel request: %+v", done)
+	}
+	_, err = f.Cancel(ctx, done.TaskID)
+	wantErr(t, err, host.ErrConflict)
+	_, err = f.Cancel(ctx, "task-nope")
+	wantErr(t, err, host.ErrNotFound)
+
+	// A completed task cannot be canceled.
+	mustEnqueue(t, f.Store, intent("d", nil), host.EnqueueOptions{})
+	task := mustClaim(t, f.Store, f.clock.Now())
+	finishWith(t, f, task, host.FinishInput{Outcome: okOutcome()})
+	_, err = f.Cancel(ctx, task.TaskID)
+	wantErr(t, err, host.ErrConflict)
+}
+
+func TestReclaimRunning(t *testing.T) {
+	f := newFixture(t, Options{})
+	fresh := mustEnqueue(t, f.Store, intent("fresh", host.Priority(1)), host.EnqueueOptions{MaxAttempts: 3})
+	last := mustEnqueue(t, f.Store, intent("last", host.Priority(2)), host.EnqueueOptions{MaxAttempts: 1})
+	canceled := mustEnqueue(t, f.Store, intent("canceled", host.Priority(3)), host.EnqueueOptions{})
+	done := mustEnqueue(t, f.Store, intent("done", host.Priority(4)), host.EnqueueOptions{})
+	waiting := mustEnqueue(t, f.Store, intent("waiting", host.Priority(5)), host.EnqueueOptions{})
+	now := f.clock.Now()
+	for range 4 {
+		mustClaim(t, f.Store, now)
+	}
+	f.Cancel(ctx, canceled.TaskID)
+	doneTask, _ := f.Task(ctx, done.TaskID)
+	finishWith(t, f, doneTask, host.FinishInput{Outcome: okOutcome()})
+
+	// "The process crashed": reopen the database and sweep.
+	f.Close()
+	s2, err := Open(ctx, f.path, Options{Now: f.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	later := f.clock.Add(time.Minute)
+	n, err := s2.ReclaimRunning(ctx, later)
+	if err != nil || n != 3 {
+		t.Fatalf("reclaimed %d, %v", n, err)
+	}
+	want := map[string]host.TaskStatus{
+		fresh.TaskID: host.TaskRetryableFailure, last.TaskID: host.TaskPermanentFailure,
+		canceled.TaskID: host.TaskOperatorCanceled, done.TaskID: host.TaskCompleted, waiting.TaskID: host.TaskPending,
+	}
+	for id, st := range want {
+		got, _ := s2.Task(ctx, id)
+		if got.Status != st {
+			t.Errorf("%s: %s, want %s (%s)", got.TaskType, got.Status, st, got.LastError)
+		}
+	}
+	got, _ := s2.Task(ctx, fresh.TaskID)
+	if !got.AvailableAt.Equal(later) || !strings.Contains(got.LastError, "attempt 1 was interrupted") {
+		t.Fatalf("reclaimed task: %+v", got)
+	}
+	if ev := eventTypes(t, s2, fresh.TaskID); ev[len(ev)-1] != host.EventBootSweepReclaimed {
+		t.Fatal(ev)
+	}
+	// The sweep is idempotent, and the completed task never runs again.
+	if n, _ := s2.ReclaimRunning(ctx, later); n != 0 {
+		t.Fatalf("second sweep reclaimed %d", n)
+	}
+	for {
+		task, err := s2.Claim(ctx, "r2", later.Add(time.Hour))
+		if err != nil {
+			break
+		}
+		if task.TaskID == done.TaskID {
+			t.Fatal("completed task claimed again")
+		}
+		if task.TaskID == fresh.TaskID && task.AttemptCount != 2 {
+			t.Fatalf("attempt count %d", task.AttemptCount)
+		}
+	}
+}
+
+func TestDispatchLock(t *testing.T) {
+	f := newFixture(t, Options{})
+	l, err := f.AcquireDispatchLock(ctx, "proc-a", time.Minute)
+	if err != nil || l.Holder != "proc-a" || !l.ExpiresAt.Equal(f.clock.Now().Add(time.Minute)) {
+		t.Fatalf("%+v %v", l, err)
+	}
+	_, err = f.AcquireDispatchLock(ctx, "proc-b", time.Minute)
+	wantErr(t, err, host.ErrLocked)
+	if !strings.Contains(err.Error(), "held by proc-a") {
+		t.Fatal(err)
+	}
+	f.clock.Add(30 * time.Second)
+	if l, err = f.AcquireDispatchLock(ctx, "proc-a", time.Minute); err != nil || !l.ExpiresAt.Equal(f.clock.Now().Add(time.Minute)) {
+		t.Fatalf("renew: %+v %v", l, err)
+	}
+	wantErr(t, f.ReleaseDispatchLock(ctx, "proc-b"), host.ErrNotFound)
+	f.clock.Add(2 * time.Minute) // proc-a died without releasing
+	if l, err = f.AcquireDispatchLock(ctx, "proc-b", time.Minute); err != nil || l.Holder != "proc-b" {
+		t.Fatalf("take over a stale lock: %+v %v", l, err)
+	}
+	if err := f.ReleaseDispatchLock(ctx, "proc-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.AcquireDispatchLock(ctx, "proc-a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := f.Events(ctx, host.EventFilter{})
+	var types []string
+	for _, e := range evs {
+		types = append(types, e.Type)
+	}
+	want := []string{"dispatch_locked", "dispatch_lock_stale_cleared", "dispatch_locked", "dispatch_lock_released", "dispatch_locked"}
+	if !reflect.DeepEqual(types, want) {
+		t.Fatalf("events %v, want %v", types, want)
+	}
+	_, err = f.AcquireDispatchLock(ctx, "x", 0)
+	wantErr(t, err, host.ErrValidation)
+}
+
+func TestTaskTypes(t *testing.T) {
+	f := newFixture(t, Options{})
+	route := func(tt, node string) host.TaskTypeRoute {
+		return host.TaskTypeRoute{TaskTypeSpec: host.TaskTypeSpec{TaskType: tt, DefaultModel: "m"}, Node: node}
+	}
+	if err := f.SetPackTaskTypes(ctx, "vendor.acme.a", []host.TaskTypeRoute{route("summarize", "acme.sum"), route("translate", "acme.tr")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SetPackTaskTypes(ctx, "vendor.other.b", []host.TaskTypeRoute{route("translate", "other.tr")}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.Resolve(ctx, "summarize")
+	if err != nil || r.Pack != "vendor.acme.a" || r.Node != "acme.sum" || r.Origin != host.OriginManifest || r.DefaultModel != "m" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	_, err = f.Resolve(ctx, "translate")
+	wantErr(t, err, host.ErrConflict)
+	if !strings.Contains(err.Error(), "vendor.acme.a, vendor.other.b") {
+		t.Fatal(err)
+	}
+	_, err = f.Resolve(ctx, "unknown")
+	wantErr(t, err, host.ErrNotFound)
+
+	// The operator override wins.
+	if err := f.SetTaskTypeOverride(ctx, host.TaskTypeRoute{TaskTypeSpec: host.TaskTypeSpec{TaskType: "translate"}, Pack: "vendor.other.b", Node: "other.tr"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = f.Resolve(ctx, "translate"); err != nil || r.Pack != "vendor.other.b" || r.Origin != host.OriginOperator {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if err := f.SetTaskTypeOverride(ctx, host.TaskTypeRoute{TaskTypeSpec: host.TaskTypeSpec{TaskType: "summarize"}, Pack: "local.mine", Node: "mine.sum"}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ = f.Resolve(ctx, "summarize"); r.Pack != "local.mine" {
+		t.Fatal(r)
+	}
+	// Uninstalling a pack drops its routes; feeding the same routes again is a no-op.
+	before, _ := f.Events(ctx, host.EventFilter{})
+	f.SetPackTaskTypes(ctx, "vendor.other.b", []host.TaskTypeRoute{route("translate", "other.tr")})
+	if after, _ := f.Events(ctx, host.EventFilter{}); len(after) != len(before) {
+		t.Fatal("unchanged routes appended an event")
+	}
+	f.SetPackTaskTypes(ctx, "vendor.acme.a", nil)
+	if err := f.RemoveTaskTypeOverride(ctx, "translate"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = f.Resolve(ctx, "translate"); err != nil || r.Pack != "vendor.other.b" || r.Origin != host.OriginManifest {
+		t.Fatalf("%+v %v", r, err)
+	}
+	wantErr(t, f.RemoveTaskTypeOverride(ctx, "translate"), host.ErrNotFound)
+	all, _ := f.ListTaskTypes(ctx)
+	if len(all) != 2 || all[0].TaskType != "summarize" || all[1].TaskType != "translate" {
+		t.Fatalf("%+v", all)
+	}
+	err = f.SetPackTaskTypes(ctx, "p", []host.TaskTypeRoute{{TaskTypeSpec: host.TaskTypeSpec{TaskType: "bad type"}, Node: "n"}})
+	wantErr(t, err, host.ErrValidation)
+	err = f.SetPackTaskTypes(ctx, "p", []host.TaskTypeRoute{route("x", "n"), route("x", "m")})
+	wantErr(t, err, host.ErrValidation)
+}

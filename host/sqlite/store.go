@@ -1,0 +1,151 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/db"
+)
+
+// Compile-time interface guards.
+var (
+	_ host.Backend   = (*Store)(nil)
+	_ host.Evidence  = (*Store)(nil)
+	_ host.Memory    = (*Store)(nil)
+	_ host.Queue     = (*Store)(nil)
+	_ host.Locker    = (*Store)(nil)
+	_ host.TaskTypes = (*Store)(nil)
+)
+
+// Options configure a Store. Zero fields take the defaults.
+type Options struct {
+	// BlobDir holds artifact bytes as <BlobDir>/<sha256>. Default:
+	// <directory of the database>/artifacts/sha256. Not the registry's
+	// blobs/sha256: its uninstall sweep deletes every blob no pack refers to.
+	BlobDir string
+	// Now is the clock (default time.Now); tests inject their own.
+	Now func() time.Time
+	// MaxValueBytes caps one memory value (default 1 MiB).
+	MaxValueBytes int64
+	// MaxNamespaceBytes caps the keys plus values of one tenant's
+	// namespace (default 64 MiB).
+	MaxNamespaceBytes int64
+	// MaxArtifactBytes caps one artifact (default 64 MiB).
+	MaxArtifactBytes int64
+	// Backoff is the delay before retry number n (n = the attempts made so
+	// far, from 1). Default: 30s·2^(n-1), at most 15 minutes.
+	Backoff func(n int) time.Duration
+	// MaxBatchOps caps the write operations grouped into one commit
+	// (default 256).
+	MaxBatchOps int
+	// BatchDelay is how long the writer waits for more operations once the
+	// queue is empty before committing (default 0: commit at once; batches
+	// still form from whatever arrives while the previous commit syncs).
+	BatchDelay time.Duration
+}
+
+func (o Options) withDefaults(path string) Options {
+	if o.BlobDir == "" {
+		o.BlobDir = filepath.Join(filepath.Dir(path), "artifacts", "sha256")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.MaxValueBytes <= 0 {
+		o.MaxValueBytes = 1 << 20
+	}
+	if o.MaxNamespaceBytes <= 0 {
+		o.MaxNamespaceBytes = 64 << 20
+	}
+	if o.MaxArtifactBytes <= 0 {
+		o.MaxArtifactBytes = 64 << 20
+	}
+	if o.Backoff == nil {
+		o.Backoff = DefaultBackoff
+	}
+	if o.MaxBatchOps <= 0 {
+		o.MaxBatchOps = 256
+	}
+	return o
+}
+
+// DefaultBackoff is 30s·2^(n-1), at most 15 minutes.
+func DefaultBackoff(n int) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	if n > 6 {
+		return 15 * time.Minute
+	}
+	return min(30*time.Second<<(n-1), 15*time.Minute)
+}
+
+// Store is the SQLite backend of the host services.
+type Store struct {
+	db   *sql.DB
+	w    *writer
+	opts Options
+}
+
+// Open opens (creating if needed) the database at path, applies the host's
+// migrations and starts the writer.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	opts = opts.withDefaults(path)
+	if err := os.MkdirAll(opts.BlobDir, 0o755); err != nil {
+		return nil, fmt.Errorf("open host store: %w", err)
+	}
+	d, err := db.Open(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("open host store: %w", err)
+	}
+	if err := db.Migrate(ctx, d, "host", migrations); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("open host store: %w", err)
+	}
+	w, err := startWriter(ctx, d, opts.MaxBatchOps, opts.BatchDelay)
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("open host store: %w", err)
+	}
+	s := &Store{db: d, w: w, opts: opts}
+	s.sweepTemp()
+	return s, nil
+}
+
+// Close commits every operation already accepted, stops the writer and
+// closes the database. Operations submitted afterwards fail with
+// host.ErrClosed. Close is idempotent.
+func (s *Store) Close() error {
+	werr := s.w.close()
+	if werr == errAlreadyClosed {
+		return nil
+	}
+	if err := s.db.Close(); err != nil && werr == nil {
+		werr = err
+	}
+	return werr
+}
+
+func (s *Store) now() time.Time { return s.opts.Now().UTC() }
+
+// ts formats a time for storage.
+func ts(t time.Time) string { return host.FormatTime(t) }
+
+// parseTS reads a stored time; a malformed value is the zero time.
+func parseTS(v string) time.Time {
+	t, _ := host.ParseTime(v)
+	return t
+}
+
+func parseNullTS(v sql.NullString) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := parseTS(v.String)
+	return &t
+}

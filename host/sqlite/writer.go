@@ -1,0 +1,293 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/packrun/packrun/host"
+)
+
+var errAlreadyClosed = errors.New("already closed")
+
+// op is one write operation: fn runs inside the batch transaction, in its
+// own savepoint. Its error is delivered after the batch commits; if the
+// commit fails, every operation of the batch gets the commit error.
+type op struct {
+	ctx  context.Context
+	fn   func(tx *wtx) error
+	done chan error
+}
+
+// wtx is the write transaction operations run in. Its statements are
+// prepared once per Store (a database-level *sql.Stmt, which database/sql
+// prepares once on the writer's connection) instead of at every call.
+type wtx struct {
+	tx    *sql.Tx
+	cache *stmtCache
+}
+
+func (x *wtx) stmt(query string) *sql.Stmt {
+	st, err := x.cache.get(query)
+	if err != nil {
+		return nil
+	}
+	return x.tx.Stmt(st)
+}
+
+// Exec, QueryRow and Query run a statement in the transaction; they never
+// take the caller's context (see writer.do).
+func (x *wtx) Exec(query string, args ...any) (sql.Result, error) {
+	if st := x.stmt(query); st != nil {
+		return st.Exec(args...)
+	}
+	return x.tx.Exec(query, args...)
+}
+
+func (x *wtx) QueryRow(query string, args ...any) *sql.Row {
+	if st := x.stmt(query); st != nil {
+		return st.QueryRow(args...)
+	}
+	return x.tx.QueryRow(query, args...)
+}
+
+func (x *wtx) Query(query string, args ...any) (*sql.Rows, error) {
+	if st := x.stmt(query); st != nil {
+		return st.Query(args...)
+	}
+	return x.tx.Query(query, args...)
+}
+
+// stmtCache holds the writer's prepared statements by query text. The
+// writer's queries are constants, so it stays small.
+type stmtCache struct {
+	db *sql.DB
+	mu sync.Mutex
+	m  map[string]*sql.Stmt
+}
+
+func (c *stmtCache) get(query string) (*sql.Stmt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.m[query]; ok {
+		return st, nil
+	}
+	st, err := c.db.Prepare(query)
+	if err != nil {
+		return nil, err
+	}
+	c.m[query] = st
+	return st, nil
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.m {
+		st.Close()
+	}
+	c.m = nil
+}
+
+// writer serialises all writes of a Store through one connection and
+// commits them in groups.
+type writer struct {
+	conn    *sql.Conn
+	cache   *stmtCache
+	ops     chan *op
+	stopped chan struct{}
+	maxOps  int
+	delay   time.Duration
+
+	mu     sync.RWMutex // held for reading while sending, for writing to close
+	closed bool
+}
+
+func startWriter(ctx context.Context, d *sql.DB, maxOps int, delay time.Duration) (*writer, error) {
+	conn, err := d.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// internal/db opens with synchronous=NORMAL, which in WAL mode does not
+	// sync at commit. The writer acknowledges only durable commits.
+	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = FULL`); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	w := &writer{conn: conn, cache: &stmtCache{db: d, m: map[string]*sql.Stmt{}}, ops: make(chan *op, 4*maxOps), stopped: make(chan struct{}), maxOps: maxOps, delay: delay}
+	go w.run()
+	return w, nil
+}
+
+// do runs fn in the writer and waits until its batch is committed. A ctx
+// that ends before fn starts cancels it (nothing is written); once fn has
+// started, do waits for the commit so that a nil error always means durable
+// and a non-nil error means not applied. fn must not use ctx for SQL: a
+// cancelled context interrupts the connection, which would abort the whole
+// batch.
+func (w *writer) do(ctx context.Context, fn func(tx *wtx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	o := &op{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return host.ErrClosed
+	}
+	w.ops <- o
+	w.mu.RUnlock()
+	return <-o.done
+}
+
+func (w *writer) close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return errAlreadyClosed
+	}
+	w.closed = true
+	close(w.ops) // no sender holds the read lock now
+	w.mu.Unlock()
+	<-w.stopped
+	w.cache.close()
+	return w.conn.Close()
+}
+
+func (w *writer) run() {
+	defer close(w.stopped)
+	batch := make([]*op, 0, w.maxOps)
+	for first := range w.ops {
+		batch = append(batch[:0], first)
+		open := true
+	collect:
+		for open && len(batch) < w.maxOps {
+			select {
+			case o, ok := <-w.ops:
+				if !ok {
+					open = false
+					break collect
+				}
+				batch = append(batch, o)
+			default:
+				if w.delay <= 0 {
+					break collect
+				}
+				t := time.NewTimer(w.delay)
+				select {
+				case o, ok := <-w.ops:
+					t.Stop()
+					if !ok {
+						open = false
+						break collect
+					}
+					batch = append(batch, o)
+				case <-t.C:
+					break collect
+				}
+			}
+		}
+		w.commit(batch)
+		if !open {
+			return
+		}
+	}
+}
+
+// commit runs a batch in one transaction and reports to every caller.
+func (w *writer) commit(batch []*op) {
+	results := make([]error, len(batch))
+	bg := context.Background()
+	tx, err := w.conn.BeginTx(bg, nil) // BEGIN IMMEDIATE (internal/db sets _txlock)
+	if err != nil {
+		for _, o := range batch {
+			o.done <- fmt.Errorf("begin write transaction: %w", err)
+		}
+		return
+	}
+	x := &wtx{tx: tx, cache: w.cache}
+	if len(batch) == 1 {
+		// A batch of one needs no savepoint: on failure the whole
+		// transaction is rolled back.
+		o := batch[0]
+		err := o.ctx.Err()
+		if err == nil {
+			err = runAlone(x, o.fn)
+		}
+		if err != nil {
+			tx.Rollback()
+		} else if err = tx.Commit(); err != nil {
+			err = fmt.Errorf("commit: %w", err)
+		}
+		o.done <- err
+		return
+	}
+	var broken error
+	for i, o := range batch {
+		if broken != nil {
+			results[i] = broken
+			continue
+		}
+		if err := o.ctx.Err(); err != nil {
+			results[i] = err
+			continue
+		}
+		results[i], broken = runOp(x, o.fn)
+	}
+	if broken != nil {
+		// SQLite rolled the whole transaction back (I/O error, disk full):
+		// nothing of the batch is applied.
+		tx.Rollback()
+		for i := range results {
+			if results[i] == nil {
+				results[i] = fmt.Errorf("write transaction aborted: %w", broken)
+			}
+		}
+	} else if err := tx.Commit(); err != nil {
+		for i := range results {
+			if results[i] == nil {
+				results[i] = fmt.Errorf("commit: %w", err)
+			}
+		}
+	}
+	for i, o := range batch {
+		o.done <- results[i]
+	}
+}
+
+// runOp runs fn in a savepoint, undoing only fn's writes if it fails or
+// panics. broken is set when the savepoint cannot be released: SQLite has
+// already rolled back the enclosing transaction.
+func runOp(tx *wtx, fn func(tx *wtx) error) (err, broken error) {
+	if _, err := tx.Exec(`SAVEPOINT op`); err != nil {
+		return err, err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("host store: internal error: %v", p)
+		}
+		if err != nil {
+			tx.Exec(`ROLLBACK TO op`)
+		}
+		if _, rerr := tx.Exec(`RELEASE op`); rerr != nil {
+			broken = rerr
+			if err == nil {
+				err = rerr
+			}
+		}
+	}()
+	return fn(tx), nil
+}
+
+// runAlone runs fn, turning a panic into an error.
+func runAlone(tx *wtx, fn func(tx *wtx) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("host store: internal error: %v", p)
+		}
+	}()
+	return fn(tx)
+}

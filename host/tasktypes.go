@@ -1,0 +1,79 @@
+package host
+
+import "context"
+
+// TaskTypes maps a task_type to the node that serves it. Routes come from
+// installed pack manifests (fed by the caller at install, uninstall or
+// start-up) and from operator overrides; an override always wins. Both are
+// stored, so every process sharing the database resolves the same way.
+type TaskTypes interface {
+	// SetPackTaskTypes replaces every manifest route of pack with routes
+	// (nil removes them, e.g. at uninstall). Unchanged routes are a no-op;
+	// a change appends task_types_updated.
+	SetPackTaskTypes(ctx context.Context, pack string, routes []TaskTypeRoute) error
+	// SetTaskTypeOverride makes route win for its task type (event
+	// task_type_override_set).
+	SetTaskTypeOverride(ctx context.Context, route TaskTypeRoute) error
+	// RemoveTaskTypeOverride drops an override (event
+	// task_type_override_removed); ErrNotFound if there was none.
+	RemoveTaskTypeOverride(ctx context.Context, taskType string) error
+	// Resolve returns the route for a task type: the override if any, else
+	// the one manifest route. No route: ErrNotFound. Several packs serve it
+	// and no override chooses: ErrConflict naming them.
+	Resolve(ctx context.Context, taskType string) (TaskTypeRoute, error)
+	// ListTaskTypes returns every route, overrides and manifest routes, by
+	// task type.
+	ListTaskTypes(ctx context.Context) ([]TaskTypeRoute, error)
+}
+
+// Route origins.
+const (
+	OriginManifest = "manifest"
+	OriginOperator = "operator"
+)
+
+// SuccessPolicy is TaskTypeSpec.success_policy.
+type SuccessPolicy struct {
+	RequireArtifacts         bool `json:"require_artifacts,omitempty"`
+	RequireAdapterAudit      bool `json:"require_adapter_audit,omitempty"`
+	VerifyClaimedFileChanges bool `json:"verify_claimed_file_changes,omitempty"`
+}
+
+// TaskTypeSpec is the task type registry entry of the schema (§13). The
+// store keeps it with the route and hands it back; it does not act on it.
+type TaskTypeSpec struct {
+	TaskType         string         `json:"task_type"`
+	PayloadSchemaID  string         `json:"payload_schema_id,omitempty"`
+	DefaultProfileID string         `json:"default_profile_id,omitempty"`
+	DefaultAdapterID string         `json:"default_adapter_id,omitempty"`
+	DefaultModel     string         `json:"default_model,omitempty"`
+	AllowedSkillIDs  []string       `json:"allowed_skill_ids,omitempty"`
+	ArtifactRoles    []string       `json:"artifact_roles,omitempty"`
+	SuccessPolicy    *SuccessPolicy `json:"success_policy,omitempty"`
+}
+
+// TaskTypeRoute says which node runs a task type.
+type TaskTypeRoute struct {
+	TaskTypeSpec
+	// Pack is a pack reference as the registry resolves it: a name (the
+	// newest installed version) or name@version.
+	Pack string `json:"pack"`
+	// Node is the typeId of the node.
+	Node string `json:"node"`
+	// Origin is OriginManifest or OriginOperator (set by the store).
+	Origin string `json:"origin"`
+}
+
+// CheckRoute validates a route's names.
+func CheckRoute(op string, r *TaskTypeRoute) error {
+	probe := TaskIntent{TaskType: r.TaskType, Source: "x", Payload: []byte("{}")}
+	if err := ValidateIntent(&probe); err != nil {
+		e := err.(*Error)
+		e.Op = op
+		return e
+	}
+	if err := checkName(op, "pack", r.Pack, maxShortText, false); err != nil {
+		return err
+	}
+	return checkName(op, "node", r.Node, maxShortText, false)
+}
