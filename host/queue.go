@@ -249,15 +249,19 @@ type TaskRecord struct {
 	CancelRequested bool   `json:"cancel_requested,omitempty"`
 }
 
-// FinishInput settles a running task. The attempt must have been recorded
-// (Evidence.RecordAttempt) for this task with Attempt == the task's
-// attempt_count; an older attempt is refused as stale (ErrConflict).
+// FinishInput settles a running task. AttemptID names the attempt, which
+// must have been recorded (Evidence.RecordAttempt) for this task with
+// Attempt == the task's attempt_count; an older attempt is refused as stale
+// (ErrConflict). AttemptID may be empty to settle a task whose node could
+// not even be started (unknown task type, pack not installed, module
+// refused): such a task can fail, block or be canceled, never complete.
 //
 // The status is decided in this order:
 //   - cancel requested, or machine_status "canceled" → operator_canceled;
-//   - machine_status "ok" and the evidence present (every required
-//     artifact, every outcome.artifact_paths entry, and what the other
-//     evidence_requirements ask for, stored for this attempt) → completed;
+//   - machine_status "ok" and the evidence present (a recorded attempt;
+//     every required artifact, every outcome.artifact_paths entry and what
+//     the other evidence_requirements ask for, stored for this attempt)
+//     → completed;
 //   - machine_status "blocked" → blocked;
 //   - retryable (machine_status "needs_retry", or "ok" with evidence
 //     missing, or RetryClass "retryable"; never with RetryClass
@@ -268,8 +272,15 @@ type TaskRecord struct {
 // FollowUps (the intents the skill enqueued during the attempt) are staged:
 // recorded in the task_attempt_finished event whatever happens, and
 // enqueued (source "task:<id>", event task_enqueued) in the same
-// transaction only when the task completes. Outcome.FollowUpTasks are
+// transaction only when the task completes. If the attempt staged more than
+// MaxFollowUps, more than MaxFollowUpBytes of payload, or an invalid
+// intent, none is applied and the task becomes permanent_failure (the
+// guest's doing must not leave a task running). Outcome.FollowUpTasks are
 // recorded with the outcome but never applied.
+//
+// Finish fails only for the caller's mistakes (unknown or not running task,
+// unrecorded or stale attempt, unknown machine_status or retry_class); the
+// task is then unchanged.
 type FinishInput struct {
 	AttemptID  string
 	Outcome    TaskOutcome

@@ -217,7 +217,7 @@ func TestConcurrentInvocations(t *testing.T) {
 func TestInvokeErrors(t *testing.T) {
 	r := newTestRuntime(t, NewConfig())
 	m := loadProbe(t, r, LoadOptions{})
-	if _, err := m.Invoke(context.Background(), Invocation{}); err == nil || !strings.Contains(err.Error(), "9 nodes") {
+	if _, err := m.Invoke(context.Background(), Invocation{}); err == nil || !strings.Contains(err.Error(), "11 nodes") {
 		t.Fatalf("no typeId on a multi-node module: %v", err)
 	}
 	if _, err := m.Invoke(context.Background(), Invocation{Node: "nope"}); err == nil || !strings.Contains(err.Error(), `"nope" is not a node of local.probe`) {
@@ -241,7 +241,7 @@ func TestModuleInfo(t *testing.T) {
 	r := newTestRuntime(t, NewConfig())
 	m := loadProbe(t, r, LoadOptions{Limits: Limits{MemoryBytes: 8 << 40}})
 	info := m.Info()
-	if info.PackName != "local.probe" || len(info.Nodes) != 9 || info.ABIVersion != 1 || !info.Reactor {
+	if info.PackName != "local.probe" || len(info.Nodes) != 11 || info.ABIVersion != 1 || !info.Reactor {
 		t.Fatalf("info %+v", info)
 	}
 	if info.Limits.MemoryBytes != MaxLimits.MemoryBytes {

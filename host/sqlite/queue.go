@@ -216,8 +216,10 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 	if err := host.CheckID(op, "task_id", taskID); err != nil {
 		return nil, err
 	}
-	if err := host.CheckID(op, "attempt_id", in.AttemptID); err != nil {
-		return nil, err
+	if in.AttemptID != "" {
+		if err := host.CheckID(op, "attempt_id", in.AttemptID); err != nil {
+			return nil, err
+		}
 	}
 	ms := in.Outcome.MachineStatus
 	switch ms {
@@ -232,30 +234,10 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 	if rc != host.RetryNone && rc != host.RetryRetryable && rc != host.RetryPermanent {
 		return nil, host.Invalid(op, "retry_class", "must be none, retryable or permanent")
 	}
-	if len(in.FollowUps) > host.MaxFollowUps {
-		return nil, host.Errorf(op, taskID, host.ErrTooLarge, "%d follow-up tasks; the limit is %d", len(in.FollowUps), host.MaxFollowUps)
-	}
 	// Follow-ups are attributed to their parent whatever source the skill
-	// claimed.
-	followUps := make([]host.TaskIntent, len(in.FollowUps))
-	size := 0
-	for i, fu := range in.FollowUps {
-		fu.Source = "task:" + taskID
-		if err := host.ValidateIntent(&fu); err != nil {
-			var he *host.Error
-			if errors.As(err, &he) {
-				c := *he
-				c.Op, c.Field = op, fmt.Sprintf("follow_ups[%d].%s", i, he.Field)
-				return nil, &c
-			}
-			return nil, err
-		}
-		size += len(fu.Payload)
-		followUps[i] = fu
-	}
-	if size > host.MaxFollowUpBytes {
-		return nil, host.Errorf(op, taskID, host.ErrTooLarge, "follow-up payloads total %d bytes; the limit is %d", size, host.MaxFollowUpBytes)
-	}
+	// claimed. Staging them is the guest's doing, so a problem with them
+	// fails the task instead of refusing to settle it.
+	followUps, refused := stageFollowUps(taskID, in.FollowUps)
 
 	var out *host.TaskRecord
 	err := s.w.do(ctx, func(tx *wtx) error {
@@ -267,25 +249,35 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 		if t.Status != host.TaskRunning {
 			return host.Errorf(op, taskID, host.ErrConflict, "task is %s, not running", t.Status)
 		}
-		var attTask string
-		var attNum int
-		err = tx.QueryRow(`SELECT task_id, attempt FROM task_attempts WHERE attempt_id = ?`, in.AttemptID).Scan(&attTask, &attNum)
-		if errors.Is(err, sql.ErrNoRows) {
-			return host.Invalid(op, "attempt_id", "no attempt %s is recorded; record the attempt before finishing the task", in.AttemptID)
-		}
-		if err != nil {
-			return err
-		}
-		if attTask != taskID {
-			return host.Invalid(op, "attempt_id", "attempt %s was not recorded for task %s", in.AttemptID, taskID)
-		}
-		if attNum != t.AttemptCount {
-			return host.Errorf(op, taskID, host.ErrConflict, "attempt %s is attempt %d but the task is on attempt %d (a stale runner?)", in.AttemptID, attNum, t.AttemptCount)
+		if in.AttemptID != "" {
+			var attTask string
+			var attNum int
+			err = tx.QueryRow(`SELECT task_id, attempt FROM task_attempts WHERE attempt_id = ?`, in.AttemptID).Scan(&attTask, &attNum)
+			if errors.Is(err, sql.ErrNoRows) {
+				return host.Invalid(op, "attempt_id", "no attempt %s is recorded; record the attempt before finishing the task", in.AttemptID)
+			}
+			if err != nil {
+				return err
+			}
+			if attTask != taskID {
+				return host.Invalid(op, "attempt_id", "attempt %s was not recorded for task %s", in.AttemptID, taskID)
+			}
+			if attNum != t.AttemptCount {
+				return host.Errorf(op, taskID, host.ErrConflict, "attempt %s is attempt %d but the task is on attempt %d (a stale runner?)", in.AttemptID, attNum, t.AttemptCount)
+			}
 		}
 
 		canceled := t.CancelRequested || ms == host.MachineCanceled
 		var missing []string
-		if ms == host.MachineOK && !canceled {
+		switch {
+		case canceled:
+		case refused != "":
+			ms, rc = host.MachineFailed, host.RetryPermanent
+			in.Error = strings.TrimPrefix(in.Error+"; "+refused, "; ")
+		case ms != host.MachineOK:
+		case in.AttemptID == "":
+			missing = []string{"recorded attempt"}
+		default:
 			if missing, err = missingEvidence(tx, t, in); err != nil {
 				return err
 			}
@@ -309,7 +301,7 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			lastErr = strings.TrimPrefix(lastErr+"; missing evidence: "+strings.Join(missing, ", "), "; ")
 		}
 		outcome := in.Outcome
-		outcome.Status = status
+		outcome.Status, outcome.MachineStatus = status, ms
 		outJSON, err := json.Marshal(outcome)
 		if err != nil {
 			return err
@@ -347,9 +339,12 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			}
 		}
 		data := map[string]any{"attempt": t.AttemptCount, "status": status, "machine_status": ms, "retry_class": rc,
-			"follow_ups_staged": len(followUps), "follow_ups_applied": applied}
+			"follow_ups_staged": len(in.FollowUps), "follow_ups_applied": applied}
 		if len(followUps) > 0 {
 			data["follow_ups"] = followUps
+		}
+		if refused != "" {
+			data["follow_ups_refused"] = refused
 		}
 		if len(missing) > 0 {
 			data["missing_evidence"] = missing
@@ -373,6 +368,31 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 		return nil, host.Wrap(op, taskID, err)
 	}
 	return out, nil
+}
+
+// stageFollowUps validates the follow-ups of an attempt. If there are too
+// many, or one is invalid, none is kept and refused says why.
+func stageFollowUps(taskID string, in []host.TaskIntent) (followUps []host.TaskIntent, refused string) {
+	if len(in) > host.MaxFollowUps {
+		return nil, fmt.Sprintf("the attempt staged %d follow-up tasks; the limit is %d", len(in), host.MaxFollowUps)
+	}
+	size := 0
+	for i, fu := range in {
+		fu.Source = "task:" + taskID
+		if err := host.ValidateIntent(&fu); err != nil {
+			var he *host.Error
+			if errors.As(err, &he) {
+				return nil, fmt.Sprintf("follow-up %d: %s: %v", i, he.Field, he.Err)
+			}
+			return nil, fmt.Sprintf("follow-up %d: %v", i, err)
+		}
+		size += len(fu.Payload)
+		followUps = append(followUps, fu)
+	}
+	if size > host.MaxFollowUpBytes {
+		return nil, fmt.Sprintf("the attempt staged follow-up payloads of %d bytes; the limit is %d", size, host.MaxFollowUpBytes)
+	}
+	return followUps, ""
 }
 
 // missingEvidence lists what the task's evidence requirements and the

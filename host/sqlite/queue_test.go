@@ -310,13 +310,10 @@ func TestFinishRefusals(t *testing.T) {
 		in   host.FinishInput
 		kind error
 	}{
-		{"no attempt id", host.FinishInput{Outcome: okOutcome()}, host.ErrValidation},
 		{"unrecorded attempt", host.FinishInput{AttemptID: "att-nope", Outcome: okOutcome()}, host.ErrValidation},
 		{"another task's attempt", host.FinishInput{AttemptID: stranger.AttemptID, Outcome: okOutcome()}, host.ErrValidation},
 		{"bad machine status", host.FinishInput{AttemptID: other.AttemptID, Outcome: host.TaskOutcome{MachineStatus: "great"}}, host.ErrValidation},
 		{"bad retry class", host.FinishInput{AttemptID: other.AttemptID, Outcome: okOutcome(), RetryClass: "x"}, host.ErrValidation},
-		{"invalid follow-up", host.FinishInput{AttemptID: other.AttemptID, Outcome: okOutcome(), FollowUps: []host.TaskIntent{{TaskType: "x"}}}, host.ErrValidation},
-		{"too many follow-ups", host.FinishInput{AttemptID: other.AttemptID, Outcome: okOutcome(), FollowUps: make([]host.TaskIntent, host.MaxFollowUps+1)}, host.ErrTooLarge},
 		{"unknown task", host.FinishInput{AttemptID: other.AttemptID, Outcome: okOutcome()}, host.ErrNotFound},
 	}
 	for _, tt := range tests {
@@ -349,6 +346,40 @@ func TestFinishRefusals(t *testing.T) {
 	// A completed task can be finished no more.
 	_, err = f.Finish(ctx, task2.TaskID, host.FinishInput{AttemptID: other.AttemptID, Outcome: okOutcome()})
 	wantErr(t, err, host.ErrConflict)
+}
+
+// A task whose node never ran is settled without an attempt; it can fail
+// but never complete.
+func TestFinishWithoutAttempt(t *testing.T) {
+	tests := []struct {
+		name string
+		in   host.FinishInput
+		want host.TaskStatus
+	}{
+		{"permanent", host.FinishInput{Outcome: host.TaskOutcome{MachineStatus: host.MachineFailed}, RetryClass: host.RetryPermanent, Error: "unknown task type"}, host.TaskPermanentFailure},
+		{"retryable", host.FinishInput{Outcome: host.TaskOutcome{MachineStatus: host.MachineNeedsRetry}, RetryClass: host.RetryRetryable, Error: "busy"}, host.TaskRetryableFailure},
+		{"ok without evidence", host.FinishInput{Outcome: okOutcome(), FollowUps: []host.TaskIntent{intent("child", nil)}}, host.TaskRetryableFailure},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, Options{})
+			mustEnqueue(t, f.Store, intent("demo", nil), host.EnqueueOptions{})
+			task := mustClaim(t, f.Store, f.clock.Now())
+			rec, err := f.Finish(ctx, task.TaskID, tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Status != tt.want {
+				t.Fatalf("status %s (%s), want %s", rec.Status, rec.LastError, tt.want)
+			}
+			if all, _ := f.ListTasks(ctx, host.TaskFilter{}); len(all) != 1 {
+				t.Fatal("follow-ups applied without an attempt")
+			}
+			if tt.name == "ok without evidence" && rec.LastError != "missing evidence: recorded attempt" {
+				t.Fatal(rec.LastError)
+			}
+		})
+	}
 }
 
 func TestFollowUps(t *testing.T) {
@@ -417,6 +448,39 @@ func TestFollowUps(t *testing.T) {
 			json.Unmarshal(evs[0].Data, &d)
 			if len(d.FollowUps) != 2 || d.FollowUps[0].Source != "task:"+parent.TaskID || (len(d.Applied) == 2) != tt.applied {
 				t.Fatalf("staged follow-ups in the event: %s", evs[0].Data)
+			}
+		})
+	}
+}
+
+// Follow-ups the guest got wrong fail the task; they never leave it running.
+func TestFollowUpsRefused(t *testing.T) {
+	many := make([]host.TaskIntent, host.MaxFollowUps+1)
+	for i := range many {
+		many[i] = intent("child", nil)
+	}
+	huge := intent("child", nil)
+	huge.Payload = json.RawMessage(`{"x":"` + strings.Repeat("a", host.MaxPayloadBytes-10) + `"}`)
+	tests := []struct {
+		name      string
+		followUps []host.TaskIntent
+		lastError string
+	}{
+		{"invalid", []host.TaskIntent{intent("ok", nil), {TaskType: "x"}}, "follow-up 1: payload: must be a JSON object"},
+		{"too many", many, "the attempt staged 101 follow-up tasks; the limit is 100"},
+		{"too large", []host.TaskIntent{huge, huge, huge, huge, huge}, "the attempt staged follow-up payloads of 5242870 bytes; the limit is 4194304"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, Options{})
+			mustEnqueue(t, f.Store, intent("demo", nil), host.EnqueueOptions{})
+			task := mustClaim(t, f.Store, f.clock.Now())
+			rec := finishWith(t, f, task, host.FinishInput{Outcome: okOutcome(), FollowUps: tt.followUps})
+			if rec.Status != host.TaskPermanentFailure || rec.LastError != tt.lastError || rec.Outcome.MachineStatus != host.MachineFailed {
+				t.Fatalf("%s %q", rec.Status, rec.LastError)
+			}
+			if all, _ := f.ListTasks(ctx, host.TaskFilter{}); len(all) != 1 {
+				t.Fatal("follow-ups applied")
 			}
 		})
 	}

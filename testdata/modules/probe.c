@@ -24,9 +24,10 @@ HOST(memory_put) int32_t h_memory_put(const char *req, int32_t n, uint32_t *out)
 HOST(memory_get) int32_t h_memory_get(const char *req, int32_t n, uint32_t *out);
 HOST(adapter_invoke) int32_t h_adapter_invoke(const char *req, int32_t n, uint32_t *out);
 HOST(config_get) int32_t h_config_get(const char *req, int32_t n, uint32_t *out);
+HOST(queue_enqueue) int32_t h_queue_enqueue(const char *req, int32_t n, uint32_t *out);
 
 static const char *nodes[] = {"probe.random", "probe.now", "probe.state", "probe.counter",
-                              "probe.wasi", "probe.log", "probe.interrupt2", "probe.echo", "probe.host"};
+                              "probe.wasi", "probe.log", "probe.interrupt2", "probe.echo", "probe.host", "probe.secret", "probe.followup"};
 #define NODES (int32_t)(sizeof(nodes) / sizeof(nodes[0]))
 
 static uint64_t pack(const void *p, uint32_t n) { return ((uint64_t)n << 32) | (uint32_t)(uintptr_t)p; }
@@ -119,6 +120,21 @@ EXPORT(openwop_node_invoke) uint64_t node_invoke(int32_t node, const char *req, 
     return done(snprintf(out, sizeof out,
                          "{\"outcome\":\"completed\",\"output\":{\"put\":%d,\"get\":%d,\"got\":%.*s,\"adapter\":%d,\"adapterOut\":%.*s,\"config\":%d,\"configLen\":%u}}",
                          s1, s2, (int)(o2[1] ? o2[1] : 4), g, s3, (int)(o3[1] ? o3[1] : 4), a, s4, o4[1]));
+  }
+  case 9: { // read a secret, log it and return it: evidence must redact it
+    static const char get[] = "{\"namespace\":\"ns\",\"key\":\"token\"}";
+    uint32_t o[2] = {0, 0};
+    int32_t st = h_memory_get(get, sizeof get - 1, o);
+    const char *v = o[1] ? (const char *)(uintptr_t)o[0] : "null";
+    ow_log(2, v, o[1] ? (int32_t)o[1] : 4);
+    return done(snprintf(out, sizeof out, "{\"outcome\":\"completed\",\"output\":{\"status\":%d,\"got\":%.*s}}",
+                         st, (int)(o[1] ? o[1] : 4), v));
+  }
+  case 10: { // stage a follow-up task
+    static const char intent[] = "{\"task_type\":\"probe.next\",\"payload\":{\"from\":\"probe\"}}";
+    uint32_t o[2] = {0, 0};
+    int32_t st = h_queue_enqueue(intent, sizeof intent - 1, o);
+    return done(snprintf(out, sizeof out, "{\"outcome\":\"completed\",\"output\":{\"status\":%d}}", st));
   }
   case 7: // echo the whole request envelope
     return done(snprintf(out, sizeof out, "{\"outcome\":\"completed\",\"output\":%.*s}", (int)req_len, req));
