@@ -107,7 +107,8 @@ func (a *app) rootCommand() *cobra.Command {
 with memory and time limits and a versioned host ABI (openwop RFC 0008 + packrun:host/v1).
 
 Exit codes: 0 completed, 2 failed (including traps), 3 suspended, 4 limit breached,
-5 refused at load, 64 usage error, 1 anything else.`,
+5 refused (module, pack, signature, trust), 6 replay diverged, 64 usage error,
+1 anything else.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -120,7 +121,8 @@ Exit codes: 0 completed, 2 failed (including traps), 3 suspended, 4 limit breach
 	root.AddCommand(a.invokeCommand(), a.inspectCommand(), a.versionCommand(),
 		a.keysCommand(), a.packCommand(), a.signCommand(), a.verifyCommand(), a.trustCommand(),
 		a.installCommand(), a.listCommand(), a.uninstallCommand(), a.exportCommand(),
-		a.serveCommand(), a.tasksCommand(), a.attemptsCommand(), a.evidenceCommand(), a.memoryCommand())
+		a.serveCommand(), a.tasksCommand(), a.attemptsCommand(), a.evidenceCommand(), a.memoryCommand(),
+		a.replayCommand(), a.traceCommand())
 	return root
 }
 

@@ -202,6 +202,7 @@ func (a *app) invoke(cmd *cobra.Command, path, node string, f invokeFlags) error
 		if lerr != nil {
 			return a.refused(lerr, f.json)
 		}
+		a.rememberModule(wasm, m.Info().SHA256)
 		defer m.Close(ctx)
 		att, res, err = env.dispatcher.InvokeModule(ctx, m, inv)
 	case strings.HasSuffix(path, ".pack") || strings.HasSuffix(path, ".tgz"):

@@ -273,6 +273,12 @@ func TestCloseLosesNothing(t *testing.T) {
 	}
 	_, err = s.Enqueue(ctx, intent("late", nil), host.EnqueueOptions{})
 	wantErr(t, err, host.ErrClosed)
+	if _, err := s.Get(ctx, host.Scope{Tenant: "t", Namespace: "n"}, "k"); err == nil {
+		t.Fatal("read after Close")
+	}
+	if _, err := s.Task(ctx, "x"); err == nil {
+		t.Fatal("read after Close")
+	}
 
 	s2, err := Open(ctx, path, Options{})
 	if err != nil {

@@ -29,7 +29,7 @@ func (s *Store) Get(ctx context.Context, sc host.Scope, key string) (*host.Entry
 	var secret bool
 	var expires sql.NullString
 	var updated string
-	err := s.db.QueryRowContext(ctx, `SELECT value, secret, expires_at, updated_at FROM memory_entries
+	err := s.queryRow(ctx, `SELECT value, secret, expires_at, updated_at FROM memory_entries
 		WHERE tenant = ? AND namespace = ? AND key = ? AND (expires_at IS NULL OR expires_at > ?)`,
 		sc.Tenant, sc.Namespace, key, ts(s.now())).Scan(&value, &secret, &expires, &updated)
 	if errors.Is(err, sql.ErrNoRows) {

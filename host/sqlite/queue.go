@@ -135,7 +135,10 @@ func (q txq) QueryRowContext(_ context.Context, query string, args ...any) *sql.
 
 // Task implements host.Queue.
 func (s *Store) Task(ctx context.Context, taskID string) (*host.TaskRecord, error) {
-	t, err := s.loadTask(s.db, ctx, "get task", taskID)
+	t, err := scanTask(s.queryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE task_id = ?`, taskID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, host.Errorf("get task", taskID, host.ErrNotFound, "")
+	}
 	return t, host.Wrap("get task", taskID, err)
 }
 
@@ -175,7 +178,8 @@ func (s *Store) ListTasks(ctx context.Context, f host.TaskFilter) ([]*host.TaskR
 	return out, host.Wrap(op, "", rows.Err())
 }
 
-// Claim implements host.Queue. The choice and the update are one UPDATE
+// Claim implements host.Queue; a zero now means the store's clock. The
+// choice and the update are one UPDATE
 // statement inside the writer's BEGIN IMMEDIATE transaction, so two
 // processes can never both move the same task to running.
 func (s *Store) Claim(ctx context.Context, runnerID string, now time.Time) (*host.TaskRecord, error) {

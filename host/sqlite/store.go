@@ -133,6 +133,15 @@ func (s *Store) Close() error {
 
 func (s *Store) now() time.Time { return s.opts.Now().UTC() }
 
+// queryRow runs a read on the pool with a cached prepared statement.
+func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	st, err := s.w.cache.get(query)
+	if err != nil {
+		return s.db.QueryRowContext(ctx, query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
 // ts formats a time for storage.
 func ts(t time.Time) string { return host.FormatTime(t) }
 

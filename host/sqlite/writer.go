@@ -61,8 +61,8 @@ func (x *wtx) Query(query string, args ...any) (*sql.Rows, error) {
 	return x.tx.Query(query, args...)
 }
 
-// stmtCache holds the writer's prepared statements by query text. The
-// writer's queries are constants, so it stays small.
+// stmtCache holds prepared statements by query text: the writer's, and
+// those of the hottest reads. All are constants, so it stays small.
 type stmtCache struct {
 	db *sql.DB
 	mu sync.Mutex
@@ -72,6 +72,9 @@ type stmtCache struct {
 func (c *stmtCache) get(query string) (*sql.Stmt, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.m == nil {
+		return nil, host.ErrClosed
+	}
 	if st, ok := c.m[query]; ok {
 		return st, nil
 	}

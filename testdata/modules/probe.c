@@ -63,6 +63,9 @@ EXPORT(openwop_node_invoke) uint64_t node_invoke(int32_t node, const char *req, 
   case 1:
     return done(snprintf(out, sizeof out, "{\"outcome\":\"completed\",\"output\":{\"nowMs\":%lld}}", (long long)ow_now_ms()));
   case 2: { // variables and channels
+#ifdef PROBE_V2
+    ow_channel_write("c", 1, "0", 1); // version 2 writes the channel first: replay must diverge
+#endif
     uint64_t before = ow_variable_get("k", 1);
     int32_t s1 = ow_variable_set("k", 1, "{\"v\":42}", 8);
     int32_t bad = ow_variable_set("k", 1, "{oops", 5);

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// probeHome installs the probe module as local.probe (with memory, adapters
+// and config granted) and an "echo" script adapter that leaves a marker file
+// each time it runs.
+func probeHome(t *testing.T) (h homeCLI, marker string) {
+	t.Helper()
+	return probeHomeWith(t, "probe.wasm", "1.0.0", nil)
+}
+
+func probeHomeWith(t *testing.T, module, version string, h0 *homeCLI) (h homeCLI, marker string) {
+	t.Helper()
+	dir := t.TempDir()
+	h = homeCLI{t, filepath.Join(dir, "home")}
+	if h0 != nil {
+		h = *h0
+	}
+	wasm, err := os.ReadFile("../../testdata/modules/" + module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "src")
+	os.MkdirAll(src, 0o755)
+	sum := sha256.Sum256(wasm)
+	os.WriteFile(filepath.Join(src, "probe.wasm"), wasm, 0o644)
+	os.WriteFile(filepath.Join(src, "pack.json"), []byte(fmt.Sprintf(`{"name":"local.probe","version":%q,
+		"runtime":{"language":"wasm","abi":{"version":1,"minor":0},"modules":[{"path":"probe.wasm","sha256":%q}]},
+		"nodes":[{"typeId":"probe.host","kind":"node"},{"typeId":"probe.random","kind":"node"},{"typeId":"probe.now","kind":"node"},
+		         {"typeId":"probe.state","kind":"node"},{"typeId":"probe.log","kind":"node"},{"typeId":"probe.interrupt2","kind":"node"}],
+		"grants":{"services":["memory","adapters","config"],"adapters":["echo"],"memoryNamespaces":["ns"]}}`, version, hex.EncodeToString(sum[:]))), 0o644)
+	marker = filepath.Join(dir, "adapter-ran")
+	script := filepath.Join(dir, "echo.sh")
+	os.WriteFile(script, []byte("#!/bin/sh\ntouch "+marker+"\ncat\n"), 0o755)
+	os.MkdirAll(h.home, 0o755)
+	os.WriteFile(filepath.Join(h.home, "adapters.json"), []byte(fmt.Sprintf(`{"adapters":[{"adapter_id":"echo","kind":"script","command":%q,"timeout_ms":5000,"env":{"PATH":"/usr/bin:/bin"}}]}`, script)), 0o644)
+	key := filepath.Join(dir, "k")
+	h.ok("keys", "generate", "--out", key)
+	h.ok("pack", src, "-o", filepath.Join(dir, "probe.pack"))
+	h.ok("sign", filepath.Join(dir, "probe.pack"), "--key", key+".key")
+	h.ok("trust", "add-key", "k"+version, key+".pub", "--namespace", "local.*")
+	h.ok("install", filepath.Join(dir, "probe.pack"))
+	return h, marker
+}
+
+func attemptID(t *testing.T, h homeCLI, args ...string) string {
+	t.Helper()
+	code, out, errs := h.run(append(args, "--json")...)
+	if code != 0 && code != 3 {
+		t.Fatalf("%v: exit %d %s", args, code, errs)
+	}
+	var v struct{ AttemptID string }
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v.AttemptID == "" {
+		t.Fatalf("%v: %v %s", args, err, out)
+	}
+	return v.AttemptID
+}
+
+func TestReplayRecordedAttempts(t *testing.T) {
+	h, marker := probeHome(t)
+	ids := []string{
+		attemptID(t, h, "invoke", "local.probe", "probe.host"),
+		attemptID(t, h, "invoke", "local.probe", "probe.random", "--run-id", "r1"),
+		attemptID(t, h, "invoke", "local.probe", "probe.now"),
+		attemptID(t, h, "invoke", "local.probe", "probe.state"),
+		attemptID(t, h, "invoke", "local.probe", "probe.interrupt2"),
+		attemptID(t, h, "invoke", "local.probe", "probe.interrupt2", "--resume", `"a"`, "--resume", `{"b":2}`),
+		attemptID(t, h, "invoke", "../../examples/hello-go/hello.wasm", "--input", `{"name":"go"}`),
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal("the adapter did not run while recording")
+	}
+	os.Remove(marker)
+	for _, id := range ids {
+		if out := h.ok("replay", id); !strings.HasPrefix(out, "identical") {
+			t.Fatalf("replay %s: %s", id, out)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("replay reached the adapter")
+	}
+	var sum struct{ Identical, Diverged, CouldNotRun int }
+	code, out, _ := h.run("replay", "--all", "--json")
+	if json.Unmarshal([]byte(out), &sum); code != 0 || sum.Identical != len(ids) || sum.Diverged != 0 || sum.CouldNotRun != 0 {
+		t.Fatalf("replay --all: exit %d %s", code, out)
+	}
+	// Nothing was added to the evidence by replaying.
+	var atts []any
+	json.Unmarshal([]byte(h.ok("attempts", "list", "--json")), &atts)
+	if len(atts) != len(ids) {
+		t.Fatalf("%d attempts after replays, want %d", len(atts), len(ids))
+	}
+}
+
+func TestReplayDivergesAgainstAnotherVersion(t *testing.T) {
+	h, _ := probeHome(t)
+	id := attemptID(t, h, "invoke", "local.probe", "probe.state")
+	dir := t.TempDir()
+	code, out, _ := h.run("replay", id, "--pack", "local.probe@1.0.0")
+	if code != 0 {
+		t.Fatalf("same version: exit %d %s", code, out)
+	}
+	// Version 2 makes its host calls in another order.
+	probeHomeWith(t, "probe-v2.wasm", "2.0.0", &h)
+	code, out, _ = h.run("replay", id, "--pack", "local.probe@2.0.0")
+	if code != 6 || !strings.Contains(out, "diverged") || !strings.Contains(out, "at host call 0") ||
+		!strings.Contains(out, "expected: openwop.openwop_variable_get") || !strings.Contains(out, "got:      openwop.openwop_channel_write") {
+		t.Fatalf("other version: exit %d %s", code, out)
+	}
+	code, out, _ = h.run("replay", "--all", "--against", "local.probe@2.0.0", "--json")
+	if code != 6 || !strings.Contains(out, `"diverged":1`) {
+		t.Fatalf("replay --all --against: exit %d %s", code, out)
+	}
+	// Edit the recorded trace: replay the exported file with one value changed.
+	tf := filepath.Join(dir, "t.json")
+	h.ok("trace", "export", id, "-o", tf)
+	if out := h.ok("replay", "--trace", tf); !strings.HasPrefix(out, "identical") {
+		t.Fatalf("trace file replay: %s", out)
+	}
+	b, _ := os.ReadFile(tf)
+	os.WriteFile(tf, []byte(strings.Replace(string(b), `"probe.state"`, `"probe.log"`, 1)), 0o644)
+	if code, _, errs := h.run("replay", "--trace", tf); code != 5 || !strings.Contains(errs, "digest mismatch") {
+		t.Fatalf("tampered trace: exit %d %s", code, errs)
+	}
+	os.WriteFile(tf, []byte(`{"format":"packrun-trace/v1"`), 0o644)
+	if code, _, errs := h.run("replay", "--trace", tf); code != 5 || !strings.Contains(errs, "invalid trace") {
+		t.Fatalf("malformed trace: exit %d %s", code, errs)
+	}
+}
+
+// TestReplayAfterInterleavedInvocations: 100 invocations running
+// concurrently each replay identically (fresh state per invocation).
+func TestReplayAfterInterleavedInvocations(t *testing.T) {
+	h, _ := probeHome(t)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var ids []string
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 25; i++ {
+				node := []string{"probe.random", "probe.now", "probe.state", "probe.host"}[(g+i)%4]
+				id := attemptID(t, h, "invoke", "local.probe", node, "--run-id", fmt.Sprintf("g%d-%d", g, i))
+				mu.Lock()
+				ids = append(ids, id)
+				mu.Unlock()
+			}
+		}(g)
+	}
+	wg.Wait()
+	var sum struct{ Identical, Diverged, CouldNotRun int }
+	code, out, _ := h.run("replay", "--all", "--json")
+	if json.Unmarshal([]byte(out), &sum); code != 0 || sum.Identical != 100 {
+		t.Fatalf("replay --all of 100 interleaved: exit %d %s", code, out)
+	}
+}

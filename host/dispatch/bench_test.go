@@ -1,0 +1,162 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/host/sqlite"
+	"github.com/packrun/packrun/packs"
+	"github.com/packrun/packrun/runtime"
+)
+
+func benchPack(b *testing.B, module, name, nodes, grants string) *packs.Archive {
+	b.Helper()
+	wasm, err := os.ReadFile(module)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	sum := sha256.Sum256(wasm)
+	manifest := fmt.Sprintf(`{"name":%q,"version":"1.0.0","runtime":{"language":"wasm","abi":{"version":1,"minor":0},
+		"modules":[{"path":"m.wasm","sha256":%q}]},"nodes":[%s]%s}`, name, hex.EncodeToString(sum[:]), nodes, grants)
+	os.WriteFile(filepath.Join(dir, "pack.json"), []byte(manifest), 0o644)
+	os.WriteFile(filepath.Join(dir, "m.wasm"), wasm, 0o644)
+	raw, err := packs.Pack(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	arch, err := packs.Read(strings.NewReader(string(raw)), packs.DefaultLimits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return arch
+}
+
+func benchEnv(b *testing.B, arch *packs.Archive) (*Dispatcher, *sqlite.Store) {
+	b.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "packrun.db"), sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	rt, err := runtime.New(ctx, runtime.NewConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rt.Close(ctx) })
+	d := New(Config{Backend: st, Packs: onePackB{arch}, Runtime: rt})
+	b.Cleanup(func() { d.Close(ctx) })
+	return d, st
+}
+
+type onePackB struct{ arch *packs.Archive }
+
+func (p onePackB) Open(context.Context, string) (*packs.Archive, error) { return p.arch, nil }
+
+var helloInput = json.RawMessage(`{"name":"bench"}`)
+
+// BenchmarkAttempts: durable attempts per second of the C hello node on all
+// cores, with full evidence (attempt + trace + chained event, committed) and
+// with recording off (the same invocation straight through the runtime).
+func BenchmarkAttempts(b *testing.B) {
+	arch := benchPack(b, "../../examples/hello-c/hello.wasm", "local.hello.c", `{"typeId":"example.hello","kind":"node"}`, "")
+	for _, withEvidence := range []bool{true, false} {
+		name := "evidence"
+		if !withEvidence {
+			name = "no-evidence"
+		}
+		b.Run(name, func(b *testing.B) {
+			d, _ := benchEnv(b, arch)
+			ctx := context.Background()
+			l, err := d.load(ctx, arch, "example.hello", runtime.Limits{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			// Many attempts in flight, as a busy dispatcher has: commits
+			// are grouped, so durability is paid per batch, not per row.
+			b.SetParallelism(16)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if withEvidence {
+						if _, _, err := d.Invoke(ctx, InvokeRequest{Pack: "local.hello.c", Input: helloInput}); err != nil {
+							b.Error(err)
+							return
+						}
+					} else if _, err := l.mod.Invoke(ctx, runtime.Invocation{Input: helloInput, RunID: "r"}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "attempts/s")
+		})
+	}
+}
+
+// BenchmarkQueueRoundTrip: enqueue -> claim -> run a no-op node -> finish,
+// durable, one task at a time per worker on all cores.
+func BenchmarkQueueRoundTrip(b *testing.B) {
+	arch := benchPack(b, "../../testdata/hostile/interrupt.wasm", "local.hostile.interrupt", `{"typeId":"hostile.interrupt","kind":"skill","taskTypes":["noop"]}`, "")
+	// interrupt.wasm suspends at once: a node that does nothing but answer.
+	d, st := benchEnv(b, arch)
+	ctx := context.Background()
+	st.SetPackTaskTypes(ctx, "local.hostile.interrupt", []host.TaskTypeRoute{{TaskTypeSpec: host.TaskTypeSpec{TaskType: "noop"}, Pack: "local.hostile.interrupt", Node: "hostile.interrupt"}})
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := st.Enqueue(ctx, host.TaskIntent{TaskType: "noop", Source: "bench", Payload: json.RawMessage(`{}`)}, host.EnqueueOptions{}); err != nil {
+				b.Error(err)
+				return
+			}
+			t, err := st.Claim(ctx, "bench", time.Now())
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			d.RunTask(ctx, t)
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+}
+
+// BenchmarkGuestMemoryCall: one packrun:host/v1 memory call made by a guest
+// (the node makes 1000 per invocation), warm, through the grant checks and
+// the SQLite store.
+func BenchmarkGuestMemoryCall(b *testing.B) {
+	arch := benchPack(b, "../../testdata/bench/memloop.wasm", "local.memloop", `{"typeId":"bench.get","kind":"node"},{"typeId":"bench.put","kind":"node"}`,
+		`,"grants":{"services":["memory"],"memoryNamespaces":["ns"]}`)
+	for _, node := range []string{"bench.put", "bench.get"} {
+		b.Run(node, func(b *testing.B) {
+			d, _ := benchEnv(b, arch)
+			ctx := context.Background()
+			l, err := d.load(ctx, arch, node, runtime.Limits{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			svc := newServices(binding{backend: d.cfg.Backend, grants: arch.Manifest.Grants, tenant: "t", attemptID: "a"})
+			if _, err := l.mod.Invoke(ctx, runtime.Invocation{Node: "bench.put", Services: svc}); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				res, err := l.mod.Invoke(ctx, runtime.Invocation{Node: node, Services: svc})
+				if err != nil || res.Outcome != "completed" {
+					b.Fatalf("%v %+v", err, res)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/call")
+		})
+	}
+}

@@ -1,0 +1,73 @@
+package replay
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/host"
+)
+
+func sample(t *testing.T) []byte {
+	t.Helper()
+	tr, err := FromAttempt(&host.Attempt{
+		AttemptID: "a1", ModuleSHA256: strings.Repeat("ab", 32), Node: "n", ABIVersion: "1", RunID: "r", Attempt: 1,
+		Input: json.RawMessage(`{"x":1}`), Outcome: abi.Completed, Output: json.RawMessage(`{"y":2}`),
+		Trace: json.RawMessage(`[{"fn":"openwop.openwop_now_ms","result":"AQAAAAAAAAA="}]`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tr.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestParse(t *testing.T) {
+	good := sample(t)
+	tr, err := Parse(good)
+	if err != nil || len(tr.Calls) != 1 || tr.Calls[0].Fn != "openwop.openwop_now_ms" || len(tr.Calls[0].Result) != 8 {
+		t.Fatalf("round trip: %v %+v", err, tr)
+	}
+	edit := func(from, to string) []byte { return []byte(strings.Replace(string(good), from, to, 1)) }
+	for name, b := range map[string][]byte{
+		"edited value":    edit(`"AQAAAAAAAAA="`, `"AgAAAAAAAAA="`),
+		"edited output":   edit(`"y": 2`, `"y": 3`),
+		"other format":    edit(Format, "packrun-trace/v9"),
+		"unknown field":   edit(`"format"`, `"extra": 1, "format"`),
+		"not json":        []byte(`{"format":`),
+		"bad module hash": edit(strings.Repeat("ab", 32), "xyz"),
+		"empty":           nil,
+	} {
+		if _, err := Parse(b); !errors.Is(err, ErrInvalidTrace) {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"format":"packrun-trace/v1"}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := Parse(b); err != nil && !errors.Is(err, ErrInvalidTrace) {
+			t.Fatalf("untyped error %v", err)
+		}
+	})
+}
+
+func TestDiff(t *testing.T) {
+	for _, c := range []struct{ a, b, want string }{
+		{`{"a":{"b":[1,2]}}`, `{"a":{"b":[1,3]}}`, "at $.a.b[1] expected 2, got 3"},
+		{`{"a":1}`, `{"a":1,"c":2}`, "at $.c expected null, got 2"},
+		{`1`, `"x"`, `at $ expected 1, got "x"`},
+	} {
+		got := Diff(json.RawMessage(c.a), json.RawMessage(c.b))
+		if got != c.want {
+			t.Errorf("Diff(%s, %s) = %q, want %q", c.a, c.b, got, c.want)
+		}
+	}
+}
