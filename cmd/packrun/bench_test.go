@@ -1,6 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/packrun/packrun/host/dispatch"
+
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,4 +44,61 @@ func BenchmarkProcessInvokeInstalled(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		run("invoke", "local.hello.c", "--input", `{"name":"bench"}`)
 	}
+}
+
+// BenchmarkReplayAll10k: `packrun replay --all` over 10,000 recorded attempts
+// of the C hello node (recorded by the dispatcher before the timer).
+func BenchmarkReplayAll10k(b *testing.B) {
+	dir := b.TempDir()
+	home := filepath.Join(dir, "home")
+	var out, errb bytes.Buffer
+	cli := func(args ...string) {
+		out.Reset()
+		errb.Reset()
+		if code := run(context.Background(), append([]string{"--home", home}, args...), strings.NewReader(""), &out, &errb); code != 0 {
+			b.Fatalf("packrun %v: exit %d %s", args, code, errb.String())
+		}
+	}
+	key := filepath.Join(dir, "k")
+	pack := filepath.Join(dir, "hello.pack")
+	cli("keys", "generate", "--out", key)
+	cli("pack", "../../examples/hello-c", "-o", pack)
+	cli("sign", pack, "--key", key+".key")
+	cli("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
+	cli("install", pack)
+	a := &app{home: home, stdout: &out, stderr: &errb, logLevel: "off"}
+	if err := a.setup(); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	env, err := a.openHost(ctx, 2, 2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < 32; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < 10_000/32+1; i++ {
+				if _, _, err := env.dispatcher.Invoke(ctx, dispatch.InvokeRequest{Pack: "local.hello.c", Input: json.RawMessage(fmt.Sprintf(`{"name":"n%d-%d"}`, w, i))}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	env.Close(ctx)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cli("replay", "--all", "--json")
+	}
+	b.StopTimer()
+	var sum struct{ Identical, Diverged, CouldNotRun int }
+	json.Unmarshal(out.Bytes(), &sum)
+	if sum.Identical < 10_000 || sum.Diverged != 0 || sum.CouldNotRun != 0 {
+		b.Fatalf("summary %+v", sum)
+	}
+	b.ReportMetric(float64(sum.Identical), "attempts")
 }
