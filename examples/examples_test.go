@@ -1,4 +1,3 @@
-// Package examples holds example node packs; this test runs every one.
 package examples
 
 import (

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -174,5 +175,23 @@ func TestParseSize(t *testing.T) {
 		if _, err := parseSize(bad); err == nil {
 			t.Errorf("parseSize(%q) accepted", bad)
 		}
+	}
+}
+
+func TestDemo(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "demo")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"--home", home, "demo"}, strings.NewReader(""), &out, &errb)
+	if code != 0 {
+		t.Fatalf("demo: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"6 completed, 0 failed", "8 identical, 0 diverged", "evidence   intact", "counters/ada = 3", `summaries/last = {"words":8}`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	// Not on a home that is in use.
+	if code := run(context.Background(), []string{"--home", home, "demo"}, strings.NewReader(""), &out, &errb); code != 64 {
+		t.Fatalf("demo on a used home: exit %d", code)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,7 +149,26 @@ func (d *Dispatcher) InvokeArchive(ctx context.Context, arch *packs.Archive, req
 		runID = newID()
 	}
 	attempt := max(req.Attempt, 1)
-	att, res, _, err := d.run(ctx, l, node, runtime.Invocation{Node: node, Input: req.Input, RunID: runID, NodeID: req.NodeID, TenantID: req.Tenant, Attempt: attempt, Resume: req.Resume}, "")
+	att, res, svc, err := d.run(ctx, l, node, runtime.Invocation{Node: node, Input: req.Input, RunID: runID, NodeID: req.NodeID, TenantID: req.Tenant, Attempt: attempt, Resume: req.Resume}, "")
+	if err != nil {
+		return att, res, err
+	}
+	// Outside the queue there is no task to settle: the tasks a completed
+	// invocation enqueued (a sensor's, typically) are applied now; a
+	// failed or suspended one's are dropped.
+	if res.Outcome == abi.Completed {
+		for _, intent := range svc.staged {
+			if intent.Source == "" || strings.HasPrefix(intent.Source, "task:") {
+				intent.Source = "attempt:" + att.AttemptID
+			}
+			if _, err := d.cfg.Backend.Enqueue(ctx, intent, host.EnqueueOptions{}); err != nil {
+				return att, res, fmt.Errorf("apply follow-up task of attempt %s: %w", att.AttemptID, err)
+			}
+		}
+		if len(svc.staged) > 0 {
+			d.Wake()
+		}
+	}
 	return att, res, err
 }
 

@@ -54,7 +54,7 @@ func statusOf(err error) abi.Status {
 		return abi.StatusAccessDenied
 	case errors.Is(err, host.ErrTooLarge):
 		return abi.StatusCapabilityBreach
-	case errors.Is(err, host.ErrValidation), errors.Is(err, adapters.ErrInvalidRequest):
+	case errors.Is(err, host.ErrValidation), errors.Is(err, host.ErrConflict), errors.Is(err, adapters.ErrInvalidRequest):
 		return abi.StatusValidation
 	}
 	return abi.StatusHostError
@@ -90,7 +90,7 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 			return abi.StatusValidation, nil
 		}
 		if _, ok := fields["source"]; !ok { // a follow-up's source is its parent
-			fields["source"] = mustJSON("task:" + orDefault(s.b.taskID, "invoke:"+s.b.attemptID))
+			fields["source"] = mustJSON(orDefault(prefixed("task:", s.b.taskID), "attempt:"+s.b.attemptID))
 			req = mustJSON(fields)
 		}
 		intent, err := host.DecodeIntent(req)
@@ -98,6 +98,10 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 			return abi.StatusValidation, nil
 		}
 		s.mu.Lock()
+		if len(s.staged) >= host.MaxFollowUps {
+			s.mu.Unlock()
+			return abi.StatusCapabilityBreach, nil
+		}
 		s.staged = append(s.staged, intent)
 		n := len(s.staged)
 		s.mu.Unlock()
@@ -238,4 +242,11 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
+}
+
+func prefixed(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
 }

@@ -1,0 +1,109 @@
+// demo: the pack `packrun demo` runs. Three nodes that use the host services:
+//   demo.counter    (skill, task type demo.count)     counts calls per name in memory, with a TTL
+//   demo.sensor     (sensor, triggered directly)      turns an observation into a task
+//   demo.summarize  (skill, task type demo.summarize) asks the "wordcount" adapter, stores the result
+// Written against the raw ABI (see abi/ and examples/hello-c) so it needs no SDK.
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT(name) __attribute__((export_name(#name)))
+#define OPENWOP(name) __attribute__((import_module("openwop"), import_name(#name)))
+#define HOST(name) __attribute__((import_module("packrun:host/v1"), import_name(#name)))
+
+OPENWOP(openwop_log) void ow_log(int32_t level, const char *p, int32_t n);
+HOST(memory_get) int32_t memory_get(const char *req, int32_t n, uint32_t *out);
+HOST(memory_put) int32_t memory_put(const char *req, int32_t n, uint32_t *out);
+HOST(queue_enqueue) int32_t queue_enqueue(const char *req, int32_t n, uint32_t *out);
+HOST(adapter_invoke) int32_t adapter_invoke(const char *req, int32_t n, uint32_t *out);
+
+static const char *nodes[] = {"demo.counter", "demo.sensor", "demo.summarize"};
+static uint64_t pack(const void *p, uint32_t n) { return ((uint64_t)n << 32) | (uint32_t)(uintptr_t)p; }
+
+EXPORT(openwop_abi_version) int32_t abi_version(void) { return 1; }
+EXPORT(openwop_pack_name) uint64_t pack_name(void) { return pack("local.demo", 10); }
+EXPORT(openwop_node_count) int32_t node_count(void) { return 3; }
+EXPORT(openwop_node_id_at) uint64_t node_id_at(int32_t i) {
+  return (i >= 0 && i < 3) ? pack(nodes[i], strlen(nodes[i])) : 0;
+}
+EXPORT(openwop_alloc) void *ow_alloc(int32_t n) { return malloc(n > 0 ? n : 1); }
+EXPORT(openwop_free) void ow_free(void *p, int32_t n) { (void)n; free(p); }
+
+static char out[16384];
+static uint64_t respond(int n) { return pack(out, n < 0 || n >= (int)sizeof out ? 0 : (uint32_t)n); }
+static uint64_t fail(const char *code, const char *msg) {
+  return respond(snprintf(out, sizeof out, "{\"outcome\":\"failed\",\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code, msg));
+}
+static void log_info(const char *s) { ow_log(2, s, (int32_t)strlen(s)); }
+
+// field copies the string value of "key" found after "inputs" into dst
+// (escapes are kept as written, which is fine for re-embedding in JSON).
+static int field(const char *req, int32_t len, const char *key, char *dst, int cap) {
+  const char *end = req + len;
+  const char *in = strstr(req, "\"inputs\"");
+  if (!in) return 0;
+  char pat[64];
+  int pl = snprintf(pat, sizeof pat, "\"%s\"", key);
+  for (const char *p = in; p + pl < end; p++) {
+    if (memcmp(p, pat, pl) != 0) continue;
+    p += pl;
+    while (p < end && (*p == ' ' || *p == ':')) p++;
+    if (p >= end || *p != '"') return 0;
+    p++;
+    int n = 0;
+    while (p < end && *p != '"' && n < cap - 1) {
+      if (*p == '\\' && p + 1 < end) dst[n++] = *p++;
+      dst[n++] = *p++;
+    }
+    dst[n] = 0;
+    return n;
+  }
+  return 0;
+}
+
+static const char *resp_of(uint32_t o[2]) { return o[1] ? (const char *)(uintptr_t)o[0] : ""; }
+
+EXPORT(openwop_node_invoke) uint64_t node_invoke(int32_t node, const char *req, int32_t len) {
+  char name[256], text[4096], q[8192];
+  uint32_t o[2] = {0, 0};
+  switch (node) {
+  case 0: { // counter
+    if (!field(req, len, "name", name, sizeof name)) strcpy(name, "world");
+    int n = snprintf(q, sizeof q, "{\"namespace\":\"counters\",\"key\":\"%s\"}", name);
+    long count = 0;
+    if (memory_get(q, n, o) == 0) { // {"value":N}
+      const char *v = strstr(resp_of(o), "\"value\":");
+      if (v) count = strtol(v + 8, NULL, 10);
+      free((void *)(uintptr_t)o[0]);
+    }
+    count++;
+    n = snprintf(q, sizeof q, "{\"namespace\":\"counters\",\"key\":\"%s\",\"value\":%ld,\"ttlSeconds\":3600}", name, count);
+    if (memory_put(q, n, o) != 0) return fail("memory", "memory_put refused");
+    log_info("counter updated");
+    return respond(snprintf(out, sizeof out, "{\"outcome\":\"completed\",\"output\":{\"name\":\"%s\",\"count\":%ld}}", name, count));
+  }
+  case 1: { // sensor: an observation mentioning "error" becomes a summarize task
+    if (!field(req, len, "observation", text, sizeof text)) return fail("invalid_input", "observation is required");
+    int raise = strstr(text, "error") != NULL;
+    if (raise) {
+      int n = snprintf(q, sizeof q, "{\"task_type\":\"demo.summarize\",\"priority\":1,\"payload\":{\"text\":\"%s\"}}", text);
+      if (queue_enqueue(q, n, o) != 0) return fail("queue", "queue_enqueue refused");
+      log_info("observation raised a task");
+    }
+    return respond(snprintf(out, sizeof out, "{\"outcome\":\"completed\",\"output\":{\"raised\":%s}}", raise ? "true" : "false"));
+  }
+  case 2: { // summarize through the wordcount adapter, remember the result
+    if (!field(req, len, "text", text, sizeof text)) return fail("invalid_input", "text is required");
+    int n = snprintf(q, sizeof q, "{\"adapter\":\"wordcount\",\"input\":\"%s\"}", text);
+    if (adapter_invoke(q, n, o) != 0) return fail("adapter", "adapter_invoke refused");
+    const char *r = strstr(resp_of(o), "\"output\":");
+    long words = r ? strtol(r + 9, NULL, 10) : -1;
+    free((void *)(uintptr_t)o[0]);
+    n = snprintf(q, sizeof q, "{\"namespace\":\"summaries\",\"key\":\"last\",\"value\":{\"words\":%ld}}", words);
+    memory_put(q, n, o);
+    return respond(snprintf(out, sizeof out, "{\"outcome\":\"completed\",\"output\":{\"words\":%ld}}", words));
+  }
+  }
+  return fail("unknown_node", "no such node");
+}
