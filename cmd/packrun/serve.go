@@ -18,7 +18,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var addr string
 	var workers int
 	cmd := &cobra.Command{
-		Use:   "serve [--addr 127.0.0.1:7070] [--workers 2]",
+		Use:   "serve [--addr 127.0.0.1:7070] [--workers 8]",
 		Short: "Run the dispatcher and the HTTP API",
 		Long: `Run the dispatcher (claims the next available task, invokes the node its task type
 maps to, records the attempt, applies the outcome, schedules retries) and the HTTP API:
@@ -83,7 +83,7 @@ finish, and exits.`,
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:7070", "listen address")
-	cmd.Flags().IntVar(&workers, "workers", 2, "tasks run at once")
+	cmd.Flags().IntVar(&workers, "workers", 8, "tasks run at once (they mostly wait on durable commits, so more than the cores helps)")
 	return cmd
 }
 
