@@ -35,6 +35,7 @@ func build(t *testing.T, dir, out string) {
 }
 
 func TestExampleIsReproducible(t *testing.T) {
+	t.Parallel()
 	committed, err := os.ReadFile(exampleWasm)
 	if err != nil {
 		t.Fatal(err)
@@ -297,6 +298,7 @@ func TestExample(t *testing.T) {
 // TestServices builds testdata/services, which calls every host function
 // through the SDK, and checks what each call sent and got.
 func TestServices(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "services.wasm")
 	build(t, "testdata/services", path)
 	wasm, err := os.ReadFile(path)
@@ -367,7 +369,7 @@ func TestServices(t *testing.T) {
 	for _, c := range []struct{ node, code, msg string }{
 		{"test.panic", "panic", "boom"},
 		{"test.error", "node_error", "plain error"},
-		{"test.unhandled", "host_call_failed", "packrun: packrun:host/v1.config_get: not_found"},
+		{"test.unhandled", "host_call_failed", "packrun:host/v1.config_get: not_found"},
 	} {
 		res := invoke(t, m, runtime.Invocation{Node: c.node, Services: svc})
 		if res.Outcome != abi.Failed || res.Error.Code != c.code || res.Error.Message != c.msg {

@@ -161,9 +161,15 @@ type memoryPut struct {
 	Secret     bool   `json:"secret,omitempty"`
 }
 
-// TTL makes the entry expire after d (whole seconds, at least one).
+// TTL makes the entry expire after d, rounded up to whole seconds; d <= 0
+// means no expiry.
 func TTL(d time.Duration) MemoryOption {
-	return func(p *memoryPut) { p.TTLSeconds = max(int64((d+time.Second-1)/time.Second), 1) }
+	return func(p *memoryPut) {
+		p.TTLSeconds = 0
+		if d > 0 {
+			p.TTLSeconds = int64((d + time.Second - 1) / time.Second)
+		}
+	}
 }
 
 // Secret marks the entry secret: the host redacts its value from logs and

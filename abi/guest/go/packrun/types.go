@@ -50,7 +50,7 @@ func (e *StatusError) Error() string {
 	if e.Func == "" {
 		return "packrun: " + e.Status.String()
 	}
-	return "packrun: " + e.Func + ": " + e.Status.String()
+	return e.Func + ": " + e.Status.String()
 }
 
 // Is matches a *StatusError with the same status whose Func is empty or
