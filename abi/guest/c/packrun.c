@@ -1,3 +1,8 @@
+//go:build ignore
+
+// (The line above only keeps the Go tool from treating this directory as a
+// cgo package: its Go test file lives next to this C source.)
+
 /*
  * packrun.c - C guest SDK for the packrun host ABI v1 (see packrun.h).
  *
@@ -11,7 +16,6 @@
 #include "packrun.h"
 
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -190,6 +194,29 @@ static int hexval(uchar c) {
     return -1;
 }
 
+/* Length of the well-formed UTF-8 sequence at p (p[0] >= 0x80), or 0. */
+static size_t utf8_len(const uchar *p, const uchar *end) {
+    uchar c = p[0];
+    size_t avail = (size_t)(end - p);
+    if (c >= 0xC2 && c <= 0xDF)
+        return avail >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (avail < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80)
+            return 0;
+        if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] >= 0xA0))
+            return 0; /* overlong, surrogate */
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (avail < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80)
+            return 0;
+        if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] >= 0x90))
+            return 0; /* overlong, > U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+
 /* s->p at the opening quote; on success s->p is past the closing quote and
  * [*a, *b) is the raw contents. */
 static int scan_string(scanner *s, const uchar **a, const uchar **b) {
@@ -214,9 +241,16 @@ static int scan_string(scanner *s, const uchar **a, const uchar **b) {
                 p += 6;
                 continue;
             }
-            if (!strchr("\"\\/bfnrt", c) || c == 0)
+            if (c != '"' && c != '\\' && c != '/' && c != 'b' && c != 'f' && c != 'n' && c != 'r' && c != 't')
                 return 0;
             p += 2;
+            continue;
+        }
+        if (c >= 0x80) { /* JSON text must be UTF-8 */
+            size_t n = utf8_len(p, end);
+            if (n == 0)
+                return 0;
+            p += n;
             continue;
         }
         p++;
@@ -439,20 +473,13 @@ static uint32_t next_cp(const uchar **pp, const uchar *end) {
         return c;
     }
     {
-        size_t avail = (size_t)(end - p), n = 0;
-        if (c >= 0xC2 && c <= 0xDF) {
-            if (avail >= 2 && (p[1] & 0xC0) == 0x80)
-                n = 2, u = (uint32_t)(c & 0x1F) << 6 | (p[1] & 0x3F);
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            if (avail >= 3 && (p[1] & 0xC0) == 0x80 && (p[2] & 0xC0) == 0x80 &&
-                !(c == 0xE0 && p[1] < 0xA0) && !(c == 0xED && p[1] >= 0xA0))
-                n = 3, u = (uint32_t)(c & 0x0F) << 12 | (uint32_t)(p[1] & 0x3F) << 6 | (p[2] & 0x3F);
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            if (avail >= 4 && (p[1] & 0xC0) == 0x80 && (p[2] & 0xC0) == 0x80 && (p[3] & 0xC0) == 0x80 &&
-                !(c == 0xF0 && p[1] < 0x90) && !(c == 0xF4 && p[1] >= 0x90))
-                n = 4, u = (uint32_t)(c & 0x07) << 18 | (uint32_t)(p[1] & 0x3F) << 12 |
-                           (uint32_t)(p[2] & 0x3F) << 6 | (p[3] & 0x3F);
-        }
+        size_t n = utf8_len(p, end);
+        if (n == 2)
+            u = (uint32_t)(c & 0x1F) << 6 | (p[1] & 0x3F);
+        else if (n == 3)
+            u = (uint32_t)(c & 0x0F) << 12 | (uint32_t)(p[1] & 0x3F) << 6 | (p[2] & 0x3F);
+        else if (n == 4)
+            u = (uint32_t)(c & 0x07) << 18 | (uint32_t)(p[1] & 0x3F) << 12 | (uint32_t)(p[2] & 0x3F) << 6 | (p[3] & 0x3F);
         if (n == 0) {
             *pp = p + 1;
             return 0xFFFD;
@@ -488,40 +515,23 @@ static size_t utf8_put(uint32_t cp, uchar out[4]) {
 /* Decodes raw string contents into buf (cap > 0), never splitting a
  * character; *full gets the complete decoded length. */
 static int decode_string(const uchar *p, const uchar *end, char *buf, size_t cap, size_t *full) {
-    size_t n = 0;
+    size_t n = 0, total = 0;
     int truncated = 0;
     while (p < end) {
         uchar tmp[4];
         size_t k = utf8_put(next_cp(&p, end), tmp);
-        if (!truncated && n + k < cap)
+        if (!truncated && n + k < cap) {
             memcpy(buf + n, tmp, k);
-        else
-            truncated = 1;
-        if (!truncated || n + k >= cap) {
-            /* keep counting */
-        }
-        if (!truncated)
             n += k;
-        else if (full)
-            n += 0;
-        if (full)
-            *full = 0; /* set below */
-        (void)0;
-        if (truncated) {
-            /* count the rest */
-            size_t total = n + k;
-            while (p < end)
-                total += utf8_put(next_cp(&p, end), tmp);
-            buf[n] = 0;
-            if (full)
-                *full = total;
-            return PACKRUN_E_TRUNCATED;
+        } else {
+            truncated = 1;
         }
+        total += k;
     }
     buf[n] = 0;
     if (full)
-        *full = n;
-    return PACKRUN_OK;
+        *full = total;
+    return truncated ? PACKRUN_E_TRUNCATED : PACKRUN_OK;
 }
 
 /* Compares raw key contents with a NUL-terminated UTF-8 key. */
@@ -622,6 +632,29 @@ static int parse_int(const char *v, size_t n, long long *out) {
     return PACKRUN_OK;
 }
 
+int packrun_json_int(const char *value, size_t value_len, long long *out) {
+    scanner s;
+    const uchar *a;
+    long long x;
+    int st;
+    if (!value)
+        return PACKRUN_E_ARG;
+    if (!packrun_json_valid(value, value_len))
+        return PACKRUN_E_JSON;
+    s.p = (const uchar *)value;
+    s.end = s.p + value_len;
+    skip_ws(&s);
+    a = s.p;
+    s.p = s.end;
+    while (s.p > a && (s.p[-1] == ' ' || s.p[-1] == '\t' || s.p[-1] == '\n' || s.p[-1] == '\r'))
+        s.p--;
+    if ((st = parse_int((const char *)a, (size_t)(s.p - a), &x)) != PACKRUN_OK)
+        return st;
+    if (out)
+        *out = x;
+    return PACKRUN_OK;
+}
+
 int packrun_json_get_int(const char *json, size_t len, const char *key, long long *out) {
     const char *v;
     size_t vn;
@@ -681,14 +714,13 @@ static void w_escaped(writer *w, const char *s, size_t n) {
         if (c >= 0x80) {
             const uchar *q = p;
             uint32_t cp = next_cp(&q, end);
-            if (cp == 0xFFFD && q == p + 1 && !(end - p >= 3 && p[0] == 0xEF && p[1] == 0xBF && p[2] == 0xBD)) {
+            if (cp == 0xFFFD && q == p + 1) { /* an invalid byte (a valid U+FFFD is 3 bytes) */
                 const char *r = "\\ufffd";
                 while (*r)
                     w_byte(w, *r++);
             } else {
                 while (p < q)
                     w_byte(w, (char)*p++);
-                continue;
             }
             p = q;
             continue;
@@ -803,6 +835,7 @@ void packrun_buf_free(packrun_buf *b) {
  * the host (which frees it with openwop_free) when the handler returns. */
 static char *resp;
 static size_t resp_len;
+static int resp_oom; /* the last outcome could not be built */
 
 #define LIT(s) s, sizeof(s) - 1
 static const char OOM_ENVELOPE[] =
@@ -812,6 +845,7 @@ static void set_response(packrun_buf *b) {
     free(resp);
     resp = NULL;
     resp_len = 0;
+    resp_oom = b->err != 0;
     if (b->err) {
         packrun_buf_free(b);
         return; /* resp == NULL: answered with OOM_ENVELOPE */
@@ -849,12 +883,12 @@ packrun_result packrun_fail(const char *code, const char *message) {
 }
 
 static packrun_result envelope(const char *head, size_t head_len, const char *json, size_t len,
-                               packrun_result r, const char *what) {
+                               packrun_result r) {
     packrun_buf b = {0};
     if (!json || !packrun_json_valid(json, len)) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "the node's %s is not valid JSON", what);
-        return packrun_fail(r == PACKRUN_COMPLETED ? "invalid_output" : "invalid_interrupt", msg);
+        if (r == PACKRUN_COMPLETED)
+            return packrun_fail("invalid_output", "the node's output is not valid JSON");
+        return packrun_fail("invalid_interrupt", "the node's interrupt payload is not valid JSON");
     }
     packrun_buf_rawn(&b, head, head_len);
     packrun_buf_rawn(&b, json, len);
@@ -864,7 +898,7 @@ static packrun_result envelope(const char *head, size_t head_len, const char *js
 }
 
 packrun_result packrun_complete_n(const char *output_json, size_t len) {
-    return envelope(LIT("{\"outcome\":\"completed\",\"output\":"), output_json, len, PACKRUN_COMPLETED, "output");
+    return envelope(LIT("{\"outcome\":\"completed\",\"output\":"), output_json, len, PACKRUN_COMPLETED);
 }
 
 packrun_result packrun_complete(const char *output_json) {
@@ -872,7 +906,7 @@ packrun_result packrun_complete(const char *output_json) {
 }
 
 packrun_result packrun_suspend_n(const char *payload_json, size_t len) {
-    return envelope(LIT("{\"outcome\":\"suspended\",\"interrupt\":"), payload_json, len, PACKRUN_SUSPENDED, "interrupt payload");
+    return envelope(LIT("{\"outcome\":\"suspended\",\"interrupt\":"), payload_json, len, PACKRUN_SUSPENDED);
 }
 
 packrun_result packrun_suspend(const char *payload_json) {
@@ -1036,13 +1070,12 @@ uint64_t openwop_node_invoke(int32_t index, const char *req, uint32_t len) {
     memcpy(input, in, in_len);
     input[in_len] = 0;
 
-    if (nodes[index].handler(&ctx, input, in_len) == PACKRUN_NONE || !resp) {
-        if (!resp && resp_len == 0 && 0)
-            ;
-    }
+    resp_oom = 0;
+    (void)nodes[index].handler(&ctx, input, in_len); /* the outcome is in resp */
     scope_release();
     if (!resp) {
-        /* either no outcome was set, or building it ran out of memory */
+        if (resp_oom)
+            return ptrlen(OOM_ENVELOPE, sizeof OOM_ENVELOPE - 1);
         return reply_static(LIT(ERR_NO_OUTCOME));
     }
     out = ptrlen(resp, resp_len);
@@ -1061,16 +1094,86 @@ void packrun_log_n(int level, const char *message, size_t len) {
 
 void packrun_log(int level, const char *message) { packrun_log_n(level, message, message ? strlen(message) : 0); }
 
+/* Appends the decimal (or hex) form of v to w. */
+static void w_uint(writer *w, unsigned long long v, unsigned base) {
+    char tmp[24];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v);
+    while (i < sizeof tmp)
+        w_byte(w, tmp[i++]);
+}
+
 void packrun_logf(int level, const char *format, ...) {
     char msg[1024];
+    writer w = {msg, sizeof msg, 0};
+    const char *f = format ? format : "";
     va_list ap;
-    int n;
     va_start(ap, format);
-    n = vsnprintf(msg, sizeof msg, format, ap);
+    while (*f) {
+        const char *spec = f;
+        int lng = 0, prec = -1;
+        if (*f != '%') {
+            w_byte(&w, *f++);
+            continue;
+        }
+        f++;
+        if (f[0] == '.' && f[1] == '*' && f[2] == 's') {
+            prec = va_arg(ap, int);
+            f++;
+            f++;
+        }
+        while (*f == 'l' || *f == 'z') { /* 1: l, 2: ll, 3: z */
+            lng = *f == 'z' ? 3 : lng + 1;
+            f++;
+        }
+        switch (*f) {
+        case 's': {
+            const char *s = va_arg(ap, const char *);
+            if (!s)
+                s = "(null)";
+            for (; *s && prec != 0; s++, prec--)
+                w_byte(&w, *s);
+            break;
+        }
+        case 'c':
+            w_byte(&w, (char)va_arg(ap, int));
+            break;
+        case 'd':
+        case 'i': {
+            long long v = lng == 3 ? (long long)va_arg(ap, size_t)
+                        : lng == 2 ? va_arg(ap, long long)
+                        : lng == 1 ? va_arg(ap, long)
+                        : va_arg(ap, int);
+            if (v < 0)
+                w_byte(&w, '-');
+            w_uint(&w, v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v, 10);
+            break;
+        }
+        case 'u':
+        case 'x': {
+            unsigned long long v = lng == 3 ? va_arg(ap, size_t)
+                                 : lng == 2 ? va_arg(ap, unsigned long long)
+                                 : lng == 1 ? va_arg(ap, unsigned long)
+                                 : va_arg(ap, unsigned);
+            w_uint(&w, v, *f == 'x' ? 16 : 10);
+            break;
+        }
+        case '%':
+            w_byte(&w, '%');
+            break;
+        default: /* unsupported: copied as is */
+            while (spec <= f && *spec)
+                w_byte(&w, *spec++);
+            if (!*f)
+                continue;
+        }
+        f++;
+    }
     va_end(ap);
-    if (n < 0)
-        return;
-    packrun_log_n(level, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+    packrun_log_n(level, msg, w.n < sizeof msg ? w.n : sizeof msg);
 }
 
 int64_t packrun_now_ms(void) { return ow_now_ms(); }

@@ -173,17 +173,18 @@ packrun_result packrun_suspend_buf(packrun_buf *b);
 /* ------------------------------------------------------------------- JSON */
 
 /* Reports whether [json, json+len) is exactly one valid JSON value
- * (surrounding whitespace allowed; nesting up to 64). */
+ * (surrounding whitespace allowed; nesting up to 64; strings must be
+ * valid UTF-8). */
 int packrun_json_valid(const char *json, size_t len);
 
 /* Finds member key of the JSON object json (top level only) and points
- * *value/*value_len at its raw value. The last duplicate wins. Returns
+ * *value and *value_len at its raw value. The last duplicate wins. Returns
  * PACKRUN_OK, PACKRUN_NOT_FOUND, PACKRUN_E_TYPE (json is not an object) or
  * PACKRUN_E_JSON. */
 int packrun_json_get(const char *json, size_t len, const char *key, const char **value, size_t *value_len);
 
 /* Decodes the string member key into buf (NUL-terminated, escapes decoded,
- * invalid UTF-8 replaced by U+FFFD). Returns PACKRUN_OK, PACKRUN_NOT_FOUND,
+ * lone surrogate escapes replaced by U+FFFD). Returns PACKRUN_OK, PACKRUN_NOT_FOUND,
  * PACKRUN_E_TYPE (not a string; null counts as absent: PACKRUN_NOT_FOUND),
  * PACKRUN_E_TRUNCATED (buf too small: it holds a truncated prefix) or
  * PACKRUN_E_JSON. *out_len (may be NULL) gets the full decoded length. */
@@ -201,6 +202,11 @@ int packrun_json_get_bool(const char *json, size_t len, const char *key, int *ou
  * included, as returned by packrun_json_get) into buf; returns like
  * packrun_json_get_string. */
 int packrun_json_string(const char *value, size_t value_len, char *buf, size_t cap, size_t *out_len);
+
+/* Parses the raw JSON value [value, value+value_len) (surrounding
+ * whitespace allowed) as an integer, e.g. a packrun_memory_get result.
+ * Returns PACKRUN_OK, PACKRUN_E_TYPE or PACKRUN_E_JSON. */
+int packrun_json_int(const char *value, size_t value_len, long long *out);
 
 /* Writes s (n bytes, UTF-8) as a quoted JSON string into out, snprintf
  * style: returns the full length needed (without the terminating NUL) and
@@ -220,7 +226,10 @@ enum {
 /* Logs a UTF-8 message (openwop_log). */
 void packrun_log(int level, const char *message);
 void packrun_log_n(int level, const char *message, size_t len);
-/* printf-style; messages longer than 1023 bytes are truncated. */
+/* printf-style, without stdio (so no WASI imports). Supported: %s %.*s %c
+ * %d %i %u %x with the length modifiers l, ll, z, and %%; flags, width
+ * and precision (other than %.*s) are not. Messages longer than 1023 bytes
+ * are truncated. */
 void packrun_logf(int level, const char *format, ...) __attribute__((format(printf, 2, 3)));
 
 /* Host clock in Unix milliseconds (recorded for replay). */
