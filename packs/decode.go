@@ -358,7 +358,7 @@ func (c *checker) runtime(path string, v any) Runtime {
 }
 
 func (c *checker) node(path string, v any) Node {
-	o, ok := c.object(path, v, "typeId", "kind", "module", "description", "inputSchema", "outputSchema", "taskTypes")
+	o, ok := c.object(path, v, "typeId", "kind", "module", "export", "description", "inputSchema", "outputSchema", "taskTypes")
 	if !ok {
 		return Node{}
 	}
@@ -370,9 +370,20 @@ func (c *checker) node(path string, v any) Node {
 		TypeID:       c.str(o, path, "typeId", true),
 		Kind:         Kind(c.str(o, path, "kind", true)),
 		Module:       module,
+		Export:       c.exportName(o, path),
 		Description:  c.str(o, path, "description", false),
 		InputSchema:  c.schema(o, path, "inputSchema"),
 		OutputSchema: c.schema(o, path, "outputSchema"),
 		TaskTypes:    c.strs(o, path, "taskTypes"),
 	}
+}
+
+// exportName reads a node's optional "export": the function of an Extism
+// plugin module that serves the node.
+func (c *checker) exportName(o map[string]any, path string) string {
+	e := c.str(o, path, "export", false)
+	if _, set := o["export"]; set && (e == "" || len(e) > 128 || strings.ContainsAny(e, " \t\n\"")) {
+		c.add(fieldPath(path, "export"), "must be an exported function name (1..128 characters, no spaces)")
+	}
+	return e
 }

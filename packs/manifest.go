@@ -94,7 +94,10 @@ type Node struct {
 	Kind   Kind   `json:"kind"`
 	// Module names the module (Module.Path) that exports the node. It may be
 	// empty when the pack has exactly one module.
-	Module      string `json:"module,omitempty"`
+	Module string `json:"module,omitempty"`
+	// Export names the function serving the node when the module is an
+	// Extism plugin (it imports extism:host/env); ignored otherwise.
+	Export      string `json:"export,omitempty"`
 	Description string `json:"description,omitempty"`
 	// InputSchema and OutputSchema are JSON Schema 2020-12 documents.
 	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
@@ -184,6 +187,23 @@ func (m *Manifest) nodeModule(n Node) (Module, bool) {
 		return Module{}, false
 	}
 	return m.Module(n.Module)
+}
+
+// Exports maps the typeIds of the nodes a module serves to the functions
+// serving them (Node.Export, or the typeId), as an Extism plugin needs.
+func (m *Manifest) Exports(modulePath string) map[string]string {
+	out := map[string]string{}
+	for _, n := range m.Nodes {
+		if mod, ok := m.nodeModule(n); !ok || mod.Path != modulePath {
+			continue
+		}
+		if n.Export != "" {
+			out[n.TypeID] = n.Export
+		} else {
+			out[n.TypeID] = n.TypeID
+		}
+	}
+	return out
 }
 
 // SkillFor returns the skill that serves taskType.

@@ -134,6 +134,9 @@ func (m *Module) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
+	if m.ext != nil {
+		return m.invokeExtism(ctx, idx, &inv)
+	}
 	start := time.Now()
 	inst, err := m.pool.get(ctx)
 	if err != nil {

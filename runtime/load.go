@@ -31,6 +31,13 @@ type LoadOptions struct {
 	// Limits overrides the runtime's default limits for this module; zero
 	// fields keep the default. The result is clamped by the host maxima.
 	Limits Limits
+	// PackName names the pack of an Extism plugin (which, unlike a
+	// node-pack module, does not report one).
+	PackName string
+	// Exports maps node typeIds to the exported functions serving them,
+	// for Extism plugins; empty means every exported function () -> i32 is
+	// a node named after it.
+	Exports map[string]string
 	// ReuseInstances lets an instance serve several invocations, keeping
 	// module state between them. Off by default: every invocation then
 	// gets a fresh instance and depends only on its input and trace.
@@ -53,7 +60,9 @@ type ModuleInfo struct {
 	MemoryMinPages uint32            `json:"memoryMinPages"`
 	MemoryMaxPages uint32            `json:"memoryMaxPages,omitempty"`
 	Reactor        bool              `json:"reactor"`
-	Limits         LimitsInfo        `json:"limits"`
+	// Extism is true for an Extism plugin run through the Extism go-sdk.
+	Extism bool       `json:"extism,omitempty"`
+	Limits LimitsInfo `json:"limits"`
 }
 
 // Module is a validated, compiled node-pack module. Invoke may be called
@@ -70,6 +79,7 @@ type Module struct {
 	prepSeed [32]byte
 	nodes    map[string]int
 	pool     *pool
+	ext      *extismPlugin // set for Extism plugins
 	closed   atomic.Bool
 }
 
@@ -125,6 +135,9 @@ func (r *Runtime) load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 	cm, err := eng.rt.CompileModule(ctx, wasm)
 	if err != nil {
 		return nil, &LoadError{Code: CodeInvalidModule, Msg: firstLine(err), Err: err}
+	}
+	if isExtism(cm) {
+		return r.loadExtismModule(ctx, wasm, cm, opts, limits, sum)
 	}
 	v, lerr := checkImports(cm, eng)
 	if lerr == nil {
@@ -186,6 +199,29 @@ func (r *Runtime) load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 	if err := r.track(m); err != nil {
 		m.pool.close()
 		cm.Close(ctx)
+		return nil, err
+	}
+	return m, nil
+}
+
+func (r *Runtime) loadExtismModule(ctx context.Context, wasm []byte, cm wazero.CompiledModule, opts LoadOptions, limits Limits, sum [32]byte) (*Module, error) {
+	defer cm.Close(ctx)
+	m := &Module{rt: r, limits: limits}
+	m.info = ModuleInfo{Name: opts.Name, SHA256: hex.EncodeToString(sum[:]), Size: len(wasm), Limits: limits.info(), Encoding: map[string]string{}}
+	for _, f := range cm.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		m.info.Imports = append(m.info.Imports, mod+"."+name)
+	}
+	for name := range cm.ExportedFunctions() {
+		m.info.Exports = append(m.info.Exports, name)
+	}
+	sort.Strings(m.info.Exports)
+	if err := r.loadExtism(ctx, wasm, cm, opts, limits, m); err != nil {
+		return nil, err
+	}
+	m.pool = newPool(m, 0)
+	if err := r.track(m); err != nil {
+		m.ext.compiled.Close(ctx)
 		return nil, err
 	}
 	return m, nil
@@ -461,5 +497,8 @@ func (m *Module) Close(ctx context.Context) error {
 	}
 	m.rt.untrack(m)
 	m.pool.close()
+	if m.ext != nil {
+		return m.ext.compiled.Close(ctx)
+	}
 	return m.compiled.Close(ctx)
 }

@@ -65,8 +65,12 @@ func (a *app) inspectCommand() *cobra.Command {
 			}
 			w := a.stdout
 			fmt.Fprintf(w, "module:   %s (%s, sha256 %s)\n", args[0], human(uint64(info.Size)), info.SHA256)
-			fmt.Fprintf(w, "pack:     %s\n", info.PackName)
-			fmt.Fprintf(w, "ABI:      %d (%s returns %s)\n", info.ABIVersion, "openwop_node_invoke", info.Encoding["openwop_node_invoke"])
+			if info.Extism {
+				fmt.Fprintf(w, "kind:     Extism plugin (run through the Extism go-sdk; each node is an exported function)\n")
+			} else {
+				fmt.Fprintf(w, "pack:     %s\n", info.PackName)
+				fmt.Fprintf(w, "ABI:      %d (%s returns %s)\n", info.ABIVersion, "openwop_node_invoke", info.Encoding["openwop_node_invoke"])
+			}
 			fmt.Fprintf(w, "nodes:    %s\n", strings.Join(info.Nodes, ", "))
 			fmt.Fprintf(w, "imports:  %s\n", orNone(info.Imports))
 			fmt.Fprintf(w, "exports:  %s\n", strings.Join(info.Exports, ", "))

@@ -68,6 +68,7 @@ func (r *replayer) module(ctx context.Context, t *replay.Trace) (*runtime.Module
 	}
 	var wasm []byte
 	name := t.ModuleSHA256[:12]
+	var opts runtime.LoadOptions
 	switch {
 	case r.against != "":
 		var arch *packs.Archive
@@ -86,6 +87,7 @@ func (r *replayer) module(ctx context.Context, t *replay.Trace) (*runtime.Module
 		}
 		wasm, _ = arch.File(mod.Path)
 		name = arch.Manifest.Name + "@" + arch.Manifest.Version
+		opts.PackName, opts.Exports = arch.Manifest.Name, arch.Manifest.Exports(mod.Path)
 	case t.Pack != "":
 		arch, err := (&storePacks{st: r.env.store}).Open(ctx, t.Pack)
 		if err != nil {
@@ -94,6 +96,7 @@ func (r *replayer) module(ctx context.Context, t *replay.Trace) (*runtime.Module
 		for _, mod := range arch.Manifest.Runtime.Modules {
 			if mod.SHA256 == t.ModuleSHA256 {
 				wasm, _ = arch.File(mod.Path)
+				opts.PackName, opts.Exports = arch.Manifest.Name, arch.Manifest.Exports(mod.Path)
 			}
 		}
 		if wasm == nil {
@@ -107,7 +110,8 @@ func (r *replayer) module(ctx context.Context, t *replay.Trace) (*runtime.Module
 		}
 		wasm = b
 	}
-	m, err := r.env.rt.Load(ctx, wasm, runtime.LoadOptions{Name: name, Limits: limitsOf(t.Limits)})
+	opts.Name, opts.Limits = name, limitsOf(t.Limits)
+	m, err := r.env.rt.Load(ctx, wasm, opts)
 	if err != nil {
 		return nil, err
 	}

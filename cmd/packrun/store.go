@@ -81,7 +81,7 @@ func (a *app) checkModules(ctx context.Context, arch *packs.Archive) error {
 	defer rt.Close(ctx)
 	for _, mod := range m.Runtime.Modules {
 		wasm, _ := arch.File(mod.Path)
-		lm, err := rt.Load(ctx, wasm, runtime.LoadOptions{Name: m.Name + "/" + mod.Path, Limits: packLimits(m)})
+		lm, err := rt.Load(ctx, wasm, runtime.LoadOptions{Name: m.Name + "/" + mod.Path, Limits: packLimits(m), PackName: m.Name, Exports: m.Exports(mod.Path)})
 		if err != nil {
 			return withCode(exitRefused, fmt.Errorf("refused: %w", err))
 		}
