@@ -371,3 +371,23 @@ func BenchmarkPreparedInstanceMemory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFreshExtismPlugin: the same hello logic as an Extism plugin
+// (testdata/bench/hello-extism.wasm) run through packrun: a fresh Extism
+// plugin instance per invocation, limits on. Compare with
+// BenchmarkFreshPackrun (the native C hello node).
+func BenchmarkFreshExtismPlugin(b *testing.B) {
+	benchCheckInput(b)
+	m := benchLoad(b, NewConfig(), benchExtism, LoadOptions{})
+	res, err := m.Invoke(context.Background(), Invocation{Input: benchInput})
+	if err != nil || string(res.Output) != benchOutput {
+		b.Fatalf("%v %+v", err, res)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := m.Invoke(context.Background(), Invocation{Input: benchInput}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
