@@ -1,13 +1,16 @@
 package replay
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/runtime"
 )
 
 func sample(t *testing.T) []byte {
@@ -69,5 +72,44 @@ func TestDiff(t *testing.T) {
 		if got != c.want {
 			t.Errorf("Diff(%s, %s) = %q, want %q", c.a, c.b, got, c.want)
 		}
+	}
+}
+
+// TestReuseDivergenceDetected: a module that opted in to reusing instance
+// state produces outputs that depend on earlier invocations; replay on
+// fresh state reports the difference.
+func TestReuseDivergenceDetected(t *testing.T) {
+	ctx := context.Background()
+	wasm, err := os.ReadFile("../../testdata/modules/probe.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := runtime.New(ctx, runtime.NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	reuse, err := rt.Load(ctx, wasm, runtime.LoadOptions{ReuseInstances: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := rt.Load(ctx, wasm, runtime.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec *runtime.Result
+	for i := 0; i < 2; i++ {
+		if rec, err = reuse.Invoke(ctx, runtime.Invocation{Node: "probe.counter"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := &Trace{Format: Format, Node: "probe.counter", Input: json.RawMessage(`{}`), Calls: rec.Trace,
+		Expected: Expected{Outcome: rec.Outcome, Output: rec.Output}}
+	v, err := Run(ctx, fresh, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Identical || !strings.Contains(v.Difference, "at $.count expected 2, got 1") {
+		t.Fatalf("reused state not detected: %+v", v)
 	}
 }
