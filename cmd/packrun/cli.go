@@ -122,7 +122,7 @@ Exit codes: 0 completed, 2 failed (including traps), 3 suspended, 4 limit breach
 		a.keysCommand(), a.packCommand(), a.signCommand(), a.verifyCommand(), a.trustCommand(),
 		a.installCommand(), a.listCommand(), a.uninstallCommand(), a.exportCommand(),
 		a.serveCommand(), a.tasksCommand(), a.attemptsCommand(), a.evidenceCommand(), a.memoryCommand(),
-		a.replayCommand(), a.traceCommand(), a.demoCommand())
+		a.replayCommand(), a.traceCommand(), a.demoCommand(), a.initCommand(), a.buildCommand())
 	return root
 }
 
