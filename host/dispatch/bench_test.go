@@ -82,9 +82,9 @@ func BenchmarkAttempts(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			// Many attempts in flight, as a busy dispatcher has: commits
+			// Many attempts in flight (128), as a busy host has: commits
 			// are grouped, so durability is paid per batch, not per row.
-			b.SetParallelism(16)
+			b.SetParallelism(64)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -112,7 +112,7 @@ func BenchmarkQueueRoundTrip(b *testing.B) {
 	d, st := benchEnv(b, arch)
 	ctx := context.Background()
 	st.SetPackTaskTypes(ctx, "local.hostile.interrupt", []host.TaskTypeRoute{{TaskTypeSpec: host.TaskTypeSpec{TaskType: "noop"}, Pack: "local.hostile.interrupt", Node: "hostile.interrupt"}})
-	b.SetParallelism(16)
+	b.SetParallelism(64)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
