@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -109,23 +108,6 @@ func (a *app) checkModules(ctx context.Context, arch *packs.Archive) error {
 func packLimits(m *packs.Manifest) runtime.Limits {
 	l := m.Limits()
 	return runtime.Limits{MemoryBytes: l.MemoryBytes, Timeout: l.Timeout, OutputBytes: l.OutputBytes, HostCalls: l.HostCalls}
-}
-
-// overlay lets flags given on the command line override a pack's limits.
-func overlay(pack, flags runtime.Limits) runtime.Limits {
-	if flags.MemoryBytes != 0 {
-		pack.MemoryBytes = flags.MemoryBytes
-	}
-	if flags.Timeout != 0 {
-		pack.Timeout = flags.Timeout
-	}
-	if flags.OutputBytes != 0 {
-		pack.OutputBytes = flags.OutputBytes
-	}
-	if flags.HostCalls != 0 {
-		pack.HostCalls = flags.HostCalls
-	}
-	return pack
 }
 
 func (a *app) listCommand() *cobra.Command {
@@ -261,58 +243,6 @@ func (a *app) exportCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output directory")
 	return cmd
-}
-
-// loadPackNode loads the module serving typeId (or the only node) of an
-// archive, with the pack's limits under flag overrides.
-func (a *app) loadPackNode(ctx context.Context, arch *packs.Archive, typeID string, flags runtime.Limits) (*runtime.Runtime, *runtime.Module, string, error) {
-	m := arch.Manifest
-	if typeID == "" {
-		if len(m.Nodes) != 1 {
-			ids := make([]string, len(m.Nodes))
-			for i, n := range m.Nodes {
-				ids[i] = n.TypeID
-			}
-			return nil, nil, "", usageError("%s has %d nodes (%s); name one", m.Name, len(m.Nodes), strings.Join(ids, ", "))
-		}
-		typeID = m.Nodes[0].TypeID
-	}
-	mod, ok := m.NodeModule(typeID)
-	if !ok {
-		return nil, nil, "", usageError("%q is not a node of %s@%s", typeID, m.Name, m.Version)
-	}
-	wasm, _ := arch.File(mod.Path)
-	rt, err := a.newRuntime(ctx, 0)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	lm, err := rt.Load(ctx, wasm, runtime.LoadOptions{Name: m.Name + "@" + m.Version + "/" + mod.Path, Limits: overlay(packLimits(m), flags)})
-	if err != nil {
-		rt.Close(ctx)
-		return nil, nil, "", err
-	}
-	return rt, lm, typeID, nil
-}
-
-// resolvePack finds the archive an invoke target names: an installed
-// NAME[@VERSION|@RANGE], or a .pack file (verified first).
-func (a *app) resolvePack(ctx context.Context, target string, f bundleFlags) (*packs.Archive, error) {
-	if strings.HasSuffix(target, ".pack") || strings.HasSuffix(target, ".tgz") {
-		if _, err := os.Stat(target); err == nil {
-			_, arch, err := a.verified(ctx, target, f)
-			return arch, err
-		}
-	}
-	st, err := a.openStore(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
-	p, err := st.Resolve(ctx, target)
-	if err != nil {
-		return nil, refusal(err)
-	}
-	return st.Open(ctx, p)
 }
 
 // refreshTaskTypes re-derives the task-type registry from installed packs;

@@ -338,6 +338,3 @@ func classify(res *runtime.Result) (host.ExitStatus, host.RetryClass) {
 	}
 	return host.ExitError, host.RetryPermanent
 }
-
-// ErrNoRoute is returned when no installed pack serves a task type.
-var ErrNoRoute = errors.New("no pack serves this task type")
