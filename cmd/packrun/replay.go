@@ -140,6 +140,9 @@ the host call index and the function or arguments expected vs made, or how the o
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if !all && traceFile == "" && len(args) == 0 {
+				return usageError("replay needs an attempt id, --trace FILE or --all")
+			}
 			env, err := a.openHost(ctx, 2, 1)
 			if err != nil {
 				return err
