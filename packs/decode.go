@@ -1,13 +1,11 @@
 package packs
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/packrun/packrun/internal/strictjson"
 	"math"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,112 +58,24 @@ func (c *checker) add(path, format string, args ...any) {
 	c.problems = append(c.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
-var identKey = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
+func fieldPath(parent, key string) string { return strictjson.FieldPath(parent, key) }
 
-func fieldPath(parent, key string) string {
-	if identKey.MatchString(key) {
-		return parent + "." + key
-	}
-	return parent + "[" + strconv.Quote(key) + "]"
-}
+func indexPath(parent string, i int) string { return strictjson.IndexPath(parent, i) }
 
-func indexPath(parent string, i int) string { return parent + "[" + strconv.Itoa(i) + "]" }
+func typeName(v any) string { return strictjson.TypeName(v) }
 
-// parseJSON decodes one JSON value into map[string]any, []any, string,
-// json.Number, bool and nil. Duplicate keys are problems (the first value is
-// kept); syntax errors, excessive nesting and trailing data are errors.
+// parseJSON decodes pack.json; duplicate keys are problems.
 func parseJSON(b []byte, c *checker) (any, error) {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	v, err := parseValue(d, c, "$", 0)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errors.New("data after the top-level value")
-	}
-	return v, nil
-}
-
-func parseValue(d *json.Decoder, c *checker, path string, depth int) (any, error) {
-	if depth > maxDepth {
-		return nil, fmt.Errorf("nested more than %d levels deep at %s", maxDepth, path)
-	}
-	tok, err := d.Token()
-	if err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	if err != nil {
-		return nil, err
-	}
-	switch tok {
-	case json.Delim('{'):
-		obj := map[string]any{}
-		for d.More() {
-			kt, err := d.Token()
-			if err != nil {
-				return nil, err
-			}
-			k, ok := kt.(string)
-			if !ok {
-				return nil, fmt.Errorf("object key expected at %s", path)
-			}
-			kp := fieldPath(path, k)
-			v, err := parseValue(d, c, kp, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			if _, dup := obj[k]; dup {
-				c.add(kp, "duplicate key")
-				continue
-			}
-			obj[k] = v
-		}
-		if _, err := d.Token(); err != nil { // '}'
-			return nil, err
-		}
-		return obj, nil
-	case json.Delim('['):
-		arr := []any{}
-		for i := 0; d.More(); i++ {
-			v, err := parseValue(d, c, indexPath(path, i), depth+1)
-			if err != nil {
-				return nil, err
-			}
-			arr = append(arr, v)
-		}
-		if _, err := d.Token(); err != nil { // ']'
-			return nil, err
-		}
-		return arr, nil
-	}
-	if _, ok := tok.(json.Delim); ok {
-		return nil, fmt.Errorf("unexpected %v at %s", tok, path)
-	}
-	return tok, nil
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case json.Number:
-		return "a number"
-	case string:
-		return "a string"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
+	return strictjson.Parse(b, maxDepth, func(path string) { c.add(path, "duplicate key") })
 }
 
 // object checks that v is an object with only the given fields and returns it.
 func (c *checker) object(path string, v any, fields ...string) (map[string]any, bool) {
-	o, ok := v.(map[string]any)
+	obj, ok := v.(*strictjson.Object)
+	var o map[string]any
+	if ok {
+		o = obj.Vals
+	}
 	if !ok {
 		c.add(path, "must be an object, not %s", typeName(v))
 		return nil, false
@@ -265,7 +175,7 @@ func (c *checker) schema(o map[string]any, path, key string) json.RawMessage {
 		return nil
 	}
 	switch v.(type) {
-	case map[string]any, bool:
+	case *strictjson.Object, bool:
 	default:
 		c.add(p, "must be a JSON Schema (an object or a boolean), not %s", typeName(v))
 		return nil

@@ -1,16 +1,12 @@
 package adapters
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
+	"github.com/packrun/packrun/internal/strictjson"
 	"math"
-	"regexp"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 )
 
 // maxDepth bounds JSON nesting in adapters.json.
@@ -40,100 +36,16 @@ func (c *checker) add(path, format string, args ...any) {
 	c.problems = append(c.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 }
 
-var identKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+func fieldPath(parent, key string) string { return strictjson.FieldPath(parent, key) }
 
-func fieldPath(parent, key string) string {
-	if identKey.MatchString(key) {
-		return parent + "." + key
-	}
-	return parent + "[" + strconv.Quote(key) + "]"
-}
-
-func indexPath(parent string, i int) string { return parent + "[" + strconv.Itoa(i) + "]" }
+func indexPath(parent string, i int) string { return strictjson.IndexPath(parent, i) }
 
 // object is a JSON object with its keys in document order.
-type object struct {
-	keys []string
-	vals map[string]any
-}
+type object = strictjson.Object
 
-// parseJSON decodes one JSON value into *object, []any, string, json.Number,
-// bool and nil. Duplicate keys are problems (the first value is kept);
-// invalid UTF-8, syntax errors, deep nesting and trailing data are errors.
+// parseJSON decodes adapters.json; duplicate keys are problems.
 func parseJSON(b []byte, c *checker) (any, error) {
-	if !utf8.Valid(b) {
-		return nil, errors.New("not valid UTF-8")
-	}
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	v, err := parseValue(d, c, "$", 0)
-	if err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	if err != nil {
-		return nil, err
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, errors.New("data after the top-level value")
-	}
-	return v, nil
-}
-
-func parseValue(d *json.Decoder, c *checker, path string, depth int) (any, error) {
-	if depth > maxDepth {
-		return nil, fmt.Errorf("nested more than %d levels deep at %s", maxDepth, path)
-	}
-	tok, err := d.Token()
-	if err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	if err != nil {
-		return nil, err
-	}
-	switch tok {
-	case json.Delim('{'):
-		obj := &object{vals: map[string]any{}}
-		for d.More() {
-			kt, err := d.Token()
-			if err != nil {
-				return nil, err
-			}
-			k, ok := kt.(string)
-			if !ok {
-				return nil, fmt.Errorf("object key expected at %s", path)
-			}
-			kp := fieldPath(path, k)
-			v, err := parseValue(d, c, kp, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			if _, dup := obj.vals[k]; dup {
-				c.add(kp, "duplicate key")
-				continue
-			}
-			obj.keys = append(obj.keys, k)
-			obj.vals[k] = v
-		}
-		if _, err := d.Token(); err != nil { // '}'
-			return nil, err
-		}
-		return obj, nil
-	case json.Delim('['):
-		arr := []any{}
-		for i := 0; d.More(); i++ {
-			v, err := parseValue(d, c, indexPath(path, i), depth+1)
-			if err != nil {
-				return nil, err
-			}
-			arr = append(arr, v)
-		}
-		if _, err := d.Token(); err != nil { // ']'
-			return nil, err
-		}
-		return arr, nil
-	default:
-		return tok, nil
-	}
+	return strictjson.Parse(b, maxDepth, func(path string) { c.add(path, "duplicate key") })
 }
 
 func decodeConfig(c *checker, tree any) *Config {
@@ -143,12 +55,12 @@ func decodeConfig(c *checker, tree any) *Config {
 		c.add("$", "must be an object {\"adapters\": [...]}")
 		return cfg
 	}
-	for _, k := range obj.keys {
+	for _, k := range obj.Keys {
 		if k != "adapters" {
 			c.add(fieldPath("$", k), "unknown field")
 		}
 	}
-	v, ok := obj.vals["adapters"]
+	v, ok := obj.Vals["adapters"]
 	if !ok {
 		return cfg
 	}
@@ -171,12 +83,12 @@ func decodeAdapter(c *checker, p string, v any) AdapterConfig {
 		return a
 	}
 	// The kind decides which fields the adapter has.
-	if s, ok := obj.vals["kind"].(string); ok {
+	if s, ok := obj.Vals["kind"].(string); ok {
 		a.Kind = Kind(s)
 	}
-	for _, k := range obj.keys {
+	for _, k := range obj.Keys {
 		fp := fieldPath(p, k)
-		val := obj.vals[k]
+		val := obj.Vals[k]
 		if !isField(k) {
 			c.add(fp, "unknown field")
 			continue
@@ -234,15 +146,15 @@ func decodeAutonomy(c *checker, p string, v any) *Autonomy {
 		return nil
 	}
 	au := &Autonomy{}
-	for _, k := range obj.keys {
+	for _, k := range obj.Keys {
 		fp := fieldPath(p, k)
 		switch k {
 		case "profile":
-			au.Profile = Profile(str(c, fp, obj.vals[k]))
+			au.Profile = Profile(str(c, fp, obj.Vals[k]))
 		case "required_args":
-			au.RequiredArgs = strList(c, fp, obj.vals[k])
+			au.RequiredArgs = strList(c, fp, obj.Vals[k])
 		case "required_settings_files":
-			au.RequiredSettingsFiles = strList(c, fp, obj.vals[k])
+			au.RequiredSettingsFiles = strList(c, fp, obj.Vals[k])
 		default:
 			c.add(fp, "unknown field")
 		}
@@ -257,9 +169,9 @@ func decodeProvider(c *checker, p string, v any) *Provider {
 		return nil
 	}
 	pr := &Provider{}
-	for _, k := range obj.keys {
+	for _, k := range obj.Keys {
 		fp := fieldPath(p, k)
-		val := obj.vals[k]
+		val := obj.Vals[k]
 		switch k {
 		case "id":
 			pr.ID = str(c, fp, val)
@@ -336,9 +248,9 @@ func strMap(c *checker, p string, v any) map[string]string {
 		c.add(p, "must be an object of strings")
 		return nil
 	}
-	out := make(map[string]string, len(obj.keys))
-	for _, k := range obj.keys {
-		out[k] = str(c, fieldPath(p, k), obj.vals[k])
+	out := make(map[string]string, len(obj.Keys))
+	for _, k := range obj.Keys {
+		out[k] = str(c, fieldPath(p, k), obj.Vals[k])
 	}
 	return out
 }
