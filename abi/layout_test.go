@@ -18,7 +18,7 @@ func TestDependencyDirection(t *testing.T) {
 		"abi":      {},
 		"runtime":  {"abi"},
 		"host":     {"abi", "runtime", "packs", "internal"},
-		"packs":    {"abi"},
+		"packs":    {"abi", "internal"},
 		"registry": {"abi", "packs", "internal"},
 		"internal": {},
 	}
