@@ -17,21 +17,32 @@ import (
 func (s *Store) appendEvent(tx *wtx, e *host.Event) error {
 	var seq int64
 	var prev string
-	err := tx.QueryRow(`SELECT seq, hash FROM runtime_events ORDER BY seq DESC LIMIT 1`).Scan(&seq, &prev)
-	if errors.Is(err, sql.ErrNoRows) {
-		seq, prev, err = 0, host.GenesisHash, nil
-	}
-	if err != nil {
-		return err
+	if tx.head != nil {
+		seq, prev = tx.head.seq, tx.head.hash
+	} else {
+		// The write transaction holds the lock, so the head cannot move
+		// under it: read it once per transaction.
+		err := tx.QueryRow(`SELECT seq, hash FROM runtime_events ORDER BY seq DESC LIMIT 1`).Scan(&seq, &prev)
+		if errors.Is(err, sql.ErrNoRows) {
+			seq, prev, err = 0, host.GenesisHash, nil
+		}
+		if err != nil {
+			return err
+		}
 	}
 	e.Seq = seq + 1
 	e.Time = s.now()
 	e.PrevHash = prev
 	e.Data = host.CompactJSON(e.Data)
 	e.Hash = host.HashEvent(e)
-	_, err = tx.Exec(`INSERT INTO runtime_events (seq, time, type, task_id, attempt_id, data, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := tx.Exec(`INSERT INTO runtime_events (seq, time, type, task_id, attempt_id, data, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.Seq, ts(e.Time), e.Type, e.TaskID, e.AttemptID, string(e.Data), e.PrevHash, e.Hash)
-	return err
+	if err != nil {
+		tx.head = nil
+		return err
+	}
+	tx.head = &eventHead{seq: e.Seq, hash: e.Hash}
+	return nil
 }
 
 // event appends an event whose data is marshalled from v.

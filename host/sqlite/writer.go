@@ -28,6 +28,15 @@ type op struct {
 type wtx struct {
 	tx    *sql.Tx
 	cache *stmtCache
+	// head is the chain head as of the last event this transaction
+	// appended, so a batch reads it from the database once; nil after a
+	// savepoint rollback (the events it counted may be gone).
+	head *eventHead
+}
+
+type eventHead struct {
+	seq  int64
+	hash string
 }
 
 func (x *wtx) stmt(query string) *sql.Stmt {
@@ -281,6 +290,7 @@ func runOp(tx *wtx, fn func(tx *wtx) error) (err, broken error) {
 		}
 		if err != nil {
 			tx.Exec(`ROLLBACK TO op`)
+			tx.head = nil
 		}
 		if _, rerr := tx.Exec(`RELEASE op`); rerr != nil {
 			broken = rerr
