@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/spf13/cobra"
+
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/host/adapters"
 	"github.com/packrun/packrun/host/dispatch"
@@ -158,4 +160,14 @@ func syncTaskTypes(ctx context.Context, st *registry.Store, b host.TaskTypes) er
 		}
 	}
 	return nil
+}
+
+// withBackend runs f with the host store open.
+func (a *app) withBackend(cmd *cobra.Command, f func(b *sqlite.Store) error) error {
+	b, err := a.openBackend(cmd.Context())
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return f(b)
 }

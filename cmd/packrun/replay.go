@@ -15,6 +15,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/host/replay"
+	"github.com/packrun/packrun/host/sqlite"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )
@@ -378,28 +379,25 @@ func (a *app) traceCommand() *cobra.Command {
 			if out == "" {
 				return usageError("trace export needs -o FILE")
 			}
-			b, err := a.openBackend(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			att, err := b.Attempt(cmd.Context(), args[0])
-			if err != nil {
-				return hostError(err)
-			}
-			t, err := replay.FromAttempt(att)
-			if err != nil {
-				return err
-			}
-			data, err := t.Marshal()
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(out, data, 0o644); err != nil {
-				return err
-			}
-			fmt.Fprintln(a.stdout, out)
-			return nil
+			return a.withBackend(cmd, func(b *sqlite.Store) error {
+				att, err := b.Attempt(cmd.Context(), args[0])
+				if err != nil {
+					return hostError(err)
+				}
+				t, err := replay.FromAttempt(att)
+				if err != nil {
+					return err
+				}
+				data, err := t.Marshal()
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(out, data, 0o644); err != nil {
+					return err
+				}
+				fmt.Fprintln(a.stdout, out)
+				return nil
+			})
 		},
 	}
 	export.Flags().StringVarP(&out, "out", "o", "", "output file")

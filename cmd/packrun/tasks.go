@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/host/sqlite"
 )
 
 // hostError maps host store errors to exit codes.
@@ -54,17 +55,14 @@ func (a *app) tasksCommand() *cobra.Command {
 			if delay > 0 {
 				intent.AvailableAt = time.Now().Add(delay).UTC().Format(time.RFC3339Nano)
 			}
-			b, err := a.openBackend(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			t, err := b.Enqueue(cmd.Context(), intent, host.EnqueueOptions{MaxAttempts: maxAttempts})
-			if err != nil {
-				return hostError(err)
-			}
-			fmt.Fprintln(a.stdout, t.TaskID)
-			return nil
+			return a.withBackend(cmd, func(b *sqlite.Store) error {
+				t, err := b.Enqueue(cmd.Context(), intent, host.EnqueueOptions{MaxAttempts: maxAttempts})
+				if err != nil {
+					return hostError(err)
+				}
+				fmt.Fprintln(a.stdout, t.TaskID)
+				return nil
+			})
 		},
 	}
 	enqueue.Flags().StringVar(&taskType, "type", "", "task type")
@@ -85,27 +83,24 @@ func (a *app) tasksCommand() *cobra.Command {
 			if status != "" && !host.TaskStatus(status).Valid() {
 				return usageError("--status %q: want pending, running, completed, retryable_failure, permanent_failure, blocked or operator_canceled", status)
 			}
-			b, err := a.openBackend(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			ts, err := b.ListTasks(cmd.Context(), host.TaskFilter{Status: host.TaskStatus(status), Limit: limit})
-			if err != nil {
-				return hostError(err)
-			}
-			if asJSON {
-				if ts == nil {
-					ts = []*host.TaskRecord{}
+			return a.withBackend(cmd, func(b *sqlite.Store) error {
+				ts, err := b.ListTasks(cmd.Context(), host.TaskFilter{Status: host.TaskStatus(status), Limit: limit})
+				if err != nil {
+					return hostError(err)
 				}
-				return writeJSON(a.stdout, ts)
-			}
-			w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "TASK\tTYPE\tSTATUS\tPRIORITY\tATTEMPTS\tUPDATED")
-			for _, t := range ts {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d/%d\t%s\n", t.TaskID, t.TaskType, t.Status, t.Priority, t.AttemptCount, t.MaxAttempts, t.UpdatedAt.Local().Format(time.DateTime))
-			}
-			return w.Flush()
+				if asJSON {
+					if ts == nil {
+						ts = []*host.TaskRecord{}
+					}
+					return writeJSON(a.stdout, ts)
+				}
+				w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "TASK\tTYPE\tSTATUS\tPRIORITY\tATTEMPTS\tUPDATED")
+				for _, t := range ts {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d/%d\t%s\n", t.TaskID, t.TaskType, t.Status, t.Priority, t.AttemptCount, t.MaxAttempts, t.UpdatedAt.Local().Format(time.DateTime))
+				}
+				return w.Flush()
+			})
 		},
 	}
 	list.Flags().StringVar(&status, "status", "", "only tasks with this status")
@@ -117,16 +112,13 @@ func (a *app) tasksCommand() *cobra.Command {
 		Short: "Show one task (JSON)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := a.openBackend(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			t, err := b.Task(cmd.Context(), args[0])
-			if err != nil {
-				return hostError(err)
-			}
-			return writeJSON(a.stdout, t)
+			return a.withBackend(cmd, func(b *sqlite.Store) error {
+				t, err := b.Task(cmd.Context(), args[0])
+				if err != nil {
+					return hostError(err)
+				}
+				return writeJSON(a.stdout, t)
+			})
 		},
 	}
 	cancel := &cobra.Command{
@@ -134,21 +126,18 @@ func (a *app) tasksCommand() *cobra.Command {
 		Short: "Cancel a task (a running one is canceled when its attempt ends)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := a.openBackend(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			t, err := b.Cancel(cmd.Context(), args[0])
-			if err != nil {
-				return hostError(err)
-			}
-			if t.CancelRequested && t.Status == host.TaskRunning {
-				fmt.Fprintf(a.stdout, "%s: cancel requested (running)\n", t.TaskID)
-			} else {
-				fmt.Fprintf(a.stdout, "%s: %s\n", t.TaskID, t.Status)
-			}
-			return nil
+			return a.withBackend(cmd, func(b *sqlite.Store) error {
+				t, err := b.Cancel(cmd.Context(), args[0])
+				if err != nil {
+					return hostError(err)
+				}
+				if t.CancelRequested && t.Status == host.TaskRunning {
+					fmt.Fprintf(a.stdout, "%s: cancel requested (running)\n", t.TaskID)
+				} else {
+					fmt.Fprintf(a.stdout, "%s: %s\n", t.TaskID, t.Status)
+				}
+				return nil
+			})
 		},
 	}
 	tasks.AddCommand(enqueue, list, show, cancel)
@@ -165,27 +154,24 @@ func (a *app) attemptsCommand() *cobra.Command {
 		Short: "List recorded attempts, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := a.openBackend(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			as, err := b.ListAttempts(cmd.Context(), host.AttemptFilter{TaskID: taskID, Pack: pack, Limit: limit})
-			if err != nil {
-				return hostError(err)
-			}
-			if asJSON {
-				if as == nil {
-					as = []*host.Attempt{}
+			return a.withBackend(cmd, func(b *sqlite.Store) error {
+				as, err := b.ListAttempts(cmd.Context(), host.AttemptFilter{TaskID: taskID, Pack: pack, Limit: limit})
+				if err != nil {
+					return hostError(err)
 				}
-				return writeJSON(a.stdout, as)
-			}
-			w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ATTEMPT\tTASK\tPACK\tNODE\tOUTCOME\tSTARTED")
-			for _, at := range as {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", at.AttemptID, orDash(at.TaskID), orDash(at.Pack), at.Node, at.Outcome, at.StartedAt.Local().Format(time.DateTime))
-			}
-			return w.Flush()
+				if asJSON {
+					if as == nil {
+						as = []*host.Attempt{}
+					}
+					return writeJSON(a.stdout, as)
+				}
+				w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "ATTEMPT\tTASK\tPACK\tNODE\tOUTCOME\tSTARTED")
+				for _, at := range as {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", at.AttemptID, orDash(at.TaskID), orDash(at.Pack), at.Node, at.Outcome, at.StartedAt.Local().Format(time.DateTime))
+				}
+				return w.Flush()
+			})
 		},
 	}
 	list.Flags().StringVar(&taskID, "task", "", "only attempts of this task")
@@ -198,30 +184,27 @@ func (a *app) attemptsCommand() *cobra.Command {
 		Short: "Show one attempt: input, output, outcome, logs, events, trace",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := a.openBackend(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			at, err := b.Attempt(cmd.Context(), args[0])
-			if err != nil {
-				return hostError(err)
-			}
-			if showJSON {
-				return writeJSON(a.stdout, at)
-			}
-			w := a.stdout
-			fmt.Fprintf(w, "attempt:  %s\ntask:     %s\npack:     %s (module sha256 %s)\nnode:     %s\noutcome:  %s (exit %s, retry %s)\n",
-				at.AttemptID, orDash(at.TaskID), orDash(at.Pack), at.ModuleSHA256, at.Node, at.Outcome, at.ExitStatus, at.RetryClass)
-			if at.Error != nil {
-				fmt.Fprintf(w, "error:    %s\n", at.Error)
-			}
-			fmt.Fprintf(w, "input:    %s\noutput:   %s\n", at.Input, orDash(string(at.Output)))
-			fmt.Fprintf(w, "time:     %s .. %s (%s)\n", at.StartedAt.Format(time.RFC3339Nano), at.EndedAt.Format(time.RFC3339Nano), at.EndedAt.Sub(at.StartedAt))
-			var trace []json.RawMessage
-			json.Unmarshal(at.Trace, &trace)
-			fmt.Fprintf(w, "trace:    %d host calls\nhash:     %s\n", len(trace), at.ContentHash)
-			return nil
+			return a.withBackend(cmd, func(b *sqlite.Store) error {
+				at, err := b.Attempt(cmd.Context(), args[0])
+				if err != nil {
+					return hostError(err)
+				}
+				if showJSON {
+					return writeJSON(a.stdout, at)
+				}
+				w := a.stdout
+				fmt.Fprintf(w, "attempt:  %s\ntask:     %s\npack:     %s (module sha256 %s)\nnode:     %s\noutcome:  %s (exit %s, retry %s)\n",
+					at.AttemptID, orDash(at.TaskID), orDash(at.Pack), at.ModuleSHA256, at.Node, at.Outcome, at.ExitStatus, at.RetryClass)
+				if at.Error != nil {
+					fmt.Fprintf(w, "error:    %s\n", at.Error)
+				}
+				fmt.Fprintf(w, "input:    %s\noutput:   %s\n", at.Input, orDash(string(at.Output)))
+				fmt.Fprintf(w, "time:     %s .. %s (%s)\n", at.StartedAt.Format(time.RFC3339Nano), at.EndedAt.Format(time.RFC3339Nano), at.EndedAt.Sub(at.StartedAt))
+				var trace []json.RawMessage
+				json.Unmarshal(at.Trace, &trace)
+				fmt.Fprintf(w, "trace:    %d host calls\nhash:     %s\n", len(trace), at.ContentHash)
+				return nil
+			})
 		},
 	}
 	show.Flags().BoolVar(&showJSON, "json", false, "print the whole record as JSON")
@@ -244,26 +227,23 @@ func (a *app) evidenceCommand() *cobra.Command {
 		Short: "Walk the evidence hash chain and report the first broken link",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := a.openBackend(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			r, err := b.VerifyChain(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if err := writeJSON(a.stdout, r); err != nil {
+			return a.withBackend(cmd, func(b *sqlite.Store) error {
+				r, err := b.VerifyChain(cmd.Context())
+				if err != nil {
 					return err
 				}
-			} else if r.OK {
-				fmt.Fprintf(a.stdout, "evidence intact: %d events, %d attempts, %d artifacts; head %s\n", r.Events, r.Attempts, r.Artifacts, r.Head)
-			}
-			if !r.OK {
-				return withCode(exitFailed, fmt.Errorf("evidence chain broken at seq %d: %s", r.Broken.Seq, brokenText(r.Broken)))
-			}
-			return nil
+				if asJSON {
+					if err := writeJSON(a.stdout, r); err != nil {
+						return err
+					}
+				} else if r.OK {
+					fmt.Fprintf(a.stdout, "evidence intact: %d events, %d attempts, %d artifacts; head %s\n", r.Events, r.Attempts, r.Artifacts, r.Head)
+				}
+				if !r.OK {
+					return withCode(exitFailed, fmt.Errorf("evidence chain broken at seq %d: %s", r.Broken.Seq, brokenText(r.Broken)))
+				}
+				return nil
+			})
 		},
 	}
 	verify.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -276,24 +256,21 @@ func (a *app) evidenceCommand() *cobra.Command {
 			if out == "" {
 				return usageError("evidence export needs -o FILE")
 			}
-			b, err := a.openBackend(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			bundle, err := b.ExportAttempt(cmd.Context(), args[0])
-			if err != nil {
-				return hostError(err)
-			}
-			data, err := json.MarshalIndent(bundle, "", "  ")
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
-				return err
-			}
-			fmt.Fprintln(a.stdout, out)
-			return nil
+			return a.withBackend(cmd, func(b *sqlite.Store) error {
+				bundle, err := b.ExportAttempt(cmd.Context(), args[0])
+				if err != nil {
+					return hostError(err)
+				}
+				data, err := json.MarshalIndent(bundle, "", "  ")
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
+					return err
+				}
+				fmt.Fprintln(a.stdout, out)
+				return nil
+			})
 		},
 	}
 	export.Flags().StringVarP(&out, "out", "o", "", "output file")
