@@ -1,86 +1,29 @@
 package extismas_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/internal/hosttest"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )
 
-// memory is a map-backed packrun:host/v1 memory service; it records every
-// memory_put request.
-type memory struct {
-	mu   sync.Mutex
-	data map[string]json.RawMessage
-	puts []map[string]json.RawMessage
-}
-
-func (m *memory) Serve(_ context.Context, fn string, req []byte) (abi.Status, []byte) {
-	var r struct {
-		Namespace string          `json:"namespace"`
-		Key       string          `json:"key"`
-		Value     json.RawMessage `json:"value"`
-	}
-	if err := json.Unmarshal(req, &r); err != nil || r.Namespace == "" || r.Key == "" {
-		return abi.StatusValidation, nil
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	k := r.Namespace + "/" + r.Key
-	switch fn {
-	case abi.HostMemoryGet:
-		v, ok := m.data[k]
-		if !ok {
-			return abi.StatusNotFound, nil
-		}
-		b, _ := json.Marshal(map[string]json.RawMessage{"value": v})
-		return abi.StatusOK, b
-	case abi.HostMemoryPut:
-		var all map[string]json.RawMessage
-		_ = json.Unmarshal(req, &all)
-		m.puts = append(m.puts, all)
-		m.data[k] = r.Value
-		return abi.StatusOK, nil
-	}
-	return abi.StatusAccessDenied, nil
-}
-
 func TestCounter(t *testing.T) {
-	ctx := context.Background()
-	wasm, err := os.ReadFile("counter.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := runtime.New(ctx, runtime.NewConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
-	m, err := rt.Load(ctx, wasm, runtime.LoadOptions{Name: "counter.wasm", PackName: "local.extism.as", Exports: map[string]string{"extism.count": "count"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close(ctx)
+	m := hosttest.LoadFile(t, "counter.wasm", runtime.LoadOptions{Name: "counter.wasm", PackName: "local.extism.as", Exports: map[string]string{"extism.count": "count"}})
 	if info := m.Info(); !info.Extism || info.PackName != "local.extism.as" || len(info.Nodes) != 1 || info.Nodes[0] != "extism.count" {
 		t.Fatalf("info %+v", info)
 	}
 
-	mem := &memory{data: map[string]json.RawMessage{}}
+	// A map-backed packrun:host/v1 memory service that records every call.
+	mem := hosttest.NewServices(hosttest.Grant(abi.HostMemoryGet, abi.HostMemoryPut), hosttest.RequireMemoryKeys())
 	invoke := func(input string) *runtime.Result {
 		t.Helper()
-		res, err := m.Invoke(ctx, runtime.Invocation{Node: "extism.count", Input: json.RawMessage(input), Services: mem})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
+		return hosttest.Invoke(t, m, runtime.Invocation{Node: "extism.count", Input: json.RawMessage(input), Services: mem})
 	}
 	for i, want := range []string{`{"name":"x","count":1}`, `{"name":"x","count":2}`} {
 		res := invoke(`{"name":"x"}`)
@@ -91,11 +34,12 @@ func TestCounter(t *testing.T) {
 			t.Errorf("call %d: %d host calls, want 2 (memory_get, memory_put)", i+1, res.HostCalls)
 		}
 	}
-	if len(mem.puts) != 2 {
-		t.Fatalf("%d memory_put calls, want 2", len(mem.puts))
+	puts := mem.CallsOf(abi.HostMemoryPut)
+	if len(puts) != 2 {
+		t.Fatalf("%d memory_put calls, want 2", len(puts))
 	}
-	for i, p := range mem.puts {
-		if string(p["namespace"]) != `"counters"` || string(p["key"]) != `"x"` || string(p["value"]) != []string{"1", "2"}[i] || string(p["ttlSeconds"]) != "3600" {
+	for i, c := range puts {
+		if p := c.Req; string(p["namespace"]) != `"counters"` || string(p["key"]) != `"x"` || string(p["value"]) != []string{"1", "2"}[i] || string(p["ttlSeconds"]) != "3600" {
 			t.Errorf("memory_put %d: %v", i+1, p)
 		}
 	}
@@ -112,15 +56,12 @@ func TestCounter(t *testing.T) {
 	if res.Outcome != abi.Completed || json.Unmarshal(res.Output, &out) != nil || out.Name != name || out.Count != 1 {
 		t.Fatalf("%s -> %s %s %+v", in, res.Outcome, res.Output, res.Error)
 	}
-	if _, ok := mem.data["counters/"+name]; !ok {
-		t.Errorf("no memory entry for %q: %v", name, mem.data)
+	if _, ok := mem.Memory("counters", name); !ok {
+		t.Errorf("no memory entry for %q: memory_put calls %v", name, mem.CallsOf(abi.HostMemoryPut))
 	}
 
 	// Without services every host call is refused; the plugin reports it.
-	res, err = m.Invoke(ctx, runtime.Invocation{Node: "extism.count", Input: json.RawMessage(`{"name":"x"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res = hosttest.Invoke(t, m, runtime.Invocation{Node: "extism.count", Input: json.RawMessage(`{"name":"x"}`)})
 	if res.Outcome != abi.Failed || res.Error == nil {
 		t.Fatalf("without services: %s %s %+v", res.Outcome, res.Output, res.Error)
 	}
@@ -144,20 +85,7 @@ func TestReproducibleBuild(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("node_modules", ".bin", "asc")); err != nil {
 		t.Skip("node_modules/.bin/asc not found (run npm ci in examples/extism-as to rebuild and compare counter.wasm)")
 	}
-	out := filepath.Join(t.TempDir(), "counter.wasm")
-	cmd := exec.Command("bash", "build.sh", out)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build.sh: %v\n%s", err, b)
-	}
-	built, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	committed, err := os.ReadFile("counter.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(built, committed) {
-		t.Fatalf("rebuilt counter.wasm (%d bytes) differs from the committed one (%d bytes); run ./build.sh and update pack.json's sha256", len(built), len(committed))
-	}
+	hosttest.CheckReproducible(t, "counter.wasm", "run ./build.sh and update pack.json's sha256", func(out string) error {
+		return hosttest.Run(exec.Command("bash", "build.sh", out))
+	})
 }

@@ -1,18 +1,15 @@
 package c_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/internal/hosttest"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -22,16 +19,9 @@ const committed = "example/counter.wasm"
 // it with the committed module. It needs clang, lld, wasi-libc and the
 // wasm32 compiler-rt builtins; without them it is skipped (CI has them).
 func TestRebuildIsByteIdentical(t *testing.T) {
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "clang"
-	}
-	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("C toolchain not available: %v", err)
-	}
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skipf("bash not available: %v", err)
-	}
+	cc := hosttest.Getenv("CC", "clang")
+	hosttest.NeedCommand(t, cc, "C toolchain not available")
+	hosttest.NeedCommand(t, "bash", "bash not available")
 	dir := t.TempDir()
 	// Probe the wasm32-wasi sysroot and builtins with an empty reactor.
 	probe := filepath.Join(dir, "probe.c")
@@ -41,128 +31,20 @@ func TestRebuildIsByteIdentical(t *testing.T) {
 	if out, err := exec.Command(cc, "--target=wasm32-wasi", "-mexec-model=reactor", "-o", filepath.Join(dir, "probe.wasm"), probe).CombinedOutput(); err != nil {
 		t.Skipf("%s cannot build wasm32-wasi reactors here (needs lld, wasi-libc, libclang-rt-dev-wasm32): %v\n%s", cc, err, out)
 	}
-	out := filepath.Join(dir, "counter.wasm")
-	if b, err := exec.Command("bash", "example/build.sh", out).CombinedOutput(); err != nil {
-		t.Fatalf("build.sh: %v\n%s", err, b)
-	}
-	got, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := os.ReadFile(committed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("rebuilt module (%d bytes) differs from the committed %s (%d bytes): run example/build.sh and commit the result", len(got), committed, len(want))
-	}
+	hosttest.CheckReproducible(t, committed, "run example/build.sh and commit the result", func(out string) error {
+		return hosttest.Run(exec.Command("bash", "example/build.sh", out))
+	})
 }
 
-// services is a runtime.Services fake: an in-memory store that records
-// every call.
-type services struct {
-	mu    sync.Mutex
-	mem   map[string]json.RawMessage
-	calls []call
-}
-
-type call struct {
-	fn  string
-	req map[string]json.RawMessage
-}
-
-func newServices() *services { return &services{mem: map[string]json.RawMessage{}} }
-
-func (s *services) Serve(_ context.Context, fn string, req []byte) (abi.Status, []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var r map[string]json.RawMessage
-	if err := json.Unmarshal(req, &r); err != nil {
-		return abi.StatusValidation, nil
-	}
-	s.calls = append(s.calls, call{fn, r})
-	var ns, key, prefix string
-	json.Unmarshal(r["namespace"], &ns)
-	json.Unmarshal(r["key"], &key)
-	json.Unmarshal(r["prefix"], &prefix)
-	switch fn {
-	case abi.HostMemoryGet:
-		v, ok := s.mem[ns+"/"+key]
-		if !ok {
-			return abi.StatusNotFound, nil
-		}
-		return abi.StatusOK, []byte(`{"value":` + string(v) + `}`)
-	case abi.HostMemoryPut:
-		s.mem[ns+"/"+key] = r["value"]
-		return abi.StatusOK, nil
-	case abi.HostMemoryDelete:
-		delete(s.mem, ns+"/"+key)
-		return abi.StatusOK, nil
-	case abi.HostMemoryList:
-		keys := []string{}
-		for k := range s.mem {
-			if rest, ok := strings.CutPrefix(k, ns+"/"); ok && strings.HasPrefix(rest, prefix) {
-				keys = append(keys, rest)
-			}
-		}
-		slices.Sort(keys)
-		b, _ := json.Marshal(map[string]any{"keys": keys})
-		return abi.StatusOK, b
-	case abi.HostQueueEnqueue:
-		return abi.StatusOK, []byte(`{"staged":1}`)
-	case abi.HostAdapterInvoke:
-		return abi.StatusOK, []byte(`{"output":` + string(r["input"]) + `,"exit_status":"ok"}`)
-	case abi.HostEvidenceRecord:
-		return abi.StatusOK, nil
-	case abi.HostArtifactPut:
-		return abi.StatusOK, []byte(`{"artifact_id":"art-1","sha256":"5e\u0063"}`)
-	case abi.HostConfigGet:
-		if key == "greeting" {
-			return abi.StatusOK, []byte(`{"value":"hi"}`)
-		}
-		return abi.StatusNotFound, nil
-	}
-	return abi.StatusAccessDenied, nil
-}
-
-func (s *services) last(fn string) map[string]json.RawMessage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := len(s.calls) - 1; i >= 0; i-- {
-		if s.calls[i].fn == fn {
-			return s.calls[i].req
-		}
-	}
-	return nil
+// newServices serves every host call; adapter_invoke answers only the
+// fields the SDK reads, and artifact_put's answer has an escape to decode.
+func newServices() *hosttest.Services {
+	return hosttest.NewServices(hosttest.WithConfig("greeting", `"hi"`), hosttest.WithAdapterResult(`"exit_status":"ok"`),
+		hosttest.WithResponse(abi.HostArtifactPut, abi.StatusOK, `{"artifact_id":"art-1","sha256":"5e\u0063"}`))
 }
 
 func load(t *testing.T) *runtime.Module {
-	t.Helper()
-	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.NewConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close(ctx) })
-	wasm, err := os.ReadFile(committed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := rt.Load(ctx, wasm, runtime.LoadOptions{Name: "counter.wasm"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(ctx) })
-	return m
-}
-
-func invoke(t *testing.T, m *runtime.Module, inv runtime.Invocation) *runtime.Result {
-	t.Helper()
-	res, err := m.Invoke(context.Background(), inv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res
+	return hosttest.LoadFile(t, committed, runtime.LoadOptions{Name: "counter.wasm"})
 }
 
 func TestModuleInfo(t *testing.T) {
@@ -185,11 +67,11 @@ func TestCounter(t *testing.T) {
 		if i == 1 {
 			in = `{"key":"visits","by":2}`
 		}
-		res := invoke(t, m, runtime.Invocation{Node: "example.counter", Input: json.RawMessage(in), RunID: "run-1", Services: svc})
+		res := hosttest.Invoke(t, m, runtime.Invocation{Node: "example.counter", Input: json.RawMessage(in), RunID: "run-1", Services: svc})
 		if res.Outcome != abi.Completed || string(res.Output) != want {
 			t.Fatalf("call %d: %s %s %v, want %s", i, res.Outcome, res.Output, res.Error, want)
 		}
-		put := svc.last(abi.HostMemoryPut)
+		put := svc.Last(abi.HostMemoryPut).Req
 		if string(put["ttlSeconds"]) != "3600" || string(put["namespace"]) != `"counters"` || string(put["key"]) != `"visits"` {
 			t.Fatalf("memory_put request %v: want namespace counters, key visits, ttlSeconds 3600", put)
 		}
@@ -201,29 +83,29 @@ func TestCounter(t *testing.T) {
 			t.Fatalf("logs %+v, want info %q", res.Logs, wantLog)
 		}
 	}
-	if v := string(svc.mem["counters/visits"]); v != "3" {
+	if v, _ := svc.Memory("counters", "visits"); string(v) != "3" {
 		t.Fatalf("stored value %s", v)
 	}
 	// Keys with escapes and non-ASCII text survive the JSON helpers.
-	res := invoke(t, m, runtime.Invocation{Node: "example.counter", Input: json.RawMessage(`{"key":"a\"b\u00e9\u2603"}`), Services: svc})
+	res := hosttest.Invoke(t, m, runtime.Invocation{Node: "example.counter", Input: json.RawMessage(`{"key":"a\"b\u00e9\u2603"}`), Services: svc})
 	if res.Outcome != abi.Completed || string(res.Output) != `{"key":"a\"bé☃","count":1}` {
 		t.Fatalf("escaped key: %s %s %v", res.Outcome, res.Output, res.Error)
 	}
-	if string(svc.last(abi.HostMemoryPut)["key"]) != `"a\"bé☃"` {
-		t.Fatalf("escaped key in memory_put: %s", svc.last(abi.HostMemoryPut)["key"])
+	if k := svc.Last(abi.HostMemoryPut).Req["key"]; string(k) != `"a\"bé☃"` {
+		t.Fatalf("escaped key in memory_put: %s", k)
 	}
 }
 
 func TestFailures(t *testing.T) {
 	m := load(t)
 	for in, code := range map[string]string{`{}`: "invalid_input", `{"key":7}`: "invalid_input", `{"key":"k","by":1.5}`: "invalid_input"} {
-		res := invoke(t, m, runtime.Invocation{Node: "example.counter", Input: json.RawMessage(in), Services: newServices()})
+		res := hosttest.Invoke(t, m, runtime.Invocation{Node: "example.counter", Input: json.RawMessage(in), Services: newServices()})
 		if res.Outcome != abi.Failed || res.Error == nil || res.Error.Code != code {
 			t.Errorf("%s: %s %s %+v, want failed %s", in, res.Outcome, res.Output, res.Error, code)
 		}
 	}
 	// Without services nothing is granted: the host status becomes the code.
-	res := invoke(t, m, runtime.Invocation{Node: "example.counter", Input: json.RawMessage(`{"key":"k"}`)})
+	res := hosttest.Invoke(t, m, runtime.Invocation{Node: "example.counter", Input: json.RawMessage(`{"key":"k"}`)})
 	if res.Outcome != abi.Failed || res.Error.Code != "access_denied" || res.Error.Message != "memory_get failed" {
 		t.Fatalf("no services: %s %+v", res.Outcome, res.Error)
 	}
@@ -231,14 +113,14 @@ func TestFailures(t *testing.T) {
 
 func TestSuspend(t *testing.T) {
 	m := load(t)
-	res := invoke(t, m, runtime.Invocation{Node: "example.gate"})
+	res := hosttest.Invoke(t, m, runtime.Invocation{Node: "example.gate"})
 	if res.Outcome != abi.Suspended || string(res.Interrupt) != `{"question":"approve?"}` {
 		t.Fatalf("gate: %s %s %v", res.Outcome, res.Interrupt, res.Error)
 	}
 	if len(res.Logs) != 1 || res.Logs[0].Level != "warn" {
 		t.Fatalf("gate logs %+v", res.Logs)
 	}
-	res = invoke(t, m, runtime.Invocation{Node: "example.gate", Input: json.RawMessage(`{"approved":true}`)})
+	res = hosttest.Invoke(t, m, runtime.Invocation{Node: "example.gate", Input: json.RawMessage(`{"approved":true}`)})
 	if res.Outcome != abi.Completed || string(res.Output) != `{"approved":true}` {
 		t.Fatalf("approved gate: %s %s %v", res.Outcome, res.Output, res.Error)
 	}
@@ -246,11 +128,11 @@ func TestSuspend(t *testing.T) {
 
 func TestInterrupt(t *testing.T) {
 	m := load(t)
-	res := invoke(t, m, runtime.Invocation{Node: "example.ask"})
+	res := hosttest.Invoke(t, m, runtime.Invocation{Node: "example.ask"})
 	if res.Outcome != abi.Suspended || string(res.Interrupt) != `{"question":"name?"}` {
 		t.Fatalf("ask: %s %s %v", res.Outcome, res.Interrupt, res.Error)
 	}
-	res = invoke(t, m, runtime.Invocation{Node: "example.ask", Resume: []json.RawMessage{json.RawMessage(`"Ada"`)}})
+	res = hosttest.Invoke(t, m, runtime.Invocation{Node: "example.ask", Resume: []json.RawMessage{json.RawMessage(`"Ada"`)}})
 	if res.Outcome != abi.Completed || string(res.Output) != `{"answer":"Ada"}` {
 		t.Fatalf("resumed ask: %s %s %v", res.Outcome, res.Output, res.Error)
 	}
@@ -259,25 +141,11 @@ func TestInterrupt(t *testing.T) {
 // TestReuse runs many invocations on one reused instance: the SDK must
 // release what each invocation allocated.
 func TestReuse(t *testing.T) {
-	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.NewConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
-	wasm, err := os.ReadFile(committed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := rt.Load(ctx, wasm, runtime.LoadOptions{ReuseInstances: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close(ctx)
+	m := hosttest.LoadFile(t, committed, runtime.LoadOptions{ReuseInstances: true})
 	svc := newServices()
 	var first uint64
 	for i := 1; i <= 2000; i++ {
-		res := invoke(t, m, runtime.Invocation{Node: "example.counter", Input: json.RawMessage(`{"key":"k"}`), Services: svc})
+		res := hosttest.Invoke(t, m, runtime.Invocation{Node: "example.counter", Input: json.RawMessage(`{"key":"k"}`), Services: svc})
 		if res.Outcome != abi.Completed {
 			t.Fatalf("call %d: %s %v", i, res.Outcome, res.Error)
 		}
@@ -294,41 +162,22 @@ func TestReuse(t *testing.T) {
 // module, or skips when the toolchain is missing.
 func buildTestModule(t *testing.T, name string) []byte {
 	t.Helper()
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "clang"
-	}
-	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("C toolchain not available: %v", err)
-	}
-	out := filepath.Join(t.TempDir(), name+".wasm")
-	if b, err := exec.Command(cc, "--target=wasm32-wasi", "-O2", "-mexec-model=reactor", "-Wl,--strip-all", "-I.", "-o", out, "testdata/"+name+".c", "packrun.c").CombinedOutput(); err != nil {
-		t.Skipf("%s cannot build wasm32-wasi reactors here: %v\n%s", cc, err, b)
-	}
-	wasm, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return wasm
+	cc := hosttest.Getenv("CC", "clang")
+	hosttest.NeedCommand(t, cc, "C toolchain not available")
+	return hosttest.Build(t, name+".wasm", func(out string) error {
+		if b, err := exec.Command(cc, "--target=wasm32-wasi", "-O2", "-mexec-model=reactor", "-Wl,--strip-all", "-I.", "-o", out, "testdata/"+name+".c", "packrun.c").CombinedOutput(); err != nil {
+			t.Skipf("%s cannot build wasm32-wasi reactors here: %v\n%s", cc, err, b)
+		}
+		return nil
+	})
 }
 
 // TestAllHostCalls drives every host call and JSON helper of the SDK
 // through testdata/all.c.
 func TestAllHostCalls(t *testing.T) {
-	wasm := buildTestModule(t, "all")
-	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.NewConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
-	m, err := rt.Load(ctx, wasm, runtime.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close(ctx)
+	m := hosttest.Load(t, buildTestModule(t, "all"), runtime.LoadOptions{})
 	svc := newServices()
-	res := invoke(t, m, runtime.Invocation{
+	res := hosttest.Invoke(t, m, runtime.Invocation{
 		Node: "test.all", Services: svc, RunID: "r\"1", TenantID: "t", Attempt: 2,
 		Configurable: json.RawMessage(`{"k":[1]}`),
 		Input:        json.RawMessage(`{"s":"h\u00e9llo w","n":-42,"big":9223372036854775808,"b":true,"z":null}`),
@@ -366,9 +215,9 @@ func TestAllHostCalls(t *testing.T) {
 		t.Errorf("logs %+v", res.Logs)
 	}
 	reqs := map[string]string{}
-	for _, c := range svc.calls {
-		b, _ := json.Marshal(c.req)
-		reqs[c.fn] += string(b) + ";"
+	for _, c := range svc.Calls() {
+		b, _ := json.Marshal(c.Req)
+		reqs[c.Fn] += string(b) + ";"
 	}
 	for fn, w := range map[string]string{
 		abi.HostMemoryPut:      `{"key":"a","namespace":"ns","secret":true,"value":{"x":1}};{"key":"b","namespace":"ns","ttlSeconds":60,"value":2};`,
@@ -385,25 +234,14 @@ func TestAllHostCalls(t *testing.T) {
 
 // TestHandlerMistakes: invalid output JSON, no outcome, failure details.
 func TestHandlerMistakes(t *testing.T) {
-	wasm := buildTestModule(t, "all")
-	ctx := context.Background()
-	rt, err := runtime.New(ctx, runtime.NewConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(ctx)
-	m, err := rt.Load(ctx, wasm, runtime.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close(ctx)
+	m := hosttest.Load(t, buildTestModule(t, "all"), runtime.LoadOptions{})
 	for node, code := range map[string]string{"test.bad_output": "invalid_output", "test.bad_utf8": "invalid_output", "test.no_outcome": "no_outcome", "test.details": "quota"} {
-		res := invoke(t, m, runtime.Invocation{Node: node})
+		res := hosttest.Invoke(t, m, runtime.Invocation{Node: node})
 		if res.Outcome != abi.Failed || res.Error.Code != code {
 			t.Errorf("%s: %s %+v, want failed %s", node, res.Outcome, res.Error, code)
 		}
 	}
-	res := invoke(t, m, runtime.Invocation{Node: "test.details"})
+	res := hosttest.Invoke(t, m, runtime.Invocation{Node: "test.details"})
 	if res.Error.Message != `too "many"` || string(res.Error.Details) != `{"limit":3}` {
 		t.Errorf("details: %+v", res.Error)
 	}
