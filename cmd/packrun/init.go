@@ -44,6 +44,8 @@ type initLang struct {
 	sdk []sdkCopy
 	// inputSchema and outputSchema go into pack.json.
 	inputSchema, outputSchema string
+	// export names the function serving the node of an Extism plugin.
+	export string
 }
 
 type sdkCopy struct{ glob, to string }
@@ -80,6 +82,12 @@ var initLangs = map[string]initLang{
 		first: `{"name":"x","count":1}`, second: `{"name":"x","count":2}`,
 		sdk:         []sdkCopy{{"assemblyscript/assembly/*.ts", "sdk/assembly"}},
 		inputSchema: counterInput, outputSchema: counterOutput,
+	},
+	"extism-go": {
+		title: "Go (an Extism plugin, Extism Go PDK)", behaviour: counterBehaviour,
+		first: `{"count":1,"name":"x"}`, second: `{"count":2,"name":"x"}`,
+		inputSchema: counterInput, outputSchema: counterOutput,
+		export: "count",
 	},
 	"wat": {
 		title:     "WebAssembly text (WAT)",
@@ -119,7 +127,7 @@ const initVersion = "0.1.0"
 func (a *app) initCommand() *cobra.Command {
 	var lang, name string
 	cmd := &cobra.Command{
-		Use:   "init DIR --lang go|c|rust|assemblyscript|wat [--name NAME]",
+		Use:   "init DIR --lang go|c|rust|assemblyscript|wat|extism-go [--name NAME]",
 		Short: "Create a pack project: a counter skill, its manifest, the SDK and a build script",
 		Long: `Create a new pack project in DIR (which must not exist or be empty): pack.json,
 a counter skill that uses memory (get, put with a TTL) and logs, a copy of the
@@ -148,8 +156,8 @@ func (a *app) initProject(dir, lang, name string) error {
 	switch {
 	case lang == "":
 		return usageError("init needs --lang (%s)", initLangList())
-	case lang == "extism-go" || strings.HasPrefix(lang, "extism"):
-		return usageError("--lang %s: packrun init does not scaffold Extism plugin packs (the host runs them; see examples/extism-go, built with the Extism Go PDK); use --lang go for a pack built with the packrun Go SDK", lang)
+	case !ok && strings.HasPrefix(lang, "extism"):
+		return usageError("--lang %s: packrun init scaffolds Extism plugin packs only with the Go PDK (--lang extism-go); see examples/extism-as for the AssemblyScript PDK", lang)
 	case !ok:
 		return usageError("--lang %q: unknown language; want one of %s", lang, initLangList())
 	}
@@ -261,6 +269,7 @@ func counterManifest(name string, spec initLang) *packs.Manifest {
 			InputSchema:  json.RawMessage(spec.inputSchema),
 			OutputSchema: json.RawMessage(spec.outputSchema),
 			TaskTypes:    []string{short + ".count"},
+			Export:       spec.export,
 		}},
 		Grants: packs.Grants{
 			Services:         []packs.Service{packs.ServiceMemory},

@@ -13,7 +13,7 @@ import (
 	"github.com/packrun/packrun/packs"
 )
 
-var initTestLangs = []string{"c", "go", "rust", "assemblyscript", "wat"}
+var initTestLangs = []string{"c", "go", "rust", "assemblyscript", "wat", "extism-go"}
 
 // needToolchain skips the test when lang's toolchain is missing (CI installs
 // them all) and returns extra setup for the project, if any.
@@ -29,7 +29,7 @@ func needToolchain(t *testing.T, lang string) (setup func(proj string)) {
 	switch lang {
 	case "c":
 		need("clang", "wasm-ld")
-	case "go":
+	case "go", "extism-go":
 		need("go")
 	case "rust":
 		if rustcWithWasm32() == "" {
@@ -122,8 +122,11 @@ func TestInitBuildInstallInvoke(t *testing.T) {
 			h.ok("install", pack)
 
 			want := []string{`{"name":"x","count":1}`, `{"name":"x","count":2}`}
-			if lang == "wat" { // the WAT node ignores its input
+			switch lang {
+			case "wat": // the WAT node ignores its input
 				want = []string{`{"count":1}`, `{"count":2}`}
+			case "extism-go": // encoding/json sorts map keys
+				want = []string{`{"count":1,"name":"x"}`, `{"count":2,"name":"x"}`}
 			}
 			for _, w := range want {
 				if got := strings.TrimSpace(h.ok("invoke", name, "--input", `{"name":"x"}`)); got != w {
@@ -155,7 +158,7 @@ func TestInitRefuses(t *testing.T) {
 	}{
 		{[]string{"init", full, "--lang", "c"}, "not empty"},
 		{[]string{"init", filepath.Join(dir, "a"), "--lang", "cobol"}, `unknown language`},
-		{[]string{"init", filepath.Join(dir, "b"), "--lang", "extism-go"}, "does not scaffold Extism plugin packs"},
+		{[]string{"init", filepath.Join(dir, "b"), "--lang", "extism-rust"}, "only with the Go PDK"},
 		{[]string{"init", filepath.Join(dir, "c")}, "needs --lang"},
 		{[]string{"init", filepath.Join(dir, "d"), "--lang", "go", "--name", "Not A Name"}, "not a pack name"},
 		{[]string{"init", filepath.Join(dir, "full", "keep.txt"), "--lang", "wat"}, "not a directory"},
@@ -190,7 +193,7 @@ func TestInitNames(t *testing.T) {
 	if got := defaultPackName("__"); got != "local.pack" {
 		t.Errorf("defaultPackName: %s", got)
 	}
-	source := map[string]string{"c": "node.c", "go": "main.go", "rust": "node.rs", "assemblyscript": "assembly/index.ts", "wat": "node.wat"}
+	source := map[string]string{"c": "node.c", "go": "main.go", "rust": "node.rs", "assemblyscript": "assembly/index.ts", "wat": "node.wat", "extism-go": "main.go"}
 	for _, lang := range initTestLangs {
 		proj := filepath.Join(dir, lang, "Odd Dir_Name")
 		h.ok("init", proj, "--lang", lang)
