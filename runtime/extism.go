@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -142,7 +141,7 @@ func slicesEqual(a, b []api.ValueType) bool {
 
 // extismHostCall serves one packrun:host/v1 call of an Extism plugin.
 func extismHostCall(ctx context.Context, cp *extism.CurrentPlugin, stack []uint64, fn string) {
-	st, a := begin(ctx)
+	_, a := begin(ctx)
 	req, err := cp.ReadBytes(stack[0])
 	if err != nil || len(req) > maxHostRequest || !utf8.Valid(req) || !json.Valid(req) {
 		a.replayed(abi.ModuleHostV1+"."+fn, nil)
@@ -163,7 +162,6 @@ func extismHostCall(ctx context.Context, cp *extism.CurrentPlugin, stack []uint6
 		s, resp = abi.StatusHostError, nil
 	}
 	a.record(abi.ModuleHostV1+"."+fn, req, s, resp)
-	_ = st
 	stack[0] = writeExtism(cp, a, s, resp)
 }
 
@@ -241,7 +239,7 @@ func (m *Module) invokeExtism(ctx context.Context, idx int, inv *Invocation) (*R
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("invoke %s: %w", res.Node, context.Cause(ctx))
 		}
-		res.fail(abi.CodeHostError, "Extism: "+errors.New("no outcome").Error())
+		res.fail(abi.CodeHostError, "Extism: the plugin call produced no outcome")
 	}
 	if a.breach != nil && res.Breach() == nil {
 		res.breach(*a.breach)
