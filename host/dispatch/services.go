@@ -196,10 +196,14 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 
 func (s *services) memory(ctx context.Context, fn string, r memReq) (abi.Status, []byte) {
 	scope := host.Scope{Tenant: s.b.tenant, Namespace: r.Namespace}
+	// Point reads do not take the invocation's deadline: go-sqlite3 watches
+	// a cancellable context with a goroutine per statement, which costs more
+	// than the query. The deadline still bounds the guest around the call.
+	rctx := context.WithoutCancel(ctx)
 	m := s.b.backend
 	switch fn {
 	case abi.HostMemoryGet:
-		e, err := m.Get(ctx, scope, r.Key)
+		e, err := m.Get(rctx, scope, r.Key)
 		if err != nil {
 			return statusOf(err), nil
 		}
@@ -218,7 +222,7 @@ func (s *services) memory(ctx context.Context, fn string, r memReq) (abi.Status,
 	case abi.HostMemoryDelete:
 		return statusOf(m.Delete(ctx, scope, r.Key)), nil
 	default:
-		keys, err := m.List(ctx, scope, r.Prefix)
+		keys, err := m.List(rctx, scope, r.Prefix)
 		if err != nil {
 			return statusOf(err), nil
 		}
