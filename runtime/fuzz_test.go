@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -20,12 +21,13 @@ func FuzzLoad(f *testing.F) {
 		}
 	}
 	f.Add([]byte("\x00asm\x01\x00\x00\x00"))
-	r, err := New(context.Background(), NewConfig().WithPoolSize(0))
-	if err != nil {
-		f.Fatal(err)
-	}
-	defer r.Close(context.Background())
 	f.Fuzz(func(t *testing.T, wasm []byte) {
+		// A runtime per input: each input is judged on its own.
+		r, err := New(context.Background(), NewConfig().WithPoolSize(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close(context.Background())
 		m, err := r.Load(context.Background(), wasm, LoadOptions{Limits: testLimits})
 		if err != nil {
 			if !errors.Is(err, ErrRefused) {
@@ -39,4 +41,43 @@ func FuzzLoad(f *testing.F) {
 		}
 		m.Close(context.Background())
 	})
+}
+
+// TestPrecheckRefusesInflatedCounts: a section declaring more entries than it
+// has bytes is refused before wazero allocates for them (FuzzLoad found a
+// 600-byte module declaring 68 million function bodies).
+func TestPrecheckRefusesInflatedCounts(t *testing.T) {
+	r := newTestRuntime(t, NewConfig().WithPoolSize(0))
+	hello := fixture(t, "examples/hello-wat/hello.wasm")
+	if err := precheck(hello); err != nil {
+		t.Fatalf("good module refused: %v", err)
+	}
+	// A code section (id 10) of 5 bytes declaring 68,380,365 bodies.
+	bad := append([]byte("\x00asm\x01\x00\x00\x00"), 10, 5, 0xcd, 0xcd, 0xcd, 0x20, 0x00)
+	_, err := r.Load(context.Background(), bad, LoadOptions{Name: "inflated"})
+	if le, ok := errors.AsType[*LoadError](err); !ok || le.Code != CodeInvalidModule || !strings.Contains(err.Error(), "declares 68380365 entries in 1 bytes") {
+		t.Fatalf("err = %v", err)
+	}
+	// A type declaring 834,897,678 parameters in a 6-byte section.
+	if err := precheck(append([]byte("\x00asm\x01\x00\x00\x00"), 1, 7, 1, 0x60, 0x8e, 0xe0, 0x8e, 0x8e, 0x03)); err == nil || !strings.Contains(err.Error(), "parameters") {
+		t.Fatalf("inflated parameter count: %v", err)
+	}
+	// A function declaring 2^32-1 locals in 7 bytes.
+	if err := precheck(append([]byte("\x00asm\x01\x00\x00\x00"), 10, 9, 1, 7, 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x7f)); err == nil || !strings.Contains(err.Error(), "locals") {
+		t.Fatalf("inflated locals: %v", err)
+	}
+	// Every module this repository builds passes.
+	paths, _ := filepath.Glob("../examples/*/*.wasm")
+	more, _ := filepath.Glob("../abi/guest/*/example/*.wasm")
+	more2, _ := filepath.Glob("../testdata/*/*.wasm")
+	for _, p := range append(append(paths, more...), more2...) {
+		b, _ := os.ReadFile(p)
+		if err := precheck(b); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	// A section running past the end of the module.
+	if err := precheck(append([]byte("\x00asm\x01\x00\x00\x00"), 1, 0x7f, 0)); err == nil {
+		t.Fatal("truncated section accepted")
+	}
 }

@@ -127,6 +127,9 @@ func (r *Runtime) load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 	if len(wasm) > maxModuleSize {
 		return nil, refuse(CodeInvalidModule, "module is %d bytes; the limit is %d", len(wasm), maxModuleSize)
 	}
+	if err := precheck(wasm); err != nil {
+		return nil, refuse(CodeInvalidModule, "%v", err)
+	}
 	sum := sha256.Sum256(wasm)
 	eng, err := r.engineFor(ctx, 0)
 	if err != nil {
