@@ -2,68 +2,23 @@ package registry
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
+	"github.com/packrun/packrun/internal/blobs"
 	"os"
 	"path/filepath"
 	"strings"
 )
 
-func (s *Store) blobPath(digest string) string {
-	return filepath.Join(s.home, "blobs", "sha256", digest)
+func (s *Store) blobDir() blobs.Dir {
+	return blobs.Dir{Path: filepath.Join(s.home, "blobs", "sha256"), TmpPrefix: ".tmp-"}
 }
 
-// putBlob stores b under its sha256, durably: temp file, fsync, rename,
-// fsync of the directory. An existing blob is left alone.
-func (s *Store) putBlob(b []byte) (string, error) {
-	sum := sha256.Sum256(b)
-	digest := hex.EncodeToString(sum[:])
-	path := s.blobPath(digest)
-	if fi, err := os.Stat(path); err == nil && fi.Size() == int64(len(b)) {
-		return digest, nil
-	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, ".tmp-"+digest[:12]+"-*")
-	if err != nil {
-		return "", err
-	}
-	_, werr := tmp.Write(b)
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("store blob %s: %w", digest, werr)
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return digest, nil
-}
+func (s *Store) blobPath(digest string) string { return s.blobDir().File(digest) }
+
+// putBlob stores b under its sha256, durably.
+func (s *Store) putBlob(b []byte) (string, error) { return s.blobDir().Put(b) }
 
 // readBlob reads a blob and checks its digest.
-func (s *Store) readBlob(digest string) ([]byte, error) {
-	if len(digest) != 64 || strings.Trim(digest, "0123456789abcdef") != "" {
-		return nil, fmt.Errorf("invalid blob digest %q", digest)
-	}
-	b, err := os.ReadFile(s.blobPath(digest))
-	if err != nil {
-		return nil, fmt.Errorf("blob %s: %w", short(digest), err)
-	}
-	sum := sha256.Sum256(b)
-	if hex.EncodeToString(sum[:]) != digest {
-		return nil, fmt.Errorf("blob %s is corrupted (its content no longer matches its digest)", short(digest))
-	}
-	return b, nil
-}
+func (s *Store) readBlob(digest string) ([]byte, error) { return s.blobDir().Get(digest) }
 
 // sweepTemp removes temporary files left by an interrupted install.
 func (s *Store) sweepTemp() {

@@ -2,11 +2,9 @@ package sqlite
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"errors"
-	"fmt"
+	"github.com/packrun/packrun/internal/blobs"
 	"os"
 	"path"
 	"path/filepath"
@@ -163,57 +161,15 @@ func (s *Store) artifactsOf(ctx context.Context, q rowsQueryer, taskID, attemptI
 // (".tmp-*") away from ours.
 const tmpPrefix = ".host-tmp-"
 
-func (s *Store) blobPath(digest string) string { return filepath.Join(s.opts.BlobDir, digest) }
+func (s *Store) blobDir() blobs.Dir { return blobs.Dir{Path: s.opts.BlobDir, TmpPrefix: tmpPrefix} }
 
-// putBlob stores b under its sha256, durably: temp file, fsync, rename,
-// fsync of the directory. An existing blob of the right size is kept.
-func (s *Store) putBlob(b []byte) (string, error) {
-	sum := sha256.Sum256(b)
-	digest := hex.EncodeToString(sum[:])
-	p := s.blobPath(digest)
-	if fi, err := os.Stat(p); err == nil && fi.Size() == int64(len(b)) {
-		return digest, nil
-	}
-	tmp, err := os.CreateTemp(s.opts.BlobDir, tmpPrefix+digest[:12]+"-*")
-	if err != nil {
-		return "", err
-	}
-	_, werr := tmp.Write(b)
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), p)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("store blob %s: %w", digest[:12], werr)
-	}
-	if d, err := os.Open(s.opts.BlobDir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return digest, nil
-}
+func (s *Store) blobPath(digest string) string { return s.blobDir().File(digest) }
+
+// putBlob stores b under its sha256, durably.
+func (s *Store) putBlob(b []byte) (string, error) { return s.blobDir().Put(b) }
 
 // readBlob reads a blob and checks its digest.
-func (s *Store) readBlob(digest string) ([]byte, error) {
-	if len(digest) != 64 || strings.Trim(digest, "0123456789abcdef") != "" {
-		return nil, fmt.Errorf("invalid blob digest %q", digest)
-	}
-	b, err := os.ReadFile(s.blobPath(digest))
-	if err != nil {
-		return nil, fmt.Errorf("blob %s: %w", digest[:12], err)
-	}
-	sum := sha256.Sum256(b)
-	if hex.EncodeToString(sum[:]) != digest {
-		return nil, fmt.Errorf("blob %s is corrupted (its content no longer matches its digest)", digest[:12])
-	}
-	return b, nil
-}
+func (s *Store) readBlob(digest string) ([]byte, error) { return s.blobDir().Get(digest) }
 
 // sweepTemp removes our temporary files older than an hour (younger ones
 // may belong to another process writing right now).

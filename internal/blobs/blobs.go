@@ -1,0 +1,77 @@
+// Package blobs stores content-addressed files: each blob is named by the
+// lowercase hex sha256 of its bytes, written durably (temp file, fsync,
+// rename, fsync of the directory) and checked against its name when read.
+package blobs
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Dir is a directory of blobs. TmpPrefix names temporary files (it should
+// start with a dot so that sweeps of blob names skip them).
+type Dir struct {
+	Path      string
+	TmpPrefix string
+}
+
+// File is where the blob with this digest lives.
+func (d Dir) File(digest string) string { return filepath.Join(d.Path, digest) }
+
+// Digest is the name a blob with these bytes gets.
+func Digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Put stores b and returns its digest. An existing blob of the right size
+// is kept as it is.
+func (d Dir) Put(b []byte) (string, error) {
+	digest := Digest(b)
+	p := d.File(digest)
+	if fi, err := os.Stat(p); err == nil && fi.Size() == int64(len(b)) {
+		return digest, nil
+	}
+	tmp, err := os.CreateTemp(d.Path, d.TmpPrefix+digest[:12]+"-*")
+	if err != nil {
+		return "", err
+	}
+	_, werr := tmp.Write(b)
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), p)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("store blob %s: %w", digest[:12], werr)
+	}
+	if dir, err := os.Open(d.Path); err == nil {
+		dir.Sync()
+		dir.Close()
+	}
+	return digest, nil
+}
+
+// Get reads a blob and checks its content still matches its digest.
+func (d Dir) Get(digest string) ([]byte, error) {
+	if len(digest) != 64 || strings.Trim(digest, "0123456789abcdef") != "" {
+		return nil, fmt.Errorf("invalid blob digest %q", digest)
+	}
+	b, err := os.ReadFile(d.File(digest))
+	if err != nil {
+		return nil, fmt.Errorf("blob %s: %w", digest[:12], err)
+	}
+	if Digest(b) != digest {
+		return nil, fmt.Errorf("blob %s is corrupted (its content no longer matches its digest)", digest[:12])
+	}
+	return b, nil
+}
