@@ -32,6 +32,9 @@ func CompactJSON(raw []byte) json.RawMessage {
 	if len(raw) == 0 {
 		return nil
 	}
+	if alreadyCompact(raw) {
+		return raw
+	}
 	var c bytes.Buffer
 	if err := json.Compact(&c, raw); err != nil {
 		return raw
@@ -39,6 +42,20 @@ func CompactJSON(raw []byte) json.RawMessage {
 	var out bytes.Buffer
 	json.HTMLEscape(&out, c.Bytes())
 	return out.Bytes()
+}
+
+// alreadyCompact reports that raw holds none of the bytes compaction or
+// escaping could change (whitespace, <, >, &, and the lead byte of
+// U+2028/9), so CompactJSON would return it as it is, valid or not. What
+// json.Marshal produces usually passes.
+func alreadyCompact(raw []byte) bool {
+	for _, b := range raw {
+		switch b {
+		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xE2:
+			return false
+		}
+	}
+	return true
 }
 
 // canon writes fields as netstrings ("<len>:<bytes>\n") after a domain

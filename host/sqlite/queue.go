@@ -195,7 +195,7 @@ func (s *Store) Claim(ctx context.Context, runnerID string, now time.Time) (*hos
 		var err error
 		t, err = scanTask(tx.QueryRow(`UPDATE tasks SET status = 'running', attempt_count = attempt_count + 1,
 			started_at = ?1, updated_at = ?1, runner_id = ?2
-			WHERE seq = (SELECT seq FROM tasks WHERE status IN ('pending', 'retryable_failure') AND available_at <= ?1
+			WHERE seq = (SELECT seq FROM tasks INDEXED BY tasks_ready WHERE status IN ('pending', 'retryable_failure') AND available_at <= ?1
 				ORDER BY priority, available_at, seq LIMIT 1)
 			RETURNING `+taskColumns, ts(now), runnerID))
 		if errors.Is(err, sql.ErrNoRows) {

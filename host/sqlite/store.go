@@ -133,13 +133,27 @@ func (s *Store) Close() error {
 
 func (s *Store) now() time.Time { return s.opts.Now().UTC() }
 
-// queryRow runs a read on the pool with a cached prepared statement.
+// queryRow runs a short read on the pool with a cached prepared statement.
+// It does not pass ctx's cancellation on: for a cancellable context
+// database/sql and go-sqlite3 each start a watcher goroutine per statement,
+// which costs more than these indexed lookups take.
 func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	ctx = context.WithoutCancel(ctx)
 	st, err := s.w.cache.get(query)
 	if err != nil {
 		return s.db.QueryRowContext(ctx, query, args...)
 	}
 	return st.QueryRowContext(ctx, args...)
+}
+
+// query is queryRow for a short read of a few rows.
+func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = context.WithoutCancel(ctx)
+	st, err := s.w.cache.get(query)
+	if err != nil {
+		return s.db.QueryContext(ctx, query, args...)
+	}
+	return st.QueryContext(ctx, args...)
 }
 
 // ts formats a time for storage.

@@ -2,9 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"sort"
 	"strings"
 
@@ -132,25 +130,31 @@ func (s *Store) RemoveTaskTypeOverride(ctx context.Context, taskType string) err
 // Resolve implements host.TaskTypes.
 func (s *Store) Resolve(ctx context.Context, taskType string) (host.TaskTypeRoute, error) {
 	const op = "resolve task type"
-	r, err := scanRoute(s.db.QueryRowContext(ctx, `SELECT task_type, pack, node, spec FROM task_type_overrides WHERE task_type = ?`, taskType), host.OriginOperator)
-	if err == nil {
-		return r, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return r, host.Wrap(op, taskType, err)
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT task_type, pack, node, spec FROM task_type_routes WHERE task_type = ? ORDER BY pack`, taskType)
+	// One statement: the operator's override (at most one, listed first)
+	// or else every manifest route.
+	rows, err := s.query(ctx, `SELECT task_type, pack, node, spec, 1 FROM task_type_overrides WHERE task_type = ?1
+		UNION ALL SELECT task_type, pack, node, spec, 0 FROM task_type_routes WHERE task_type = ?1
+		ORDER BY 5 DESC, 2`, taskType)
+	var r host.TaskTypeRoute
 	if err != nil {
 		return r, host.Wrap(op, taskType, err)
 	}
 	defer rows.Close()
 	var found []host.TaskTypeRoute
 	for rows.Next() {
-		r, err := scanRoute(rows, host.OriginManifest)
-		if err != nil {
+		var taskType, spec string
+		var override bool
+		if err := rows.Scan(&taskType, &r.Pack, &r.Node, &spec, &override); err != nil {
 			return r, host.Wrap(op, taskType, err)
 		}
+		json.Unmarshal([]byte(spec), &r.TaskTypeSpec)
+		r.TaskType, r.Origin = taskType, host.OriginManifest
+		if override {
+			r.Origin = host.OriginOperator
+			return r, nil
+		}
 		found = append(found, r)
+		r = host.TaskTypeRoute{}
 	}
 	if err := rows.Err(); err != nil {
 		return r, host.Wrap(op, taskType, err)

@@ -22,12 +22,15 @@ type op struct {
 	done chan error
 }
 
-// wtx is the write transaction operations run in. Its statements are
-// prepared once per Store (a database-level *sql.Stmt, which database/sql
-// prepares once on the writer's connection) instead of at every call.
+// wtx is the write transaction operations run in. The writer owns one
+// connection and runs BEGIN IMMEDIATE / COMMIT on it itself instead of going
+// through database/sql's Tx: a Tx gives every query a cancellable context,
+// and database/sql then starts a watcher goroutine per result set, which
+// cost the writer more than the statements did. Statements are prepared
+// once on that connection.
 type wtx struct {
-	tx    *sql.Tx
-	cache *stmtCache
+	conn  *sql.Conn
+	stmts map[string]*sql.Stmt
 	// head is the chain head as of the last event this transaction
 	// appended, so a batch reads it from the database once; nil after a
 	// savepoint rollback (the events it counted may be gone).
@@ -39,39 +42,52 @@ type eventHead struct {
 	hash string
 }
 
-func (x *wtx) stmt(query string) *sql.Stmt {
-	st, err := x.cache.get(query)
-	if err != nil {
-		return nil
+// bg is the context of every writer statement: never cancelled, so neither
+// database/sql nor the driver watches it (see writer.do).
+var bg = context.Background()
+
+func (x *wtx) stmt(query string) (*sql.Stmt, error) {
+	if st, ok := x.stmts[query]; ok {
+		return st, nil
 	}
-	return x.tx.Stmt(st)
+	st, err := x.conn.PrepareContext(bg, query)
+	if err != nil {
+		return nil, err
+	}
+	x.stmts[query] = st
+	return st, nil
 }
 
 // Exec, QueryRow and Query run a statement in the transaction; they never
 // take the caller's context (see writer.do).
 func (x *wtx) Exec(query string, args ...any) (sql.Result, error) {
-	if st := x.stmt(query); st != nil {
-		return st.Exec(args...)
+	st, err := x.stmt(query)
+	if err != nil {
+		return nil, err
 	}
-	return x.tx.Exec(query, args...)
+	return st.ExecContext(bg, args...)
 }
 
 func (x *wtx) QueryRow(query string, args ...any) *sql.Row {
-	if st := x.stmt(query); st != nil {
-		return st.QueryRow(args...)
+	st, err := x.stmt(query)
+	if err != nil {
+		// database/sql has no way to build a Row holding an error; the
+		// unprepared query reports the same error at Scan.
+		return x.conn.QueryRowContext(bg, query, args...)
 	}
-	return x.tx.QueryRow(query, args...)
+	return st.QueryRowContext(bg, args...)
 }
 
 func (x *wtx) Query(query string, args ...any) (*sql.Rows, error) {
-	if st := x.stmt(query); st != nil {
-		return st.Query(args...)
+	st, err := x.stmt(query)
+	if err != nil {
+		return nil, err
 	}
-	return x.tx.Query(query, args...)
+	return st.QueryContext(bg, args...)
 }
 
-// stmtCache holds prepared statements by query text: the writer's, and
-// those of the hottest reads. All are constants, so it stays small.
+// stmtCache holds prepared statements of the hottest reads by query text.
+// All are constants, so it stays small.
 type stmtCache struct {
 	db *sql.DB
 	mu sync.Mutex
@@ -108,6 +124,7 @@ func (c *stmtCache) close() {
 // commits them in groups.
 type writer struct {
 	conn    *sql.Conn
+	x       *wtx // the writer's statements, reused by every transaction
 	cache   *stmtCache
 	ops     chan *op
 	stopped chan struct{}
@@ -136,7 +153,17 @@ func startWriter(ctx context.Context, d *sql.DB, maxOps int, delay time.Duration
 		conn.Close()
 		return nil, err
 	}
-	w := &writer{conn: conn, cache: &stmtCache{db: d, m: map[string]*sql.Stmt{}}, ops: make(chan *op, 4*maxOps), stopped: make(chan struct{}), maxOps: maxOps, delay: delay}
+	// The writer's page cache is never invalidated by another connection
+	// of this process, so a large one pays: SQLite's default (2 MiB) is
+	// outgrown by the store's indexes at once and every miss is a read
+	// through the WAL. Readers keep the default: SQLite drops a reader's
+	// whole cache whenever the database changed, at a cost that grows with
+	// the cache. Memory is only taken as pages are touched.
+	if _, err := conn.ExecContext(ctx, `PRAGMA cache_size = -65536`); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	w := &writer{conn: conn, x: &wtx{conn: conn, stmts: map[string]*sql.Stmt{}}, cache: &stmtCache{db: d, m: map[string]*sql.Stmt{}}, ops: make(chan *op, 4*maxOps), stopped: make(chan struct{}), maxOps: maxOps, delay: delay}
 	go w.run()
 	return w, nil
 }
@@ -173,6 +200,9 @@ func (w *writer) close() error {
 	w.mu.Unlock()
 	<-w.stopped
 	w.cache.close()
+	for _, st := range w.x.stmts {
+		st.Close()
+	}
 	return w.conn.Close()
 }
 
@@ -219,15 +249,14 @@ func (w *writer) run() {
 // commit runs a batch in one transaction and reports to every caller.
 func (w *writer) commit(batch []*op) {
 	results := make([]error, len(batch))
-	bg := context.Background()
-	tx, err := w.conn.BeginTx(bg, nil) // BEGIN IMMEDIATE (internal/db sets _txlock)
-	if err != nil {
+	x := w.x
+	x.head = nil
+	if _, err := x.Exec(`BEGIN IMMEDIATE`); err != nil {
 		for _, o := range batch {
 			o.done <- fmt.Errorf("begin write transaction: %w", err)
 		}
 		return
 	}
-	x := &wtx{tx: tx, cache: w.cache}
 	if len(batch) == 1 {
 		// A batch of one needs no savepoint: on failure the whole
 		// transaction is rolled back.
@@ -237,8 +266,8 @@ func (w *writer) commit(batch []*op) {
 			err = runAlone(x, o.fn)
 		}
 		if err != nil {
-			tx.Rollback()
-		} else if err = tx.Commit(); err != nil {
+			x.rollback()
+		} else if err = x.commit(); err != nil {
 			err = fmt.Errorf("commit: %w", err)
 		}
 		o.done <- err
@@ -259,13 +288,13 @@ func (w *writer) commit(batch []*op) {
 	if broken != nil {
 		// SQLite rolled the whole transaction back (I/O error, disk full):
 		// nothing of the batch is applied.
-		tx.Rollback()
+		x.rollback()
 		for i := range results {
 			if results[i] == nil {
 				results[i] = fmt.Errorf("write transaction aborted: %w", broken)
 			}
 		}
-	} else if err := tx.Commit(); err != nil {
+	} else if err := x.commit(); err != nil {
 		for i := range results {
 			if results[i] == nil {
 				results[i] = fmt.Errorf("commit: %w", err)
@@ -275,6 +304,22 @@ func (w *writer) commit(batch []*op) {
 	for i, o := range batch {
 		o.done <- results[i]
 	}
+}
+
+// commit ends the transaction; if COMMIT fails the transaction is rolled
+// back so the connection is left outside any transaction.
+func (x *wtx) commit() error {
+	if _, err := x.Exec(`COMMIT`); err != nil {
+		x.rollback()
+		return err
+	}
+	return nil
+}
+
+// rollback ends the transaction, if SQLite has not already done so.
+func (x *wtx) rollback() {
+	x.head = nil
+	x.Exec(`ROLLBACK`) // "no transaction is active" when SQLite rolled back itself
 }
 
 // runOp runs fn in a savepoint, undoing only fn's writes if it fails or
