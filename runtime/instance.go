@@ -37,7 +37,14 @@ type instState struct {
 	act  *activity
 }
 
-func (i *instance) close() { _ = i.mod.Close(context.Background()) }
+// close closes the instance. Callers are host code with none of the
+// instance's guest calls running, so its memory can be recycled.
+func (i *instance) close() {
+	_ = i.mod.Close(context.Background())
+	if i.st.mem != nil {
+		i.st.mem.recycle()
+	}
+}
 
 // memoryBytes is the largest size the instance's linear memory reached.
 func (i *instance) memoryBytes() uint64 {

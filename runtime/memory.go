@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"sync"
+
 	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/packrun/packrun/abi"
@@ -15,14 +17,63 @@ type linearMemory struct {
 	peak  uint64 // largest size reached; survives Free for reporting
 	limit uint64
 	st    *instState
+	// first is the buffer Allocate handed out, kept so that recycle can
+	// return it (zeroed) to the free buffers once no guest code can run.
+	first []byte
 }
 
 // Allocate implements experimental.MemoryAllocator for instState.
 func (st *instState) Allocate(capacity, _ uint64) experimental.LinearMemory {
 	m := &linearMemory{limit: st.m.limits.MemoryBytes, st: st}
-	m.buf = make([]byte, 0, min(capacity, m.limit))
+	m.buf = freeBuffers.get(min(capacity, m.limit))
+	m.first = m.buf
 	st.mem = m
 	return m
+}
+
+// recycle returns the memory's first buffer to freeBuffers. Only the host
+// calls it, after the instance is closed and none of its guest calls is
+// running: wazero frees a memory as soon as the module is closed, which a
+// breach does from inside a host function, while guest code is still on
+// the stack and may write to it.
+func (m *linearMemory) recycle() {
+	b := m.first
+	m.first, m.buf = nil, nil
+	if b == nil {
+		return
+	}
+	// Memory never shrinks; the bytes this instance exposed are b[:peak]
+	// when it never outgrew b, and b is abandoned to the GC when it did
+	// (its contents were copied to a larger buffer).
+	if m.peak > uint64(cap(b)) {
+		return
+	}
+	clear(b[:m.peak])
+	freeBuffers.put(b[:0])
+}
+
+// freeBuffers keeps zeroed linear-memory buffers by capacity for the next
+// instance of the same module: a fresh instance per invocation would
+// otherwise allocate (and the GC reclaim) its whole initial memory every
+// time, which at thousands of invocations a second made the collector the
+// busiest thing in the process. sync.Pool empties itself across GC cycles,
+// so idle buffers do not pin memory.
+var freeBuffers bufferPools
+
+type bufferPools struct{ m sync.Map } // capacity -> *sync.Pool of *[]byte
+
+func (p *bufferPools) get(capacity uint64) []byte {
+	if v, ok := p.m.Load(capacity); ok {
+		if b, ok := v.(*sync.Pool).Get().(*[]byte); ok {
+			return *b
+		}
+	}
+	return make([]byte, 0, capacity)
+}
+
+func (p *bufferPools) put(b []byte) {
+	v, _ := p.m.LoadOrStore(uint64(cap(b)), new(sync.Pool))
+	v.(*sync.Pool).Put(&b)
 }
 
 func (m *linearMemory) Reallocate(size uint64) []byte {
