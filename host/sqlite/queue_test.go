@@ -225,9 +225,18 @@ func TestFinishStatuses(t *testing.T) {
 			f := newFixture(t, Options{})
 			mustEnqueue(t, f.Store, intent("demo", nil), host.EnqueueOptions{MaxAttempts: tt.maxAtt})
 			task := mustClaim(t, f.Store, f.clock.Now())
+			f.clock.Add(1500 * time.Millisecond)
 			rec := finishWith(t, f, task, host.FinishInput{Outcome: host.TaskOutcome{MachineStatus: tt.ms}, RetryClass: tt.rc, Error: "e"})
 			if rec.Status != tt.want || rec.LastError != tt.wantErrMsg || rec.Outcome.Status != tt.want {
 				t.Fatalf("status %s (%q), want %s (%q)", rec.Status, rec.LastError, tt.want, tt.wantErrMsg)
+			}
+			// Finish returns the record as stored, without reading it back.
+			stored, err := f.Task(ctx, task.TaskID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(rec, stored) {
+				t.Fatalf("Finish returned\n%+v\nstored\n%+v", rec, stored)
 			}
 		})
 	}
