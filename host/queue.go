@@ -282,7 +282,11 @@ type TaskRecord struct {
 // unrecorded or stale attempt, unknown machine_status or retry_class); the
 // task is then unchanged.
 type FinishInput struct {
-	AttemptID  string
+	AttemptID string
+	// Record, when set, is the attempt to record (as RecordAttempt does)
+	// in the same write as the settlement; AttemptID is taken from it. If
+	// the task cannot be settled, the attempt is not recorded either.
+	Record     *Attempt
 	Outcome    TaskOutcome
 	RetryClass RetryClass // empty means none
 	Error      string     // becomes last_error

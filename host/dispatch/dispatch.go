@@ -149,7 +149,7 @@ func (d *Dispatcher) InvokeArchive(ctx context.Context, arch *packs.Archive, req
 		runID = newID()
 	}
 	attempt := max(req.Attempt, 1)
-	att, res, svc, err := d.run(ctx, l, node, runtime.Invocation{Node: node, Input: req.Input, RunID: runID, NodeID: req.NodeID, TenantID: req.Tenant, Attempt: attempt, Resume: req.Resume}, "")
+	att, res, svc, err := d.run(ctx, l, node, runtime.Invocation{Node: node, Input: req.Input, RunID: runID, NodeID: req.NodeID, TenantID: req.Tenant, Attempt: attempt, Resume: req.Resume}, "", true)
 	if err != nil {
 		return att, res, err
 	}
@@ -180,7 +180,7 @@ func (d *Dispatcher) InvokeModule(ctx context.Context, m *runtime.Module, inv ru
 	}
 	info := m.Info()
 	l := &loaded{mod: m, manifest: &packs.Manifest{Name: info.PackName}, module: packs.Module{Path: info.Name, SHA256: info.SHA256}}
-	att, res, _, err := d.run(ctx, l, inv.Node, inv, "")
+	att, res, _, err := d.run(ctx, l, inv.Node, inv, "", true)
 	if att != nil {
 		att.Pack = ""
 	}
@@ -233,8 +233,9 @@ func (d *Dispatcher) load(ctx context.Context, arch *packs.Archive, node string,
 	return l, nil
 }
 
-// run invokes and records one attempt.
-func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtime.Invocation, taskID string) (*host.Attempt, *runtime.Result, *services, error) {
+// run invokes one attempt and, if record is set, records it. (A task's
+// attempt is recorded by the Finish that settles the task, in one write.)
+func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtime.Invocation, taskID string, record bool) (*host.Attempt, *runtime.Result, *services, error) {
 	attemptID := newID()
 	pack := l.manifest.Name + "@" + l.manifest.Version
 	var cfg json.RawMessage
@@ -263,6 +264,9 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 	att.StartedAt, att.EndedAt = started, started.Add(res.Duration)
 	limits, _ := json.Marshal(l.mod.Info().Limits)
 	att.Limits = limits
+	if !record {
+		return att, res, svc, nil
+	}
 	if err := d.cfg.Backend.RecordAttempt(ctx, att); err != nil {
 		return nil, res, nil, fmt.Errorf("record attempt %s: %w", attemptID, err)
 	}

@@ -140,12 +140,12 @@ func (d *Dispatcher) RunTask(ctx context.Context, t *host.TaskRecord) {
 	}
 	att, res, svc, err := d.run(ctx, l, route.Node, runtime.Invocation{
 		Node: route.Node, Input: t.Payload, RunID: t.TaskID, NodeID: route.Node, TenantID: "default", Attempt: t.AttemptCount,
-	}, t.TaskID)
+	}, t.TaskID, false)
 	if err != nil {
 		fail(host.RetryRetryable, fmt.Sprintf("invoke %s: %v", route.Node, err))
 		return
 	}
-	in := host.FinishInput{AttemptID: att.AttemptID, RetryClass: att.RetryClass}
+	in := host.FinishInput{Record: att, RetryClass: att.RetryClass}
 	switch res.Outcome {
 	case abi.Completed:
 		in.Outcome = host.TaskOutcome{Status: host.TaskCompleted, MachineStatus: host.MachineOK, OperatorSummary: "completed",
@@ -167,6 +167,11 @@ func (d *Dispatcher) RunTask(ctx context.Context, t *host.TaskRecord) {
 	}
 	if _, err := d.cfg.Backend.Finish(ctx, t.TaskID, in); err != nil {
 		d.cfg.Log("settling task failed", "task", t.TaskID, "error", err)
+		// The task could not be settled (cancelled, reclaimed, a stale
+		// runner...): the attempt still ran, so its evidence is kept.
+		if rerr := d.cfg.Backend.RecordAttempt(ctx, att); rerr != nil {
+			d.cfg.Log("recording attempt failed", "task", t.TaskID, "attempt", att.AttemptID, "error", rerr)
+		}
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"strings"
 
+	sqlite3 "github.com/mattn/go-sqlite3"
+
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 )
@@ -121,43 +123,66 @@ func (s *Store) RecordAttempt(ctx context.Context, a *host.Attempt) error {
 	if err := s.normalizeAttempt(a); err != nil {
 		return err
 	}
+	err := s.w.do(ctx, func(tx *wtx) error { return s.recordAttempt(tx, a) })
+	if errors.Is(err, errAttemptExists) {
+		err = s.sameAttempt(ctx, a)
+	}
+	if err != nil {
+		return host.Wrap(op, a.AttemptID, err)
+	}
+	return nil
+}
+
+// errAttemptExists: recordAttempt found the attempt id taken; its writes
+// were undone with the operation's savepoint.
+var errAttemptExists = errors.New("attempt already recorded")
+
+// recordAttempt chains and inserts a normalized attempt inside a write
+// transaction, setting a.EventSeq. Recording is optimistic: an attempt id
+// is new almost always, so the row is inserted without looking first, and
+// a taken id (the primary key refuses it) fails the operation with
+// errAttemptExists for sameAttempt to examine.
+func (s *Store) recordAttempt(tx *wtx, a *host.Attempt) error {
 	var errJSON []byte
 	if a.Error != nil {
 		errJSON, _ = json.Marshal(a.Error)
 	}
 	packName, _, _ := strings.Cut(a.Pack, "@")
-	var seq int64
-	err := s.w.do(ctx, func(tx *wtx) error {
-		var hash string
-		err := tx.QueryRow(`SELECT content_hash, event_seq FROM task_attempts WHERE attempt_id = ?`, a.AttemptID).Scan(&hash, &seq)
-		if err == nil {
-			if hash == a.ContentHash {
-				return nil // the same attempt, recorded again
-			}
-			return host.Errorf(op, a.AttemptID, host.ErrConflict, "already recorded with different content; attempts are immutable")
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		e, err := s.event(tx, host.EventAttemptRecorded, a.TaskID, a.AttemptID, map[string]any{
-			"content_hash": a.ContentHash, "pack": a.Pack, "node": a.Node, "tenant": a.Tenant,
-			"attempt": a.Attempt, "outcome": a.Outcome, "exit_status": a.ExitStatus, "retry_class": a.RetryClass,
-		})
-		if err != nil {
-			return err
-		}
-		seq = e.Seq
-		_, err = tx.Exec(`INSERT INTO task_attempts (attempt_id, task_id, runner_id, pack, pack_name, module_sha256, node, tenant, run_id, attempt, abi_version,
-			input, output, interrupt, outcome, error, exit_status, retry_class, stdout, stderr, logs, events, trace, limits, adapter_calls, diagnostics,
-			started_at, ended_at, content_hash, event_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			a.AttemptID, a.TaskID, a.RunnerID, a.Pack, packName, a.ModuleSHA256, a.Node, a.Tenant, a.RunID, a.Attempt, a.ABIVersion,
-			rawText(a.Input), rawText(a.Output), rawText(a.Interrupt), string(a.Outcome), string(errJSON), string(a.ExitStatus), string(a.RetryClass),
-			nonNil(a.Stdout), nonNil(a.Stderr), rawText(a.Logs), rawText(a.Events), rawText(a.Trace), rawText(a.Limits), rawText(a.AdapterCalls), rawText(a.Diagnostics),
-			ts(a.StartedAt), ts(a.EndedAt), a.ContentHash, e.Seq)
-		return err
+	e, err := s.event(tx, host.EventAttemptRecorded, a.TaskID, a.AttemptID, map[string]any{
+		"content_hash": a.ContentHash, "pack": a.Pack, "node": a.Node, "tenant": a.Tenant,
+		"attempt": a.Attempt, "outcome": a.Outcome, "exit_status": a.ExitStatus, "retry_class": a.RetryClass,
 	})
 	if err != nil {
-		return host.Wrap(op, a.AttemptID, err)
+		return err
+	}
+	_, err = tx.Exec(`INSERT INTO task_attempts (attempt_id, task_id, runner_id, pack, pack_name, module_sha256, node, tenant, run_id, attempt, abi_version,
+		input, output, interrupt, outcome, error, exit_status, retry_class, stdout, stderr, logs, events, trace, limits, adapter_calls, diagnostics,
+		started_at, ended_at, content_hash, event_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.AttemptID, a.TaskID, a.RunnerID, a.Pack, packName, a.ModuleSHA256, a.Node, a.Tenant, a.RunID, a.Attempt, a.ABIVersion,
+		rawText(a.Input), rawText(a.Output), rawText(a.Interrupt), string(a.Outcome), string(errJSON), string(a.ExitStatus), string(a.RetryClass),
+		nonNil(a.Stdout), nonNil(a.Stderr), rawText(a.Logs), rawText(a.Events), rawText(a.Trace), rawText(a.Limits), rawText(a.AdapterCalls), rawText(a.Diagnostics),
+		ts(a.StartedAt), ts(a.EndedAt), a.ContentHash, e.Seq)
+	var se sqlite3.Error
+	if errors.As(err, &se) && (se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey || se.ExtendedCode == sqlite3.ErrConstraintUnique) {
+		return errAttemptExists
+	}
+	if err != nil {
+		return err
+	}
+	a.EventSeq = e.Seq
+	return nil
+}
+
+// sameAttempt decides a record of an attempt id that is already taken:
+// the same content recorded again is a no-op, anything else a conflict.
+func (s *Store) sameAttempt(ctx context.Context, a *host.Attempt) error {
+	var hash string
+	var seq int64
+	if err := s.queryRow(ctx, `SELECT content_hash, event_seq FROM task_attempts WHERE attempt_id = ?`, a.AttemptID).Scan(&hash, &seq); err != nil {
+		return err
+	}
+	if hash != a.ContentHash {
+		return host.Errorf("record attempt", a.AttemptID, host.ErrConflict, "already recorded with different content; attempts are immutable")
 	}
 	a.EventSeq = seq
 	return nil

@@ -220,6 +220,15 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 	if err := host.CheckID(op, "task_id", taskID); err != nil {
 		return nil, err
 	}
+	if a := in.Record; a != nil {
+		if err := s.normalizeAttempt(a); err != nil {
+			return nil, err
+		}
+		if a.TaskID != taskID {
+			return nil, host.Invalid(op, "record.task_id", "is %q, not the task being finished", a.TaskID)
+		}
+		in.AttemptID = a.AttemptID
+	}
 	if in.AttemptID != "" {
 		if err := host.CheckID(op, "attempt_id", in.AttemptID); err != nil {
 			return nil, err
@@ -253,7 +262,14 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 		if t.Status != host.TaskRunning {
 			return host.Errorf(op, taskID, host.ErrConflict, "task is %s, not running", t.Status)
 		}
-		if in.AttemptID != "" {
+		if a := in.Record; a != nil {
+			if a.Attempt != t.AttemptCount {
+				return host.Errorf(op, taskID, host.ErrConflict, "attempt %s is attempt %d but the task is on attempt %d (a stale runner?)", a.AttemptID, a.Attempt, t.AttemptCount)
+			}
+			if err := s.recordAttempt(tx, a); err != nil {
+				return err
+			}
+		} else if in.AttemptID != "" {
 			var attTask string
 			var attNum int
 			err = tx.QueryRow(`SELECT task_id, attempt FROM task_attempts WHERE attempt_id = ?`, in.AttemptID).Scan(&attTask, &attNum)
@@ -376,6 +392,15 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 		out = t
 		return nil
 	})
+	if errors.Is(err, errAttemptExists) {
+		// Recorded before (a retried call): settle with the recorded one
+		// if it is the same attempt.
+		if err := s.sameAttempt(ctx, in.Record); err != nil {
+			return nil, host.Wrap(op, taskID, err)
+		}
+		in.Record = nil
+		return s.Finish(ctx, taskID, in)
+	}
 	if err != nil {
 		return nil, host.Wrap(op, taskID, err)
 	}

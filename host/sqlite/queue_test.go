@@ -2,11 +2,13 @@ package sqlite
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 )
 
@@ -700,4 +702,64 @@ func TestTaskTypes(t *testing.T) {
 	wantErr(t, err, host.ErrValidation)
 	err = f.SetPackTaskTypes(ctx, "p", []host.TaskTypeRoute{route("x", "n"), route("x", "m")})
 	wantErr(t, err, host.ErrValidation)
+}
+
+// Finish can record the attempt it settles in the same write: both happen
+// or neither does.
+func TestFinishRecordsAttempt(t *testing.T) {
+	newAttempt := func(task *host.TaskRecord) *host.Attempt {
+		return &host.Attempt{TaskID: task.TaskID, Pack: "local.test@1.0.0", ModuleSHA256: "ab12", Node: "test.node",
+			Attempt: task.AttemptCount, ABIVersion: "1.0", Input: task.Payload, Output: json.RawMessage(`{"ok":true}`), Outcome: abi.Completed}
+	}
+	f := newFixture(t, Options{})
+	rec := mustEnqueue(t, f.Store, intent("demo", nil), host.EnqueueOptions{})
+	task := mustClaim(t, f.Store, f.clock.Now())
+	a := newAttempt(task)
+	done, err := f.Finish(ctx, task.TaskID, host.FinishInput{Record: a, Outcome: okOutcome()})
+	if err != nil || done.Status != host.TaskCompleted {
+		t.Fatalf("%v %+v", err, done)
+	}
+	got, err := f.Attempt(ctx, a.AttemptID)
+	if err != nil || got.ContentHash != a.ContentHash || got.EventSeq == 0 || got.EventSeq != a.EventSeq {
+		t.Fatalf("attempt not recorded with the settlement: %v %+v", err, got)
+	}
+	want := []string{"task_enqueued", "task_claimed", "attempt_recorded", "task_attempt_finished", "task_finished"}
+	if got := eventTypes(t, f.Store, rec.TaskID); !reflect.DeepEqual(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+
+	// A task that cannot be settled records nothing.
+	late := newAttempt(task)
+	_, err = f.Finish(ctx, task.TaskID, host.FinishInput{Record: late, Outcome: okOutcome()})
+	wantErr(t, err, host.ErrConflict)
+	if _, err := f.Attempt(ctx, late.AttemptID); !errors.Is(err, host.ErrNotFound) {
+		t.Fatalf("attempt of an unsettled task was recorded: %v", err)
+	}
+	// Nor one that belongs to another task.
+	mustEnqueue(t, f.Store, intent("demo", nil), host.EnqueueOptions{})
+	task2 := mustClaim(t, f.Store, f.clock.Now())
+	_, err = f.Finish(ctx, task2.TaskID, host.FinishInput{Record: newAttempt(task), Outcome: okOutcome()})
+	wantErr(t, err, host.ErrValidation)
+
+	// An attempt recorded before (a retried call) settles the task once.
+	b := newAttempt(task2)
+	if err := f.RecordAttempt(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	again := newAttempt(task2)
+	again.AttemptID, again.StartedAt, again.EndedAt = b.AttemptID, b.StartedAt, b.EndedAt
+	done, err = f.Finish(ctx, task2.TaskID, host.FinishInput{Record: again, Outcome: okOutcome()})
+	if err != nil || done.Status != host.TaskCompleted || again.EventSeq != b.EventSeq {
+		t.Fatalf("%v %+v (event %d, first recorded at %d)", err, done, again.EventSeq, b.EventSeq)
+	}
+	// Different content under a recorded id is refused.
+	mustEnqueue(t, f.Store, intent("demo", nil), host.EnqueueOptions{})
+	task3 := mustClaim(t, f.Store, f.clock.Now())
+	clash := newAttempt(task3)
+	clash.AttemptID = b.AttemptID
+	_, err = f.Finish(ctx, task3.TaskID, host.FinishInput{Record: clash, Outcome: okOutcome()})
+	wantErr(t, err, host.ErrConflict)
+	if rep, err := f.VerifyChain(ctx); err != nil || !rep.OK {
+		t.Fatalf("chain: %v %+v", err, rep)
+	}
 }
