@@ -163,6 +163,14 @@ func startWriter(ctx context.Context, d *sql.DB, maxOps int, delay time.Duration
 		conn.Close()
 		return nil, err
 	}
+	// Each operation runs in a savepoint, whose sub-journal keeps the
+	// original of every page the operation changes; with temp_store=FILE
+	// it spills to a temporary file (a write syscall per page) once past
+	// 64 KiB. Keep it in memory: it never outlives one batch.
+	if _, err := conn.ExecContext(ctx, `PRAGMA temp_store = MEMORY`); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	w := &writer{conn: conn, x: &wtx{conn: conn, stmts: map[string]*sql.Stmt{}}, cache: &stmtCache{db: d, m: map[string]*sql.Stmt{}}, ops: make(chan *op, 4*maxOps), stopped: make(chan struct{}), maxOps: maxOps, delay: delay}
 	go w.run()
 	return w, nil
