@@ -236,7 +236,9 @@ func (d *Dispatcher) load(ctx context.Context, arch *packs.Archive, node string,
 // run invokes one attempt and, if record is set, records it. (A task's
 // attempt is recorded by the Finish that settles the task, in one write.)
 func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtime.Invocation, taskID string, record bool) (*host.Attempt, *runtime.Result, *services, error) {
-	attemptID := newID()
+	// Time-ordered, like the store's own ids: attempts are indexed by id,
+	// and random ids would scatter every insert across the index.
+	attemptID := host.NewID("att")
 	pack := l.manifest.Name + "@" + l.manifest.Version
 	var cfg json.RawMessage
 	if d.cfg.PackConfig != nil {
