@@ -73,8 +73,8 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 	g := s.b.grants
 	switch fn {
 	case abi.HostMemoryGet, abi.HostMemoryPut, abi.HostMemoryDelete, abi.HostMemoryList:
-		var r memReq
-		if json.Unmarshal(req, &r) != nil || r.Namespace == "" {
+		r, ok := decodeMemReq(req)
+		if !ok || r.Namespace == "" {
 			return abi.StatusValidation, nil
 		}
 		if !g.Allows(packs.ServiceMemory) || !g.AllowsMemoryNamespace(r.Namespace) {
@@ -210,7 +210,10 @@ func (s *services) memory(ctx context.Context, fn string, r memReq) (abi.Status,
 		if e.Secret {
 			s.redactor.Add(r.Namespace+"/"+r.Key, e.Value)
 		}
-		return abi.StatusOK, mustJSON(map[string]json.RawMessage{"value": e.Value})
+		// {"value":<stored JSON>}: the value is valid JSON as stored.
+		resp := make([]byte, 0, len(`{"value":}`)+len(e.Value))
+		resp = append(append(append(resp, `{"value":`...), e.Value...), '}')
+		return abi.StatusOK, resp
 	case abi.HostMemoryPut:
 		if len(r.Value) == 0 {
 			return abi.StatusValidation, nil

@@ -25,20 +25,41 @@ func (s *Store) Get(ctx context.Context, sc host.Scope, key string) (*host.Entry
 	if err := host.CheckKey(op, key, false); err != nil {
 		return nil, err
 	}
-	var value []byte
-	var secret bool
-	var expires sql.NullString
-	var updated string
-	err := s.queryRow(ctx, `SELECT value, secret, expires_at, updated_at FROM memory_entries
-		WHERE tenant = ? AND namespace = ? AND key = ? AND (expires_at IS NULL OR expires_at > ?)`,
-		sc.Tenant, sc.Namespace, key, ts(s.now())).Scan(&value, &secret, &expires, &updated)
-	if errors.Is(err, sql.ErrNoRows) {
+	k := memKey{sc.Tenant, sc.Namespace, key}
+	e, g := s.mc.lookup(k, time.Now())
+	if e == nil {
+		var expires sql.NullString
+		var updated string
+		e = &cachedEntry{}
+		err := s.queryRow(ctx, `SELECT value, secret, expires_at, updated_at FROM memory_entries
+			WHERE tenant = ? AND namespace = ? AND key = ?`, sc.Tenant, sc.Namespace, key).Scan(&e.value, &e.secret, &expires, &updated)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			e.missing = true
+		case err != nil:
+			return nil, host.Wrap(op, subject(sc, key), err)
+		default:
+			e.expires, e.updatedAt = expires.String, parseTS(updated)
+		}
+		e.readAt = time.Now()
+		s.mc.store(k, e, g)
+	}
+	// Expiry is decided here, as the SQL of the other reads decides it
+	// (stored text against the current time in the same form).
+	if e.missing || e.expires != "" && e.expires <= ts(s.now()) {
 		return nil, host.Errorf(op, subject(sc, key), host.ErrNotFound, "")
 	}
-	if err != nil {
-		return nil, host.Wrap(op, subject(sc, key), err)
+	return e.entry(key), nil
+}
+
+// memWrite marks a write transaction as changing memory entries: the
+// memory generation is bumped now, before the commit, and again when the
+// transaction is over (see memCache).
+func (s *Store) memWrite(tx *wtx) {
+	if !tx.memWrites {
+		s.mc.gen.bump()
+		tx.memWrites = true
 	}
-	return &host.Entry{Key: key, Value: value, Secret: secret, ExpiresAt: parseNullTS(expires), UpdatedAt: parseTS(updated)}, nil
 }
 
 // Put implements host.Memory. A namespace's usage (bytes of keys plus
@@ -64,6 +85,7 @@ func (s *Store) Put(ctx context.Context, sc host.Scope, key string, value json.R
 	}
 	size := int64(len(key) + len(value))
 	err := s.w.do(ctx, func(tx *wtx) error {
+		s.memWrite(tx)
 		now := s.now()
 		var old int64
 		err := tx.QueryRow(`SELECT size FROM memory_entries WHERE tenant = ? AND namespace = ? AND key = ?`, sc.Tenant, sc.Namespace, key).Scan(&old)
@@ -158,6 +180,7 @@ func (s *Store) Delete(ctx context.Context, sc host.Scope, key string) error {
 	subj := subject(sc, key)
 	found := false
 	err := s.w.do(ctx, func(tx *wtx) error {
+		s.memWrite(tx)
 		var size int64
 		var expires sql.NullString
 		err := tx.QueryRow(`DELETE FROM memory_entries WHERE tenant = ? AND namespace = ? AND key = ? RETURNING size, expires_at`,
@@ -228,6 +251,7 @@ func prefixEnd(prefix string) (string, bool) {
 func (s *Store) Sweep(ctx context.Context) (int64, error) {
 	var n int64
 	err := s.w.do(ctx, func(tx *wtx) error {
+		s.memWrite(tx)
 		rows, err := tx.Query(`DELETE FROM memory_entries WHERE expires_at IS NOT NULL AND expires_at <= ? RETURNING tenant, namespace, size`, ts(s.now()))
 		if err != nil {
 			return err

@@ -2,8 +2,11 @@ package sqlite
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -245,4 +248,120 @@ func TestRedactSecretsReadFromMemory(t *testing.T) {
 	if strings.Contains(out, "sk-live") {
 		t.Fatal("secret reached evidence")
 	}
+}
+
+// The read cache never serves a value another process has replaced or
+// deleted: two Stores on one database stand for two processes (each maps
+// the memory generation on its own, as separate processes do).
+func TestMemoryCacheCoherentAcrossStores(t *testing.T) {
+	a := newFixture(t, Options{})
+	b, err := Open(ctx, a.path, Options{Now: a.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sc := host.Scope{Tenant: "t1", Namespace: "ns"}
+	get := func(s *Store, sc host.Scope, key string) string {
+		t.Helper()
+		e, err := s.Get(ctx, sc, key)
+		if errors.Is(err, host.ErrNotFound) {
+			return "<absent>"
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(e.Value)
+	}
+	put := func(s *Store, sc host.Scope, key, v string, opts host.PutOptions) {
+		t.Helper()
+		if err := s.Put(ctx, sc, key, json.RawMessage(v), opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Absence is cached, and a write elsewhere ends it.
+	if got := get(a.Store, sc, "k"); got != "<absent>" {
+		t.Fatal(got)
+	}
+	put(b, sc, "k", `1`, host.PutOptions{})
+	for i, want := range []string{`1`, `1`} { // the second read is served from the cache
+		if got := get(a.Store, sc, "k"); got != want {
+			t.Fatalf("read %d: %s, want %s", i, got, want)
+		}
+	}
+	put(b, sc, "k", `2`, host.PutOptions{})
+	if got := get(a.Store, sc, "k"); got != `2` {
+		t.Fatalf("after another store's put: %s", got)
+	}
+	if err := b.Delete(ctx, sc, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(a.Store, sc, "k"); got != "<absent>" {
+		t.Fatalf("after another store's delete: %s", got)
+	}
+	// A cached entry expires on time.
+	put(a.Store, sc, "ttl", `"soon"`, host.PutOptions{TTL: time.Minute})
+	if got := get(a.Store, sc, "ttl"); got != `"soon"` {
+		t.Fatal(got)
+	}
+	a.clock.Add(time.Minute)
+	if got := get(a.Store, sc, "ttl"); got != "<absent>" {
+		t.Fatalf("expired entry served from the cache: %s", got)
+	}
+	// The cache is keyed by tenant like the table: a read by one tenant
+	// answers nothing for another.
+	put(a.Store, sc, "mine", `"t1"`, host.PutOptions{})
+	get(a.Store, sc, "mine")
+	if got := get(a.Store, host.Scope{Tenant: "t2", Namespace: "ns"}, "mine"); got != "<absent>" {
+		t.Fatalf("tenant t2 read t1's entry: %s", got)
+	}
+	// A write behind every store's back (the sqlite3 shell) is seen once
+	// the cached value is older than the cache's maximum age.
+	a.mc.maxAge = 20 * time.Millisecond
+	get(a.Store, sc, "mine")
+	if _, err := b.db.Exec(`UPDATE memory_entries SET value = '"edited"' WHERE key = 'mine'`); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond)
+	if got := get(a.Store, sc, "mine"); got != `"edited"` {
+		t.Fatalf("after maxAge: %s", got)
+	}
+}
+
+// Reads racing writes from another store never end on a stale value.
+func TestMemoryCacheRacingWrites(t *testing.T) {
+	a := newFixture(t, Options{Now: time.Now})
+	b, err := Open(ctx, a.path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sc := host.Scope{Tenant: "t", Namespace: "ns"}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a.Get(ctx, sc, "k")
+			}
+		}()
+	}
+	for i := range 200 {
+		if err := b.Put(ctx, sc, "k", json.RawMessage(fmt.Sprint(i)), host.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e, err := a.Get(ctx, sc, "k")
+		if err != nil || string(e.Value) != fmt.Sprint(i) {
+			t.Fatalf("after put %d: %v %s", i, err, e.Value)
+		}
+	}
+	close(stop)
+	wg.Wait()
 }

@@ -90,6 +90,7 @@ type Store struct {
 	db   *sql.DB
 	w    *writer
 	opts Options
+	mc   *memCache
 }
 
 // Open opens (creating if needed) the database at path, applies the host's
@@ -107,12 +108,19 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
-	w, err := startWriter(ctx, d, opts.MaxBatchOps, opts.BatchDelay)
+	gen, err := openMemGen(path)
 	if err != nil {
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
-	s := &Store{db: d, w: w, opts: opts}
+	w, err := startWriter(ctx, d, opts.MaxBatchOps, opts.BatchDelay)
+	if err != nil {
+		gen.close()
+		d.Close()
+		return nil, fmt.Errorf("open host store: %w", err)
+	}
+	s := &Store{db: d, w: w, opts: opts, mc: newMemCache(gen)}
+	w.afterMemWrite = gen.bump
 	s.sweepTemp()
 	return s, nil
 }
@@ -128,6 +136,7 @@ func (s *Store) Close() error {
 	if err := s.db.Close(); err != nil && werr == nil {
 		werr = err
 	}
+	s.mc.gen.close()
 	return werr
 }
 

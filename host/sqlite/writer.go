@@ -35,6 +35,9 @@ type wtx struct {
 	// appended, so a batch reads it from the database once; nil after a
 	// savepoint rollback (the events it counted may be gone).
 	head *eventHead
+	// memWrites: an operation changed memory entries (Store.memWrite);
+	// the writer calls afterMemWrite once the transaction is over.
+	memWrites bool
 }
 
 type eventHead struct {
@@ -133,6 +136,8 @@ type writer struct {
 
 	mu     sync.RWMutex // held for reading while sending, for writing to close
 	closed bool
+
+	afterMemWrite func() // set before the first operation
 }
 
 func startWriter(ctx context.Context, d *sql.DB, maxOps int, delay time.Duration) (*writer, error) {
@@ -258,7 +263,12 @@ func (w *writer) run() {
 func (w *writer) commit(batch []*op) {
 	results := make([]error, len(batch))
 	x := w.x
-	x.head = nil
+	x.head, x.memWrites = nil, false
+	defer func() {
+		if x.memWrites {
+			w.afterMemWrite()
+		}
+	}()
 	if _, err := x.Exec(`BEGIN IMMEDIATE`); err != nil {
 		for _, o := range batch {
 			o.done <- fmt.Errorf("begin write transaction: %w", err)
