@@ -34,13 +34,22 @@ finish, and exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			// A stop asked for while starting up is a clean stop, not a
+			// failure: whatever start-up did is whole (each step commits
+			// atomically) or not done.
+			stopped := func(err error) error {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
 			env, err := a.openHost(ctx, 2, workers)
 			if err != nil {
-				return err
+				return stopped(err)
 			}
 			defer env.Close(context.Background())
 			if err := syncTaskTypes(ctx, env.store, env.backend); err != nil {
-				return err
+				return stopped(err)
 			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {

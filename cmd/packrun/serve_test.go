@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -58,10 +60,36 @@ func enqueueN(t *testing.T, home string, n int) []string {
 func startServe(t *testing.T, bin, home string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(bin, "--home", home, "serve", "--addr", "127.0.0.1:0")
+	// Keep what serve says, to show it when the test fails.
+	var logs syncBuffer
+	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("serve (pid %d) stderr:\n%s", cmd.Process.Pid, logs.String())
+		}
+	})
 	return cmd
+}
+
+// syncBuffer is a bytes.Buffer safe for the writer goroutine exec starts.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // waitTerminal waits until every task is in a terminal state.
@@ -166,4 +194,30 @@ func TestTwoServesNeverRunATaskTwice(t *testing.T) {
 		}
 	}
 	_ = os.Getpid
+}
+
+// SIGTERM while serve is still starting up is a clean stop (exit 0).
+func TestServeStopDuringStartup(t *testing.T) {
+	home, bin := servedHome(t)
+	enqueueN(t, home, 20)
+	marker := filepath.Join(home, "packrun.db-memgen") // created when serve opens the store
+	for i := range 3 {
+		os.Remove(marker)
+		cmd := startServe(t, bin, home)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, err := os.Stat(marker); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("serve never opened the store")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(time.Duration(i) * 5 * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("round %d: serve stopped during start-up: %v", i, err)
+		}
+	}
 }
