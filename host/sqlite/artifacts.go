@@ -83,7 +83,7 @@ func (s *Store) PutArtifact(ctx context.Context, in host.ArtifactInput) (*host.A
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(`INSERT INTO artifacts (artifact_id, task_id, attempt_id, role, relative_path, content_type, sha256, size, created_at, event_seq)
+		_, err = tx.Exec(`INSERT OR FAIL INTO artifacts (artifact_id, task_id, attempt_id, role, relative_path, content_type, sha256, size, created_at, event_seq)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, art.ArtifactID, art.TaskID, art.AttemptID, string(art.Role), art.RelativePath, art.ContentType,
 			art.SHA256, art.Size, ts(art.CreatedAt), e.Seq)
 		return err

@@ -155,7 +155,7 @@ func (s *Store) recordAttempt(tx *wtx, a *host.Attempt) error {
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(`INSERT INTO task_attempts (attempt_id, task_id, runner_id, pack, pack_name, module_sha256, node, tenant, run_id, attempt, abi_version,
+	_, err = tx.Exec(`INSERT OR FAIL INTO task_attempts (attempt_id, task_id, runner_id, pack, pack_name, module_sha256, node, tenant, run_id, attempt, abi_version,
 		input, output, interrupt, outcome, error, exit_status, retry_class, stdout, stderr, logs, events, trace, limits, adapter_calls, diagnostics,
 		started_at, ended_at, content_hash, event_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.AttemptID, a.TaskID, a.RunnerID, a.Pack, packName, a.ModuleSHA256, a.Node, a.Tenant, a.RunID, a.Attempt, a.ABIVersion,

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -355,5 +356,90 @@ func TestCanceledContext(t *testing.T) {
 	}
 	if l, _ := f.ListTasks(ctx, host.TaskFilter{}); len(l) != 0 {
 		t.Fatal("stored")
+	}
+}
+
+// TestBatchRedo: an operation that fails (or panics) after writing is
+// undone without a trace, and the operations batched with it are run
+// again and committed; one that fails before writing costs no re-run.
+func TestBatchRedo(t *testing.T) {
+	// Operations arriving less than BatchDelay apart share a batch.
+	f := newFixture(t, Options{BatchDelay: 200 * time.Millisecond})
+	var runs atomic.Int64 // runs of the first operation
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	submit := func(fn func(tx *wtx) error) *error {
+		var err error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			err = f.w.do(ctx, fn)
+		}()
+		return &err
+	}
+	task := func(name string) *host.TaskRecord {
+		in := intent(name, nil)
+		rec, err := newTask("test", &in, 0, f.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	first := task("first")
+	errFirst := submit(func(tx *wtx) error {
+		runs.Add(1)
+		return f.insertTask(tx, first, "")
+	})
+	// Give the first operation the head of the batch.
+	close(start)
+	time.Sleep(10 * time.Millisecond)
+	start = make(chan struct{})
+	failing := task("failing")
+	errFailing := submit(func(tx *wtx) error {
+		if err := f.insertTask(tx, failing, ""); err != nil {
+			return err
+		}
+		return errors.New("boom after writing")
+	})
+	panicking := task("panicking")
+	errPanicking := submit(func(tx *wtx) error {
+		if err := f.insertTask(tx, panicking, ""); err != nil {
+			return err
+		}
+		panic("boom")
+	})
+	errClean := submit(func(tx *wtx) error { return errors.New("refused before writing") })
+	var others []*error
+	for range 10 {
+		others = append(others, submit(func(tx *wtx) error { return f.insertTask(tx, task("other"), "") }))
+	}
+	close(start)
+	wg.Wait()
+
+	if *errFirst != nil || *errFailing == nil || *errPanicking == nil || *errClean == nil {
+		t.Fatalf("first %v, failing %v, panicking %v, clean %v", *errFirst, *errFailing, *errPanicking, *errClean)
+	}
+	for _, err := range others {
+		if *err != nil {
+			t.Fatal(*err)
+		}
+	}
+	if runs.Load() < 2 {
+		t.Errorf("the first operation ran %d times; it was batched with failures and should have been run again", runs.Load())
+	}
+	all, err := f.ListTasks(ctx, host.TaskFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]int{}
+	for _, r := range all {
+		types[r.TaskType]++
+	}
+	if types["first"] != 1 || types["other"] != 10 || types["failing"] != 0 || types["panicking"] != 0 {
+		t.Fatalf("stored %v", types)
+	}
+	if rep, err := f.VerifyChain(ctx); err != nil || !rep.OK || rep.Events != 11 {
+		t.Fatalf("chain %v %+v", err, rep)
 	}
 }

@@ -35,7 +35,7 @@ func (s *Store) appendEvent(tx *wtx, e *host.Event) error {
 	e.PrevHash = prev
 	e.Data = host.CompactJSON(e.Data)
 	e.Hash = host.HashEvent(e)
-	_, err := tx.Exec(`INSERT INTO runtime_events (seq, time, type, task_id, attempt_id, data, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := tx.Exec(`INSERT OR FAIL INTO runtime_events (seq, time, type, task_id, attempt_id, data, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.Seq, ts(e.Time), e.Type, e.TaskID, e.AttemptID, string(e.Data), e.PrevHash, e.Hash)
 	if err != nil {
 		tx.head = nil

@@ -147,7 +147,7 @@ func addUsage(tx *wtx, sc host.Scope, delta int64) error {
 
 // purgeExpired deletes a namespace's expired entries and returns how many.
 func (s *Store) purgeExpired(tx *wtx, sc host.Scope, now time.Time) (int64, error) {
-	rows, err := tx.Query(`DELETE FROM memory_entries WHERE tenant = ? AND namespace = ? AND expires_at IS NOT NULL AND expires_at <= ? RETURNING size`,
+	rows, err := tx.WriteQuery(`DELETE FROM memory_entries WHERE tenant = ? AND namespace = ? AND expires_at IS NOT NULL AND expires_at <= ? RETURNING size`,
 		sc.Tenant, sc.Namespace, ts(now))
 	if err != nil {
 		return 0, err
@@ -181,9 +181,10 @@ func (s *Store) Delete(ctx context.Context, sc host.Scope, key string) error {
 	found := false
 	err := s.w.do(ctx, func(tx *wtx) error {
 		s.memWrite(tx)
+		found = false
 		var size int64
 		var expires sql.NullString
-		err := tx.QueryRow(`DELETE FROM memory_entries WHERE tenant = ? AND namespace = ? AND key = ? RETURNING size, expires_at`,
+		err := tx.WriteRow(`DELETE FROM memory_entries WHERE tenant = ? AND namespace = ? AND key = ? RETURNING size, expires_at`,
 			sc.Tenant, sc.Namespace, key).Scan(&size, &expires)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
@@ -252,7 +253,8 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 	var n int64
 	err := s.w.do(ctx, func(tx *wtx) error {
 		s.memWrite(tx)
-		rows, err := tx.Query(`DELETE FROM memory_entries WHERE expires_at IS NOT NULL AND expires_at <= ? RETURNING tenant, namespace, size`, ts(s.now()))
+		n = 0
+		rows, err := tx.WriteQuery(`DELETE FROM memory_entries WHERE expires_at IS NOT NULL AND expires_at <= ? RETURNING tenant, namespace, size`, ts(s.now()))
 		if err != nil {
 			return err
 		}

@@ -83,7 +83,7 @@ func newTask(op string, in *host.TaskIntent, maxAttempts int, now time.Time) (*h
 
 // insertTask stores a new task and appends task_enqueued.
 func (s *Store) insertTask(tx *wtx, t *host.TaskRecord, attemptID string) error {
-	_, err := tx.Exec(`INSERT INTO tasks (task_id, task_type, source, subject, description, priority, payload, requested_profile_id,
+	_, err := tx.Exec(`INSERT OR FAIL INTO tasks (task_id, task_type, source, subject, description, priority, payload, requested_profile_id,
 		requested_adapter_id, requested_model, skill_ids, workflow_ref, evidence_requirements, status, max_attempts, attempt_count,
 		available_at, created_at, updated_at, last_error, parent_task_id, runner_id, cancel_requested)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, '', ?, '', 0)`,
@@ -193,7 +193,7 @@ func (s *Store) Claim(ctx context.Context, runnerID string, now time.Time) (*hos
 	var t *host.TaskRecord
 	err := s.w.do(ctx, func(tx *wtx) error {
 		var err error
-		t, err = scanTask(tx.QueryRow(`UPDATE tasks SET status = 'running', attempt_count = attempt_count + 1,
+		t, err = scanTask(tx.WriteRow(`UPDATE OR FAIL tasks SET status = 'running', attempt_count = attempt_count + 1,
 			started_at = ?1, updated_at = ?1, runner_id = ?2
 			WHERE seq = (SELECT seq FROM tasks INDEXED BY tasks_ready WHERE status IN ('pending', 'retryable_failure') AND available_at <= ?1
 				ORDER BY priority, available_at, seq LIMIT 1)
@@ -254,6 +254,8 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 
 	var out *host.TaskRecord
 	err := s.w.do(ctx, func(tx *wtx) error {
+		// The writer may run this again: start from the caller's values.
+		ms, rc, errMsg := ms, rc, in.Error
 		now := s.now()
 		t, err := s.loadTask(txq{tx}, ctx, op, taskID)
 		if err != nil {
@@ -293,7 +295,7 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 		case canceled:
 		case refused != "":
 			ms, rc = host.MachineFailed, host.RetryPermanent
-			in.Error = strings.TrimPrefix(in.Error+"; "+refused, "; ")
+			errMsg = strings.TrimPrefix(errMsg+"; "+refused, "; ")
 		case ms != host.MachineOK:
 		case in.AttemptID == "":
 			missing = []string{"recorded attempt"}
@@ -302,7 +304,7 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 				return err
 			}
 		}
-		status, lastErr := host.TaskPermanentFailure, in.Error
+		status, lastErr := host.TaskPermanentFailure, errMsg
 		retryable := (ms == host.MachineNeedsRetry || ms == host.MachineOK || rc == host.RetryRetryable) && rc != host.RetryPermanent
 		switch {
 		case canceled:
@@ -336,7 +338,7 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 		} else {
 			finished = ts(now)
 		}
-		if _, err := tx.Exec(`UPDATE tasks SET status = ?, outcome = ?, last_error = ?, available_at = ?, finished_at = ?, updated_at = ? WHERE task_id = ?`,
+		if _, err := tx.Exec(`UPDATE OR FAIL tasks SET status = ?, outcome = ?, last_error = ?, available_at = ?, finished_at = ?, updated_at = ? WHERE task_id = ?`,
 			string(status), string(outJSON), lastErr, ts(avail), finished, ts(now), taskID); err != nil {
 			return err
 		}
@@ -354,7 +356,7 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 				}
 				applied = append(applied, ft.TaskID)
 			}
-			if _, err := tx.Exec(`UPDATE artifacts SET verified_at = ? WHERE attempt_id = ? AND verified_at IS NULL`, ts(now), in.AttemptID); err != nil {
+			if _, err := tx.Exec(`UPDATE OR FAIL artifacts SET verified_at = ? WHERE attempt_id = ? AND verified_at IS NULL`, ts(now), in.AttemptID); err != nil {
 				return err
 			}
 		}

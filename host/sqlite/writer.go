@@ -8,14 +8,24 @@ import (
 	"sync"
 	"time"
 
+	sqlite3 "github.com/mattn/go-sqlite3"
+
 	"github.com/packrun/packrun/host"
 )
 
 var errAlreadyClosed = errors.New("already closed")
 
-// op is one write operation: fn runs inside the batch transaction, in its
-// own savepoint. Its error is delivered after the batch commits; if the
-// commit fails, every operation of the batch gets the commit error.
+// op is one write operation. fn runs inside the batch transaction; its
+// error is delivered after the batch commits, and if the commit fails
+// every operation of the batch gets the commit error.
+//
+// fn may run more than once. Operations share the transaction without a
+// savepoint each (a savepoint makes SQLite copy every page an operation
+// first touches into its sub-journal, which cost the writer more than 10%),
+// so when one fails after writing, the writer rolls the whole transaction
+// back and runs the batch's other operations again in a new one. fn must
+// therefore derive everything from the database and its arguments and
+// reset whatever it accumulates in captured variables.
 type op struct {
 	ctx  context.Context
 	fn   func(tx *wtx) error
@@ -38,6 +48,9 @@ type wtx struct {
 	// memWrites: an operation changed memory entries (Store.memWrite);
 	// the writer calls afterMemWrite once the transaction is over.
 	memWrites bool
+	// dirty: the running operation's statements changed rows (or one
+	// failed), so its failure needs the transaction rolled back.
+	dirty bool
 }
 
 type eventHead struct {
@@ -62,13 +75,61 @@ func (x *wtx) stmt(query string) (*sql.Stmt, error) {
 }
 
 // Exec, QueryRow and Query run a statement in the transaction; they never
-// take the caller's context (see writer.do).
+// take the caller's context (see writer.do). QueryRow and Query are for
+// reads; a statement with RETURNING goes through WriteRow or WriteQuery.
 func (x *wtx) Exec(query string, args ...any) (sql.Result, error) {
 	st, err := x.stmt(query)
 	if err != nil {
 		return nil, err
 	}
-	return st.ExecContext(bg, args...)
+	res, err := st.ExecContext(bg, args...)
+	if err != nil {
+		x.dirty = true
+	} else if n, _ := res.RowsAffected(); n > 0 {
+		x.dirty = true
+	}
+	return res, err
+}
+
+// WriteRow runs a write statement with RETURNING that yields at most one
+// row.
+func (x *wtx) WriteRow(query string, args ...any) rowScanner {
+	return writeRow{x.QueryRow(query, args...), x}
+}
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+type writeRow struct {
+	row *sql.Row
+	x   *wtx
+}
+
+func (r writeRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if !errors.Is(err, sql.ErrNoRows) {
+		r.x.dirty = true // a row came back, so one was written (or it failed)
+	}
+	return err
+}
+
+// WriteQuery runs a write statement with RETURNING that may yield rows.
+func (x *wtx) WriteQuery(query string, args ...any) (*sql.Rows, error) {
+	x.dirty = true
+	return x.Query(query, args...)
+}
+
+// inTx reports whether the connection is still inside the transaction:
+// SQLite ends one itself on some errors (I/O, disk full), after which
+// statements would run in autocommit mode.
+func (x *wtx) inTx() bool {
+	in := true
+	x.conn.Raw(func(dc any) error {
+		if c, ok := dc.(*sqlite3.SQLiteConn); ok {
+			in = !c.AutoCommit()
+		}
+		return nil
+	})
+	return in
 }
 
 func (x *wtx) QueryRow(query string, args ...any) *sql.Row {
@@ -261,7 +322,6 @@ func (w *writer) run() {
 
 // commit runs a batch in one transaction and reports to every caller.
 func (w *writer) commit(batch []*op) {
-	results := make([]error, len(batch))
 	x := w.x
 	x.head, x.memWrites = nil, false
 	defer func() {
@@ -269,55 +329,81 @@ func (w *writer) commit(batch []*op) {
 			w.afterMemWrite()
 		}
 	}()
-	if _, err := x.Exec(`BEGIN IMMEDIATE`); err != nil {
-		for _, o := range batch {
-			o.done <- fmt.Errorf("begin write transaction: %w", err)
-		}
-		return
-	}
 	if len(batch) == 1 {
-		// A batch of one needs no savepoint: on failure the whole
-		// transaction is rolled back.
+		// A batch of one: on failure the whole transaction is rolled back.
 		o := batch[0]
 		err := o.ctx.Err()
 		if err == nil {
-			err = runAlone(x, o.fn)
-		}
-		if err != nil {
-			x.rollback()
-		} else if err = x.commit(); err != nil {
-			err = fmt.Errorf("commit: %w", err)
+			if _, err = x.Exec(`BEGIN IMMEDIATE`); err != nil {
+				err = fmt.Errorf("begin write transaction: %w", err)
+			} else if err = runAlone(x, o.fn); err != nil {
+				x.rollback()
+			} else if err = x.commit(); err != nil {
+				err = fmt.Errorf("commit: %w", err)
+			}
 		}
 		o.done <- err
 		return
 	}
-	var broken error
-	for i, o := range batch {
-		if broken != nil {
-			results[i] = broken
-			continue
+	results := make([]error, len(batch))
+	decided := make([]bool, len(batch)) // results[i] is final
+	undecided := func(err error) {
+		for i := range results {
+			if !decided[i] {
+				results[i], decided[i] = err, true
+			}
 		}
-		if err := o.ctx.Err(); err != nil {
-			results[i] = err
-			continue
-		}
-		results[i], broken = runOp(x, o.fn)
 	}
-	if broken != nil {
-		// SQLite rolled the whole transaction back (I/O error, disk full):
-		// nothing of the batch is applied.
-		x.rollback()
-		for i := range results {
-			if results[i] == nil {
-				results[i] = fmt.Errorf("write transaction aborted: %w", broken)
+	for attempt := 0; ; attempt++ {
+		if _, err := x.Exec(`BEGIN IMMEDIATE`); err != nil {
+			undecided(fmt.Errorf("begin write transaction: %w", err))
+			break
+		}
+		redo, broken := false, false
+		for i, o := range batch {
+			if decided[i] {
+				continue
+			}
+			if err := o.ctx.Err(); err != nil {
+				results[i], decided[i] = err, true // not run: nothing to undo
+				continue
+			}
+			x.dirty = false
+			err := runAlone(x, o.fn)
+			if !x.inTx() {
+				broken = true
+				if err != nil {
+					results[i], decided[i] = err, true
+				}
+				break
+			}
+			if err == nil {
+				continue
+			}
+			results[i], decided[i] = err, true
+			if x.dirty {
+				// It wrote before failing: undo the transaction and run
+				// the others again without it.
+				redo = true
+				break
 			}
 		}
-	} else if err := x.commit(); err != nil {
-		for i := range results {
-			if results[i] == nil {
-				results[i] = fmt.Errorf("commit: %w", err)
-			}
+		if broken {
+			// SQLite rolled the transaction back (I/O error, disk full):
+			// nothing of the batch is applied.
+			x.rollback()
+			undecided(errors.New("write transaction aborted by the database"))
+			break
 		}
+		if redo {
+			x.rollback()
+			continue
+		}
+		if err := x.commit(); err != nil {
+			undecided(fmt.Errorf("commit: %w", err))
+		}
+		undecided(nil)
+		break
 	}
 	for i, o := range batch {
 		o.done <- results[i]
@@ -338,31 +424,6 @@ func (x *wtx) commit() error {
 func (x *wtx) rollback() {
 	x.head = nil
 	x.Exec(`ROLLBACK`) // "no transaction is active" when SQLite rolled back itself
-}
-
-// runOp runs fn in a savepoint, undoing only fn's writes if it fails or
-// panics. broken is set when the savepoint cannot be released: SQLite has
-// already rolled back the enclosing transaction.
-func runOp(tx *wtx, fn func(tx *wtx) error) (err, broken error) {
-	if _, err := tx.Exec(`SAVEPOINT op`); err != nil {
-		return err, err
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("host store: internal error: %v", p)
-		}
-		if err != nil {
-			tx.Exec(`ROLLBACK TO op`)
-			tx.head = nil
-		}
-		if _, rerr := tx.Exec(`RELEASE op`); rerr != nil {
-			broken = rerr
-			if err == nil {
-				err = rerr
-			}
-		}
-	}()
-	return fn(tx), nil
 }
 
 // runAlone runs fn, turning a panic into an error.
