@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,7 +86,7 @@ func BenchmarkAttempts(b *testing.B) {
 			}
 			// Many attempts in flight (128), as a busy host has: commits
 			// are grouped, so durability is paid per batch, not per row.
-			b.SetParallelism(64)
+			b.SetParallelism(benchPar())
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -166,4 +167,14 @@ func BenchmarkGuestMemoryCall(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/call")
 		})
 	}
+}
+
+// benchPar is the goroutines per CPU the attempts benchmark keeps in
+// flight (default 64, so 128 on two cores); PACKRUN_BENCH_PARALLELISM
+// changes it to show how throughput follows concurrency.
+func benchPar() int {
+	if v, err := strconv.Atoi(os.Getenv("PACKRUN_BENCH_PARALLELISM")); err == nil && v > 0 {
+		return v
+	}
+	return 64
 }
