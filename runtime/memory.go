@@ -42,12 +42,8 @@ func (m *linearMemory) recycle() {
 	if b == nil {
 		return
 	}
-	// Memory never shrinks; the bytes this instance exposed are b[:peak]
-	// when it never outgrew b, and b is abandoned to the GC when it did
-	// (its contents were copied to a larger buffer).
-	if m.peak > uint64(cap(b)) {
-		return
-	}
+	// Memory never shrinks, so the bytes this instance exposed are
+	// b[:peak] (an instance that outgrew b dropped it in Reallocate).
 	clear(b[:m.peak])
 	freeBuffers.put(b[:0])
 }
@@ -94,6 +90,9 @@ func (m *linearMemory) Reallocate(size uint64) []byte {
 	nb := make([]byte, size, newCap)
 	copy(nb, m.buf)
 	m.buf = nb
+	// The first buffer is outgrown: it is not recycled (see recycle), and
+	// holding it would pin it for the instance's life.
+	m.first = nil
 	return nb
 }
 
