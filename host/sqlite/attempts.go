@@ -133,8 +133,8 @@ func (s *Store) RecordAttempt(ctx context.Context, a *host.Attempt) error {
 	return nil
 }
 
-// errAttemptExists: recordAttempt found the attempt id taken; its writes
-// were undone with the operation's savepoint.
+// errAttemptExists: recordAttempt found the attempt id taken. The event it
+// had appended is undone with the operation (see op).
 var errAttemptExists = errors.New("attempt already recorded")
 
 // recordAttempt chains and inserts a normalized attempt inside a write

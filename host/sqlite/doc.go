@@ -6,9 +6,11 @@
 // All writes go through one writer goroutine per Store that groups queued
 // operations into one transaction (group commit) on a connection with
 // synchronous=FULL: a method returns only after its batch is durably
-// committed, yet concurrent callers share one fsync. Each operation runs in
-// its own savepoint, so one failing operation never undoes another. Reads
-// use the connection pool. Several Stores, in one process or several, may
+// committed, yet concurrent callers share one fsync. An operation that
+// fails after writing is undone by rolling the batch back and running the
+// others again, so one failing operation never undoes another (see op).
+// Memory reads are served from a cache kept coherent across processes (see
+// memCache); other reads use the connection pool. Several Stores, in one process or several, may
 // share a database: every write transaction is BEGIN IMMEDIATE, which is
 // what makes Claim and the hash chain safe across processes.
 package sqlite

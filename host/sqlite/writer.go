@@ -43,7 +43,7 @@ type wtx struct {
 	stmts map[string]*sql.Stmt
 	// head is the chain head as of the last event this transaction
 	// appended, so a batch reads it from the database once; nil after a
-	// savepoint rollback (the events it counted may be gone).
+	// rollback (the events it counted are gone).
 	head *eventHead
 	// memWrites: an operation changed memory entries (Store.memWrite);
 	// the writer calls afterMemWrite once the transaction is over.
@@ -229,10 +229,9 @@ func startWriter(ctx context.Context, d *sql.DB, maxOps int, delay time.Duration
 		conn.Close()
 		return nil, err
 	}
-	// Each operation runs in a savepoint, whose sub-journal keeps the
-	// original of every page the operation changes; with temp_store=FILE
-	// it spills to a temporary file (a write syscall per page) once past
-	// 64 KiB. Keep it in memory: it never outlives one batch.
+	// Journals of statements and savepoints (the hot paths use neither)
+	// stay in memory instead of spilling to a temporary file page by page
+	// once past 64 KiB.
 	if _, err := conn.ExecContext(ctx, `PRAGMA temp_store = MEMORY`); err != nil {
 		conn.Close()
 		return nil, err
