@@ -66,6 +66,35 @@ func TestPrecheckRefusesInflatedCounts(t *testing.T) {
 	if err := precheck(append([]byte("\x00asm\x01\x00\x00\x00"), 10, 9, 1, 7, 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x7f)); err == nil || !strings.Contains(err.Error(), "locals") {
 		t.Fatalf("inflated locals: %v", err)
 	}
+	// An element segment (flags 0, offset i32.const 0) declaring 2^32-1
+	// function indices: wazero would allocate 4 billion expressions.
+	if err := precheck(append([]byte("\x00asm\x01\x00\x00\x00"), 9, 10, 1, 0, 0x41, 0, 0x0b, 0xff, 0xff, 0xff, 0xff, 0x0f)); err == nil || !strings.Contains(err.Error(), "element indices") {
+		t.Fatalf("inflated element segment: %v", err)
+	}
+	// The same through expressions (flags 5, funcref).
+	if err := precheck(append([]byte("\x00asm\x01\x00\x00\x00"), 9, 8, 1, 5, 0x70, 0xff, 0xff, 0xff, 0xff, 0x0f)); err == nil || !strings.Contains(err.Error(), "element expressions") {
+		t.Fatalf("inflated element expressions: %v", err)
+	}
+	// A "name" section whose function-name map declares 2^32-1 entries,
+	// and one whose single name claims 2^32-1 bytes.
+	nameSec := func(sub ...byte) []byte {
+		body := append([]byte{4, 'n', 'a', 'm', 'e', 1, byte(len(sub))}, sub...)
+		return append(append([]byte("\x00asm\x01\x00\x00\x00"), 0, byte(len(body))), body...)
+	}
+	if err := precheck(nameSec(0xff, 0xff, 0xff, 0xff, 0x0f)); err == nil || !strings.Contains(err.Error(), "function names") {
+		t.Fatalf("inflated name map: %v", err)
+	}
+	if err := precheck(nameSec(1, 0, 0xff, 0xff, 0xff, 0xff, 0x0f)); err == nil || !strings.Contains(err.Error(), "bytes of a name") {
+		t.Fatalf("inflated name: %v", err)
+	}
+	for _, bad := range [][]byte{
+		append([]byte("\x00asm\x01\x00\x00\x00"), 9, 10, 1, 0, 0x41, 0, 0x0b, 0xff, 0xff, 0xff, 0xff, 0x0f),
+		nameSec(0xff, 0xff, 0xff, 0xff, 0x0f),
+	} {
+		if _, err := r.Load(context.Background(), bad, LoadOptions{Name: "inflated"}); err == nil {
+			t.Fatal("inflated module loaded")
+		}
+	}
 	// Every module this repository builds passes.
 	paths, _ := filepath.Glob("../examples/*/*.wasm")
 	more, _ := filepath.Glob("../abi/guest/*/example/*.wasm")

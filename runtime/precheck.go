@@ -5,7 +5,8 @@ import "fmt"
 // precheck reads a module's structure just far enough to refuse one that
 // declares more than it contains. wazero sizes its decoding allocations
 // from the counts and lengths a module declares (section entries, function
-// parameters, names, data segments, locals), so a few hundred bytes could
+// parameters, names, data segments, locals, element initialisers, the name
+// section's maps), so a few hundred bytes could
 // otherwise make the host allocate gigabytes before the decoder notices
 // (found by FuzzLoad: 68 million function bodies in a 5-byte section, 834
 // million parameters in a type). A count is refused when it exceeds the
@@ -151,10 +152,83 @@ func (s *scan) section() (err error) {
 			}
 			s.skip(s.count("bytes of data"))
 		}
-	case 3, 4, 5, 6, 9: // functions, tables, memories, globals, elements: at least a byte each
+	case 9: // elements: each segment's vector of function indices or expressions
+		for n := s.count("entries"); n > 0; n-- {
+			switch flags := s.u32(); flags {
+			case 0:
+				s.constExpr()
+				s.funcIndices()
+			case 1, 3:
+				s.byte() // element kind
+				s.funcIndices()
+			case 2:
+				s.u32() // table
+				s.constExpr()
+				s.byte()
+				s.funcIndices()
+			case 4:
+				s.constExpr()
+				s.constExprs()
+			case 5, 7:
+				s.valType() // reference type
+				s.constExprs()
+			case 6:
+				s.u32()
+				s.constExpr()
+				s.valType()
+				s.constExprs()
+			default:
+				return nil
+			}
+		}
+	case 0: // custom: its name, and the maps of the "name" section
+		name := s.count("bytes of custom section name")
+		if string(s.b[s.pos:s.pos+int(name)]) != "name" {
+			return nil
+		}
+		s.skip(name)
+		for s.left() > 0 {
+			sub := s.byte()
+			size := s.count("bytes of name subsection")
+			body := &scan{b: s.b[s.pos : s.pos+int(size)], id: s.id}
+			switch sub {
+			case 0: // module name
+				body.skip(body.count("bytes of module name"))
+			case 1: // function names
+				body.names("function names")
+			case 2: // local names, per function
+				for n := body.count("functions with local names"); n > 0; n-- {
+					body.u32()
+					body.names("local names")
+				}
+			}
+			s.skip(size)
+		}
+	case 3, 4, 5, 6, 13: // functions, tables, memories, globals, tags: at least a byte each
 		s.count("entries")
 	}
 	return nil
+}
+
+// funcIndices and constExprs walk an element segment's initialisers.
+func (s *scan) funcIndices() {
+	for n := s.count("element indices"); n > 0; n-- {
+		s.u32()
+	}
+}
+
+func (s *scan) constExprs() {
+	for n := s.count("element expressions"); n > 0; n-- {
+		s.constExpr()
+	}
+}
+
+// names walks a name map: (index, name) pairs.
+func (s *scan) names(what string) {
+	for n := s.count(what); n > 0; n-- {
+		s.u32()
+		s.skip(s.count("bytes of a name"))
+	}
 }
 
 // valType skips a value type; reference types with a heap type are skipped
