@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,5 +125,48 @@ func TestRuntimeCloseStopsModules(t *testing.T) {
 	}
 	if n := goruntime.NumGoroutine(); n > before+1 {
 		t.Fatalf("goroutines: %d before, %d after closing 10 runtimes", before, n)
+	}
+}
+
+// TestConcurrentLoadsFromCache: several loads of the same module at once,
+// on a runtime whose compilation cache already holds it, all invoke
+// cleanly. wazero publishes a module read from its file cache before it has
+// finished preparing it, so a second compile of the same bytes could hand
+// out a half-prepared module and the next instantiation panicked (seen as
+// a crash of `packrun serve` when two workers loaded one pack at once).
+func TestConcurrentLoadsFromCache(t *testing.T) {
+	dir := t.TempDir()
+	wasm := fixture(t, "examples/hello-c/hello.wasm")
+	ctx := context.Background()
+	warm := newTestRuntime(t, NewConfig().WithCacheDir(dir))
+	if _, err := warm.Load(ctx, wasm, LoadOptions{Name: "warm"}); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 20 {
+		r := newTestRuntime(t, NewConfig().WithCacheDir(dir).WithPoolSize(0))
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				m, err := r.Load(ctx, wasm, LoadOptions{Name: "hello"})
+				if err != nil {
+					errs <- err
+					return
+				}
+				res, err := m.Invoke(ctx, Invocation{Input: json.RawMessage(`{"name":"x"}`)})
+				if err != nil || res.Outcome != abi.Completed {
+					errs <- fmt.Errorf("round %d: %v %+v", round, err, res)
+				}
+				m.Close(ctx)
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		r.Close(ctx)
 	}
 }

@@ -135,11 +135,14 @@ func (r *Runtime) load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 	if err != nil {
 		return nil, err
 	}
+	unlock := r.lockCompile(sum)
 	cm, err := eng.rt.CompileModule(ctx, wasm)
 	if err != nil {
+		unlock()
 		return nil, &LoadError{Code: CodeInvalidModule, Msg: firstLine(err), Err: err}
 	}
 	if isExtism(cm) {
+		defer unlock() // the Extism SDK compiles it again, possibly from the same cache
 		return r.loadExtismModule(ctx, wasm, cm, opts, limits, sum)
 	}
 	v, lerr := checkImports(cm, eng)
@@ -151,18 +154,22 @@ func (r *Runtime) load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 		enc, lerr = checkExports(cm)
 	}
 	if lerr != nil {
+		unlock()
 		cm.Close(ctx)
 		return nil, lerr
 	}
 	if v != 0 { // the module wants multi-value host imports: compile on that engine
 		cm.Close(ctx)
 		if eng, err = r.engineFor(ctx, v); err != nil {
+			unlock()
 			return nil, err
 		}
 		if cm, err = eng.rt.CompileModule(ctx, wasm); err != nil {
+			unlock()
 			return nil, &LoadError{Code: CodeInvalidModule, Msg: firstLine(err), Err: err}
 		}
 	}
+	unlock()
 	_, reactor := cm.ExportedFunctions()[abi.ExportInitialize]
 	m := &Module{
 		rt: r, eng: eng, compiled: cm, limits: limits, reuse: opts.ReuseInstances,

@@ -27,6 +27,20 @@ type Runtime struct {
 	engines map[variant]*engine
 	modules map[*Module]struct{}
 	closed  bool
+
+	// compiling holds a mutex per module digest: see lockCompile.
+	compiling sync.Map
+}
+
+// lockCompile serialises the compilations of one module's bytes. wazero
+// publishes a module it reads from its file cache to its other compiles
+// before it has finished preparing it (its entry preambles), so a second
+// compile of the same bytes at that moment returns a module whose first
+// instantiation panics. Compiles of different modules still run at once.
+func (r *Runtime) lockCompile(digest [32]byte) (unlock func()) {
+	mu, _ := r.compiling.LoadOrStore(digest, new(sync.Mutex))
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock
 }
 
 // variant selects the encoding of the host's (ptr,len)-returning openwop
