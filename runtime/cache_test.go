@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,5 +169,46 @@ func TestConcurrentLoadsFromCache(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.Close(ctx)
+	}
+}
+
+// TestCloseDuringInvocations: closing a module while invocations run waits
+// for them; none panics, and those that start later get ErrClosed.
+func TestCloseDuringInvocations(t *testing.T) {
+	ctx := context.Background()
+	r := newTestRuntime(t, NewConfig().WithPoolSize(0))
+	wasm := fixture(t, "examples/hello-c/hello.wasm")
+	for range 10 {
+		m, err := r.Load(ctx, wasm, LoadOptions{Name: "hello"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var ok, closed atomic.Int64
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 20 {
+					res, err := m.Invoke(ctx, Invocation{Input: json.RawMessage(`{"name":"x"}`)})
+					switch {
+					case errors.Is(err, ErrClosed):
+						closed.Add(1)
+					case err != nil || res.Outcome != abi.Completed:
+						t.Errorf("%v %+v", err, res)
+					default:
+						ok.Add(1)
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Millisecond)
+		if err := m.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if ok.Load()+closed.Load() != 160 {
+			t.Fatalf("%d completed, %d refused", ok.Load(), closed.Load())
+		}
 	}
 }

@@ -131,6 +131,8 @@ func (m *Module) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 	if inv.State == nil {
 		inv.State = NewMemoryRunState()
 	}
+	m.life.RLock()
+	defer m.life.RUnlock()
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -81,6 +82,10 @@ type Module struct {
 	pool     *pool
 	ext      *extismPlugin // set for Extism plugins
 	closed   atomic.Bool
+	// life is held for reading by every invocation and for writing by
+	// Close, which so waits for running invocations before it releases the
+	// compiled code they run (wazero panics on a released module).
+	life sync.RWMutex
 }
 
 // ptrLenEnc is how a function returns (ptr,len).
@@ -500,11 +505,14 @@ func (m *Module) nodeIndex(typeID string) (int, error) {
 	return i, nil
 }
 
-// Close stops instance preparation and releases the module.
+// Close stops instance preparation and releases the module, once the
+// invocations already running have ended; later ones fail with ErrClosed.
 func (m *Module) Close(ctx context.Context) error {
 	if m.closed.Swap(true) {
 		return nil
 	}
+	m.life.Lock()
+	defer m.life.Unlock()
 	m.rt.untrack(m)
 	m.pool.close()
 	if m.ext != nil {

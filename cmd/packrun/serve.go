@@ -68,11 +68,15 @@ finish, and exits.`,
 			a.log.Info("serving", "addr", ln.Addr().String(), "home", a.home)
 			fmt.Fprintf(a.stderr, "packrun serving on http://%s (home %s)\n", ln.Addr(), a.home)
 
+			dispatchCtx, stopDispatch := context.WithCancel(ctx)
+			defer stopDispatch()
 			dispatchDone := make(chan error, 1)
-			go func() { dispatchDone <- env.dispatcher.Run(ctx) }()
+			go func() { dispatchDone <- env.dispatcher.Run(dispatchCtx) }()
+			dispatching := true
 			select {
 			case err = <-serveErr:
 			case err = <-dispatchDone:
+				dispatching = false
 				if err == nil {
 					err = ctx.Err()
 				}
@@ -81,8 +85,13 @@ finish, and exits.`,
 			shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			srv.Shutdown(shutdown)
+			// However serve ends, the dispatcher stops claiming and its
+			// in-flight tasks finish before the host is closed under them.
+			stopDispatch()
+			if dispatching {
+				<-dispatchDone
+			}
 			if ctx.Err() != nil {
-				<-dispatchDone // in-flight tasks finish
 				return nil
 			}
 			if errors.Is(err, http.ErrServerClosed) || errors.Is(err, context.Canceled) {
