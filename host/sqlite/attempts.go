@@ -148,10 +148,10 @@ func (s *Store) recordAttempt(tx *wtx, a *host.Attempt) error {
 		errJSON, _ = json.Marshal(a.Error)
 	}
 	packName, _, _ := strings.Cut(a.Pack, "@")
-	e, err := s.event(tx, host.EventAttemptRecorded, a.TaskID, a.AttemptID, map[string]any{
-		"content_hash": a.ContentHash, "pack": a.Pack, "node": a.Node, "tenant": a.Tenant,
-		"attempt": a.Attempt, "outcome": a.Outcome, "exit_status": a.ExitStatus, "retry_class": a.RetryClass,
-	})
+	e, err := s.eventData(tx, host.EventAttemptRecorded, a.TaskID, a.AttemptID, (&evData{}).
+		int("attempt", int64(a.Attempt)).str("content_hash", a.ContentHash).str("exit_status", string(a.ExitStatus)).
+		str("node", a.Node).str("outcome", string(a.Outcome)).str("pack", a.Pack).
+		str("retry_class", string(a.RetryClass)).str("tenant", a.Tenant))
 	if err != nil {
 		return err
 	}

@@ -94,13 +94,16 @@ func (s *Store) insertTask(tx *wtx, t *host.TaskRecord, attemptID string) error 
 	if err != nil {
 		return err
 	}
-	data := map[string]any{"task_type": t.TaskType, "source": t.Source, "priority": t.Priority,
-		"available_at": ts(t.AvailableAt), "max_attempts": t.MaxAttempts}
+	d := &evData{}
 	if t.ParentTaskID != "" {
-		data["parent_task_id"] = t.ParentTaskID
-		data["attempt_id"] = attemptID
+		d.str("attempt_id", attemptID)
 	}
-	_, err = s.event(tx, host.EventTaskEnqueued, t.TaskID, attemptID, data)
+	d.str("available_at", ts(t.AvailableAt)).int("max_attempts", int64(t.MaxAttempts))
+	if t.ParentTaskID != "" {
+		d.str("parent_task_id", t.ParentTaskID)
+	}
+	d.int("priority", int64(t.Priority)).str("source", t.Source).str("task_type", t.TaskType)
+	_, err = s.eventData(tx, host.EventTaskEnqueued, t.TaskID, attemptID, d)
 	return err
 }
 
@@ -204,8 +207,8 @@ func (s *Store) Claim(ctx context.Context, runnerID string, now time.Time) (*hos
 		if err != nil {
 			return err
 		}
-		_, err = s.event(tx, host.EventTaskClaimed, t.TaskID, "", map[string]any{
-			"runner_id": runnerID, "attempt": t.AttemptCount, "max_attempts": t.MaxAttempts})
+		_, err = s.eventData(tx, host.EventTaskClaimed, t.TaskID, "", (&evData{}).
+			int("attempt", int64(t.AttemptCount)).int("max_attempts", int64(t.MaxAttempts)).str("runner_id", runnerID))
 		return err
 	})
 	if err != nil {
@@ -360,25 +363,28 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 				return err
 			}
 		}
-		data := map[string]any{"attempt": t.AttemptCount, "status": status, "machine_status": ms, "retry_class": rc,
-			"follow_ups_staged": len(in.FollowUps), "follow_ups_applied": applied}
+		d := (&evData{}).int("attempt", int64(t.AttemptCount))
 		if len(followUps) > 0 {
-			data["follow_ups"] = followUps
+			d.value("follow_ups", followUps)
 		}
+		d.value("follow_ups_applied", applied)
 		if refused != "" {
-			data["follow_ups_refused"] = refused
+			d.str("follow_ups_refused", refused)
 		}
+		d.int("follow_ups_staged", int64(len(in.FollowUps))).str("machine_status", string(ms))
 		if len(missing) > 0 {
-			data["missing_evidence"] = missing
+			d.value("missing_evidence", missing)
 		}
-		if _, err := s.event(tx, host.EventTaskAttemptFinished, taskID, in.AttemptID, data); err != nil {
+		d.str("retry_class", string(rc)).str("status", string(status))
+		if _, err := s.eventData(tx, host.EventTaskAttemptFinished, taskID, in.AttemptID, d); err != nil {
 			return err
 		}
 		if status == host.TaskRetryableFailure {
-			_, err = s.event(tx, host.EventTaskRetryScheduled, taskID, in.AttemptID, map[string]any{
-				"attempt": t.AttemptCount, "max_attempts": t.MaxAttempts, "available_at": ts(avail), "backoff_ms": backoff.Milliseconds()})
+			_, err = s.eventData(tx, host.EventTaskRetryScheduled, taskID, in.AttemptID, (&evData{}).
+				int("attempt", int64(t.AttemptCount)).str("available_at", ts(avail)).int("backoff_ms", backoff.Milliseconds()).int("max_attempts", int64(t.MaxAttempts)))
 		} else {
-			_, err = s.event(tx, host.EventTaskFinished, taskID, in.AttemptID, map[string]any{"status": status, "attempt_count": t.AttemptCount})
+			_, err = s.eventData(tx, host.EventTaskFinished, taskID, in.AttemptID, (&evData{}).
+				int("attempt_count", int64(t.AttemptCount)).str("status", string(status)))
 		}
 		if err != nil {
 			return err
