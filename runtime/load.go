@@ -141,7 +141,7 @@ func (r *Runtime) load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 		return nil, err
 	}
 	unlock := r.lockCompile(sum)
-	cm, err := eng.rt.CompileModule(ctx, wasm)
+	cm, err := compile(ctx, eng, wasm)
 	if err != nil {
 		unlock()
 		return nil, &LoadError{Code: CodeInvalidModule, Msg: firstLine(err), Err: err}
@@ -169,7 +169,7 @@ func (r *Runtime) load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 			unlock()
 			return nil, err
 		}
-		if cm, err = eng.rt.CompileModule(ctx, wasm); err != nil {
+		if cm, err = compile(ctx, eng, wasm); err != nil {
 			unlock()
 			return nil, &LoadError{Code: CodeInvalidModule, Msg: firstLine(err), Err: err}
 		}
@@ -217,6 +217,19 @@ func (r *Runtime) load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 		return nil, err
 	}
 	return m, nil
+}
+
+// compile is wazero's CompileModule, with a panic inside it (wazero's
+// validator has index checks missing for some malformed modules: FuzzLoad
+// found one) turned into an error so that a module cannot take the host
+// down.
+func compile(ctx context.Context, eng *engine, wasm []byte) (cm wazero.CompiledModule, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			cm, err = nil, fmt.Errorf("the module is malformed in a way the compiler did not catch (it failed with: %v)", p)
+		}
+	}()
+	return eng.rt.CompileModule(ctx, wasm)
 }
 
 func (r *Runtime) loadExtismModule(ctx context.Context, wasm []byte, cm wazero.CompiledModule, opts LoadOptions, limits Limits, sum [32]byte) (*Module, error) {

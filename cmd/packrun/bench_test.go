@@ -5,15 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
-	"sync"
-
-	"github.com/packrun/packrun/host/dispatch"
-
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/host/dispatch"
+	"github.com/packrun/packrun/host/sqlite"
 )
 
 // BenchmarkProcessInvokeInstalled: `packrun invoke local.hello.c` as a new
@@ -102,3 +105,70 @@ func BenchmarkReplayAll10k(b *testing.B) {
 	}
 	b.ReportMetric(float64(sum.Identical), "attempts")
 }
+
+// BenchmarkServeDrain: `packrun serve` as a process working through 2,000
+// queued C hello tasks, from start to the last task settled, with 8 (the
+// default) and 32 dispatcher workers.
+func BenchmarkServeDrain(b *testing.B) {
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "packrun")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	key := filepath.Join(dir, "k")
+	pack := filepath.Join(dir, "hello.pack")
+	for _, workers := range []int{8, 32} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				home := filepath.Join(dir, fmt.Sprintf("home-%d-%d", workers, i))
+				run := func(args ...string) {
+					if out, err := exec.Command(bin, append([]string{"--home", home}, args...)...).CombinedOutput(); err != nil {
+						b.Fatalf("packrun %v: %v\n%s", args, err, out)
+					}
+				}
+				if _, err := os.Stat(key + ".key"); err != nil {
+					run("keys", "generate", "--out", key)
+					run("pack", "../../examples/hello-c", "-o", pack)
+					run("sign", pack, "--key", key+".key")
+				}
+				run("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
+				run("install", pack)
+				ctx := context.Background()
+				st, err := sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{BlobDir: filepath.Join(home, "artifacts", "sha256")})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for j := range drainTasks {
+					if _, err := st.Enqueue(ctx, host.TaskIntent{TaskType: "hello.c", Source: "bench", Payload: json.RawMessage(fmt.Sprintf(`{"name":"t%d"}`, j))}, host.EnqueueOptions{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				cmd := exec.Command(bin, "--home", home, "serve", "--addr", "127.0.0.1:0", "--workers", fmt.Sprint(workers))
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				for {
+					left, err := st.ListTasks(ctx, host.TaskFilter{Status: host.TaskPending, Limit: 1})
+					if err != nil {
+						b.Fatal(err)
+					}
+					running, _ := st.ListTasks(ctx, host.TaskFilter{Status: host.TaskRunning, Limit: 1})
+					if len(left) == 0 && len(running) == 0 {
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				b.StopTimer()
+				cmd.Process.Signal(syscall.SIGTERM)
+				cmd.Wait()
+				st.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(drainTasks*b.N)/b.Elapsed().Seconds(), "tasks/s")
+		})
+	}
+}
+
+const drainTasks = 2000

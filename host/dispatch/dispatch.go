@@ -63,7 +63,8 @@ type Dispatcher struct {
 	haveLock atomic.Bool
 
 	mu      sync.Mutex
-	modules map[string]*loaded // by archive sha256 + "/" + node
+	modules map[string]*loaded      // by archive sha256 + "/" + node
+	loading map[string]chan struct{} // keys being loaded; closed when done
 }
 
 type loaded struct {
@@ -195,11 +196,36 @@ func (d *Dispatcher) load(ctx context.Context, arch *packs.Archive, node string,
 		return nil, fmt.Errorf("%w: %q is not a node of %s@%s", runtime.ErrUnknownNode, node, m.Name, m.Version)
 	}
 	key := arch.SHA256 + "/" + mod.Path + "/" + fmt.Sprint(override)
-	d.mu.Lock()
-	l, ok := d.modules[key]
-	d.mu.Unlock()
-	if ok {
-		return l, nil
+	// One load per key at a time: workers that ask for a module already
+	// being loaded wait for it rather than compile it again.
+	for {
+		d.mu.Lock()
+		if l, ok := d.modules[key]; ok {
+			d.mu.Unlock()
+			return l, nil
+		}
+		wait, busy := d.loading[key]
+		if !busy {
+			done := make(chan struct{})
+			if d.loading == nil {
+				d.loading = map[string]chan struct{}{}
+			}
+			d.loading[key] = done
+			d.mu.Unlock()
+			defer func() {
+				d.mu.Lock()
+				delete(d.loading, key)
+				d.mu.Unlock()
+				close(done)
+			}()
+			break
+		}
+		d.mu.Unlock()
+		select {
+		case <-wait: // loaded, or failed: look again
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	wasm, _ := arch.File(mod.Path)
 	pl := m.Limits()
@@ -221,13 +247,8 @@ func (d *Dispatcher) load(ctx context.Context, arch *packs.Archive, node string,
 	if err != nil {
 		return nil, err
 	}
-	l = &loaded{mod: rm, manifest: m, module: mod}
+	l := &loaded{mod: rm, manifest: m, module: mod}
 	d.mu.Lock()
-	if prev, ok := d.modules[key]; ok {
-		d.mu.Unlock()
-		rm.Close(ctx)
-		return prev, nil
-	}
 	d.modules[key] = l
 	d.mu.Unlock()
 	return l, nil
