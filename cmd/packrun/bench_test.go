@@ -121,7 +121,10 @@ func BenchmarkServeDrain(b *testing.B) {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				home := filepath.Join(dir, fmt.Sprintf("home-%d-%d", workers, i))
+				home, err := os.MkdirTemp(dir, "home-*")
+				if err != nil {
+					b.Fatal(err)
+				}
 				run := func(args ...string) {
 					if out, err := exec.Command(bin, append([]string{"--home", home}, args...)...).CombinedOutput(); err != nil {
 						b.Fatalf("packrun %v: %v\n%s", args, err, out)
