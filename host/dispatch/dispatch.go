@@ -63,8 +63,15 @@ type Dispatcher struct {
 	haveLock atomic.Bool
 
 	mu      sync.Mutex
-	modules map[string]*loaded      // by archive sha256 + "/" + node
-	loading map[string]chan struct{} // keys being loaded; closed when done
+	modules map[loadKey]*loaded      // loaded modules
+	loading map[loadKey]chan struct{} // keys being loaded; closed when done
+}
+
+// loadKey names a loaded module: the archive, the module in it, and the
+// limits it was loaded with (a struct, so a lookup allocates nothing).
+type loadKey struct {
+	archive, path string
+	limits        runtime.Limits
 }
 
 type loaded struct {
@@ -90,7 +97,7 @@ func New(cfg Config) *Dispatcher {
 	if cfg.Log == nil {
 		cfg.Log = func(string, ...any) {}
 	}
-	return &Dispatcher{cfg: cfg, wake: make(chan struct{}, 1), modules: map[string]*loaded{}}
+	return &Dispatcher{cfg: cfg, wake: make(chan struct{}, 1), modules: map[loadKey]*loaded{}}
 }
 
 // Wake tells idle workers a task may be available.
@@ -195,7 +202,7 @@ func (d *Dispatcher) load(ctx context.Context, arch *packs.Archive, node string,
 	if !ok {
 		return nil, fmt.Errorf("%w: %q is not a node of %s@%s", runtime.ErrUnknownNode, node, m.Name, m.Version)
 	}
-	key := arch.SHA256 + "/" + mod.Path + "/" + fmt.Sprint(override)
+	key := loadKey{arch.SHA256, mod.Path, override}
 	// One load per key at a time: workers that ask for a module already
 	// being loaded wait for it rather than compile it again.
 	for {
@@ -208,7 +215,7 @@ func (d *Dispatcher) load(ctx context.Context, arch *packs.Archive, node string,
 		if !busy {
 			done := make(chan struct{})
 			if d.loading == nil {
-				d.loading = map[string]chan struct{}{}
+				d.loading = map[loadKey]chan struct{}{}
 			}
 			d.loading[key] = done
 			d.mu.Unlock()
