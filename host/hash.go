@@ -35,6 +35,11 @@ func CompactJSON(raw []byte) json.RawMessage {
 	if alreadyCompact(raw) {
 		return raw
 	}
+	return compactSlow(raw)
+}
+
+// compactSlow is CompactJSON without the fast path.
+func compactSlow(raw []byte) []byte {
 	var c bytes.Buffer
 	if err := json.Compact(&c, raw); err != nil {
 		return raw

@@ -24,10 +24,7 @@ import (
 // cache.
 func BenchmarkProcessInvokeInstalled(b *testing.B) {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildPackrun(b, dir)
 	home := filepath.Join(dir, "home")
 	run := func(args ...string) {
 		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
@@ -47,6 +44,16 @@ func BenchmarkProcessInvokeInstalled(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		run("invoke", "local.hello.c", "--input", `{"name":"bench"}`)
 	}
+}
+
+// buildPackrun builds the packrun binary into dir.
+func buildPackrun(b *testing.B, dir string) string {
+	b.Helper()
+	bin := filepath.Join(dir, "packrun")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // BenchmarkReplayAll10k: `packrun replay --all` over 10,000 recorded attempts
@@ -111,10 +118,7 @@ func BenchmarkReplayAll10k(b *testing.B) {
 // default) and 32 dispatcher workers.
 func BenchmarkServeDrain(b *testing.B) {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildPackrun(b, dir)
 	key := filepath.Join(dir, "k")
 	pack := filepath.Join(dir, "hello.pack")
 	for _, workers := range []int{8, 32} {

@@ -63,7 +63,7 @@ type Dispatcher struct {
 	haveLock atomic.Bool
 
 	mu      sync.Mutex
-	modules map[loadKey]*loaded      // loaded modules
+	modules map[loadKey]*loaded       // loaded modules
 	loading map[loadKey]chan struct{} // keys being loaded; closed when done
 }
 
