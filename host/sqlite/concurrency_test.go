@@ -371,11 +371,11 @@ func TestBatchRedo(t *testing.T) {
 	submit := func(fn func(tx *wtx) error) *error {
 		var err error
 		wg.Add(1)
-		go func() {
+		go func(start chan struct{}) {
 			defer wg.Done()
 			<-start
 			err = f.w.do(ctx, fn)
-		}()
+		}(start)
 		return &err
 	}
 	task := func(name string) *host.TaskRecord {
