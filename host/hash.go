@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"hash"
 	"strconv"
 	"time"
 )
@@ -64,26 +63,47 @@ func alreadyCompact(raw []byte) bool {
 }
 
 // canon writes fields as netstrings ("<len>:<bytes>\n") after a domain
-// tag, which makes the encoding unambiguous without escaping.
-type canon struct{ h hash.Hash }
+// tag, which makes the encoding unambiguous without escaping. Fields are
+// gathered in one buffer and hashed at once: a hash write per piece cost an
+// allocation or two each, and an attempt has thirty fields.
+type canon struct{ b []byte }
 
-func newCanon(tag string) canon {
-	c := canon{sha256.New()}
+func newCanon(tag string) *canon {
+	c := &canon{b: make([]byte, 0, 1024)}
 	c.str(tag)
 	return c
 }
 
-func (c canon) bytes(b []byte) {
-	c.h.Write(strconv.AppendInt(nil, int64(len(b)), 10))
-	c.h.Write([]byte{':'})
-	c.h.Write(b)
-	c.h.Write([]byte{'\n'})
+func (c *canon) bytes(b []byte) {
+	c.b = strconv.AppendInt(c.b, int64(len(b)), 10)
+	c.b = append(c.b, ':')
+	c.b = append(c.b, b...)
+	c.b = append(c.b, '\n')
 }
-func (c canon) str(s string)     { c.bytes([]byte(s)) }
-func (c canon) int(n int64)      { c.str(strconv.FormatInt(n, 10)) }
-func (c canon) json(raw []byte)  { c.bytes(CompactJSON(raw)) }
-func (c canon) time(t time.Time) { c.str(FormatTime(t)) }
-func (c canon) sum() string      { return hex.EncodeToString(c.h.Sum(nil)) }
+
+func (c *canon) str(s string) {
+	c.b = strconv.AppendInt(c.b, int64(len(s)), 10)
+	c.b = append(c.b, ':')
+	c.b = append(c.b, s...)
+	c.b = append(c.b, '\n')
+}
+
+func (c *canon) int(n int64) {
+	var tmp [20]byte
+	c.bytes(strconv.AppendInt(tmp[:0], n, 10))
+}
+
+func (c *canon) json(raw []byte) { c.bytes(CompactJSON(raw)) }
+
+func (c *canon) time(t time.Time) {
+	var tmp [40]byte
+	c.bytes(t.UTC().AppendFormat(tmp[:0], TimeLayout))
+}
+
+func (c *canon) sum() string {
+	h := sha256.Sum256(c.b)
+	return hex.EncodeToString(h[:])
+}
 
 // HashEvent is the sha256 of the canonical encoding of an event: tag
 // "packrun.event.v1", then seq, time, type, task_id, attempt_id, data
