@@ -286,7 +286,12 @@ type FinishInput struct {
 	// Record, when set, is the attempt to record (as RecordAttempt does)
 	// in the same write as the settlement; AttemptID is taken from it. If
 	// the task cannot be settled, the attempt is not recorded either.
-	Record     *Attempt
+	Record *Attempt
+	// Claimed, when set, is the record Claim returned for this task. The
+	// fields no queue operation changes after Enqueue (type, payload,
+	// requirements, ...) are taken from it instead of being read again;
+	// the rest is read as always.
+	Claimed *TaskRecord
 	Outcome    TaskOutcome
 	RetryClass RetryClass // empty means none
 	Error      string     // becomes last_error

@@ -116,6 +116,7 @@ func (d *Dispatcher) RunTask(ctx context.Context, t *host.TaskRecord) {
 			status, machine = host.TaskRetryableFailure, host.MachineNeedsRetry
 		}
 		_, err := d.cfg.Backend.Finish(ctx, t.TaskID, host.FinishInput{
+			Claimed:    t,
 			Outcome:    host.TaskOutcome{Status: status, MachineStatus: machine, OperatorSummary: msg},
 			RetryClass: class, Error: msg,
 		})
@@ -145,7 +146,7 @@ func (d *Dispatcher) RunTask(ctx context.Context, t *host.TaskRecord) {
 		fail(host.RetryRetryable, fmt.Sprintf("invoke %s: %v", route.Node, err))
 		return
 	}
-	in := host.FinishInput{Record: att, RetryClass: att.RetryClass}
+	in := host.FinishInput{Record: att, Claimed: t, RetryClass: att.RetryClass}
 	switch res.Outcome {
 	case abi.Completed:
 		in.Outcome = host.TaskOutcome{Status: host.TaskCompleted, MachineStatus: host.MachineOK, OperatorSummary: "completed",

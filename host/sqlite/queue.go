@@ -128,6 +128,32 @@ func (s *Store) loadTask(q queryer, ctx context.Context, op, id string) (*host.T
 	return t, err
 }
 
+// reloadTask is loadTask for a task whose record the caller holds: only
+// the columns queue operations change are read, onto a copy of it.
+func (s *Store) reloadTask(tx *wtx, op string, held *host.TaskRecord) (*host.TaskRecord, error) {
+	t := *held
+	var status, avail, updated string
+	var started, finished, outcome sql.NullString
+	err := tx.QueryRow(`SELECT status, attempt_count, available_at, updated_at, started_at, finished_at, outcome, last_error, runner_id, cancel_requested
+		FROM tasks WHERE task_id = ?`, held.TaskID).Scan(&status, &t.AttemptCount, &avail, &updated, &started, &finished, &outcome, &t.LastError, &t.RunnerID, &t.CancelRequested)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, host.Errorf(op, held.TaskID, host.ErrNotFound, "")
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.Status = host.TaskStatus(status)
+	t.AvailableAt, t.UpdatedAt = parseTS(avail), parseTS(updated)
+	t.StartedAt, t.FinishedAt = parseNullTS(started), parseNullTS(finished)
+	t.Outcome = nil
+	if outcome.String != "" {
+		if err := json.Unmarshal([]byte(outcome.String), &t.Outcome); err != nil {
+			return nil, fmt.Errorf("task %s: %w", t.TaskID, err)
+		}
+	}
+	return &t, nil
+}
+
 // txq adapts a write transaction to queryer without letting a caller's context reach
 // the writer's connection (see writer.do).
 type txq struct{ tx *wtx }
@@ -260,7 +286,13 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 		// The writer may run this again: start from the caller's values.
 		ms, rc, errMsg := ms, rc, in.Error
 		now := s.now()
-		t, err := s.loadTask(txq{tx}, ctx, op, taskID)
+		var t *host.TaskRecord
+		var err error
+		if in.Claimed != nil && in.Claimed.TaskID == taskID {
+			t, err = s.reloadTask(tx, op, in.Claimed)
+		} else {
+			t, err = s.loadTask(txq{tx}, ctx, op, taskID)
+		}
 		if err != nil {
 			return err
 		}

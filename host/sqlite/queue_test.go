@@ -763,3 +763,38 @@ func TestFinishRecordsAttempt(t *testing.T) {
 		t.Fatalf("chain: %v %+v", err, rep)
 	}
 }
+
+// Finish given the claimed record reads only what queue operations change,
+// and ends with the same record as a full read would.
+func TestFinishWithClaimedRecord(t *testing.T) {
+	f := newFixture(t, Options{})
+	in := intent("demo", nil)
+	in.SkillIDs = []string{"s1"}
+	in.EvidenceRequirements = &host.EvidenceRequirements{RequiredArtifacts: []string{"report.md"}}
+	mustEnqueue(t, f.Store, in, host.EnqueueOptions{})
+	claimed := mustClaim(t, f.Store, f.clock.Now())
+	// Changed since the claim: the operator asked to cancel it.
+	f.clock.Add(time.Second)
+	if _, err := f.Cancel(ctx, claimed.TaskID); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Add(time.Second)
+	a := &host.Attempt{TaskID: claimed.TaskID, Pack: "local.test@1.0.0", Node: "n", Attempt: claimed.AttemptCount, Outcome: abi.Completed, Output: json.RawMessage(`{}`)}
+	rec, err := f.Finish(ctx, claimed.TaskID, host.FinishInput{Record: a, Claimed: claimed, Outcome: okOutcome()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != host.TaskOperatorCanceled {
+		t.Fatalf("status %s: the cancel request made after the claim was not read", rec.Status)
+	}
+	stored, err := f.Task(ctx, claimed.TaskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(rec, stored) {
+		t.Fatalf("Finish returned\n%+v\nstored\n%+v", rec, stored)
+	}
+	// A stale claim (the task was settled since) is refused as before.
+	_, err = f.Finish(ctx, claimed.TaskID, host.FinishInput{Claimed: claimed, Outcome: okOutcome()})
+	wantErr(t, err, host.ErrConflict)
+}
