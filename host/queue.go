@@ -291,7 +291,7 @@ type FinishInput struct {
 	// fields no queue operation changes after Enqueue (type, payload,
 	// requirements, ...) are taken from it instead of being read again;
 	// the rest is read as always.
-	Claimed *TaskRecord
+	Claimed    *TaskRecord
 	Outcome    TaskOutcome
 	RetryClass RetryClass // empty means none
 	Error      string     // becomes last_error
