@@ -175,7 +175,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		if err != nil {
 			return err
 		}
-		step("sensor observed %q -> %s (attempt %.8s)", obs, res.Output, att.AttemptID)
+		step("sensor observed %q -> %s (attempt %s)", obs, res.Output, att.AttemptID)
 	}
 	// The counter again, to show memory persisting across attempts.
 	for i := 0; i < 2; i++ {
