@@ -12,7 +12,6 @@ import (
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/packrun/packrun/abi"
@@ -193,14 +192,8 @@ func (m *Module) invokeExtism(ctx context.Context, idx int, inv *Invocation) (*R
 		}
 	}
 	st.act = a
-	callCtx, cancelTimeout := context.WithTimeoutCause(ctx, m.limits.Timeout, errTimeout)
-	defer cancelTimeout()
-	callCtx, cancel := context.WithCancelCause(callCtx)
-	defer cancel(nil)
-	a.stop = func() { cancel(errBreached) }
-	a.deadline, _ = callCtx.Deadline()
-	callCtx = context.WithValue(callCtx, stateKey{}, st)
-	callCtx = experimental.WithMemoryAllocator(callCtx, st)
+	callCtx, release := st.bind(ctx)
+	defer release()
 
 	res := &Result{Node: m.info.Nodes[idx]}
 	cfg := wazero.NewModuleConfig().

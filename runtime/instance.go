@@ -54,6 +54,21 @@ func (i *instance) memoryBytes() uint64 {
 	return i.st.mem.peak
 }
 
+// bind returns the context an instantiation runs under: bounded by the
+// module's time limit, cancelled when the activity stops it (a breach),
+// and carrying the instance state and its memory allocator. release frees
+// the context's resources.
+func (st *instState) bind(ctx context.Context) (_ context.Context, release func()) {
+	a := st.act
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, st.m.limits.Timeout, errTimeout)
+	ctx, cancel := context.WithCancelCause(ctx)
+	a.stop = func() { cancel(errBreached) }
+	a.deadline, _ = ctx.Deadline()
+	ctx = context.WithValue(ctx, stateKey{}, st)
+	ctx = experimental.WithMemoryAllocator(ctx, st)
+	return ctx, func() { cancel(nil); cancelTimeout() }
+}
+
 // newInstance instantiates the module and runs its initialisers under a
 // deterministic activity bounded by the module's limits. The result has
 // never served an invocation.
@@ -64,14 +79,8 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	a.seed = m.prepSeed
 	st.act = a
 
-	ctx, cancelTimeout := context.WithTimeoutCause(ctx, m.limits.Timeout, errTimeout)
-	defer cancelTimeout()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	a.stop = func() { cancel(errBreached) }
-	a.deadline, _ = ctx.Deadline()
-	ctx = context.WithValue(ctx, stateKey{}, st)
-	ctx = experimental.WithMemoryAllocator(ctx, st)
+	ctx, release := st.bind(ctx)
+	defer release()
 
 	cfg := wazero.NewModuleConfig().
 		WithName("").

@@ -186,14 +186,7 @@ func (r *Runtime) load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 		Limits:   limits.info(),
 		Encoding: map[string]string{abi.ExportPackName: enc.packName.String(), abi.ExportNodeIDAt: enc.nodeIDAt.String(), abi.ExportNodeInvoke: enc.invoke.String()},
 	}
-	for _, f := range cm.ImportedFunctions() {
-		mod, name, _ := f.Import()
-		m.info.Imports = append(m.info.Imports, mod+"."+name)
-	}
-	for name := range cm.ExportedFunctions() {
-		m.info.Exports = append(m.info.Exports, name)
-	}
-	sort.Strings(m.info.Exports)
+	m.info.listInterface(cm)
 	mem := cm.ExportedMemories()[abi.ExportMemory]
 	m.info.MemoryMinPages = mem.Min()
 	if mx, ok := mem.Max(); ok {
@@ -232,18 +225,23 @@ func compile(ctx context.Context, eng *engine, wasm []byte) (cm wazero.CompiledM
 	return eng.rt.CompileModule(ctx, wasm)
 }
 
+// listInterface records a compiled module's imports and (sorted) exports.
+func (info *ModuleInfo) listInterface(cm wazero.CompiledModule) {
+	for _, f := range cm.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		info.Imports = append(info.Imports, mod+"."+name)
+	}
+	for name := range cm.ExportedFunctions() {
+		info.Exports = append(info.Exports, name)
+	}
+	sort.Strings(info.Exports)
+}
+
 func (r *Runtime) loadExtismModule(ctx context.Context, wasm []byte, cm wazero.CompiledModule, opts LoadOptions, limits Limits, sum [32]byte) (*Module, error) {
 	defer cm.Close(ctx)
 	m := &Module{rt: r, limits: limits}
 	m.info = ModuleInfo{Name: opts.Name, SHA256: hex.EncodeToString(sum[:]), Size: len(wasm), Limits: limits.info(), Encoding: map[string]string{}}
-	for _, f := range cm.ImportedFunctions() {
-		mod, name, _ := f.Import()
-		m.info.Imports = append(m.info.Imports, mod+"."+name)
-	}
-	for name := range cm.ExportedFunctions() {
-		m.info.Exports = append(m.info.Exports, name)
-	}
-	sort.Strings(m.info.Exports)
+	m.info.listInterface(cm)
 	if err := r.loadExtism(ctx, wasm, cm, opts, limits, m); err != nil {
 		return nil, err
 	}
