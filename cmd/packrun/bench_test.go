@@ -16,7 +16,6 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/host/dispatch"
-	"github.com/packrun/packrun/host/sqlite"
 )
 
 // BenchmarkProcessInvokeInstalled: `packrun invoke local.hello.c` as a new
@@ -142,10 +141,7 @@ func BenchmarkServeDrain(b *testing.B) {
 				run("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
 				run("install", pack)
 				ctx := context.Background()
-				st, err := sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{BlobDir: filepath.Join(home, "artifacts", "sha256")})
-				if err != nil {
-					b.Fatal(err)
-				}
+				st := homeStore(b, home)
 				for j := range drainTasks {
 					if _, err := st.Enqueue(ctx, host.TaskIntent{TaskType: "hello.c", Source: "bench", Payload: json.RawMessage(fmt.Sprintf(`{"name":"t%d"}`, j))}, host.EnqueueOptions{}); err != nil {
 						b.Fatal(err)
@@ -170,7 +166,6 @@ func BenchmarkServeDrain(b *testing.B) {
 				b.StopTimer()
 				cmd.Process.Signal(syscall.SIGTERM)
 				cmd.Wait()
-				st.Close()
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(drainTasks*b.N)/b.Elapsed().Seconds(), "tasks/s")

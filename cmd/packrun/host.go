@@ -47,9 +47,14 @@ func (a *app) openBackend(ctx context.Context) (*sqlite.Store, error) {
 	if err := os.MkdirAll(a.home, 0o755); err != nil {
 		return nil, err
 	}
+	return openHomeStore(ctx, a.home)
+}
+
+// openHomeStore opens the host store of a packrun home.
+func openHomeStore(ctx context.Context, home string) (*sqlite.Store, error) {
 	// Artifacts live apart from pack blobs: the registry sweeps
 	// blobs/sha256 of anything no installed pack refers to.
-	return sqlite.Open(ctx, filepath.Join(a.home, "packrun.db"), sqlite.Options{BlobDir: filepath.Join(a.home, "artifacts", "sha256")})
+	return sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{BlobDir: filepath.Join(home, "artifacts", "sha256")})
 }
 
 // openHost opens the host store, the pack store, a runtime and a dispatcher.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -38,14 +39,21 @@ func servedHome(t *testing.T) (home, bin string) {
 	return h.home, bin
 }
 
-func enqueueN(t *testing.T, home string, n int) []string {
+// homeStore opens home's host store for the test, closed when it ends.
+func homeStore(t testing.TB, home string) *sqlite.Store {
 	t.Helper()
-	ctx := context.Background()
-	b, err := sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{BlobDir: filepath.Join(home, "artifacts", "sha256")})
+	st, err := openHomeStore(context.Background(), home)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func enqueueN(t *testing.T, home string, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	b := homeStore(t, home)
 	ids := make([]string, n)
 	for i := range n {
 		rec, err := b.Enqueue(ctx, host.TaskIntent{TaskType: "hello.c", Source: "test", Payload: json.RawMessage(fmt.Sprintf(`{"name":"t%d"}`, i))}, host.EnqueueOptions{MaxAttempts: 20})
@@ -57,12 +65,18 @@ func enqueueN(t *testing.T, home string, n int) []string {
 	return ids
 }
 
-func startServe(t *testing.T, bin, home string) *exec.Cmd {
+// served is a `packrun serve` process started by a test.
+type served struct {
+	*exec.Cmd
+	logs *syncBuffer
+}
+
+func startServe(t *testing.T, bin, home string) served {
 	t.Helper()
 	cmd := exec.Command(bin, "--home", home, "serve", "--addr", "127.0.0.1:0")
 	// Keep what serve says, to show it when the test fails.
-	var logs syncBuffer
-	cmd.Stderr = &logs
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +85,20 @@ func startServe(t *testing.T, bin, home string) *exec.Cmd {
 			t.Logf("serve (pid %d) stderr:\n%s", cmd.Process.Pid, logs.String())
 		}
 	})
-	return cmd
+	return served{cmd, logs}
+}
+
+// waitUp waits until serve says it is serving, so that a signal sent next
+// reaches its handler rather than a process still starting.
+func (s served) waitUp(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(s.logs.String(), "packrun serving on") {
+		if time.Now().After(deadline) {
+			t.Fatal("serve did not come up")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for the writer goroutine exec starts.
@@ -96,11 +123,7 @@ func (s *syncBuffer) String() string {
 func waitTerminal(t *testing.T, home string, ids []string, limit time.Duration) map[string]*host.TaskRecord {
 	t.Helper()
 	ctx := context.Background()
-	b, err := sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{BlobDir: filepath.Join(home, "artifacts", "sha256")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := homeStore(t, home)
 	deadline := time.Now().Add(limit)
 	for {
 		out := map[string]*host.TaskRecord{}
@@ -130,11 +153,7 @@ func waitTerminal(t *testing.T, home string, ids []string, limit time.Duration) 
 func checkRuns(t *testing.T, home string, tasks map[string]*host.TaskRecord) {
 	t.Helper()
 	ctx := context.Background()
-	b, err := sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{BlobDir: filepath.Join(home, "artifacts", "sha256")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := homeStore(t, home)
 	for id, rec := range tasks {
 		if rec.Status != host.TaskCompleted {
 			t.Errorf("task %s ended %s: %s", id, rec.Status, rec.LastError)
@@ -166,6 +185,7 @@ func TestServeSurvivesKill9(t *testing.T) {
 		cmd.Wait()
 	}
 	cmd := startServe(t, bin, home)
+	cmd.waitUp(t)
 	tasks := waitTerminal(t, home, ids, 2*time.Minute)
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
@@ -178,15 +198,18 @@ func TestTwoServesNeverRunATaskTwice(t *testing.T) {
 	home, bin := servedHome(t)
 	ids := enqueueN(t, home, 200)
 	a, b := startServe(t, bin, home), startServe(t, bin, home)
+	a.waitUp(t)
+	b.waitUp(t)
 	tasks := waitTerminal(t, home, ids, 2*time.Minute)
-	for _, c := range []*exec.Cmd{a, b} {
+	for _, c := range []served{a, b} {
 		c.Process.Signal(syscall.SIGTERM)
-		c.Wait()
+		if err := c.Wait(); err != nil {
+			t.Errorf("serve after SIGTERM: %v", err)
+		}
 	}
 	checkRuns(t, home, tasks)
 	ctx := context.Background()
-	st, _ := sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{BlobDir: filepath.Join(home, "artifacts", "sha256")})
-	defer st.Close()
+	st := homeStore(t, home)
 	for _, id := range ids {
 		atts, _ := st.ListAttempts(ctx, host.AttemptFilter{TaskID: id})
 		if len(atts) != 1 {
