@@ -43,7 +43,8 @@ type cachedEntry struct {
 	missing   bool // no such entry (absence is cached too)
 	value     []byte
 	secret    bool
-	expires   string // stored form ("" for none); compared as SQLite does
+	expires   string     // stored form ("" for none); compared as SQLite does
+	expiresAt *time.Time // expires parsed, for the entries handed out
 	updatedAt time.Time
 	readAt    time.Time
 }
@@ -102,13 +103,8 @@ func entrySize(k memKey, e *cachedEntry) int {
 	return len(k.tenant) + len(k.namespace) + len(k.key) + len(e.value) + 64
 }
 
-// entry is the host.Entry a cached read answers with; value is shared and
-// must not be modified.
+// entry is the host.Entry a cached read answers with; its value and expiry
+// are shared with the cache and must not be modified.
 func (e *cachedEntry) entry(key string) *host.Entry {
-	out := &host.Entry{Key: key, Value: e.value, Secret: e.secret, UpdatedAt: e.updatedAt}
-	if e.expires != "" {
-		t := parseTS(e.expires)
-		out.ExpiresAt = &t
-	}
-	return out
+	return &host.Entry{Key: key, Value: e.value, Secret: e.secret, ExpiresAt: e.expiresAt, UpdatedAt: e.updatedAt}
 }

@@ -39,7 +39,7 @@ func (s *Store) Get(ctx context.Context, sc host.Scope, key string) (*host.Entry
 		case err != nil:
 			return nil, host.Wrap(op, subject(sc, key), err)
 		default:
-			e.expires, e.updatedAt = expires.String, parseTS(updated)
+			e.expires, e.expiresAt, e.updatedAt = expires.String, parseNullTS(expires), parseTS(updated)
 		}
 		e.readAt = time.Now()
 		s.mc.store(k, e, g)
