@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/packrun/packrun/host/api"
+	"github.com/packrun/packrun/host/dispatch"
+	"github.com/packrun/packrun/internal/heapfloor"
 	"github.com/packrun/packrun/packs"
 )
 
@@ -30,10 +32,15 @@ maps to, records the attempt, applies the outcome, schedules retries) and the HT
 
 One dispatcher per store holds the dispatch lock; a second one waits. Tasks a crash left
 running are reclaimed at start. SIGTERM or Ctrl-C stops claiming, lets in-flight tasks
-finish, and exits.`,
+finish, and exits.
+
+The process keeps a 64 MiB heap floor so that Go's garbage collector does not run a
+hundred times a second on its small live heap (up to 64 MiB more memory, much more
+throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			heapfloor.Raise(dispatch.HeapFloor)
 			// A stop asked for while starting up is a clean stop, not a
 			// failure: whatever start-up did is whole (each step commits
 			// atomically) or not done.

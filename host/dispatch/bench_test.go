@@ -16,6 +16,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/host/sqlite"
+	"github.com/packrun/packrun/internal/heapfloor"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )
@@ -45,6 +46,8 @@ func benchPack(b *testing.B, module, name, nodes, grants string) *packs.Archive 
 
 func benchEnv(b *testing.B, arch *packs.Archive) (*Dispatcher, *sqlite.Store) {
 	b.Helper()
+	// As in packrun serve, for both sides of every comparison.
+	heapfloor.Raise(HeapFloor)
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "packrun.db"), sqlite.Options{})
 	if err != nil {

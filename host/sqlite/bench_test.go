@@ -152,3 +152,35 @@ func BenchmarkVerifyChain(b *testing.B) {
 	}
 	b.ReportMetric(4000, "events/op")
 }
+
+// helloAttempt is an attempt the size of the C hello node's (≈ 900 bytes
+// as JSON): what BenchmarkAttempts in host/dispatch records.
+func helloAttempt() *host.Attempt {
+	now := time.Now()
+	return &host.Attempt{RunnerID: "packrun-bench", Pack: "local.hello.c@1.0.0", ModuleSHA256: "c986462a2c268d7fa0873b694d0c2c93a54ca4b818b48b59f9a86c87540b31f8",
+		Node: "example.hello", RunID: "6469348fef4f148e16569a5f177c5f01", ABIVersion: "1", Outcome: abi.Completed,
+		Input: json.RawMessage(`{"name":"bench"}`), Output: json.RawMessage(`{"greeting":"Hello, bench!"}`),
+		Logs:        json.RawMessage(`[{"level":"info","message":"hello invoked"}]`),
+		Trace:       json.RawMessage(`[{"fn":"openwop.openwop_log","args":"AmhlbGxvIGludm9rZWQ="}]`),
+		Limits:      json.RawMessage(`{"memoryBytes":134217728,"timeoutMs":30000,"outputBytes":16777216,"hostCalls":1000000,"captureBytes":1048576}`),
+		Diagnostics: json.RawMessage(`{"hostCalls":1,"memoryBytes":131072}`),
+		StartedAt:   now, EndedAt: now.Add(30 * time.Microsecond)}
+}
+
+// BenchmarkRecordAttemptParallel: the store's side of an attempt with full
+// evidence (validate, hash, chain, insert, durable commit), 32 callers per
+// CPU; the ceiling the writer puts on BenchmarkAttempts.
+func BenchmarkRecordAttemptParallel(b *testing.B) {
+	s := benchStore(b)
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := s.RecordAttempt(ctx, helloAttempt()); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "attempts/s")
+}
