@@ -17,8 +17,41 @@ const GenesisHash = "00000000000000000000000000000000000000000000000000000000000
 // fixed width, so that text order is time order).
 const TimeLayout = "2006-01-02T15:04:05.000000000Z"
 
-// FormatTime encodes t canonically.
-func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+// FormatTime encodes t canonically: t.UTC().Format(TimeLayout), written
+// out by hand because the store formats several times per attempt inside
+// its single writer, where time.Format's layout interpretation showed
+// (TestFormatTimeMatchesLayout holds the two equal). Years outside 0..9999
+// have no fixed-width form and go through time.Format.
+func FormatTime(t time.Time) string {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.Format(TimeLayout)
+	}
+	hour, min, sec := t.Clock()
+	var b [len(TimeLayout)]byte
+	put := func(i, width, v int) {
+		for j := i + width - 1; j >= i; j-- {
+			b[j] = byte('0' + v%10)
+			v /= 10
+		}
+	}
+	put(0, 4, year)
+	b[4] = '-'
+	put(5, 2, int(month))
+	b[7] = '-'
+	put(8, 2, day)
+	b[10] = 'T'
+	put(11, 2, hour)
+	b[13] = ':'
+	put(14, 2, min)
+	b[16] = ':'
+	put(17, 2, sec)
+	b[19] = '.'
+	put(20, 9, t.Nanosecond())
+	b[29] = 'Z'
+	return string(b[:])
+}
 
 // ParseTime decodes a canonical time.
 func ParseTime(s string) (time.Time, error) { return time.Parse(TimeLayout, s) }
@@ -49,14 +82,28 @@ func compactSlow(raw []byte) []byte {
 }
 
 // alreadyCompact reports that raw holds none of the bytes compaction or
-// escaping could change (whitespace, <, >, &, and the lead byte of
-// U+2028/9), so CompactJSON would return it as it is, valid or not. What
-// json.Marshal produces usually passes.
+// escaping could change (whitespace outside strings; <, >, & and the lead
+// byte of U+2028/9 anywhere), so CompactJSON would return it as it is,
+// valid or not. What json.Marshal produces usually passes, text with
+// spaces included. Strings are followed as JSON defines them; where raw is
+// not valid JSON the answer does not matter, since CompactJSON returns
+// invalid JSON unchanged either way (FuzzCompactJSON).
 func alreadyCompact(raw []byte) bool {
-	for _, b := range raw {
-		switch b {
-		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xE2:
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '<', '>', '&', 0xE2:
 			return false
+		case '"':
+			inString = !inString
+		case '\\':
+			if inString {
+				i++ // the escaped byte neither ends the string nor needs escaping
+			}
+		case ' ', '\t', '\n', '\r':
+			if !inString {
+				return false
+			}
 		}
 	}
 	return true

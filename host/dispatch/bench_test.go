@@ -71,16 +71,23 @@ func (p onePackB) Open(context.Context, string) (*packs.Archive, error) { return
 var helloInput = json.RawMessage(`{"name":"bench"}`)
 
 // BenchmarkAttempts: durable attempts per second of the C hello node on all
-// cores, with full evidence (attempt + trace + chained event, committed) and
-// with recording off (the same invocation straight through the runtime).
+// cores: with full evidence (attempt + trace + chained event, committed),
+// with the attempt record built but not stored (the dispatcher's share of
+// the evidence cost), and with recording off (the same invocation straight
+// through the runtime).
 func BenchmarkAttempts(b *testing.B) {
 	arch := benchPack(b, "../../examples/hello-c/hello.wasm", "local.hello.c", `{"typeId":"example.hello","kind":"node"}`, "")
-	for _, withEvidence := range []bool{true, false} {
-		name := "evidence"
-		if !withEvidence {
-			name = "no-evidence"
-		}
-		b.Run(name, func(b *testing.B) {
+	type mode int
+	const (
+		evidence mode = iota
+		builtNotStored
+		noEvidence
+	)
+	for _, m := range []struct {
+		name string
+		mode mode
+	}{{"evidence", evidence}, {"built-not-stored", builtNotStored}, {"no-evidence", noEvidence}} {
+		b.Run(m.name, func(b *testing.B) {
 			d, _ := benchEnv(b, arch)
 			ctx := context.Background()
 			l, err := d.load(ctx, arch, "example.hello", runtime.Limits{})
@@ -93,12 +100,16 @@ func BenchmarkAttempts(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if withEvidence {
-						if _, _, err := d.Invoke(ctx, InvokeRequest{Pack: "local.hello.c", Input: helloInput}); err != nil {
-							b.Error(err)
-							return
-						}
-					} else if _, err := l.mod.Invoke(ctx, runtime.Invocation{Input: helloInput, RunID: "r"}); err != nil {
+					var err error
+					switch m.mode {
+					case evidence:
+						_, _, err = d.Invoke(ctx, InvokeRequest{Pack: "local.hello.c", Input: helloInput})
+					case builtNotStored:
+						_, _, _, err = d.run(ctx, l, "example.hello", runtime.Invocation{Node: "example.hello", Input: helloInput, RunID: newID(), Attempt: 1}, "", false)
+					case noEvidence:
+						_, err = l.mod.Invoke(ctx, runtime.Invocation{Input: helloInput, RunID: "r"})
+					}
+					if err != nil {
 						b.Error(err)
 						return
 					}
