@@ -81,16 +81,36 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	return nil
 }
 
+// claimed is the result of a claim made in the background.
+type claimed struct {
+	t   *host.TaskRecord
+	err error
+}
+
 func (d *Dispatcher) worker(ctx context.Context) {
-	for ctx.Err() == nil {
-		if !d.haveLock.Load() {
-			select {
-			case <-ctx.Done():
-			case <-time.After(d.cfg.Poll):
+	// next is a claim made while the previous task was being settled: the
+	// two writes usually share a commit, so a worker waits for one durable
+	// commit per task instead of two.
+	var next chan claimed
+	for {
+		var t *host.TaskRecord
+		var err error
+		if next != nil {
+			c := <-next
+			t, err, next = c.t, c.err, nil
+		} else {
+			if ctx.Err() != nil {
+				return
 			}
-			continue
+			if !d.haveLock.Load() {
+				select {
+				case <-ctx.Done():
+				case <-time.After(d.cfg.Poll):
+				}
+				continue
+			}
+			t, err = d.cfg.Backend.Claim(ctx, d.cfg.RunnerID, time.Now())
 		}
-		t, err := d.cfg.Backend.Claim(ctx, d.cfg.RunnerID, time.Now())
 		if err != nil {
 			if !errors.Is(err, host.ErrEmpty) && ctx.Err() == nil {
 				d.cfg.Log("claim failed", "error", err)
@@ -103,19 +123,40 @@ func (d *Dispatcher) worker(ctx context.Context) {
 			continue
 		}
 		// A claimed task runs to its end even during shutdown, so it is
-		// settled rather than left running.
-		d.RunTask(context.WithoutCancel(ctx), t)
+		// settled rather than left running; so does one claimed while this
+		// one was settled.
+		d.runTask(context.WithoutCancel(ctx), t, func() {
+			if ctx.Err() != nil || !d.haveLock.Load() {
+				return
+			}
+			next = make(chan claimed, 1)
+			go func() {
+				t, err := d.cfg.Backend.Claim(ctx, d.cfg.RunnerID, time.Now())
+				next <- claimed{t, err}
+			}()
+		})
 	}
 }
 
 // RunTask runs one claimed task and settles it.
-func (d *Dispatcher) RunTask(ctx context.Context, t *host.TaskRecord) {
+func (d *Dispatcher) RunTask(ctx context.Context, t *host.TaskRecord) { d.runTask(ctx, t, nil) }
+
+// runTask is RunTask calling settling (if not nil) just before it settles
+// the task.
+func (d *Dispatcher) runTask(ctx context.Context, t *host.TaskRecord, settling func()) {
+	settle := func(in host.FinishInput) error {
+		if settling != nil {
+			settling()
+		}
+		_, err := d.cfg.Backend.Finish(ctx, t.TaskID, in)
+		return err
+	}
 	fail := func(class host.RetryClass, msg string) {
 		status, machine := host.TaskPermanentFailure, host.MachineFailed
 		if class == host.RetryRetryable {
 			status, machine = host.TaskRetryableFailure, host.MachineNeedsRetry
 		}
-		_, err := d.cfg.Backend.Finish(ctx, t.TaskID, host.FinishInput{
+		err := settle(host.FinishInput{
 			Claimed:    t,
 			Outcome:    host.TaskOutcome{Status: status, MachineStatus: machine, OperatorSummary: msg},
 			RetryClass: class, Error: msg,
@@ -166,7 +207,7 @@ func (d *Dispatcher) RunTask(ctx context.Context, t *host.TaskRecord) {
 		in.Outcome = host.TaskOutcome{Status: status, MachineStatus: machine, OperatorSummary: strings.TrimSpace(msg)}
 		in.Error = msg
 	}
-	if _, err := d.cfg.Backend.Finish(ctx, t.TaskID, in); err != nil {
+	if err := settle(in); err != nil {
 		d.cfg.Log("settling task failed", "task", t.TaskID, "error", err)
 		// The task could not be settled (cancelled, reclaimed, a stale
 		// runner...): the attempt still ran, so its evidence is kept.

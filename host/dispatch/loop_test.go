@@ -1,0 +1,175 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/packrun/packrun/host"
+)
+
+// settleWatch is a backend whose Finish of a task waits (up to a bound)
+// until the worker has started another claim after the one that returned
+// that task.
+type settleWatch struct {
+	host.Backend
+
+	mu       sync.Mutex
+	claims   int            // claims started
+	claimSeq map[string]int // task id -> number of the claim that returned it
+	finishes int
+	waited   int // finishes that gave up waiting
+}
+
+func (s *settleWatch) Claim(ctx context.Context, runner string, now time.Time) (*host.TaskRecord, error) {
+	s.mu.Lock()
+	s.claims++
+	seq := s.claims
+	s.mu.Unlock()
+	t, err := s.Backend.Claim(ctx, runner, now)
+	if err == nil {
+		s.mu.Lock()
+		s.claimSeq[t.TaskID] = seq
+		s.mu.Unlock()
+	}
+	return t, err
+}
+
+func (s *settleWatch) Finish(ctx context.Context, taskID string, in host.FinishInput) (*host.TaskRecord, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		next := s.claims > s.claimSeq[taskID]
+		if next || time.Now().After(deadline) {
+			if !next {
+				s.waited++
+			}
+			s.finishes++
+			s.mu.Unlock()
+			break
+		}
+		s.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	return s.Backend.Finish(ctx, taskID, in)
+}
+
+func enqueueHostTasks(t *testing.T, e env, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	if err := e.backend.SetPackTaskTypes(ctx, "local.probe", []host.TaskTypeRoute{{TaskTypeSpec: host.TaskTypeSpec{TaskType: "probe.plain"}, Pack: "local.probe", Node: "probe.host"}}); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		task, err := e.backend.Enqueue(ctx, host.TaskIntent{TaskType: "probe.plain", Source: "test", Payload: json.RawMessage(`{}`)}, host.EnqueueOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = task.TaskID
+	}
+	return ids
+}
+
+// A worker claims its next task while it settles the last one (so the two
+// writes share a commit): with Finish held until a claim arrives, a worker
+// that claimed only after settling would stall every task for the bound.
+func TestWorkerClaimsNextWhileSettling(t *testing.T) {
+	e := newEnv(t, allGrants)
+	ids := enqueueHostTasks(t, e, 6)
+	w := &settleWatch{Backend: e.backend, claimSeq: map[string]int{}}
+	e.d.cfg.Backend, e.d.cfg.Workers, e.d.cfg.Poll = w, 1, 10*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.d.Run(ctx) }()
+	waitTerminal(t, e, ids)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.finishes != len(ids) {
+		t.Fatalf("%d finishes for %d tasks", w.finishes, len(ids))
+	}
+	if w.waited != 0 {
+		t.Fatalf("%d of %d settles waited for a claim that never came while settling", w.waited, len(ids))
+	}
+}
+
+func waitTerminal(t *testing.T, e env, ids []string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, id := range ids {
+		for {
+			task, err := e.backend.Task(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if task.Status == host.TaskCompleted {
+				break
+			}
+			if task.Status != host.TaskPending && task.Status != host.TaskRunning {
+				t.Fatalf("task %s: %s (%s)", id, task.Status, task.LastError)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task %s still %s", id, task.Status)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// Stopping Run mid-queue leaves every task settled or untouched: tasks
+// claimed ahead while others were settled run to their end too.
+func TestRunStopLeavesNothingRunning(t *testing.T) {
+	e := newEnv(t, allGrants)
+	ids := enqueueHostTasks(t, e, 150)
+	e.d.cfg.Workers = 4
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.d.Run(ctx) }()
+	for {
+		n, err := e.backend.ListTasks(context.Background(), host.TaskFilter{Status: host.TaskCompleted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(n) >= 20 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	completed := 0
+	for _, id := range ids {
+		task, err := e.backend.Task(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		atts, err := e.backend.ListAttempts(context.Background(), host.AttemptFilter{TaskID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch task.Status {
+		case host.TaskCompleted:
+			completed++
+			if len(atts) != 1 {
+				t.Errorf("completed task %s has %d attempts", id, len(atts))
+			}
+		case host.TaskPending:
+			if len(atts) != 0 || task.AttemptCount != 0 {
+				t.Errorf("pending task %s was attempted (%d attempts, count %d)", id, len(atts), task.AttemptCount)
+			}
+		default:
+			t.Errorf("task %s is %s after stop", id, task.Status)
+		}
+	}
+	if completed < 20 || completed == len(ids) {
+		t.Fatalf("%d of %d completed: the stop did not land mid-queue", completed, len(ids))
+	}
+}
