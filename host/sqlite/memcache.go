@@ -12,7 +12,7 @@ import (
 // cgo, against a map lookup).
 //
 // Coherence across every process that opens the database rests on one
-// shared counter, the memory generation (see memGen), which each memory
+// shared counter, the memory generation (see gen), which each memory
 // write bumps twice: inside its write transaction, before the commit, and
 // again once the commit is over. A reader notes the generation before it
 // queries and caches what it read only if the generation has not moved
@@ -27,7 +27,7 @@ import (
 // other tools (the sqlite3 shell) do not bump the generation either and are
 // seen within maxAge.
 type memCache struct {
-	gen     memGen
+	gen     gen
 	maxAge  time.Duration
 	maxSize int // bytes of keys and values cached, at most
 
@@ -49,8 +49,8 @@ type cachedEntry struct {
 	readAt    time.Time
 }
 
-func newMemCache(gen memGen) *memCache {
-	return &memCache{gen: gen, maxAge: 2 * time.Second, maxSize: 16 << 20, entries: map[memKey]*cachedEntry{}}
+func newMemCache(g gen) *memCache {
+	return &memCache{gen: g, maxAge: 2 * time.Second, maxSize: 16 << 20, entries: map[memKey]*cachedEntry{}}
 }
 
 // lookup returns the cached entry for k if it is still current, and the

@@ -52,15 +52,9 @@ func (s *Store) Get(ctx context.Context, sc host.Scope, key string) (*host.Entry
 	return e.entry(key), nil
 }
 
-// memWrite marks a write transaction as changing memory entries: the
-// memory generation is bumped now, before the commit, and again when the
-// transaction is over (see memCache).
-func (s *Store) memWrite(tx *wtx) {
-	if !tx.memWrites {
-		s.mc.gen.bump()
-		tx.memWrites = true
-	}
-}
+// memWrite marks a write transaction as changing memory entries (see
+// wtx.touch and memCache).
+func (s *Store) memWrite(tx *wtx) { tx.touch(s.gens.memory) }
 
 // Put implements host.Memory. A namespace's usage (bytes of keys plus
 // values) is kept in memory_usage in the same transaction; when a Put

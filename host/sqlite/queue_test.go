@@ -798,3 +798,70 @@ func TestFinishWithClaimedRecord(t *testing.T) {
 	_, err = f.Finish(ctx, claimed.TaskID, host.FinishInput{Claimed: claimed, Outcome: okOutcome()})
 	wantErr(t, err, host.ErrConflict)
 }
+
+// Resolve answers from a cache that another store on the same database
+// (another process) invalidates by changing the routes.
+func TestResolveCacheCoherentAcrossStores(t *testing.T) {
+	a := newFixture(t, Options{})
+	b, err := Open(ctx, a.path, Options{Now: a.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	route := func(node string) []host.TaskTypeRoute {
+		return []host.TaskTypeRoute{{TaskTypeSpec: host.TaskTypeSpec{TaskType: "sum"}, Node: node}}
+	}
+	resolve := func(s *Store) string {
+		t.Helper()
+		r, err := s.Resolve(ctx, "sum")
+		if errors.Is(err, host.ErrNotFound) {
+			return "<none>"
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Pack + "/" + r.Node
+	}
+	expect := func(step, want string) {
+		t.Helper()
+		for i := 0; i < 2; i++ { // the second answer comes from the cache
+			if got := resolve(a.Store); got != want {
+				t.Fatalf("%s (read %d): %s, want %s", step, i, got, want)
+			}
+		}
+	}
+	expect("nothing installed", "<none>")
+	if err := b.SetPackTaskTypes(ctx, "local.p", route("p.one")); err != nil {
+		t.Fatal(err)
+	}
+	expect("installed elsewhere", "local.p/p.one")
+
+	// The answer is cached: a change made behind the store's back (no
+	// generation bump) is not seen until the cache's max age...
+	if _, err := a.db.Exec(`UPDATE task_type_routes SET node = 'p.raw' WHERE task_type = 'sum'`); err != nil {
+		t.Fatal(err)
+	}
+	expect("raw change, cached", "local.p/p.one")
+	a.routes.maxAge = time.Millisecond
+	time.Sleep(2 * time.Millisecond)
+	expect("raw change, past max age", "local.p/p.raw")
+	a.routes.maxAge = time.Hour
+
+	// ...while every change through a store is seen at once.
+	if err := b.SetTaskTypeOverride(ctx, host.TaskTypeRoute{TaskTypeSpec: host.TaskTypeSpec{TaskType: "sum"}, Pack: "local.q", Node: "q.sum"}); err != nil {
+		t.Fatal(err)
+	}
+	expect("override set elsewhere", "local.q/q.sum")
+	if err := b.RemoveTaskTypeOverride(ctx, "sum"); err != nil {
+		t.Fatal(err)
+	}
+	expect("override removed elsewhere", "local.p/p.raw")
+	if err := b.SetPackTaskTypes(ctx, "local.p", route("p.two")); err != nil {
+		t.Fatal(err)
+	}
+	expect("reinstalled elsewhere", "local.p/p.two")
+	if err := b.SetPackTaskTypes(ctx, "local.p", nil); err != nil {
+		t.Fatal(err)
+	}
+	expect("uninstalled elsewhere", "<none>")
+}

@@ -87,10 +87,12 @@ func DefaultBackoff(n int) time.Duration {
 
 // Store is the SQLite backend of the host services.
 type Store struct {
-	db   *sql.DB
-	w    *writer
-	opts Options
-	mc   *memCache
+	db     *sql.DB
+	w      *writer
+	opts   Options
+	gens   gens
+	mc     *memCache   // memory entries read (memCache)
+	routes *routeCache // task types resolved (routeCache)
 }
 
 // Open opens (creating if needed) the database at path, applies the host's
@@ -108,19 +110,18 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
-	gen, err := openMemGen(path)
+	gens, err := openGens(path)
 	if err != nil {
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
 	w, err := startWriter(ctx, d, opts.MaxBatchOps, opts.BatchDelay)
 	if err != nil {
-		gen.close()
+		gens.close()
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
-	s := &Store{db: d, w: w, opts: opts, mc: newMemCache(gen)}
-	w.afterMemWrite = gen.bump
+	s := &Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes)}
 	s.sweepTemp()
 	return s, nil
 }
@@ -136,7 +137,7 @@ func (s *Store) Close() error {
 	if err := s.db.Close(); err != nil && werr == nil {
 		werr = err
 	}
-	s.mc.gen.close()
+	s.gens.close()
 	return werr
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/packrun/packrun/host"
 )
@@ -75,6 +76,7 @@ func (s *Store) SetPackTaskTypes(ctx context.Context, pack string, routes []host
 		if same {
 			return nil
 		}
+		tx.touch(s.gens.routes)
 		if _, err := tx.Exec(`DELETE FROM task_type_routes WHERE pack = ?`, pack); err != nil {
 			return err
 		}
@@ -99,6 +101,7 @@ func (s *Store) SetTaskTypeOverride(ctx context.Context, route host.TaskTypeRout
 		return err
 	}
 	err := s.w.do(ctx, func(tx *wtx) error {
+		tx.touch(s.gens.routes)
 		if _, err := tx.Exec(`INSERT INTO task_type_overrides (task_type, pack, node, spec) VALUES (?, ?, ?, ?)
 			ON CONFLICT (task_type) DO UPDATE SET pack = excluded.pack, node = excluded.node, spec = excluded.spec`,
 			route.TaskType, route.Pack, route.Node, routeSpec(&route)); err != nil {
@@ -114,6 +117,7 @@ func (s *Store) SetTaskTypeOverride(ctx context.Context, route host.TaskTypeRout
 func (s *Store) RemoveTaskTypeOverride(ctx context.Context, taskType string) error {
 	const op = "remove task type override"
 	err := s.w.do(ctx, func(tx *wtx) error {
+		tx.touch(s.gens.routes)
 		res, err := tx.Exec(`DELETE FROM task_type_overrides WHERE task_type = ?`, taskType)
 		if err != nil {
 			return err
@@ -127,8 +131,22 @@ func (s *Store) RemoveTaskTypeOverride(ctx context.Context, taskType string) err
 	return host.Wrap(op, taskType, err)
 }
 
-// Resolve implements host.TaskTypes.
+// Resolve implements host.TaskTypes. Answers come from routeCache while
+// the routes are unchanged.
 func (s *Store) Resolve(ctx context.Context, taskType string) (host.TaskTypeRoute, error) {
+	now := time.Now()
+	r, ok, g := s.routes.lookup(taskType, now)
+	if ok {
+		return r, nil
+	}
+	r, err := s.resolve(ctx, taskType)
+	if err == nil {
+		s.routes.store(taskType, r, g, now)
+	}
+	return r, err
+}
+
+func (s *Store) resolve(ctx context.Context, taskType string) (host.TaskTypeRoute, error) {
 	const op = "resolve task type"
 	// One statement: the operator's override (at most one, listed first)
 	// or else every manifest route.

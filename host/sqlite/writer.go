@@ -45,9 +45,9 @@ type wtx struct {
 	// appended, so a batch reads it from the database once; nil after a
 	// rollback (the events it counted are gone).
 	head *eventHead
-	// memWrites: an operation changed memory entries (Store.memWrite);
-	// the writer calls afterMemWrite once the transaction is over.
-	memWrites bool
+	// touched: the generations of cached data this transaction changed
+	// (see touch).
+	touched []gen
 	// dirty: the running operation's statements changed rows (or one
 	// failed), so its failure needs the transaction rolled back.
 	dirty bool
@@ -197,8 +197,6 @@ type writer struct {
 
 	mu     sync.RWMutex // held for reading while sending, for writing to close
 	closed bool
-
-	afterMemWrite func() // set before the first operation
 }
 
 func startWriter(ctx context.Context, d *sql.DB, maxOps int, delay time.Duration) (*writer, error) {
@@ -322,12 +320,8 @@ func (w *writer) run() {
 // commit runs a batch in one transaction and reports to every caller.
 func (w *writer) commit(batch []*op) {
 	x := w.x
-	x.head, x.memWrites = nil, false
-	defer func() {
-		if x.memWrites {
-			w.afterMemWrite()
-		}
-	}()
+	x.head = nil
+	defer x.afterTouched()
 	if len(batch) == 1 {
 		// A batch of one: on failure the whole transaction is rolled back.
 		o := batch[0]
@@ -407,6 +401,28 @@ func (w *writer) commit(batch []*op) {
 	for i, o := range batch {
 		o.done <- results[i]
 	}
+}
+
+// touch marks the transaction as changing data cached under generation g:
+// g is bumped now, before the commit, and again when the transaction is
+// over, whether it committed or not (see memCache for why both).
+func (x *wtx) touch(g gen) {
+	for _, t := range x.touched {
+		if t == g {
+			return
+		}
+	}
+	g.bump()
+	x.touched = append(x.touched, g)
+}
+
+// afterTouched gives each generation the transaction touched its second
+// bump.
+func (x *wtx) afterTouched() {
+	for _, g := range x.touched {
+		g.bump()
+	}
+	x.touched = x.touched[:0]
 }
 
 // commit ends the transaction; if COMMIT fails the transaction is rolled
