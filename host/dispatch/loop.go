@@ -129,10 +129,11 @@ func (d *Dispatcher) worker(ctx context.Context) {
 			if ctx.Err() != nil || !d.haveLock.Load() {
 				return
 			}
-			next = make(chan claimed, 1)
+			ch := make(chan claimed, 1)
+			next = ch
 			go func() {
 				t, err := d.cfg.Backend.Claim(ctx, d.cfg.RunnerID, time.Now())
-				next <- claimed{t, err}
+				ch <- claimed{t, err}
 			}()
 		})
 	}
