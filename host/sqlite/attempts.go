@@ -120,10 +120,11 @@ func textRaw(s string) json.RawMessage {
 // RecordAttempt implements host.Evidence.
 func (s *Store) RecordAttempt(ctx context.Context, a *host.Attempt) error {
 	const op = "record attempt"
-	if err := s.normalizeAttempt(a); err != nil {
+	row, err := s.prepareAttempt(a)
+	if err != nil {
 		return err
 	}
-	err := s.w.do(ctx, func(tx *wtx) error { return s.recordAttempt(tx, a) })
+	err = s.w.do(ctx, func(tx *wtx) error { return s.recordAttempt(tx, row) })
 	if errors.Is(err, errAttemptExists) {
 		err = s.sameAttempt(ctx, a)
 	}
@@ -137,31 +138,55 @@ func (s *Store) RecordAttempt(ctx context.Context, a *host.Attempt) error {
 // had appended is undone with the operation (see op).
 var errAttemptExists = errors.New("attempt already recorded")
 
-// recordAttempt chains and inserts a normalized attempt inside a write
-// transaction, setting a.EventSeq. Recording is optimistic: an attempt id
-// is new almost always, so the row is inserted without looking first, and
-// a taken id (the primary key refuses it) fails the operation with
-// errAttemptExists for sameAttempt to examine.
-func (s *Store) recordAttempt(tx *wtx, a *host.Attempt) error {
+// attemptRow is a normalized attempt with its row's arguments and its
+// event's data built by the caller, so that the single writer, which every
+// write of the store waits for, only chains and inserts.
+type attemptRow struct {
+	a     *host.Attempt
+	args  []any  // the INSERT's arguments; the last, event_seq, is set by recordAttempt
+	event []byte // the attempt_recorded event's data
+}
+
+const insertAttempt = `INSERT OR FAIL INTO task_attempts (attempt_id, task_id, runner_id, pack, pack_name, module_sha256, node, tenant, run_id, attempt, abi_version,
+	input, output, interrupt, outcome, error, exit_status, retry_class, stdout, stderr, logs, events, trace, limits, adapter_calls, diagnostics,
+	started_at, ended_at, content_hash, event_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// prepareAttempt normalizes a (see normalizeAttempt) and builds its row.
+func (s *Store) prepareAttempt(a *host.Attempt) (*attemptRow, error) {
+	if err := s.normalizeAttempt(a); err != nil {
+		return nil, err
+	}
 	var errJSON []byte
 	if a.Error != nil {
 		errJSON, _ = json.Marshal(a.Error)
 	}
 	packName, _, _ := strings.Cut(a.Pack, "@")
-	e, err := s.eventData(tx, host.EventAttemptRecorded, a.TaskID, a.AttemptID, (&evData{}).
+	event := (&evData{}).
 		int("attempt", int64(a.Attempt)).str("content_hash", a.ContentHash).str("exit_status", string(a.ExitStatus)).
 		str("node", a.Node).str("outcome", string(a.Outcome)).str("pack", a.Pack).
-		str("retry_class", string(a.RetryClass)).str("tenant", a.Tenant))
-	if err != nil {
-		return err
-	}
-	_, err = tx.Exec(`INSERT OR FAIL INTO task_attempts (attempt_id, task_id, runner_id, pack, pack_name, module_sha256, node, tenant, run_id, attempt, abi_version,
-		input, output, interrupt, outcome, error, exit_status, retry_class, stdout, stderr, logs, events, trace, limits, adapter_calls, diagnostics,
-		started_at, ended_at, content_hash, event_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		str("retry_class", string(a.RetryClass)).str("tenant", a.Tenant).bytes()
+	return &attemptRow{a: a, event: event, args: []any{
 		a.AttemptID, a.TaskID, a.RunnerID, a.Pack, packName, a.ModuleSHA256, a.Node, a.Tenant, a.RunID, a.Attempt, a.ABIVersion,
 		rawText(a.Input), rawText(a.Output), rawText(a.Interrupt), string(a.Outcome), string(errJSON), string(a.ExitStatus), string(a.RetryClass),
 		nonNil(a.Stdout), nonNil(a.Stderr), rawText(a.Logs), rawText(a.Events), rawText(a.Trace), rawText(a.Limits), rawText(a.AdapterCalls), rawText(a.Diagnostics),
-		ts(a.StartedAt), ts(a.EndedAt), a.ContentHash, e.Seq)
+		ts(a.StartedAt), ts(a.EndedAt), a.ContentHash, int64(0),
+	}}, nil
+}
+
+// recordAttempt chains and inserts a prepared attempt inside a write
+// transaction, setting its EventSeq. Recording is optimistic: an attempt
+// id is new almost always, so the row is inserted without looking first,
+// and a taken id (the primary key refuses it) fails the operation with
+// errAttemptExists for sameAttempt to examine. It may run more than once
+// for one row (see op): it only ever sets the row's last argument.
+func (s *Store) recordAttempt(tx *wtx, row *attemptRow) error {
+	a := row.a
+	e := &host.Event{Type: host.EventAttemptRecorded, TaskID: a.TaskID, AttemptID: a.AttemptID, Data: row.event}
+	if err := s.appendEvent(tx, e); err != nil {
+		return err
+	}
+	row.args[len(row.args)-1] = e.Seq
+	_, err := tx.Exec(insertAttempt, row.args...)
 	var se sqlite3.Error
 	if errors.As(err, &se) && (se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey || se.ExtendedCode == sqlite3.ErrConstraintUnique) {
 		return errAttemptExists

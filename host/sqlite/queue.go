@@ -249,8 +249,10 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 	if err := host.CheckID(op, "task_id", taskID); err != nil {
 		return nil, err
 	}
+	var row *attemptRow
 	if a := in.Record; a != nil {
-		if err := s.normalizeAttempt(a); err != nil {
+		var err error
+		if row, err = s.prepareAttempt(a); err != nil {
 			return nil, err
 		}
 		if a.TaskID != taskID {
@@ -303,7 +305,7 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			if a.Attempt != t.AttemptCount {
 				return host.Errorf(op, taskID, host.ErrConflict, "attempt %s is attempt %d but the task is on attempt %d (a stale runner?)", a.AttemptID, a.Attempt, t.AttemptCount)
 			}
-			if err := s.recordAttempt(tx, a); err != nil {
+			if err := s.recordAttempt(tx, row); err != nil {
 				return err
 			}
 		} else if in.AttemptID != "" {
