@@ -26,8 +26,8 @@ func (s *Store) Get(ctx context.Context, sc host.Scope, key string) (*host.Entry
 		return nil, err
 	}
 	k := memKey{sc.Tenant, sc.Namespace, key}
-	e, g := s.mc.lookup(k, time.Now())
-	if e == nil {
+	e, cached, g := s.mc.lookup(k, time.Now())
+	if !cached {
 		var expires sql.NullString
 		var updated string
 		e = &cachedEntry{}
@@ -41,8 +41,7 @@ func (s *Store) Get(ctx context.Context, sc host.Scope, key string) (*host.Entry
 		default:
 			e.expires, e.expiresAt, e.updatedAt = expires.String, parseNullTS(expires), parseTS(updated)
 		}
-		e.readAt = time.Now()
-		s.mc.store(k, e, g)
+		s.mc.store(k, e, g, time.Now())
 	}
 	// Expiry is decided here, as the SQL of the other reads decides it
 	// (stored text against the current time in the same form).
