@@ -74,12 +74,7 @@ func TestConcurrentClaimersSeparateStores(t *testing.T) {
 	enqueued := enqueueN(t, f.Store, claimers*rounds)
 	stores := make([]*Store, claimers)
 	for i := range stores {
-		s, err := Open(ctx, f.path, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		stores[i] = s
+		stores[i] = f.another(t)
 	}
 	// In every round all claimers claim at the same moment, each through
 	// its own Store (connection pool and writer): each must get a

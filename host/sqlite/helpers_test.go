@@ -57,6 +57,18 @@ func newFixture(t testing.TB, opts Options) *fixture {
 	return &fixture{Store: s, path: path, clock: c}
 }
 
+// another opens a second Store on the fixture's database with its clock,
+// as another process would, closed when the test ends.
+func (f *fixture) another(t testing.TB) *Store {
+	t.Helper()
+	s, err := Open(ctx, f.path, Options{Now: f.opts.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func intent(taskType string, prio *int) host.TaskIntent {
 	return host.TaskIntent{TaskType: taskType, Source: "test", Priority: prio, Payload: json.RawMessage(`{"n":1}`)}
 }

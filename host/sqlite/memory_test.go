@@ -255,11 +255,7 @@ func TestRedactSecretsReadFromMemory(t *testing.T) {
 // the memory generation on its own, as separate processes do).
 func TestMemoryCacheCoherentAcrossStores(t *testing.T) {
 	a := newFixture(t, Options{})
-	b, err := Open(ctx, a.path, Options{Now: a.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := a.another(t)
 	sc := host.Scope{Tenant: "t1", Namespace: "ns"}
 	get := func(s *Store, sc host.Scope, key string) string {
 		t.Helper()
@@ -331,11 +327,7 @@ func TestMemoryCacheCoherentAcrossStores(t *testing.T) {
 // Reads racing writes from another store never end on a stale value.
 func TestMemoryCacheRacingWrites(t *testing.T) {
 	a := newFixture(t, Options{Now: time.Now})
-	b, err := Open(ctx, a.path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := a.another(t)
 	sc := host.Scope{Tenant: "t", Namespace: "ns"}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

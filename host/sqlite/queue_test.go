@@ -803,11 +803,7 @@ func TestFinishWithClaimedRecord(t *testing.T) {
 // (another process) invalidates by changing the routes.
 func TestResolveCacheCoherentAcrossStores(t *testing.T) {
 	a := newFixture(t, Options{})
-	b, err := Open(ctx, a.path, Options{Now: a.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := a.another(t)
 	route := func(node string) []host.TaskTypeRoute {
 		return []host.TaskTypeRoute{{TaskTypeSpec: host.TaskTypeSpec{TaskType: "sum"}, Node: node}}
 	}
