@@ -83,6 +83,20 @@ type loaded struct {
 	mod      *runtime.Module
 	manifest *packs.Manifest
 	module   packs.Module
+	// What every attempt of the module records, worked out once.
+	pack       string // name@version; "" for a bare module
+	abiVersion string
+	limits     json.RawMessage // the limits the module runs under
+}
+
+func newLoaded(mod *runtime.Module, manifest *packs.Manifest, module packs.Module) *loaded {
+	info := mod.Info()
+	l := &loaded{mod: mod, manifest: manifest, module: module, abiVersion: fmt.Sprint(info.ABIVersion)}
+	if manifest.Version != "" {
+		l.pack = manifest.Name + "@" + manifest.Version
+	}
+	l.limits, _ = json.Marshal(info.Limits)
+	return l
 }
 
 // New returns a Dispatcher.
@@ -192,11 +206,8 @@ func (d *Dispatcher) InvokeModule(ctx context.Context, m *runtime.Module, inv ru
 		inv.RunID = newID()
 	}
 	info := m.Info()
-	l := &loaded{mod: m, manifest: &packs.Manifest{Name: info.PackName}, module: packs.Module{Path: info.Name, SHA256: info.SHA256}}
+	l := newLoaded(m, &packs.Manifest{Name: info.PackName}, packs.Module{Path: info.Name, SHA256: info.SHA256})
 	att, res, _, err := d.run(ctx, l, inv.Node, inv, "", true)
-	if att != nil {
-		att.Pack = ""
-	}
 	return att, res, err
 }
 
@@ -259,7 +270,7 @@ func (d *Dispatcher) load(ctx context.Context, arch *packs.Archive, node string,
 	if err != nil {
 		return nil, err
 	}
-	l := &loaded{mod: rm, manifest: m, module: mod}
+	l := newLoaded(rm, m, mod)
 	d.mu.Lock()
 	d.modules[key] = l
 	d.mu.Unlock()
@@ -272,7 +283,6 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 	// Time-ordered, like the store's own ids: attempts are indexed by id,
 	// and random ids would scatter every insert across the index.
 	attemptID := host.NewID("att")
-	pack := l.manifest.Name + "@" + l.manifest.Version
 	var cfg json.RawMessage
 	if d.cfg.PackConfig != nil {
 		cfg = d.cfg.PackConfig(l.manifest.Name)
@@ -289,16 +299,12 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 	}
 	att := attemptOf(res, svc)
 	att.AttemptID, att.TaskID, att.RunnerID = attemptID, taskID, d.cfg.RunnerID
-	att.Pack, att.ModuleSHA256, att.Node = pack, l.module.SHA256, res.Node
-	if l.manifest.Version == "" {
-		att.Pack = "" // a bare module, not a pack
-	}
+	att.Pack, att.ModuleSHA256, att.Node = l.pack, l.module.SHA256, res.Node
 	att.Tenant, att.RunID, att.Attempt = inv.TenantID, inv.RunID, inv.Attempt
-	att.ABIVersion = fmt.Sprint(l.mod.Info().ABIVersion)
+	att.ABIVersion = l.abiVersion
 	att.Input = svc.redactor.Bytes(orEmptyObject(inv.Input))
 	att.StartedAt, att.EndedAt = started, started.Add(res.Duration)
-	limits, _ := json.Marshal(l.mod.Info().Limits)
-	att.Limits = limits
+	att.Limits = l.limits // shared by the module's attempts: read only
 	if !record {
 		return att, res, svc, nil
 	}
