@@ -17,40 +17,48 @@ const GenesisHash = "00000000000000000000000000000000000000000000000000000000000
 // fixed width, so that text order is time order).
 const TimeLayout = "2006-01-02T15:04:05.000000000Z"
 
-// FormatTime encodes t canonically: t.UTC().Format(TimeLayout), written
-// out by hand because the store formats several times per attempt inside
-// its single writer, where time.Format's layout interpretation showed
-// (TestFormatTimeMatchesLayout holds the two equal). Years outside 0..9999
-// have no fixed-width form and go through time.Format.
+// FormatTime encodes t canonically: t.UTC().Format(TimeLayout).
 func FormatTime(t time.Time) string {
+	var b [len(TimeLayout)]byte
+	return string(appendTime(b[:0], t))
+}
+
+// appendTime appends t's canonical encoding, written out by hand because
+// the store encodes several times per attempt inside its single writer,
+// where time.Format's layout interpretation showed
+// (TestFormatTimeMatchesLayout holds the two equal). Years outside 0..9999
+// have no fixed-width form and go through time.AppendFormat.
+func appendTime(b []byte, t time.Time) []byte {
 	t = t.UTC()
 	year, month, day := t.Date()
 	if year < 0 || year > 9999 {
-		return t.Format(TimeLayout)
+		return t.AppendFormat(b, TimeLayout)
 	}
 	hour, min, sec := t.Clock()
-	var b [len(TimeLayout)]byte
-	put := func(i, width, v int) {
-		for j := i + width - 1; j >= i; j-- {
+	put := func(width, v int) {
+		n := len(b)
+		for range width {
+			b = append(b, '0')
+		}
+		for j := n + width - 1; j >= n; j-- {
 			b[j] = byte('0' + v%10)
 			v /= 10
 		}
 	}
-	put(0, 4, year)
-	b[4] = '-'
-	put(5, 2, int(month))
-	b[7] = '-'
-	put(8, 2, day)
-	b[10] = 'T'
-	put(11, 2, hour)
-	b[13] = ':'
-	put(14, 2, min)
-	b[16] = ':'
-	put(17, 2, sec)
-	b[19] = '.'
-	put(20, 9, t.Nanosecond())
-	b[29] = 'Z'
-	return string(b[:])
+	put(4, year)
+	b = append(b, '-')
+	put(2, int(month))
+	b = append(b, '-')
+	put(2, day)
+	b = append(b, 'T')
+	put(2, hour)
+	b = append(b, ':')
+	put(2, min)
+	b = append(b, ':')
+	put(2, sec)
+	b = append(b, '.')
+	put(9, t.Nanosecond())
+	return append(b, 'Z')
 }
 
 // ParseTime decodes a canonical time.
@@ -144,7 +152,7 @@ func (c *canon) json(raw []byte) { c.bytes(CompactJSON(raw)) }
 
 func (c *canon) time(t time.Time) {
 	var tmp [40]byte
-	c.bytes(t.UTC().AppendFormat(tmp[:0], TimeLayout))
+	c.bytes(appendTime(tmp[:0], t))
 }
 
 func (c *canon) sum() string {
