@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -119,4 +120,20 @@ func ABIStatus(err error) abi.Status {
 		return abi.StatusCapabilityBreach
 	}
 	return abi.StatusHostError
+}
+
+// Retryable reports whether err is a failure of the backend itself (an I/O
+// error, a full disk) rather than an answer about the request: the same
+// call may succeed later. An error matching a sentinel is an answer
+// (asking again gets the same one); ErrClosed and context errors are final.
+func Retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, answer := range []error{ErrNotFound, ErrAccessDenied, ErrValidation, ErrTooLarge, ErrConflict, ErrEmpty, ErrLocked, ErrClosed, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, answer) {
+			return false
+		}
+	}
+	return true
 }

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -138,6 +139,27 @@ func TestABIStatus(t *testing.T) {
 	}
 	if got := Errorf("memory get", "notes/k1", ErrNotFound, "").Error(); got != "memory get notes/k1: not found" {
 		t.Fatal(got)
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{Wrap("finish", "task-1", errors.New("commit: disk I/O error: file too large")), true},
+		{fmt.Errorf("record attempt: %w", errors.New("database is locked")), true},
+		{Errorf("finish", "task-1", ErrConflict, "task is not running"), false},
+		{Errorf("finish", "task-1", ErrNotFound, ""), false},
+		{Invalid("finish", "outcome", "bad"), false},
+		{Errorf("memory put", "n/k", ErrTooLarge, "too big"), false},
+		{Wrap("finish", "task-1", ErrClosed), false},
+		{fmt.Errorf("finish: %w", context.Canceled), false},
+	} {
+		if got := Retryable(tt.err); got != tt.want {
+			t.Errorf("Retryable(%v) = %v, want %v", tt.err, got, tt.want)
+		}
 	}
 }
 

@@ -66,6 +66,9 @@ type Dispatcher struct {
 	cfg      Config
 	wake     chan struct{}
 	haveLock atomic.Bool
+	// retryWait is the first wait before settling a task again after the
+	// store failed to (see retry).
+	retryWait time.Duration
 
 	mu      sync.Mutex
 	modules map[loadKey]*loaded       // loaded modules
@@ -116,7 +119,7 @@ func New(cfg Config) *Dispatcher {
 	if cfg.Log == nil {
 		cfg.Log = func(string, ...any) {}
 	}
-	return &Dispatcher{cfg: cfg, wake: make(chan struct{}, 1), modules: map[loadKey]*loaded{}}
+	return &Dispatcher{cfg: cfg, wake: make(chan struct{}, 1), retryWait: 100 * time.Millisecond, modules: map[loadKey]*loaded{}}
 }
 
 // Wake tells idle workers a task may be available.

@@ -125,7 +125,7 @@ func (d *Dispatcher) worker(ctx context.Context) {
 		// A claimed task runs to its end even during shutdown, so it is
 		// settled rather than left running; so does one claimed while this
 		// one was settled.
-		d.runTask(context.WithoutCancel(ctx), t, func() {
+		d.runTask(context.WithoutCancel(ctx), ctx.Done(), t, func() {
 			if ctx.Err() != nil || !d.haveLock.Load() {
 				return
 			}
@@ -139,18 +139,28 @@ func (d *Dispatcher) worker(ctx context.Context) {
 	}
 }
 
-// RunTask runs one claimed task and settles it.
-func (d *Dispatcher) RunTask(ctx context.Context, t *host.TaskRecord) { d.runTask(ctx, t, nil) }
+// RunTask runs one claimed task and settles it. If the store fails to
+// settle it (a full disk, an I/O error), RunTask tries again until it
+// succeeds or ctx is done.
+func (d *Dispatcher) RunTask(ctx context.Context, t *host.TaskRecord) {
+	d.runTask(ctx, ctx.Done(), t, nil)
+}
 
 // runTask is RunTask calling settling (if not nil) just before it settles
-// the task.
-func (d *Dispatcher) runTask(ctx context.Context, t *host.TaskRecord, settling func()) {
+// the task. A settle the store fails is tried again until stop: a task
+// left running would otherwise wait for the next boot sweep, however soon
+// the store recovered. After stop it is left to that sweep, as after a
+// crash.
+func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.TaskRecord, settling func()) {
 	settle := func(in host.FinishInput) error {
 		if settling != nil {
 			settling()
+			settling = nil // the next task is claimed once, whatever the retries
 		}
-		_, err := d.cfg.Backend.Finish(ctx, t.TaskID, in)
-		return err
+		return d.retry(stop, "settling task", t.TaskID, func() error {
+			_, err := d.cfg.Backend.Finish(ctx, t.TaskID, in)
+			return err
+		})
 	}
 	fail := func(class host.RetryClass, msg string) {
 		status, machine := host.TaskPermanentFailure, host.MachineFailed
@@ -212,9 +222,34 @@ func (d *Dispatcher) runTask(ctx context.Context, t *host.TaskRecord, settling f
 		d.cfg.Log("settling task failed", "task", t.TaskID, "error", err)
 		// The task could not be settled (cancelled, reclaimed, a stale
 		// runner...): the attempt still ran, so its evidence is kept.
-		if rerr := d.cfg.Backend.RecordAttempt(ctx, att); rerr != nil {
+		if rerr := d.retry(stop, "recording attempt", t.TaskID, func() error { return d.cfg.Backend.RecordAttempt(ctx, att) }); rerr != nil {
 			d.cfg.Log("recording attempt failed", "task", t.TaskID, "attempt", att.AttemptID, "error", rerr)
 		}
+	}
+}
+
+// retry calls fn until it returns nil or an answer rather than a failure
+// of the store (see host.Retryable), waiting longer after each failure (up
+// to 5 s), or until stop; it returns fn's last error.
+func (d *Dispatcher) retry(stop <-chan struct{}, what, taskID string, fn func() error) error {
+	wait := d.retryWait
+	for n := 1; ; n++ {
+		err := fn()
+		if !host.Retryable(err) {
+			if n > 1 {
+				d.cfg.Log(what+": store recovered", "task", taskID, "tries", n, "error", err)
+			}
+			return err
+		}
+		if n == 1 {
+			d.cfg.Log(what+" failed; trying again until the store recovers", "task", taskID, "error", err)
+		}
+		select {
+		case <-stop:
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
 	}
 }
 

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -171,5 +172,84 @@ func TestRunStopLeavesNothingRunning(t *testing.T) {
 	}
 	if completed < 20 || completed == len(ids) {
 		t.Fatalf("%d of %d completed: the stop did not land mid-queue", completed, len(ids))
+	}
+}
+
+// failingFinish is a backend whose Finish fails, as a full disk makes it
+// fail, while failing is set (or with err, an answer, once).
+type failingFinish struct {
+	host.Backend
+	mu       sync.Mutex
+	failing  int   // Finish calls still to fail with a store failure
+	answer   error // returned by every Finish instead, if set
+	finishes int
+}
+
+func (f *failingFinish) Finish(ctx context.Context, taskID string, in host.FinishInput) (*host.TaskRecord, error) {
+	f.mu.Lock()
+	f.finishes++
+	fail, answer := f.failing > 0, f.answer
+	if fail {
+		f.failing--
+	}
+	f.mu.Unlock()
+	if answer != nil {
+		return nil, answer
+	}
+	if fail {
+		return nil, host.Wrap("finish", taskID, errors.New("commit: disk I/O error: file too large"))
+	}
+	return f.Backend.Finish(ctx, taskID, in)
+}
+
+// A task the store fails to settle (a full disk) is settled once the store
+// recovers, not left running until the next boot sweep; an answer (a
+// conflict) is not retried, and the attempt is still recorded.
+func TestSettleRetriesStoreFailures(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, allGrants)
+	e.d.retryWait = time.Millisecond
+	ids := enqueueHostTasks(t, e, 2)
+	f := &failingFinish{Backend: e.backend, failing: 4}
+	e.d.cfg.Backend = f
+	claim := func() *host.TaskRecord {
+		task, err := e.backend.Claim(ctx, "test", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	e.d.RunTask(ctx, claim())
+	if f.finishes != 5 {
+		t.Fatalf("%d Finish calls, want 4 failures and the one that succeeded", f.finishes)
+	}
+	waitTerminal(t, e, ids[:1])
+	if atts, err := e.backend.ListAttempts(ctx, host.AttemptFilter{TaskID: ids[0]}); err != nil || len(atts) != 1 {
+		t.Fatalf("%d attempts, %v", len(atts), err)
+	}
+
+	f.finishes, f.answer = 0, host.Errorf("finish", ids[1], host.ErrConflict, "task was cancelled")
+	e.d.RunTask(ctx, claim())
+	if f.finishes != 1 {
+		t.Fatalf("%d Finish calls for an answer, want 1", f.finishes)
+	}
+	if atts, err := e.backend.ListAttempts(ctx, host.AttemptFilter{TaskID: ids[1]}); err != nil || len(atts) != 1 {
+		t.Fatalf("the unsettled task's attempt: %d recorded, %v", len(atts), err)
+	}
+
+	// A store that does not recover: retrying stops with ctx.
+	f.answer, f.failing = nil, 1<<30
+	ids = enqueueHostTasks(t, e, 1)
+	stop, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { e.d.RunTask(stop, claim()); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("RunTask kept retrying after its context ended")
+	}
+	if task, _ := e.backend.Task(ctx, ids[0]); task.Status != host.TaskRunning {
+		t.Fatalf("task %s after giving up, want running (for the boot sweep)", task.Status)
 	}
 }
