@@ -169,18 +169,31 @@ func helloAttempt() *host.Attempt {
 
 // BenchmarkRecordAttemptParallel: the store's side of an attempt with full
 // evidence (validate, hash, chain, insert, durable commit), 32 callers per
-// CPU; the ceiling the writer puts on BenchmarkAttempts.
+// CPU; the ceiling the writer puts on BenchmarkAttempts. "round-trip"
+// validates and hashes the attempt the same way and then waits for a
+// commit of the writer without storing anything: the floor of any design
+// in which the caller waits for its evidence to be durable.
 func BenchmarkRecordAttemptParallel(b *testing.B) {
-	s := benchStore(b)
-	b.SetParallelism(32)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if err := s.RecordAttempt(ctx, helloAttempt()); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "attempts/s")
+	for _, mode := range []string{"store", "round-trip"} {
+		b.Run(mode, func(b *testing.B) {
+			s := benchStore(b)
+			b.SetParallelism(32)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					var err error
+					if mode == "store" {
+						err = s.RecordAttempt(ctx, helloAttempt())
+					} else if _, err = s.prepareAttempt(helloAttempt()); err == nil {
+						err = s.w.do(ctx, func(*wtx) error { return nil })
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "attempts/s")
+		})
+	}
 }
