@@ -57,6 +57,8 @@ func TestExitCodes(t *testing.T) {
 		{"no args", []string{"invoke"}, 64, "accepts between 1 and 2"},
 		{"unknown command", []string{"frobnicate"}, 64, "unknown command"},
 		{"bad log level", []string{"--log-level", "loud", "version"}, 64, "--log-level"},
+		{"no workers", []string{"serve", "--workers", "0"}, 64, "--workers 0: must be between 1 and 1024"},
+		{"too many workers", []string{"serve", "--workers", "100000"}, 64, "--workers 100000"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -16,6 +16,11 @@ import (
 	"github.com/packrun/packrun/packs"
 )
 
+// maxWorkers bounds --workers: each worker holds a prepared instance (up
+// to its memory limit once running), so a slip of the keyboard should not
+// ask for a hundred thousand.
+const maxWorkers = 1024
+
 func (a *app) serveCommand() *cobra.Command {
 	var addr string
 	var workers int
@@ -40,6 +45,9 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if workers < 1 || workers > maxWorkers {
+				return withCode(exitUsage, fmt.Errorf("--workers %d: must be between 1 and %d", workers, maxWorkers))
+			}
 			heapfloor.Raise(dispatch.HeapFloor)
 			// A stop asked for while starting up is a clean stop, not a
 			// failure: whatever start-up did is whole (each step commits
@@ -69,7 +77,13 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 				Host:       env.rt.Host(),
 				Log:        func(msg string, kv ...any) { a.log.Error(msg, kv...) },
 			})
-			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+			// A client gets 10 s for its headers and a minute for its
+			// whole request (bodies are capped too), and an idle
+			// keep-alive connection is closed after two minutes, so slow
+			// or silent clients cannot hold connections open for ever.
+			// No write timeout: POST /v1/invoke answers when the node
+			// does, within the node's own time limit.
+			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 			serveErr := make(chan error, 1)
 			go func() { serveErr <- srv.Serve(ln) }()
 			a.log.Info("serving", "addr", ln.Addr().String(), "home", a.home)
