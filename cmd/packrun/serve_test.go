@@ -23,20 +23,11 @@ import (
 // hello.c) and returns it with a freshly built packrun binary.
 func servedHome(t *testing.T) (home, bin string) {
 	t.Helper()
-	dir := t.TempDir()
-	bin = filepath.Join(dir, "packrun")
+	bin = filepath.Join(t.TempDir(), "packrun")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	h := homeCLI{t, filepath.Join(dir, "home")}
-	key := filepath.Join(dir, "k")
-	pack := filepath.Join(dir, "hello.pack")
-	h.ok("keys", "generate", "--out", key)
-	h.ok("pack", "../../examples/hello-c", "-o", pack)
-	h.ok("sign", pack, "--key", key+".key")
-	h.ok("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
-	h.ok("install", pack)
-	return h.home, bin
+	return helloHome(t).home, bin
 }
 
 // homeStore opens home's host store for the test, closed when it ends.

@@ -44,6 +44,12 @@ func (a *app) tasksCommand() *cobra.Command {
 			if taskType == "" {
 				return usageError("tasks enqueue needs --type")
 			}
+			if delay < 0 {
+				return usageError("--delay %s: must not be negative", delay)
+			}
+			if cmd.Flags().Changed("max-attempts") && maxAttempts < 1 {
+				return usageError("--max-attempts %d: must be at least 1", maxAttempts)
+			}
 			payload, err := a.readInput(input)
 			if err != nil {
 				return err
@@ -56,6 +62,11 @@ func (a *app) tasksCommand() *cobra.Command {
 				intent.AvailableAt = time.Now().Add(delay).UTC().Format(time.RFC3339Nano)
 			}
 			return a.withBackend(cmd, func(b *sqlite.Store) error {
+				// As the API does: a task nothing serves is refused, not
+				// queued to fail.
+				if _, err := b.Resolve(cmd.Context(), taskType); err != nil {
+					return hostError(err)
+				}
 				t, err := b.Enqueue(cmd.Context(), intent, host.EnqueueOptions{MaxAttempts: maxAttempts})
 				if err != nil {
 					return hostError(err)
@@ -82,6 +93,9 @@ func (a *app) tasksCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if status != "" && !host.TaskStatus(status).Valid() {
 				return usageError("--status %q: want pending, running, completed, retryable_failure, permanent_failure, blocked or operator_canceled", status)
+			}
+			if limit < 1 {
+				return usageError("--limit %d: must be at least 1", limit)
 			}
 			return a.withBackend(cmd, func(b *sqlite.Store) error {
 				ts, err := b.ListTasks(cmd.Context(), host.TaskFilter{Status: host.TaskStatus(status), Limit: limit})
@@ -154,6 +168,9 @@ func (a *app) attemptsCommand() *cobra.Command {
 		Short: "List recorded attempts, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 {
+				return usageError("--limit %d: must be at least 1", limit)
+			}
 			return a.withBackend(cmd, func(b *sqlite.Store) error {
 				as, err := b.ListAttempts(cmd.Context(), host.AttemptFilter{TaskID: taskID, Pack: pack, Limit: limit})
 				if err != nil {

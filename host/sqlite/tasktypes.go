@@ -179,7 +179,7 @@ func (s *Store) resolve(ctx context.Context, taskType string) (host.TaskTypeRout
 	}
 	switch len(found) {
 	case 0:
-		return r, host.Errorf(op, taskType, host.ErrNotFound, "no installed pack serves this task type")
+		return r, host.Errorf(op, taskType, host.ErrNotFound, "no installed pack serves this task type; install one that does, or set an override")
 	case 1:
 		return found[0], nil
 	}

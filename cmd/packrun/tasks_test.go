@@ -1,0 +1,89 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/packrun/packrun/host"
+)
+
+// helloHome is a home with the signed C hello pack installed (task type
+// hello.c), set up through the CLI.
+func helloHome(t *testing.T) homeCLI {
+	t.Helper()
+	dir := t.TempDir()
+	h := homeCLI{t, filepath.Join(dir, "home")}
+	key := filepath.Join(dir, "k")
+	pack := filepath.Join(dir, "hello.pack")
+	h.ok("keys", "generate", "--out", key)
+	h.ok("pack", "../../examples/hello-c", "-o", pack)
+	h.ok("sign", pack, "--key", key+".key")
+	h.ok("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
+	h.ok("install", pack)
+	return h
+}
+
+func (h homeCLI) tasks() []host.TaskRecord {
+	h.t.Helper()
+	var ts []host.TaskRecord
+	if err := json.Unmarshal([]byte(h.ok("tasks", "list", "--json")), &ts); err != nil {
+		h.t.Fatal(err)
+	}
+	return ts
+}
+
+// The tasks commands: enqueue, list, show, cancel; every bad request is a
+// usage error that names what is wrong and queues nothing — a task type no
+// installed pack serves included, as the API refuses it.
+func TestTasksCommands(t *testing.T) {
+	h := helloHome(t)
+	for _, c := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"--type", "nobody.serves"}, 64, `resolve task type nobody.serves: no installed pack serves this task type; install one that does, or set an override`},
+		{[]string{"--type", "hello.c", "--delay", "-5m"}, 64, "--delay -5m0s: must not be negative"},
+		{[]string{"--type", "hello.c", "--max-attempts", "0"}, 64, "--max-attempts 0: must be at least 1"},
+		{[]string{"--type", "hello.c", "--max-attempts", "1000"}, 64, "max_attempts: must be between 1 and 100"},
+		{[]string{"--type", "hello.c", "--input", "[1]"}, 64, "payload: must be a JSON object"},
+		{[]string{"--input", "{}"}, 64, "tasks enqueue needs --type"},
+	} {
+		code, _, errs := h.run(append([]string{"tasks", "enqueue"}, c.args...)...)
+		if code != c.code || !strings.Contains(errs, c.stderr) {
+			t.Errorf("enqueue %v: exit %d, stderr %q; want %d and %q", c.args, code, errs, c.code, c.stderr)
+		}
+	}
+	if ts := h.tasks(); len(ts) != 0 {
+		t.Fatalf("refused enqueues queued %d tasks", len(ts))
+	}
+
+	id := strings.TrimSpace(h.ok("tasks", "enqueue", "--type", "hello.c", "--input", `{"name":"Ada"}`, "--priority", "1", "--delay", "5m", "--max-attempts", "2"))
+	later := strings.TrimSpace(h.ok("tasks", "enqueue", "--type", "hello.c"))
+	ts := h.tasks()
+	if len(ts) != 2 {
+		t.Fatalf("%d tasks", len(ts))
+	}
+	var shown host.TaskRecord
+	if err := json.Unmarshal([]byte(h.ok("tasks", "show", id)), &shown); err != nil {
+		t.Fatal(err)
+	}
+	if shown.TaskID != id || shown.Status != host.TaskPending || shown.Priority != 1 || shown.MaxAttempts != 2 ||
+		string(shown.Payload) != `{"name":"Ada"}` || time.Until(shown.AvailableAt) < 4*time.Minute {
+		t.Fatalf("task %+v", shown)
+	}
+	if out := h.ok("tasks", "cancel", later); !strings.Contains(out, "operator_canceled") {
+		t.Fatalf("cancel: %q", out)
+	}
+	if out := h.ok("tasks", "list", "--status", "pending"); !strings.Contains(out, id) || strings.Contains(out, later) {
+		t.Fatalf("pending:\n%s", out)
+	}
+	for _, args := range [][]string{{"tasks", "list", "--limit", "0"}, {"attempts", "list", "--limit", "-1"}, {"tasks", "show", "task_nope"}, {"tasks", "list", "--status", "done"}} {
+		if code, _, errs := h.run(args...); code != 64 || strings.Count(strings.TrimSpace(errs), "\n") > 1 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
+		}
+	}
+}
