@@ -16,9 +16,9 @@ import (
 	"github.com/packrun/packrun/packs"
 )
 
-// maxWorkers bounds --workers: each worker holds a prepared instance (up
-// to its memory limit once running), so a slip of the keyboard should not
-// ask for a hundred thousand.
+// maxWorkers bounds --workers: each task running holds an instance and
+// its linear memory (up to the node's limit), so a slip of the keyboard
+// should not ask for a hundred thousand.
 const maxWorkers = 1024
 
 func (a *app) serveCommand() *cobra.Command {

@@ -45,9 +45,9 @@ func testFullDisk(t *testing.T, room int64) {
 	// Writes of every kind, from many callers at once so that they share
 	// batches: attempts (with their chained events), tasks, memory, events.
 	type write struct {
-		name string
-		do   func() error
-		err  error
+		kind, id string // "attempt", "task", "memory" or "event", and its name
+		do       func() error
+		err      error
 	}
 	writes := func(round string, n int) []*write {
 		var ws []*write
@@ -55,18 +55,18 @@ func testFullDisk(t *testing.T, room int64) {
 			id := fmt.Sprintf("att-%s-%d", round, i)
 			key := fmt.Sprintf("%s-%d", round, i)
 			ws = append(ws,
-				&write{name: "attempt " + id, do: func() error {
+				&write{kind: "attempt", id: id, do: func() error {
 					return f.RecordAttempt(ctx, &host.Attempt{AttemptID: id, Pack: "local.demo@1.0.0", Node: "demo.node", Outcome: abi.Completed,
 						Input: json.RawMessage(`{"i":1}`), Trace: json.RawMessage(`[{"fn":"openwop_log"}]`)})
 				}},
-				&write{name: "task " + key, do: func() error {
+				&write{kind: "task", id: key, do: func() error {
 					_, err := f.Enqueue(ctx, host.TaskIntent{TaskType: "full", Source: "test", Subject: key, Payload: json.RawMessage(`{}`)}, host.EnqueueOptions{})
 					return err
 				}},
-				&write{name: "memory " + key, do: func() error {
+				&write{kind: "memory", id: key, do: func() error {
 					return f.Put(ctx, sc, key, json.RawMessage(`{"pad":"`+strings.Repeat("x", 1000)+`"}`), host.PutOptions{})
 				}},
-				&write{name: "event " + key, do: func() error {
+				&write{kind: "event", id: key, do: func() error {
 					_, err := f.AppendEvent(ctx, host.Event{Type: "custom.full", Data: json.RawMessage(`{"k":"` + key + `"}`)})
 					return err
 				}},
@@ -129,7 +129,7 @@ func testFullDisk(t *testing.T, room int64) {
 	// Room again: the same store writes as before.
 	for _, w := range writes("after", 5) {
 		if w.err != nil {
-			t.Fatalf("%s after the disk has room again: %v", w.name, w.err)
+			t.Fatalf("%s %s after the disk has room again: %v", w.kind, w.id, w.err)
 		}
 	}
 
@@ -142,11 +142,20 @@ func testFullDisk(t *testing.T, room int64) {
 	for _, rec := range tasks {
 		subjects[rec.Subject] = true
 	}
+	evs, err := f.Events(ctx, host.EventFilter{Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noted := map[string]bool{} // data of the custom.full events
+	for _, e := range evs {
+		if e.Type == "custom.full" {
+			noted[string(e.Data)] = true
+		}
+	}
 	for _, w := range failed {
 		var present bool
-		var kind, id string
-		fmt.Sscanf(w.name, "%s %s", &kind, &id)
-		switch kind {
+		id := w.id
+		switch w.kind {
 		case "attempt":
 			_, err := f.Attempt(ctx, id)
 			if err != nil && !errors.Is(err, host.ErrNotFound) {
@@ -162,18 +171,10 @@ func testFullDisk(t *testing.T, room int64) {
 			}
 			present = err == nil
 		case "event":
-			evs, err := f.Events(ctx, host.EventFilter{Limit: 10000})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range evs {
-				if e.Type == "custom.full" && string(e.Data) == `{"k":"`+id+`"}` {
-					present = true
-				}
-			}
+			present = noted[`{"k":"`+id+`"}`]
 		}
 		if present != (w.err == nil) {
-			t.Errorf("%s: error %v, but present in the store = %v", w.name, w.err, present)
+			t.Errorf("%s %s: error %v, but present in the store = %v", w.kind, w.id, w.err, present)
 		}
 	}
 	after, err := f.VerifyChain(ctx)
