@@ -169,3 +169,48 @@ func TestNewID(t *testing.T) {
 		t.Fatal(a, b)
 	}
 }
+
+// FuzzDecodeIntent: a task intent from untrusted bytes (a guest's
+// queue_enqueue, an API body) is either a valid intent that survives a
+// round trip, or a one-line validation error of bounded size that names
+// no more of the input than a short field name.
+func FuzzDecodeIntent(f *testing.F) {
+	for _, s := range []string{
+		`{"task_type":"a.b","source":"sensor:x","payload":{}}`,
+		`{"task_type":"a","source":"s","subject":"s","priority":0,"skill_ids":["x"],"schedule":{"delay_minutes":5},"payload":{"k":[1]},"evidence_requirements":{"required_artifacts":["r.md"]},"workflow_ref":{"workflow_id":"w","state_id":"s","instance_key":"i"}}`,
+		`{"task_type":"a","source":"s","payload":{},"available_at":"2026-01-02T15:04:05Z"}`,
+		`{"task_type":"a","source":"s","payload":{},"priority":"high"}`,
+		`{"task_type":"a","source":"s","payload":{},"` + strings.Repeat("k", 5000) + `":1}`,
+		`[1]`, `{}`, `{"task_type":"a","source":"s","payload":{}} {}`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		in, err := DecodeIntent(b)
+		if err != nil {
+			var he *Error
+			if !errors.As(err, &he) || !(errors.Is(err, ErrValidation) || errors.Is(err, ErrTooLarge)) {
+				t.Fatalf("error %T %v is not a validation error", err, err)
+			}
+			msg := err.Error()
+			if strings.ContainsAny(msg, "\n\r") || len(msg) > 512 || len(he.Field) > 128 {
+				t.Fatalf("error of %d bytes (field %d bytes), or not one line: %.200q", len(msg), len(he.Field), msg)
+			}
+			return
+		}
+		if err := ValidateIntent(&in); err != nil {
+			t.Fatalf("decoded an invalid intent: %v", err)
+		}
+		again, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := DecodeIntent(again)
+		if err != nil {
+			t.Fatalf("re-decoding %s: %v", again, err)
+		}
+		if twice, _ := json.Marshal(back); string(twice) != string(again) {
+			t.Fatalf("round trip changed the intent:\n%s\n%s", again, twice)
+		}
+	})
+}

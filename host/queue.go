@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Queue is the task queue of the agent runtime schema: TaskIntents go in,
@@ -406,6 +407,21 @@ func IntentAvailableAt(in *TaskIntent, now time.Time) time.Time {
 	return now.UTC()
 }
 
+// ShortName is an untrusted name (an unknown field's) cut to at most 64
+// bytes on a character boundary, with "…" when cut, so that an error
+// naming it stays short.
+func ShortName(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // DecodeIntent decodes and validates a TaskIntent from untrusted JSON (a
 // guest's queue_enqueue request). Unknown fields are refused; type errors
 // name the field ("priority: must be an integer").
@@ -434,7 +450,7 @@ func DecodeIntent(b []byte) (TaskIntent, error) {
 			}
 			return in, Invalid(op, te.Field, "must be %s", want)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return in, Invalid(op, strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "unknown field")
+			return in, Invalid(op, ShortName(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)), "unknown field")
 		}
 		return in, Invalid(op, "", "not a JSON object: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}

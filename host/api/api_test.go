@@ -289,6 +289,7 @@ func TestEnqueueRefused(t *testing.T) {
 		{"source not a string", "", "application/json", `{"task_type":"hello.wat","source":7,"payload":{}}`, 400, CodeInvalid, "source"},
 		{"empty source", "", "application/json", `{"task_type":"hello.wat","source":"","payload":{}}`, 400, CodeInvalid, "source"},
 		{"unknown field", "", "application/json", `{"task_type":"hello.wat","source":"t","payload":{},"colour":"red"}`, 400, CodeInvalid, "colour"},
+		{"huge unknown field", "", "application/json", `{"task_type":"hello.wat","source":"t","payload":{},"` + strings.Repeat("k", 10000) + `":1}`, 400, CodeInvalid, strings.Repeat("k", 64) + "…"},
 		{"missing task_type", "", "application/json", `{"source":"t","payload":{}}`, 400, CodeInvalid, "task_type"},
 		{"bad task_type", "", "application/json", `{"task_type":"hello wat","payload":{}}`, 400, CodeInvalid, "task_type"},
 		{"payload not an object", "", "application/json", `{"task_type":"hello.wat","source":"t","payload":[1]}`, 400, CodeInvalid, "payload"},
@@ -495,6 +496,7 @@ func TestInvoke(t *testing.T) {
 	}{
 		{"not JSON", `{"pack":`, 400, CodeBadRequest, ""},
 		{"unknown field", `{"pack":"local.hello.wat","inputs":{}}`, 400, CodeInvalid, "inputs"},
+		{"huge unknown field", `{"pack":"local.hello.wat","` + strings.Repeat("i", 10000) + `":{}}`, 400, CodeInvalid, strings.Repeat("i", 64) + "…"},
 		{"wrong type", `{"pack":"local.hello.wat","input":{},"tenant":7}`, 400, CodeInvalid, "tenant"},
 		{"input not an object", `{"pack":"local.hello.wat","input":[1]}`, 400, CodeInvalid, "input"},
 		{"no pack", `{"input":{}}`, 400, CodeInvalid, "pack"},
