@@ -35,6 +35,10 @@ var (
 	ErrLocked = errors.New("dispatch lock is held")
 	// ErrClosed: the store has been closed.
 	ErrClosed = errors.New("store is closed")
+	// ErrUnavailable: the backend cannot take the request now — its disk
+	// is full — and nothing of it was stored; the same call may succeed
+	// once there is room (Retryable).
+	ErrUnavailable = errors.New("unavailable")
 )
 
 // Error is the error every host service returns. Its message is one line:
@@ -123,8 +127,8 @@ func ABIStatus(err error) abi.Status {
 }
 
 // Retryable reports whether err is a failure of the backend itself (an I/O
-// error, a full disk) rather than an answer about the request: the same
-// call may succeed later. An error matching a sentinel is an answer
+// error, a full disk: ErrUnavailable) rather than an answer about the
+// request: the same call may succeed later. An error matching a sentinel is an answer
 // (asking again gets the same one); ErrClosed and context errors are final.
 func Retryable(err error) bool {
 	if err == nil {

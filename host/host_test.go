@@ -149,6 +149,7 @@ func TestRetryable(t *testing.T) {
 	}{
 		{nil, false},
 		{Wrap("finish", "task-1", errors.New("commit: disk I/O error: file too large")), true},
+		{Errorf("finish", "task-1", ErrUnavailable, "the disk is full"), true},
 		{fmt.Errorf("record attempt: %w", errors.New("database is locked")), true},
 		{Errorf("finish", "task-1", ErrConflict, "task is not running"), false},
 		{Errorf("finish", "task-1", ErrNotFound, ""), false},

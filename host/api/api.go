@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -131,6 +132,9 @@ func (s *server) wrap(h handler) http.Handler {
 		ae := fromHost(err)
 		if ae.status >= 500 {
 			s.cfg.Log("request failed", "method", r.Method, "path", r.URL.Path, "status", ae.status, "error", ae.cause)
+		}
+		if ae.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))
 		}
 		reply(w, ae.status, errorBody{Error: ae.detail})
 	})

@@ -574,3 +574,31 @@ func TestHostError(t *testing.T) {
 		t.Fatalf("logs %q", e.logs)
 	}
 }
+
+// fullBackend is a backend whose disk is full: every enqueue fails as the
+// SQLite store reports it.
+type fullBackend struct{ host.Backend }
+
+func (fullBackend) Enqueue(context.Context, host.TaskIntent, host.EnqueueOptions) (*host.TaskRecord, error) {
+	return nil, host.Wrap("enqueue", "hello.wat", fmt.Errorf("no space left for the database, nothing was stored: %w", host.ErrUnavailable))
+}
+
+// TestDiskFull: a write refused for want of disk space is a 503 with
+// Retry-After (the client may try again), not a 500, and stores nothing.
+func TestDiskFull(t *testing.T) {
+	b := newBackend(t)
+	e := newEnv(t, fullBackend{b}, nil)
+	r := e.post("/v1/tasks", helloIntent)
+	wantError(t, r, http.StatusServiceUnavailable, CodeUnavailable, "")
+	if got := r.header.Get("Retry-After"); got != "30" {
+		t.Fatalf("Retry-After %q", got)
+	}
+	if list, err := b.ListTasks(context.Background(), host.TaskFilter{}); err != nil || len(list) != 0 {
+		t.Fatalf("%d tasks stored, %v", len(list), err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.logs) != 1 || !strings.Contains(e.logs[0], "no space left") {
+		t.Fatalf("logs %q", e.logs)
+	}
+}

@@ -19,7 +19,7 @@ const (
 	CodeUnknownTaskType      = "unknown_task_type"      // 422: no installed pack serves the task type
 	CodeAmbiguousTaskType    = "ambiguous_task_type"    // 422: several packs serve it and no override chooses
 	CodeModuleRefused        = "module_refused"         // 422: the runtime refused to load the pack's module
-	CodeUnavailable          = "unavailable"            // 503: the service is not configured or is closing
+	CodeUnavailable          = "unavailable"            // 503: the service is not configured, is closing, or has no disk space left (Retry-After)
 	CodeInternal             = "internal"               // 500: a host error; details are logged, not returned
 )
 
@@ -37,9 +37,10 @@ type errorDetail struct {
 // apiError is a refusal with its status; handlers return it and the
 // router writes it.
 type apiError struct {
-	status int
-	detail errorDetail
-	cause  error // logged for 5xx, never sent
+	status     int
+	detail     errorDetail
+	cause      error // logged for 5xx, never sent
+	retryAfter int   // seconds, for a Retry-After header; 0: none
 }
 
 func (e *apiError) Error() string { return e.detail.Message }
@@ -72,6 +73,9 @@ func fromHost(err error) *apiError {
 		return refuse(http.StatusConflict, CodeConflict, field, err.Error())
 	case errors.Is(err, host.ErrClosed):
 		return &apiError{status: http.StatusServiceUnavailable, detail: errorDetail{Code: CodeUnavailable, Message: "the store is closing; try again"}, cause: err}
+	case errors.Is(err, host.ErrUnavailable):
+		return &apiError{status: http.StatusServiceUnavailable, detail: errorDetail{Code: CodeUnavailable,
+			Message: "the store has no disk space left; nothing was stored; try again later"}, cause: err, retryAfter: 30}
 	}
 	return internal(err)
 }

@@ -113,6 +113,9 @@ func testFullDisk(t *testing.T, room int64) {
 	for _, w := range failed {
 		if w.err != nil {
 			nFailed++
+			if !errors.Is(w.err, host.ErrUnavailable) || !host.Retryable(w.err) || !strings.Contains(w.err.Error(), "no space left for the database") {
+				t.Errorf("%s %s: %v; want an ErrUnavailable saying there is no space", w.kind, w.id, w.err)
+			}
 		}
 	}
 	if nFailed == 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -261,8 +262,32 @@ func (w *writer) do(ctx context.Context, fn func(tx *wtx) error) error {
 	}
 	w.ops <- o
 	w.mu.RUnlock()
-	return <-o.done
+	return noSpace(<-o.done)
 }
+
+// noSpace reports a write that failed for want of disk space (SQLite's
+// "database or disk is full", or the OS refusing to grow a file) as
+// matching host.ErrUnavailable, keeping the cause: nothing of it was
+// stored, and the same write may succeed once there is room.
+func noSpace(err error) error {
+	var se sqlite3.Error
+	if err == nil || !errors.As(err, &se) {
+		return err
+	}
+	switch {
+	case se.Code == sqlite3.ErrFull, se.SystemErrno == syscall.ENOSPC, se.SystemErrno == syscall.EFBIG, se.SystemErrno == syscall.EDQUOT:
+		return &noSpaceError{err}
+	}
+	return err
+}
+
+type noSpaceError struct{ cause error }
+
+func (e *noSpaceError) Error() string {
+	return "no space left for the database, nothing was stored: " + e.cause.Error()
+}
+func (e *noSpaceError) Is(target error) bool { return target == host.ErrUnavailable }
+func (e *noSpaceError) Unwrap() error        { return e.cause }
 
 func (w *writer) close() error {
 	w.mu.Lock()
