@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -209,25 +210,55 @@ func HashAttempt(a *Attempt) string {
 	return c.sum()
 }
 
+// MaxBundleBytes bounds a bundle read by DecodeBundle: its artifacts are
+// in it, base64-encoded.
+const MaxBundleBytes = 1 << 30
+
+// DecodeBundle decodes a bundle as `packrun evidence export` writes it
+// from untrusted bytes: one JSON object with a bundle's fields only. It
+// does not verify it (VerifyBundle does).
+func DecodeBundle(b []byte) (*Bundle, error) {
+	if len(b) > MaxBundleBytes {
+		return nil, fmt.Errorf("bundle: %d bytes; the limit is %d", len(b), MaxBundleBytes)
+	}
+	var bun Bundle
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&bun); err != nil {
+		msg := strings.TrimPrefix(err.Error(), "json: ")
+		if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
+			msg = "unknown field " + ShortName(strings.Trim(name, `"`))
+		}
+		return nil, fmt.Errorf("bundle: not a bundle: %s", msg)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("bundle: trailing data after the object")
+	}
+	return &bun, nil
+}
+
 // VerifyBundle checks an exported bundle on its own: the attempt's content
 // hash, every event's hash, the attempt_recorded event's content hash and
 // every artifact's digest and size. Events are checked one by one (a bundle
 // holds a subset of the chain, so links are not checked).
 func VerifyBundle(b *Bundle) error {
 	if b.Format != BundleFormat {
-		return fmt.Errorf("bundle: format %q, want %q", b.Format, BundleFormat)
+		return fmt.Errorf("bundle: format %q, want %q", ShortName(b.Format), BundleFormat)
 	}
 	if b.Attempt == nil {
 		return fmt.Errorf("bundle: no attempt")
 	}
 	a := b.Attempt
 	if got := HashAttempt(a); got != a.ContentHash {
-		return fmt.Errorf("bundle: attempt %s: content hash %s does not match its content (%s)", a.AttemptID, a.ContentHash, got)
+		return fmt.Errorf("bundle: attempt %s: content hash %s does not match its content (%s)", ShortName(a.AttemptID), ShortName(a.ContentHash), got)
 	}
 	chained := false
-	for _, e := range b.Events {
+	for i, e := range b.Events {
+		if e == nil {
+			return fmt.Errorf("bundle: events[%d] is null", i)
+		}
 		if got := HashEvent(e); got != e.Hash {
-			return fmt.Errorf("bundle: event %d (%s): hash does not match its fields", e.Seq, e.Type)
+			return fmt.Errorf("bundle: event %d (%s): hash does not match its fields", e.Seq, ShortName(e.Type))
 		}
 		if e.Type == EventAttemptRecorded && e.AttemptID == a.AttemptID {
 			var d struct {
@@ -235,18 +266,18 @@ func VerifyBundle(b *Bundle) error {
 			}
 			json.Unmarshal(e.Data, &d)
 			if d.ContentHash != a.ContentHash {
-				return fmt.Errorf("bundle: event %d records content hash %s for attempt %s, not %s", e.Seq, d.ContentHash, a.AttemptID, a.ContentHash)
+				return fmt.Errorf("bundle: event %d records content hash %s for attempt %s, not %s", e.Seq, ShortName(d.ContentHash), ShortName(a.AttemptID), ShortName(a.ContentHash))
 			}
 			chained = true
 		}
 	}
 	if !chained {
-		return fmt.Errorf("bundle: no attempt_recorded event for attempt %s", a.AttemptID)
+		return fmt.Errorf("bundle: no attempt_recorded event for attempt %s", ShortName(a.AttemptID))
 	}
 	for _, art := range b.Artifacts {
 		sum := sha256.Sum256(art.Content)
 		if hex.EncodeToString(sum[:]) != art.SHA256 || int64(len(art.Content)) != art.Size {
-			return fmt.Errorf("bundle: artifact %s (%s): content does not match its digest", art.ArtifactID, art.RelativePath)
+			return fmt.Errorf("bundle: artifact %s (%s): content does not match its digest", ShortName(art.ArtifactID), ShortName(art.RelativePath))
 		}
 	}
 	return nil

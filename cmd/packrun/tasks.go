@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -239,11 +241,23 @@ func orDash(s string) string {
 func (a *app) evidenceCommand() *cobra.Command {
 	ev := &cobra.Command{Use: "evidence", Short: "Verify and export the tamper-evident evidence log"}
 	var asJSON bool
+	var bundlePath string
 	verify := &cobra.Command{
-		Use:   "verify [--json]",
-		Short: "Walk the evidence hash chain and report the first broken link",
-		Args:  cobra.NoArgs,
+		Use:   "verify [--json] [--bundle FILE]",
+		Short: "Walk the evidence hash chain and report the first broken link, or check an exported bundle",
+		Long: `Walk the evidence hash chain of this home's store and report the first broken link.
+
+With --bundle FILE, check a bundle written by 'packrun evidence export' instead: the
+attempt's content hash, every event's hash, the event that chains the attempt, and every
+artifact's digest. If this home's store holds the same attempt, the bundle must also match
+what the store recorded (its attempt and its events, hash for hash); otherwise the bundle
+is checked on its own, which shows it is whole, not who made it. A bundle that fails any
+check exits 5.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if bundlePath != "" {
+				return a.verifyBundle(cmd.Context(), bundlePath, asJSON)
+			}
 			return a.withBackend(cmd, func(b *sqlite.Store) error {
 				r, err := b.VerifyChain(cmd.Context())
 				if err != nil {
@@ -264,6 +278,7 @@ func (a *app) evidenceCommand() *cobra.Command {
 		},
 	}
 	verify.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	verify.Flags().StringVar(&bundlePath, "bundle", "", "check this exported bundle instead of the store's chain")
 	var out string
 	export := &cobra.Command{
 		Use:   "export ATTEMPT -o FILE",
@@ -293,6 +308,81 @@ func (a *app) evidenceCommand() *cobra.Command {
 	export.Flags().StringVarP(&out, "out", "o", "", "output file")
 	ev.AddCommand(verify, export)
 	return ev
+}
+
+// bundleReport is what `evidence verify --bundle --json` prints.
+type bundleReport struct {
+	OK        bool   `json:"ok"`
+	Attempt   string `json:"attempt"`
+	Events    int    `json:"events"`
+	Artifacts int    `json:"artifacts"`
+	// InStore: this home's store holds the attempt, and the bundle matches
+	// its record.
+	InStore bool `json:"in_store"`
+}
+
+// verifyBundle checks an exported bundle on its own and, when this home's
+// store holds its attempt, against the store's record.
+func (a *app) verifyBundle(ctx context.Context, path string, asJSON bool) error {
+	data, err := readFileLimited(path, host.MaxBundleBytes)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	refuse := func(err error) error { return withCode(exitRefused, fmt.Errorf("%s: %w", path, err)) }
+	b, err := host.DecodeBundle(data)
+	if err != nil {
+		return refuse(err)
+	}
+	if err := host.VerifyBundle(b); err != nil {
+		return refuse(err)
+	}
+	rep := bundleReport{OK: true, Attempt: b.Attempt.AttemptID, Events: len(b.Events), Artifacts: len(b.Artifacts)}
+	if _, err := os.Stat(filepath.Join(a.home, "packrun.db")); err == nil {
+		st, err := openHomeStore(ctx, a.home)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		rep.InStore, err = matchesStore(ctx, st, b)
+		if err != nil {
+			return refuse(err)
+		}
+	}
+	if asJSON {
+		return writeJSON(a.stdout, rep)
+	}
+	where := "checked on its own (this store does not hold the attempt)"
+	if rep.InStore {
+		where = "matches this store's record"
+	}
+	fmt.Fprintf(a.stdout, "bundle intact: attempt %s, %d events, %d artifacts; %s\n", rep.Attempt, rep.Events, rep.Artifacts, where)
+	return nil
+}
+
+// matchesStore compares a verified bundle with the store's record of its
+// attempt: false if the store does not hold the attempt, an error if it
+// holds something else.
+func matchesStore(ctx context.Context, st *sqlite.Store, b *host.Bundle) (bool, error) {
+	rec, err := st.Attempt(ctx, b.Attempt.AttemptID)
+	if errors.Is(err, host.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if rec.ContentHash != b.Attempt.ContentHash {
+		return false, fmt.Errorf("bundle: attempt %s differs from this store's record of it (content hash %s, recorded %s)", rec.AttemptID, host.ShortName(b.Attempt.ContentHash), rec.ContentHash)
+	}
+	for _, e := range b.Events {
+		got, err := st.Events(ctx, host.EventFilter{AfterSeq: e.Seq - 1, Limit: 1})
+		if err != nil {
+			return false, err
+		}
+		if len(got) == 0 || got[0].Seq != e.Seq || got[0].Hash != e.Hash {
+			return false, fmt.Errorf("bundle: event %d (%s) differs from this store's event %d", e.Seq, host.ShortName(e.Type), e.Seq)
+		}
+	}
+	return true, nil
 }
 
 func brokenText(b *host.ChainBreak) string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,6 +85,76 @@ func TestTasksCommands(t *testing.T) {
 	for _, args := range [][]string{{"tasks", "list", "--limit", "0"}, {"attempts", "list", "--limit", "-1"}, {"tasks", "show", "task_nope"}, {"tasks", "list", "--status", "done"}} {
 		if code, _, errs := h.run(args...); code != 64 || strings.Count(strings.TrimSpace(errs), "\n") > 1 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
+		}
+	}
+}
+
+// evidence verify --bundle: an exported bundle verifies, and matches the
+// store that recorded it; an edited one is refused, and so is a forgery
+// whose hashes were all recomputed, against the store that holds the real
+// attempt. Elsewhere the bundle is checked on its own.
+func TestVerifyBundle(t *testing.T) {
+	dir := t.TempDir()
+	h := homeCLI{t, filepath.Join(dir, "home")}
+	h.ok("invoke", "../../examples/hello-c/hello.wasm", "--input", `{"name":"Ada"}`)
+	var atts []host.Attempt
+	if err := json.Unmarshal([]byte(h.ok("attempts", "list", "--json")), &atts); err != nil || len(atts) != 1 {
+		t.Fatalf("%d attempts, %v", len(atts), err)
+	}
+	file := filepath.Join(dir, "bundle.json")
+	h.ok("evidence", "export", atts[0].AttemptID, "-o", file)
+	if out := h.ok("evidence", "verify", "--bundle", file); !strings.Contains(out, "bundle intact") || !strings.Contains(out, "matches this store's record") {
+		t.Fatalf("verify: %q", out)
+	}
+	elsewhere := homeCLI{t, filepath.Join(dir, "other")}
+	if out := elsewhere.ok("evidence", "verify", "--bundle", file); !strings.Contains(out, "checked on its own") {
+		t.Fatalf("verify elsewhere: %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere.home, "packrun.db")); err == nil {
+		t.Fatal("verifying a bundle created a store")
+	}
+
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := filepath.Join(dir, "edited.json")
+	os.WriteFile(edited, []byte(strings.Replace(string(raw), "Hello, Ada!", "Hello, Eve!", 1)), 0o644)
+	if code, _, errs := h.run("evidence", "verify", "--bundle", edited); code != 5 || !strings.Contains(errs, "does not match its content") {
+		t.Fatalf("edited bundle: exit %d, %q", code, errs)
+	}
+
+	// A forgery: the output changed and every hash recomputed, so the
+	// bundle is consistent on its own.
+	b, err := host.DecodeBundle(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Attempt.Output = json.RawMessage(`{"greeting":"Hello, Eve!"}`)
+	b.Attempt.ContentHash = host.HashAttempt(b.Attempt)
+	for _, e := range b.Events {
+		if e.Type == host.EventAttemptRecorded {
+			var d map[string]any
+			json.Unmarshal(e.Data, &d)
+			d["content_hash"] = b.Attempt.ContentHash
+			e.Data, _ = json.Marshal(d)
+		}
+		e.Hash = host.HashEvent(e)
+	}
+	forged, _ := json.Marshal(b)
+	forgedFile := filepath.Join(dir, "forged.json")
+	os.WriteFile(forgedFile, forged, 0o644)
+	if out := elsewhere.ok("evidence", "verify", "--bundle", forgedFile); !strings.Contains(out, "checked on its own") {
+		t.Fatalf("forgery checked on its own: %q", out)
+	}
+	if code, _, errs := h.run("evidence", "verify", "--bundle", forgedFile); code != 5 || !strings.Contains(errs, "differs from this store's record") {
+		t.Fatalf("forgery against the store: exit %d, %q", code, errs)
+	}
+	for _, bad := range []string{`{"format":1}`, `[]`, ``} {
+		p := filepath.Join(dir, "bad.json")
+		os.WriteFile(p, []byte(bad), 0o644)
+		if code, _, errs := h.run("evidence", "verify", "--bundle", p); code != 5 || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
+			t.Errorf("%q: exit %d, %q", bad, code, errs)
 		}
 	}
 }
