@@ -178,7 +178,13 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 	}
 	route, err := d.cfg.Backend.Resolve(ctx, t.TaskType)
 	if err != nil {
-		fail(host.RetryPermanent, fmt.Sprintf("task type %q: %v", t.TaskType, err))
+		// No route (or an ambiguous one) is permanent until an operator
+		// acts; a store that failed to answer is worth another try.
+		class := host.RetryPermanent
+		if host.Retryable(err) {
+			class = host.RetryRetryable
+		}
+		fail(class, fmt.Sprintf("task type %q: %v", t.TaskType, err))
 		return
 	}
 	arch, err := d.cfg.Packs.Open(ctx, route.Pack)

@@ -253,3 +253,31 @@ func TestSettleRetriesStoreFailures(t *testing.T) {
 		t.Fatalf("task %s after giving up, want running (for the boot sweep)", task.Status)
 	}
 }
+
+// failingResolve is a backend whose Resolve fails as a broken disk would.
+type failingResolve struct{ host.Backend }
+
+func (failingResolve) Resolve(context.Context, string) (host.TaskTypeRoute, error) {
+	return host.TaskTypeRoute{}, host.Wrap("resolve task type", "probe.plain", errors.New("disk I/O error"))
+}
+
+// A task whose route the store failed to read is a retryable failure, not
+// a permanent one: the store, not the task, was at fault.
+func TestResolveFailureIsRetryable(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, allGrants)
+	ids := enqueueHostTasks(t, e, 1)
+	e.d.cfg.Backend = failingResolve{e.backend}
+	task, err := e.backend.Claim(ctx, "test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.d.RunTask(ctx, task)
+	got, err := e.backend.Task(ctx, ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != host.TaskRetryableFailure {
+		t.Fatalf("task %s (%s), want retryable_failure", got.Status, got.LastError)
+	}
+}
