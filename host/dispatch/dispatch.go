@@ -69,6 +69,8 @@ type Dispatcher struct {
 	// retryWait is the first wait before settling a task again after the
 	// store failed to (see retry).
 	retryWait time.Duration
+	// claimsFailing: claims are failing (logged once until they work).
+	claimsFailing atomic.Bool
 
 	mu      sync.Mutex
 	modules map[loadKey]*loaded       // loaded modules

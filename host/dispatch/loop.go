@@ -92,6 +92,7 @@ func (d *Dispatcher) worker(ctx context.Context) {
 	// two writes usually share a commit, so a worker waits for one durable
 	// commit per task instead of two.
 	var next chan claimed
+	failures := 0 // claims failed in a row (not "nothing to claim")
 	for {
 		var t *host.TaskRecord
 		var err error
@@ -111,14 +112,27 @@ func (d *Dispatcher) worker(ctx context.Context) {
 			}
 			t, err = d.cfg.Backend.Claim(ctx, d.cfg.RunnerID, time.Now())
 		}
-		if err != nil {
-			if !errors.Is(err, host.ErrEmpty) && ctx.Err() == nil {
-				d.cfg.Log("claim failed", "error", err)
+		wait := d.cfg.Poll
+		switch {
+		case err == nil || errors.Is(err, host.ErrEmpty):
+			if failures > 0 && d.claimsFailing.CompareAndSwap(true, false) {
+				d.cfg.Log("claims work again", "failed", failures)
 			}
+			failures = 0
+		case ctx.Err() == nil:
+			// The store is failing (a full disk...): say so once, not
+			// every poll of every worker, and poll less and less often.
+			if d.claimsFailing.CompareAndSwap(false, true) {
+				d.cfg.Log("claim failed; retrying until the store recovers", "error", err)
+			}
+			failures++
+			wait = min(d.cfg.Poll<<min(failures, 10), 5*time.Second)
+		}
+		if err != nil {
 			select {
 			case <-ctx.Done():
 			case <-d.wake:
-			case <-time.After(d.cfg.Poll):
+			case <-time.After(wait):
 			}
 			continue
 		}

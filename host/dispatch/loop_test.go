@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -279,5 +281,61 @@ func TestResolveFailureIsRetryable(t *testing.T) {
 	}
 	if got.Status != host.TaskRetryableFailure {
 		t.Fatalf("task %s (%s), want retryable_failure", got.Status, got.LastError)
+	}
+}
+
+// failingClaim is a backend whose claims fail while failing is set.
+type failingClaim struct {
+	host.Backend
+	failing atomic.Bool
+	claims  atomic.Int64
+}
+
+func (f *failingClaim) Claim(ctx context.Context, runner string, now time.Time) (*host.TaskRecord, error) {
+	f.claims.Add(1)
+	if f.failing.Load() {
+		return nil, host.Wrap("claim", "", errors.New("disk I/O error"))
+	}
+	return f.Backend.Claim(ctx, runner, now)
+}
+
+// While the store fails every claim, the workers say so once (not every
+// poll of every worker) and poll less and less often; once it recovers
+// they say that once and run the queue.
+func TestClaimFailuresLoggedOnceAndBackedOff(t *testing.T) {
+	e := newEnv(t, allGrants)
+	ids := enqueueHostTasks(t, e, 5)
+	f := &failingClaim{Backend: e.backend}
+	f.failing.Store(true)
+	var mu sync.Mutex
+	var logs []string
+	e.d.cfg.Backend, e.d.cfg.Workers, e.d.cfg.Poll = f, 4, 5*time.Millisecond
+	e.d.cfg.Log = func(msg string, kv ...any) { mu.Lock(); logs = append(logs, msg); mu.Unlock() }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.d.Run(ctx) }()
+	time.Sleep(400 * time.Millisecond)
+	// 4 workers polling every 5 ms would have claimed ≈ 320 times.
+	if n := f.claims.Load(); n > 100 {
+		t.Errorf("%d claims in 400 ms of failures: no back-off", n)
+	}
+	f.failing.Store(false)
+	waitTerminal(t, e, ids)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	count := func(prefix string) (n int) {
+		for _, l := range logs {
+			if strings.HasPrefix(l, prefix) {
+				n++
+			}
+		}
+		return n
+	}
+	if count("claim failed") != 1 || count("claims work again") != 1 {
+		t.Fatalf("logs %q", logs)
 	}
 }
