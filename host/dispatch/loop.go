@@ -20,15 +20,34 @@ import (
 // on their own context), releases the lock and returns nil.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	b := d.cfg.Backend
+	// Wait for the lock while another dispatcher holds it, and while the
+	// store fails to answer (a full disk): neither is a reason to give up.
+	// Each is said once.
+	var said error
 	for {
 		_, err := b.AcquireDispatchLock(ctx, d.cfg.RunnerID, d.cfg.LockTTL)
 		if err == nil {
+			if said != nil {
+				d.cfg.Log("dispatch lock acquired")
+			}
 			break
 		}
-		if !errors.Is(err, host.ErrLocked) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case errors.Is(err, host.ErrLocked):
+			if !errors.Is(said, host.ErrLocked) {
+				d.cfg.Log("dispatch lock held by another dispatcher; waiting")
+			}
+		case host.Retryable(err):
+			if said == nil || errors.Is(said, host.ErrLocked) {
+				d.cfg.Log("dispatch lock: the store failed; retrying until it recovers", "error", err)
+			}
+		default:
 			return fmt.Errorf("dispatch lock: %w", err)
 		}
-		d.cfg.Log("dispatch lock held by another dispatcher; waiting")
+		said = err
 		select {
 		case <-ctx.Done():
 			return nil
@@ -36,9 +55,18 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 	}
 	defer b.ReleaseDispatchLock(context.Background(), d.cfg.RunnerID)
-	if n, err := b.ReclaimRunning(ctx, time.Now()); err != nil {
+	var n int
+	err := d.retry(ctx.Done(), "boot sweep", "", func() (err error) {
+		n, err = b.ReclaimRunning(ctx, time.Now())
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("boot sweep: %w", err)
-	} else if n > 0 {
+	}
+	if n > 0 {
 		d.cfg.Log("boot sweep reclaimed tasks left running", "count", n)
 	}
 
@@ -253,16 +281,20 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 // to 5 s), or until stop; it returns fn's last error.
 func (d *Dispatcher) retry(stop <-chan struct{}, what, taskID string, fn func() error) error {
 	wait := d.retryWait
+	var task []any
+	if taskID != "" {
+		task = []any{"task", taskID}
+	}
 	for n := 1; ; n++ {
 		err := fn()
 		if !host.Retryable(err) {
 			if n > 1 {
-				d.cfg.Log(what+": store recovered", "task", taskID, "tries", n, "error", err)
+				d.cfg.Log(what+": store recovered", append(task, "tries", n, "error", err)...)
 			}
 			return err
 		}
 		if n == 1 {
-			d.cfg.Log(what+" failed; trying again until the store recovers", "task", taskID, "error", err)
+			d.cfg.Log(what+" failed; trying again until the store recovers", append(task, "error", err)...)
 		}
 		select {
 		case <-stop:

@@ -339,3 +339,72 @@ func TestClaimFailuresLoggedOnceAndBackedOff(t *testing.T) {
 		t.Fatalf("logs %q", logs)
 	}
 }
+
+// failingStart is a backend whose dispatch lock and boot sweep fail, as a
+// full disk makes them, the first few times.
+type failingStart struct {
+	host.Backend
+	locks, sweeps atomic.Int64 // failures still to come
+}
+
+func (f *failingStart) AcquireDispatchLock(ctx context.Context, holder string, ttl time.Duration) (*host.DispatchLock, error) {
+	if f.locks.Add(-1) >= 0 {
+		return nil, host.Wrap("acquire dispatch lock", "", errors.New("disk I/O error"))
+	}
+	return f.Backend.AcquireDispatchLock(ctx, holder, ttl)
+}
+
+func (f *failingStart) ReclaimRunning(ctx context.Context, now time.Time) (int, error) {
+	if f.sweeps.Add(-1) >= 0 {
+		return 0, host.Wrap("reclaim", "", errors.New("disk I/O error"))
+	}
+	return f.Backend.ReclaimRunning(ctx, now)
+}
+
+// A store failing while the dispatcher starts (taking the lock, the boot
+// sweep) is waited out, not a reason for Run to give up and serve to exit.
+func TestRunWaitsOutStoreFailuresAtStart(t *testing.T) {
+	e := newEnv(t, allGrants)
+	ids := enqueueHostTasks(t, e, 3)
+	f := &failingStart{Backend: e.backend}
+	f.locks.Store(3)
+	f.sweeps.Store(2)
+	var mu sync.Mutex
+	var logs []string
+	e.d.cfg.Backend, e.d.cfg.LockTTL, e.d.retryWait = f, 100*time.Millisecond, time.Millisecond
+	e.d.cfg.Log = func(msg string, kv ...any) { mu.Lock(); logs = append(logs, msg); mu.Unlock() }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.d.Run(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, id := range ids {
+		for {
+			select {
+			case err := <-done:
+				t.Fatalf("Run gave up while tasks were waiting: %v", err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("task %s not completed", id)
+			}
+			task, err := e.backend.Task(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if task.Status == host.TaskCompleted {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	joined := strings.Join(logs, "\n")
+	if strings.Count(joined, "dispatch lock: the store failed") != 1 || strings.Count(joined, "boot sweep failed") != 1 {
+		t.Fatalf("logs %q", logs)
+	}
+}
