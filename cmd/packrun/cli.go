@@ -107,7 +107,7 @@ func (a *app) rootCommand() *cobra.Command {
 with memory and time limits and a versioned host ABI (openwop RFC 0008 + packrun:host/v1).
 
 Exit codes: 0 completed, 2 failed (including traps), 3 suspended, 4 limit breached,
-5 refused (module, pack, signature, trust), 6 replay diverged, 64 usage error,
+5 refused (module, pack, signature, trust, evidence bundle), 6 replay diverged, 64 usage error,
 1 anything else.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
