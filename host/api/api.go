@@ -9,6 +9,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,13 +108,16 @@ func New(cfg Config) http.Handler {
 			return refuse(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", fmt.Sprintf("%s %s is not supported; allowed: %s", r.Method, r.URL.Path, allowed))
 		}))
 	}
-	route("/v1/tasks", map[string]handler{http.MethodGet: s.listTasks, http.MethodPost: s.enqueue})
-	route("/v1/tasks/{id}", map[string]handler{http.MethodGet: s.getTask, http.MethodPost: s.taskAction})
-	route("/v1/attempts", map[string]handler{http.MethodGet: s.listAttempts})
-	route("/v1/attempts/{id}", map[string]handler{http.MethodGet: s.getAttempt})
-	route("/v1/invoke", map[string]handler{http.MethodPost: s.invoke})
-	route("/v1/packs", map[string]handler{http.MethodGet: s.listPacks})
-	route("/.well-known/packrun", map[string]handler{http.MethodGet: s.wellKnown})
+	route("/v1/tasks", map[string]handler{
+		http.MethodGet:  takes(s.listTasks, "status", "task_type", "limit"),
+		http.MethodPost: takes(s.enqueue, "max_attempts"),
+	})
+	route("/v1/tasks/{id}", map[string]handler{http.MethodGet: takes(s.getTask), http.MethodPost: takes(s.taskAction)})
+	route("/v1/attempts", map[string]handler{http.MethodGet: takes(s.listAttempts, "task_id", "pack", "tenant", "since", "limit")})
+	route("/v1/attempts/{id}", map[string]handler{http.MethodGet: takes(s.getAttempt)})
+	route("/v1/invoke", map[string]handler{http.MethodPost: takes(s.invoke)})
+	route("/v1/packs", map[string]handler{http.MethodGet: takes(s.listPacks)})
+	route("/.well-known/packrun", map[string]handler{http.MethodGet: takes(s.wellKnown)})
 	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no route %s", r.URL.Path))
 	}))
@@ -122,6 +127,32 @@ func New(cfg Config) http.Handler {
 // handler serves one route: it writes its reply itself, or returns the
 // error for wrap to write.
 type handler func(w http.ResponseWriter, r *http.Request) error
+
+// takes lets h see only requests whose query parameters are among params,
+// each given once: a misspelt filter (?task=… for ?task_id=…) would
+// otherwise be ignored, and the answer be about everything.
+func takes(h handler, params ...string) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			return refuse(http.StatusBadRequest, CodeBadRequest, "", "malformed query string")
+		}
+		for k, vs := range q {
+			if !slices.Contains(params, k) {
+				takes := "none"
+				if len(params) > 0 {
+					takes = strings.Join(params, ", ")
+				}
+				name := host.ShortName(k)
+				return refuse(http.StatusBadRequest, CodeInvalid, name, fmt.Sprintf("unknown query parameter %q; %s takes %s", name, r.Pattern, takes))
+			}
+			if len(vs) > 1 {
+				return refuse(http.StatusBadRequest, CodeInvalid, k, k+": given more than once")
+			}
+		}
+		return h(w, r)
+	}
+}
 
 func (s *server) wrap(h handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -602,3 +602,40 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("logs %q", e.logs)
 	}
 }
+
+// TestQueryParameters: a query parameter an endpoint does not read, or one
+// given twice, is refused rather than ignored (a misspelt filter would
+// otherwise answer about everything), and nothing is stored.
+func TestQueryParameters(t *testing.T) {
+	e := newEnv(t, newBackend(t), nil)
+	e.enqueue(helloIntent)
+	for _, tc := range []struct {
+		method, path, body string
+		code, field        string
+	}{
+		{"GET", "/v1/attempts?task=x", "", CodeInvalid, "task"},
+		{"GET", "/v1/tasks?state=pending", "", CodeInvalid, "state"},
+		{"GET", "/v1/tasks?limit=1&limit=2", "", CodeInvalid, "limit"},
+		{"GET", "/v1/packs?all=1", "", CodeInvalid, "all"},
+		{"GET", "/.well-known/packrun?v=2", "", CodeInvalid, "v"},
+		{"GET", "/v1/tasks?%zz", "", CodeBadRequest, ""},
+		{"POST", "/v1/tasks?priority=1", helloIntent, CodeInvalid, "priority"},
+		{"POST", "/v1/invoke?async=1", `{"pack":"local.hello.wat"}`, CodeInvalid, "async"},
+		{"GET", "/v1/tasks?" + strings.Repeat("p", 5000) + "=1", "", CodeInvalid, strings.Repeat("p", 64) + "…"},
+	} {
+		r := e.do(tc.method, tc.path, "application/json", tc.body)
+		wantError(t, r, http.StatusBadRequest, tc.code, tc.field)
+		if len(r.body) > 1024 {
+			t.Errorf("%s %.60s: a %d-byte error", tc.method, tc.path, len(r.body))
+		}
+	}
+	if n := len(e.listTasks("")); n != 1 {
+		t.Fatalf("%d tasks, want the 1 enqueued", n)
+	}
+	if list := decode[attemptList](t, e.get("/v1/attempts")).Attempts; len(list) != 0 {
+		t.Fatalf("a refused invoke recorded %d attempts", len(list))
+	}
+	// The parameters each endpoint does take still work.
+	wantStatus(t, e.get("/v1/tasks?status=pending&task_type=hello.wat&limit=5"), http.StatusOK)
+	wantStatus(t, e.get("/v1/attempts?task_id=x&pack=local.hello.wat&tenant=t&since=2026-01-02T15:04:05Z&limit=5"), http.StatusOK)
+}
