@@ -162,19 +162,27 @@ func (a *app) tasksCommand() *cobra.Command {
 
 func (a *app) attemptsCommand() *cobra.Command {
 	attempts := &cobra.Command{Use: "attempts", Short: "Inspect recorded attempts (evidence)"}
-	var taskID, pack string
+	var taskID, pack, tenant string
+	var since time.Duration
 	var limit int
 	var asJSON bool
 	list := &cobra.Command{
-		Use:   "list [--task ID] [--pack NAME] [--json]",
+		Use:   "list [--task ID] [--pack NAME] [--tenant T] [--since 24h] [--json]",
 		Short: "List recorded attempts, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 1 {
 				return usageError("--limit %d: must be at least 1", limit)
 			}
+			if since < 0 {
+				return usageError("--since %s: must not be negative", since)
+			}
+			f := host.AttemptFilter{TaskID: taskID, Pack: pack, Tenant: tenant, Limit: limit}
+			if since > 0 {
+				f.Since = time.Now().Add(-since)
+			}
 			return a.withBackend(cmd, func(b *sqlite.Store) error {
-				as, err := b.ListAttempts(cmd.Context(), host.AttemptFilter{TaskID: taskID, Pack: pack, Limit: limit})
+				as, err := b.ListAttempts(cmd.Context(), f)
 				if err != nil {
 					return hostError(err)
 				}
@@ -195,6 +203,8 @@ func (a *app) attemptsCommand() *cobra.Command {
 	}
 	list.Flags().StringVar(&taskID, "task", "", "only attempts of this task")
 	list.Flags().StringVar(&pack, "pack", "", "only attempts of this pack (name or name@version)")
+	list.Flags().StringVar(&tenant, "tenant", "", "only attempts of this tenant")
+	list.Flags().DurationVar(&since, "since", 0, "only attempts started within this duration, e.g. 24h")
 	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	var showJSON bool

@@ -101,6 +101,22 @@ func TestVerifyBundle(t *testing.T) {
 	if err := json.Unmarshal([]byte(h.ok("attempts", "list", "--json")), &atts); err != nil || len(atts) != 1 {
 		t.Fatalf("%d attempts, %v", len(atts), err)
 	}
+	// The list's filters.
+	for _, c := range []struct {
+		args []string
+		n    int
+	}{
+		{[]string{"--since", "1h"}, 1}, {[]string{"--tenant", "default"}, 1}, {[]string{"--tenant", "other"}, 0},
+		{[]string{"--pack", "nope"}, 0}, {[]string{"--task", "task_nope"}, 0},
+	} {
+		var got []host.Attempt
+		if err := json.Unmarshal([]byte(h.ok(append([]string{"attempts", "list", "--json"}, c.args...)...)), &got); err != nil || len(got) != c.n {
+			t.Errorf("attempts list %v: %d attempts (%v), want %d", c.args, len(got), err, c.n)
+		}
+	}
+	if code, _, _ := h.run("attempts", "list", "--since", "-1h"); code != 64 {
+		t.Errorf("--since -1h: exit %d", code)
+	}
 	file := filepath.Join(dir, "bundle.json")
 	h.ok("evidence", "export", atts[0].AttemptID, "-o", file)
 	if out := h.ok("evidence", "verify", "--bundle", file); !strings.Contains(out, "bundle intact") || !strings.Contains(out, "matches this store's record") {
