@@ -229,7 +229,7 @@ func DecodeBundle(b []byte) (*Bundle, error) {
 		if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
 			msg = "unknown field " + ShortName(strings.Trim(name, `"`))
 		}
-		return nil, fmt.Errorf("bundle: not a bundle: %s", msg)
+		return nil, fmt.Errorf("bundle: not a bundle: %s", clip(msg, 200))
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("bundle: trailing data after the object")

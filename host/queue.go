@@ -410,8 +410,11 @@ func IntentAvailableAt(in *TaskIntent, now time.Time) time.Time {
 // ShortName is an untrusted name (an unknown field's) cut to at most 64
 // bytes on a character boundary, with "…" when cut, so that an error
 // naming it stays short.
-func ShortName(s string) string {
-	const max = 64
+func ShortName(s string) string { return clip(s, 64) }
+
+// clip cuts s to at most max bytes on a character boundary, with "…" when
+// cut.
+func clip(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
@@ -452,7 +455,7 @@ func DecodeIntent(b []byte) (TaskIntent, error) {
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			return in, Invalid(op, ShortName(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)), "unknown field")
 		}
-		return in, Invalid(op, "", "not a JSON object: %s", strings.TrimPrefix(err.Error(), "json: "))
+		return in, Invalid(op, "", "not a JSON object: %s", clip(strings.TrimPrefix(err.Error(), "json: "), 200))
 	}
 	if dec.More() {
 		return in, Invalid(op, "", "trailing data after the object")
