@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/packrun/packrun/abi"
 )
@@ -140,4 +141,33 @@ func Retryable(err error) bool {
 		}
 	}
 	return true
+}
+
+// ShortName is an untrusted name (an unknown field's) cut to at most 64
+// bytes on a character boundary, with "…" when cut, so that an error
+// naming it stays short.
+func ShortName(s string) string { return clip(s, 64) }
+
+// clip cuts s to at most max bytes on a character boundary, with "…" when
+// cut.
+func clip(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// UnknownField reports whether err is encoding/json refusing a field (a
+// Decoder with DisallowUnknownFields) and names the field, cut by
+// ShortName.
+func UnknownField(err error) (string, bool) {
+	name, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+	if !ok {
+		return "", false
+	}
+	return ShortName(strings.Trim(name, `"`)), true
 }

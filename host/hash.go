@@ -226,8 +226,8 @@ func DecodeBundle(b []byte) (*Bundle, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&bun); err != nil {
 		msg := strings.TrimPrefix(err.Error(), "json: ")
-		if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
-			msg = "unknown field " + ShortName(strings.Trim(name, `"`))
+		if name, ok := UnknownField(err); ok {
+			msg = "unknown field " + name
 		}
 		return nil, fmt.Errorf("bundle: not a bundle: %s", clip(msg, 200))
 	}

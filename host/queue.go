@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Queue is the task queue of the agent runtime schema: TaskIntents go in,
@@ -407,24 +406,6 @@ func IntentAvailableAt(in *TaskIntent, now time.Time) time.Time {
 	return now.UTC()
 }
 
-// ShortName is an untrusted name (an unknown field's) cut to at most 64
-// bytes on a character boundary, with "…" when cut, so that an error
-// naming it stays short.
-func ShortName(s string) string { return clip(s, 64) }
-
-// clip cuts s to at most max bytes on a character boundary, with "…" when
-// cut.
-func clip(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
 // DecodeIntent decodes and validates a TaskIntent from untrusted JSON (a
 // guest's queue_enqueue request). Unknown fields are refused; type errors
 // name the field ("priority: must be an integer").
@@ -452,8 +433,9 @@ func DecodeIntent(b []byte) (TaskIntent, error) {
 				want = "an object"
 			}
 			return in, Invalid(op, te.Field, "must be %s", want)
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return in, Invalid(op, ShortName(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)), "unknown field")
+		}
+		if name, ok := UnknownField(err); ok {
+			return in, Invalid(op, name, "unknown field")
 		}
 		return in, Invalid(op, "", "not a JSON object: %s", clip(strings.TrimPrefix(err.Error(), "json: "), 200))
 	}

@@ -226,8 +226,8 @@ func decodeStrict(b []byte, v any) error {
 		switch {
 		case errors.As(err, &te) && te.Field != "":
 			return refuse(http.StatusBadRequest, CodeInvalid, te.Field, fmt.Sprintf("%s: must be %s", te.Field, jsonKind(te.Type.Kind().String())))
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			f := host.ShortName(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`))
+		}
+		if f, ok := host.UnknownField(err); ok {
 			return refuse(http.StatusBadRequest, CodeInvalid, f, f+": unknown field")
 		}
 		return refuse(http.StatusBadRequest, CodeBadRequest, "", "request body is not a valid object: "+strings.TrimPrefix(err.Error(), "json: "))
