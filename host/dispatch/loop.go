@@ -20,34 +20,28 @@ import (
 // on their own context), releases the lock and returns nil.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	b := d.cfg.Backend
-	// Wait for the lock while another dispatcher holds it, and while the
-	// store fails to answer (a full disk): neither is a reason to give up.
-	// Each is said once.
-	var said error
+	// Wait for the lock while another dispatcher holds it (said once), and
+	// while the store fails to answer (a full disk: retry says so once):
+	// neither is a reason to give up.
+	waiting := false
 	for {
-		_, err := b.AcquireDispatchLock(ctx, d.cfg.RunnerID, d.cfg.LockTTL)
+		err := d.retry(ctx.Done(), "dispatch lock", "", func() error {
+			_, err := b.AcquireDispatchLock(ctx, d.cfg.RunnerID, d.cfg.LockTTL)
+			return err
+		})
 		if err == nil {
-			if said != nil {
-				d.cfg.Log("dispatch lock acquired")
-			}
 			break
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		switch {
-		case errors.Is(err, host.ErrLocked):
-			if !errors.Is(said, host.ErrLocked) {
-				d.cfg.Log("dispatch lock held by another dispatcher; waiting")
-			}
-		case host.Retryable(err):
-			if said == nil || errors.Is(said, host.ErrLocked) {
-				d.cfg.Log("dispatch lock: the store failed; retrying until it recovers", "error", err)
-			}
-		default:
+		if !errors.Is(err, host.ErrLocked) {
 			return fmt.Errorf("dispatch lock: %w", err)
 		}
-		said = err
+		if !waiting {
+			waiting = true
+			d.cfg.Log("dispatch lock held by another dispatcher; waiting")
+		}
 		select {
 		case <-ctx.Done():
 			return nil

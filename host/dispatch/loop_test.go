@@ -404,7 +404,7 @@ func TestRunWaitsOutStoreFailuresAtStart(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	joined := strings.Join(logs, "\n")
-	if strings.Count(joined, "dispatch lock: the store failed") != 1 || strings.Count(joined, "boot sweep failed") != 1 {
+	if strings.Count(joined, "dispatch lock failed") != 1 || strings.Count(joined, "boot sweep failed") != 1 {
 		t.Fatalf("logs %q", logs)
 	}
 }
