@@ -7,15 +7,26 @@ package db
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"time"
 
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 )
 
-// Open opens (creating if needed) the database at path.
+// Open opens (creating if needed) the database at path. The database holds
+// everything packrun records, so it is readable by its owner only: a new
+// file is created 0600 (SQLite gives its -wal and -shm files the database
+// file's mode), and an existing file, -wal or -shm that others may read is
+// narrowed to its owner's bits (packrun.db of an older home was 0644). A
+// file that cannot be narrowed (another user's) is opened as it is.
 func Open(ctx context.Context, path string) (*sql.DB, error) {
+	if err := ownerOnly(path); err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
 	q.Set("_busy_timeout", "10000")
@@ -40,6 +51,25 @@ func Open(ctx context.Context, path string) (*sql.DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return d, nil
+}
+
+// ownerOnly creates path empty with mode 0600 (SQLite takes an empty file
+// for a new database) or, if it exists, takes the group and other bits off
+// it and its -wal and -shm files.
+func ownerOnly(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		return f.Close()
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			os.Chmod(p, fi.Mode().Perm()&^0o077) // best effort: see Open
+		}
+	}
+	return nil
 }
 
 // Migrate applies, in order and each in its own transaction, the migrations
