@@ -55,8 +55,11 @@ func Open(ctx context.Context, path string) (*sql.DB, error) {
 
 // ownerOnly creates path empty with mode 0600 (SQLite takes an empty file
 // for a new database) or, if it exists, takes the group and other bits off
-// it and its -wal and -shm files.
+// it and its -wal and -shm files. An in-memory database has no file.
 func ownerOnly(path string) error {
+	if path == "" || path == ":memory:" {
+		return nil
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err == nil {
 		return f.Close()
