@@ -51,8 +51,9 @@ func (a *Archive) SourceDigest() string { return digestFiles(a.Files) }
 // relative, clean path; no path appears twice (also ignoring case);
 // pack.json is present and valid; every file is pack.json, a module the
 // manifest lists, or under assets/; every module is present and matches its
-// sha256; sizes and counts stay within lim (zero fields: DefaultLimits).
-// Nothing is trusted from headers: decompression stops at the limit.
+// sha256; sizes, counts and the compression ratio stay within lim (zero
+// fields: DefaultLimits). Nothing is trusted from headers: decompression
+// stops at the first limit reached.
 // Refusals are *FormatError, matched by ErrInvalidPack.
 func Read(r io.Reader, lim Limits) (*Archive, error) {
 	lim = lim.orDefault()
@@ -94,8 +95,11 @@ func readTar(br *bufio.Reader, src *capReader, lim Limits) ([]File, error) {
 		return nil, corrupt(fmt.Errorf("not gzip-compressed: %w", err))
 	}
 	zr.Multistream(false)
-	plain := &capReader{r: zr, max: lim.TotalBytes}
+	plain := &capReader{r: zr, max: lim.TotalBytes, of: src, ratio: lim.Ratio}
 	tooBig := func() error {
+		if plain.ratioHit {
+			return formatErr("", ErrTooLarge, "archive content expands more than %d times its compressed size (compression ratio limit): %d bytes uncompressed from the first %d", lim.Ratio, plain.n, src.n)
+		}
 		return formatErr("", ErrTooLarge, "archive content is larger than %d bytes uncompressed", lim.TotalBytes)
 	}
 	tr := tar.NewReader(plain)
@@ -264,13 +268,18 @@ func entryKind(t byte) string {
 }
 
 // capReader reads at most max bytes from r, then fails with ErrTooLarge and
-// sets over. It counts what it passed on and feeds it to h, if set.
+// sets over. It counts what it passed on and feeds it to h, if set. With of
+// set, it also fails (and sets over and ratioHit) once it has passed more
+// than RatioSlack bytes plus ratio times what of has passed.
 type capReader struct {
-	r    io.Reader
-	max  int64
-	n    int64
-	over bool
-	h    hash.Hash
+	r        io.Reader
+	max      int64
+	n        int64
+	over     bool
+	h        hash.Hash
+	of       *capReader
+	ratio    int64
+	ratioHit bool
 }
 
 func (c *capReader) Read(p []byte) (int, error) {
@@ -289,6 +298,11 @@ func (c *capReader) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	if c.h != nil {
 		c.h.Write(p[:n])
+	}
+	// (n - slack) / ratio > of.n, written so that it cannot overflow.
+	if c.of != nil && !c.over && c.n > RatioSlack && (c.n-RatioSlack)/c.ratio > c.of.n {
+		c.over, c.ratioHit = true, true
+		err = ErrTooLarge
 	}
 	return n, err
 }

@@ -258,6 +258,8 @@ func TestReadRefuses(t *testing.T) {
 		{name: "entry over its limit", data: plus(reg("assets/big", make([]byte, 1001))), lim: Limits{EntryBytes: 1000}, entry: "assets/big", want: "more than", large: true},
 		{name: "content over the total", data: plus(reg("assets/a", make([]byte, 3000)), reg("assets/b", make([]byte, 3000))), lim: Limits{TotalBytes: 8000}, want: "uncompressed", large: true},
 		{name: "too many entries", data: plus(reg("assets/a", nil), reg("assets/b", nil)), lim: Limits{Entries: 3}, want: "entries", large: true},
+		{name: "content over the compression ratio", data: plus(reg("assets/zeros", make([]byte, RatioSlack+1<<20))), want: "compression ratio limit", large: true},
+		{name: "content over a lower compression ratio", data: plus(reg("assets/a", bytes.Repeat([]byte("0123456789"), (RatioSlack+64<<10)/10))), lim: Limits{Ratio: 2}, want: "more than 2 times", large: true},
 		{name: "archive over its limit", data: valid, lim: Limits{ArchiveBytes: int64(len(valid) - 1)}, want: "larger than", large: true},
 		{name: "PAX global header", data: plus(entry{tar.Header{Name: "pax_global_header", Typeflag: tar.TypeXGlobalHeader, PAXRecords: map[string]string{"comment": "x"}}, nil}), entry: "pax_global_header", want: "PAX global header"},
 	} {
@@ -379,6 +381,19 @@ func TestDecompressionBomb(t *testing.T) {
 			}
 			return tw.Close()
 		}, "uncompressed", 48 << 20},
+		{"1 GiB in 256 MiB entries, default limits", Limits{}, func(w io.Writer) error {
+			tw := tar.NewWriter(w)
+			header(w, tw)
+			for i := range 4 {
+				if err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("assets/z%d", i), Typeflag: tar.TypeReg, Mode: 0o644, Size: 256 << 20}); err != nil {
+					return err
+				}
+				if err := writeZeros(tw, 256<<20); err != nil {
+					return err
+				}
+			}
+			return tw.Close()
+		}, "compression ratio limit", 32 << 20},
 		{"1 GiB of padding after the tar end", Limits{TotalBytes: 16 << 20}, func(w io.Writer) error {
 			tw := tar.NewWriter(w)
 			header(w, tw)
@@ -401,5 +416,20 @@ func TestDecompressionBomb(t *testing.T) {
 				t.Logf("producer generated %d MiB", p>>20)
 			}
 		})
+	}
+}
+
+// Pack refuses what Read would refuse by its compression ratio, which is
+// checked as the archive is read, so a pack that builds also installs.
+func TestPackKeepsToTheCompressionRatio(t *testing.T) {
+	files := map[string][]byte{"pack.json": manifestJSON(t, map[string][]byte{"m.wasm": wasmStub}), "m.wasm": wasmStub}
+	files["assets/zeros"] = make([]byte, RatioSlack)
+	if _, err := Pack(writeDir(t, files)); err != nil {
+		t.Fatalf("within the slack: %v", err)
+	}
+	files["assets/zeros"] = make([]byte, RatioSlack+1<<20)
+	_, err := Pack(writeDir(t, files))
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "compression ratio limit") {
+		t.Fatalf("err = %v, want the compression ratio limit", err)
 	}
 }

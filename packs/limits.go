@@ -16,7 +16,17 @@ type Limits struct {
 	ManifestBytes int64
 	// Entries caps the number of tar entries, directories included.
 	Entries int
+	// Ratio caps how far the content may expand: past the first RatioSlack
+	// bytes, the decompressed stream may be at most Ratio times the
+	// compressed bytes read so far. It stops a gzip bomb after a few MiB
+	// instead of at TotalBytes (a 1 MB archive of zeros expands to 1 GB).
+	Ratio int64
 }
+
+// RatioSlack is what the decompressed stream may hold whatever the
+// compression ratio: small packs (a manifest, tar headers) compress far
+// better than modules do.
+const RatioSlack = 4 << 20
 
 // DefaultLimits are the limits for every zero field of a Limits.
 var DefaultLimits = Limits{
@@ -25,6 +35,7 @@ var DefaultLimits = Limits{
 	EntryBytes:    256 << 20,
 	ManifestBytes: MaxManifestBytes,
 	Entries:       10000,
+	Ratio:         100,
 }
 
 // orDefault fills unset fields from DefaultLimits and caps ManifestBytes.
@@ -46,6 +57,9 @@ func (l Limits) orDefault() Limits {
 	}
 	if l.Entries <= 0 {
 		l.Entries = DefaultLimits.Entries
+	}
+	if l.Ratio <= 0 {
+		l.Ratio = DefaultLimits.Ratio
 	}
 	return l
 }

@@ -270,6 +270,11 @@ func Pack(dir string) ([]byte, error) {
 	if int64(buf.Len()) > lim.ArchiveBytes {
 		return nil, formatErr("", ErrTooLarge, "archive is %d bytes, more than the %d allowed", buf.Len(), lim.ArchiveBytes)
 	}
+	// The compression ratio is checked as the archive is read, not only in
+	// total; reading it back is the one sure way to know Read accepts it.
+	if _, err := Read(bytes.NewReader(buf.Bytes()), DefaultLimits); err != nil {
+		return nil, err
+	}
 	return buf.Bytes(), nil
 }
 
