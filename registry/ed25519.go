@@ -2,6 +2,7 @@ package registry
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 )
@@ -23,10 +24,19 @@ func VerifyEd25519(tarball, sig []byte, name string, p *Policy) (*Verdict, error
 	if err := validatePackName(name); err != nil {
 		return nil, refuse(name, CheckNamespace, err, "invalid pack name")
 	}
-	tp, err := compilePolicy(p)
-	if err != nil {
-		return nil, refuse(name, CheckPolicy, err, "trust policy is unusable")
+	if sig == nil {
+		sig = []byte{} // an openwop pack: a missing signature is not a missing Sigstore bundle
 	}
+	s, err := checkSigned(context.Background(), p, InstallRequest{Archive: tarball, Signature: sig}, VerifyOptions{}, name)
+	if err != nil {
+		return nil, err
+	}
+	return s.vouch(name)
+}
+
+// verifyEd25519 returns every registry key in the policy that verifies sig
+// over tarball; name only labels refusals.
+func (tp *trustPolicy) verifyEd25519(tarball, sig []byte, name string) ([]signer, *VerifyError) {
 	if len(sig) == 0 {
 		return nil, refuse(name, CheckUnsigned, nil, "pack has no Ed25519 signature")
 	}
@@ -37,21 +47,16 @@ func VerifyEd25519(tarball, sig []byte, name string, p *Policy) (*Verdict, error
 	if len(tp.registry) == 0 {
 		return nil, refuse(name, CheckSignature, nil, "the trust policy has no openwop registry keys")
 	}
-	var matched []trustedKey
+	var matched []signer
 	for _, k := range tp.registry {
 		if ed25519.Verify(k.pub.(ed25519.PublicKey), tarball, raw) {
-			matched = append(matched, k)
+			matched = append(matched, signer{display: "registry-key:" + k.name, keyID: k.id, namespaces: k.namespaces})
 		}
 	}
 	if len(matched) == 0 {
 		return nil, refuse(name, CheckSignature, nil, "Ed25519 signature does not verify with any trusted registry key (tried %d)", len(tp.registry))
 	}
-	for _, k := range matched {
-		if permitted(k.namespaces, name) {
-			return &Verdict{Signer: "registry-key:" + k.name, KeyID: k.id}, nil
-		}
-	}
-	return nil, refuse(name, CheckNamespace, nil, "signature is by registry-key:%s, which the trust policy allows only for %v", matched[0].name, matched[0].namespaces)
+	return matched, nil
 }
 
 func decodeEd25519Signature(sig []byte, name string) ([]byte, *VerifyError) {

@@ -3,6 +3,9 @@ package registry
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // ErrUntrusted is matched (errors.Is) by every refusal from Verify and
@@ -28,20 +31,29 @@ const (
 )
 
 // VerifyError is a refusal to trust a pack. Its message is one line naming
-// the pack, the check that failed and why.
+// the pack (or, for an archive refused before it was opened, its sha256),
+// the check that failed and why; values it echoes are clipped, so it stays
+// short whatever the input.
 type VerifyError struct {
-	Pack   string // pack name being verified
-	Check  string // one of the Check... constants
-	Reason string // what was wrong, for a human
-	Err    error  // underlying error, if any
+	Pack string // pack name being verified; "" when the archive was refused before it was opened
+	// Archive is the lowercase hex sha256 of the archive when Pack is "":
+	// its signature was refused before it was opened to learn its name.
+	Archive string
+	Check   string // one of the Check... constants
+	Reason  string // what was wrong, for a human
+	Err     error  // underlying error, if any
 }
 
 func (e *VerifyError) Error() string {
-	msg := fmt.Sprintf("verify %s: %s: %s", e.Pack, e.Check, e.Reason)
-	if e.Err != nil {
-		msg += ": " + oneLine(e.Err.Error())
+	what := clip(e.Pack, maxNameLength)
+	if what == "" {
+		what = "archive sha256:" + short(e.Archive)
 	}
-	return msg
+	msg := fmt.Sprintf("verify %s: %s: %s", what, e.Check, clip(e.Reason, maxReason))
+	if e.Err != nil {
+		msg += ": " + clip(e.Err.Error(), maxReason)
+	}
+	return oneLine(msg)
 }
 
 // Is makes every *VerifyError match ErrUntrusted.
@@ -52,6 +64,55 @@ func (e *VerifyError) Unwrap() error { return e.Err }
 func refuse(pack, check string, err error, format string, args ...any) *VerifyError {
 	return &VerifyError{Pack: pack, Check: check, Reason: fmt.Sprintf(format, args...), Err: err}
 }
+
+// Bounds of what an error message echoes: one value (a name, a pattern, a
+// builder id), the items of a list, and a reason or an underlying error as
+// a whole (sigstore-go and encoding/json quote their input).
+const (
+	maxEcho   = 80
+	maxItems  = 5
+	maxReason = 1024
+)
+
+// quote is %q of s cut to maxEcho bytes.
+func quote(s string) string { return strconv.Quote(clip(s, maxEcho)) }
+
+// list renders at most maxItems quoted values, then how many more there are.
+func list(items []string) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, s := range items {
+		if i == maxItems {
+			fmt.Fprintf(&b, " and %d more", len(items)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(quote(s))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// clip cuts s to at most max bytes on a character boundary, marking the cut
+// with "…".
+func clip(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// clipped is an error whose text is cut to maxReason bytes and one line.
+type clipped struct{ err error }
+
+func (e clipped) Error() string { return oneLine(clip(e.err.Error(), maxReason)) }
+func (e clipped) Unwrap() error { return e.err }
 
 // oneLine keeps error messages on one line: sigstore-go and protojson
 // sometimes embed newlines.

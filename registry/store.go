@@ -114,19 +114,30 @@ type InstallOptions struct {
 	Check func(context.Context, *packs.Archive) error
 }
 
+// readArchive is packs.Read; tests count the archives opened.
+var readArchive = packs.Read
+
 // VerifyRequest checks a pack's archive and signatures against policy
-// without storing anything.
+// without storing anything. The signature is checked over the archive bytes
+// first, against every trusted signer: an archive no trusted signer signed
+// is refused before it is decompressed, so an untrusted gzip bomb costs no
+// more than its own bytes. Then the archive is opened (within
+// packs.DefaultLimits), and the signer must be trusted for the name its
+// manifest gives. An unsigned pack is opened only with AllowUnsignedUnsafe.
 func VerifyRequest(ctx context.Context, p *Policy, req InstallRequest, opts VerifyOptions) (*Verdict, *packs.Archive, error) {
-	arch, err := packs.Read(bytes.NewReader(req.Archive), packs.DefaultLimits)
+	s, err := checkSigned(ctx, p, req, opts, "")
+	if err != nil {
+		var ve *VerifyError
+		if errors.As(err, &ve) && ve.Pack == "" {
+			ve.Archive = digestOrEmpty(req.Archive)
+		}
+		return nil, nil, err
+	}
+	arch, err := readArchive(bytes.NewReader(req.Archive), packs.DefaultLimits)
 	if err != nil {
 		return nil, nil, err
 	}
-	var v *Verdict
-	if req.Signature != nil {
-		v, err = VerifyEd25519(req.Archive, req.Signature, arch.Manifest.Name, p)
-	} else {
-		v, err = Verify(ctx, req.Archive, arch.Manifest.Name, req.Bundle, req.Provenance, p, opts)
-	}
+	v, err := s.vouch(arch.Manifest.Name)
 	if err != nil {
 		return nil, nil, err
 	}

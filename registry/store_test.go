@@ -162,13 +162,22 @@ func TestInstallRefusals(t *testing.T) {
 	diffReq := f.signedWith(t, "vendor.acme.hello", "1.0.0", `"description":"different",`)
 	outside := newTestKey(t)
 	ob, op := signPack(t, outside, other.Archive, "vendor.acme.other")
+	garbage := []byte("not a gzip stream")
+	gb, gp := signPack(t, outside, garbage, "vendor.acme.other")
+	tb, tp := signPack(t, f.key, garbage, "vendor.acme.other")
+	foreign := buildPack(t, "vendor.other.tool", "1.0.0")
+	fb, fp := signPack(t, f.key, foreign, "vendor.other.tool")
 	cases := []struct {
 		name string
 		req  InstallRequest
 		want error
 	}{
-		{"tampered archive", InstallRequest{Archive: tampered, Bundle: good.Bundle, Provenance: good.Provenance}, packs.ErrInvalidPack},
+		// The signature is checked before the archive is opened.
+		{"tampered archive", InstallRequest{Archive: tampered, Bundle: good.Bundle, Provenance: good.Provenance}, ErrUntrusted},
 		{"untrusted key", InstallRequest{Archive: other.Archive, Bundle: ob, Provenance: op}, ErrUntrusted},
+		{"not a pack, untrusted key", InstallRequest{Archive: garbage, Bundle: gb, Provenance: gp}, ErrUntrusted},
+		{"not a pack, trusted key", InstallRequest{Archive: garbage, Bundle: tb, Provenance: tp}, packs.ErrInvalidPack},
+		{"trusted key outside its namespace", InstallRequest{Archive: foreign, Bundle: fb, Provenance: fp}, ErrUntrusted},
 		{"unsigned", InstallRequest{Archive: good.Archive}, ErrUntrusted},
 		{"swapped bundles", InstallRequest{Archive: good.Archive, Bundle: good.Provenance, Provenance: good.Bundle}, ErrUntrusted},
 		{"other pack's provenance", InstallRequest{Archive: good.Archive, Bundle: good.Bundle, Provenance: other.Provenance}, ErrUntrusted},
@@ -176,6 +185,11 @@ func TestInstallRefusals(t *testing.T) {
 		{"check refuses", f.signed(t, "vendor.acme.checked", "1.0.0"), errChecked},
 	}
 	before, _ := f.store.List(ctx)
+	blobs := func() int {
+		entries, _ := os.ReadDir(filepath.Join(f.home, "blobs", "sha256"))
+		return len(entries)
+	}
+	blobsBefore := blobs()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			opts := InstallOptions{Check: func(context.Context, *packs.Archive) error { return nil }}
@@ -191,6 +205,9 @@ func TestInstallRefusals(t *testing.T) {
 	after, _ := f.store.List(ctx)
 	if len(after) != len(before) {
 		t.Fatalf("refused installs changed the store: %d -> %d packs", len(before), len(after))
+	}
+	if n := blobs(); n != blobsBefore {
+		t.Fatalf("refused installs changed the blobs: %d -> %d", blobsBefore, n)
 	}
 	if err := f.store.CheckIntegrity(ctx); err != nil {
 		t.Fatal(err)

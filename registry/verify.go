@@ -70,52 +70,125 @@ func Verify(ctx context.Context, archive []byte, name string, bundle, provenance
 	if err := validatePackName(name); err != nil {
 		return nil, refuse(name, CheckNamespace, err, "invalid pack name")
 	}
+	s, err := checkSigned(ctx, p, InstallRequest{Archive: archive, Bundle: bundle, Provenance: provenance}, opts, name)
+	if err != nil {
+		return nil, err
+	}
+	return s.vouch(name)
+}
+
+// signed is an archive whose signature verified (or that is unsigned and
+// let through by AllowUnsignedUnsafe), before it is opened: who signed it is
+// known, which pack it is is not yet. vouch finishes the verification once
+// the manifest has named the pack.
+type signed struct {
+	policy *Policy
+	tp     *trustPolicy
+	digest []byte // sha256 of the archive
+	// signers are every policy entry that verified the signature; vouch
+	// picks one trusted for the pack's name. Empty when unsigned.
+	signers  []signer
+	unsigned bool
+	// provenance is checked by vouch; openwop (Ed25519) packs have none.
+	provenance []byte
+	openwop    bool
+}
+
+// checkSigned verifies the signature of req over the archive bytes against
+// every trusted signer, without looking inside the archive; name, when
+// known, only labels refusals. An archive no trusted signer signed is
+// refused here, so it is never decompressed.
+func checkSigned(ctx context.Context, p *Policy, req InstallRequest, opts VerifyOptions, name string) (*signed, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, refuse(name, CheckPolicy, nil, "no trust policy")
+	}
 	tp, err := compilePolicy(p)
 	if err != nil {
 		return nil, refuse(name, CheckPolicy, err, "trust policy is unusable")
 	}
-	sum := sha256.Sum256(archive)
-	digest := sum[:]
-
-	var v Verdict
-	if len(bundle) == 0 {
+	sum := sha256.Sum256(req.Archive)
+	s := &signed{policy: p, tp: tp, digest: sum[:], provenance: req.Provenance}
+	switch {
+	case req.Signature != nil:
+		signers, verr := tp.verifyEd25519(req.Archive, req.Signature, name)
+		if verr != nil {
+			return nil, verr
+		}
+		s.signers, s.openwop, s.provenance = signers, true, nil
+	case len(req.Bundle) == 0:
 		if !opts.AllowUnsignedUnsafe {
 			return nil, refuse(name, CheckUnsigned, nil, "pack has no signature bundle")
 		}
-		v.Signer, v.Unsigned = "unsigned", true
-	} else {
-		b, verr := parseBundle(bundle, name, "signature bundle")
+		s.unsigned = true
+	default:
+		b, verr := parseBundle(req.Bundle, name, "signature bundle")
 		if verr != nil {
 			return nil, verr
 		}
 		if b.GetMessageSignature() == nil {
 			return nil, refuse(name, CheckBundle, nil, "signature bundle holds a DSSE attestation, not a signature over the archive (was the provenance bundle passed as the signature?)")
 		}
-		s, verr := tp.verifyEntity(b, name, "signature", func() verify.ArtifactPolicyOption {
-			return verify.WithArtifact(bytes.NewReader(archive))
+		signers, verr := tp.verifyEntity(b, name, "signature", func() verify.ArtifactPolicyOption {
+			return verify.WithArtifact(bytes.NewReader(req.Archive))
 		})
 		if verr != nil {
 			return nil, verr
 		}
-		v.Signer, v.KeyID = s.display, s.keyID
+		s.signers = signers
 	}
+	return s, nil
+}
 
+// vouch finishes verification for the pack name the archive's manifest
+// gives: the signer must be trusted for name, and provenance, when given or
+// required, must verify for name and this archive.
+func (s *signed) vouch(name string) (*Verdict, error) {
+	if err := validatePackName(name); err != nil {
+		return nil, refuse(name, CheckNamespace, err, "invalid pack name")
+	}
+	var v Verdict
+	if s.unsigned {
+		v.Signer, v.Unsigned = "unsigned", true
+	} else {
+		who, verr := permit(s.signers, name, "signature")
+		if verr != nil {
+			return nil, verr
+		}
+		v.Signer, v.KeyID = who.display, who.keyID
+	}
+	if s.openwop {
+		return &v, nil
+	}
+	p := s.policy
 	needProvenance := (p.RequireProvenance || len(p.BuilderIDs) > 0) && !v.Unsigned
-	if len(provenance) == 0 {
+	if len(s.provenance) == 0 {
 		if needProvenance {
 			return nil, refuse(name, CheckProvenance, nil, "the trust policy requires SLSA provenance and none was given")
 		}
 		return &v, nil
 	}
-	prov, verr := tp.verifyProvenance(provenance, name, digest)
+	prov, verr := s.tp.verifyProvenance(s.provenance, name, s.digest)
 	if verr != nil {
 		return nil, verr
 	}
 	if len(p.BuilderIDs) > 0 && !slices.Contains(p.BuilderIDs, prov.BuilderID) {
-		return nil, refuse(name, CheckBuilder, nil, "builder %q is not one of the policy's builderIds %v", prov.BuilderID, p.BuilderIDs)
+		return nil, refuse(name, CheckBuilder, nil, "builder %s is not one of the policy's builderIds %s", quote(prov.BuilderID), list(p.BuilderIDs))
 	}
 	v.Provenance = prov
 	return &v, nil
+}
+
+// permit returns the first of signers trusted for name.
+func permit(signers []signer, name, what string) (*signer, *VerifyError) {
+	for i := range signers {
+		if permitted(signers[i].namespaces, name) {
+			return &signers[i], nil
+		}
+	}
+	return nil, refuse(name, CheckNamespace, nil, "%s is by %s, which the trust policy allows only for %s", what, signers[0].display, list(signers[0].namespaces))
 }
 
 func (tp *trustPolicy) verifyProvenance(data []byte, name string, digest []byte) (*Provenance, *VerifyError) {
@@ -128,7 +201,7 @@ func (tp *trustPolicy) verifyProvenance(data []byte, name string, digest []byte)
 		return nil, refuse(name, CheckBundle, nil, "provenance bundle holds a message signature, not a DSSE attestation (was the signature bundle passed as provenance?)")
 	}
 	if env.PayloadType != InTotoPayloadType {
-		return nil, refuse(name, CheckProvenance, nil, "DSSE payloadType is %q, want %q", env.PayloadType, InTotoPayloadType)
+		return nil, refuse(name, CheckProvenance, nil, "DSSE payloadType is %s, want %q", quote(env.PayloadType), InTotoPayloadType)
 	}
 	// Check the (still unverified) statement first only to give a precise
 	// reason; nothing from it is used unless the signature verifies below.
@@ -136,13 +209,17 @@ func (tp *trustPolicy) verifyProvenance(data []byte, name string, digest []byte)
 	if _, check, reason := checkStatement(env.Payload, name, hexDigest); reason != "" {
 		return nil, refuse(name, check, nil, "%s", reason)
 	}
-	s, verr := tp.verifyEntity(b, name, "provenance signature", func() verify.ArtifactPolicyOption {
+	signers, verr := tp.verifyEntity(b, name, "provenance signature", func() verify.ArtifactPolicyOption {
 		return verify.WithArtifactDigest("sha256", digest)
 	})
 	if verr != nil {
 		if verr.Check == CheckSignature {
 			verr.Check = CheckProvenance
 		}
+		return nil, verr
+	}
+	s, verr := permit(signers, name, "provenance signature")
+	if verr != nil {
 		return nil, verr
 	}
 	prov, check, reason := checkStatement(env.Payload, name, hexDigest)
@@ -272,10 +349,10 @@ func newTrustedKey(name string, pub crypto.PublicKey, namespaces []string) (trus
 }
 
 // verifyEntity verifies a parsed bundle's signature with sigstore-go and
-// returns the policy entry that vouches for it, which must be trusted for
-// name. artifact is called once per verification attempt (readers are
-// consumed).
-func (tp *trustPolicy) verifyEntity(b *bundle.Bundle, name, what string, artifact func() verify.ArtifactPolicyOption) (*signer, *VerifyError) {
+// returns every policy entry that vouches for it (see permit for the one
+// trusted for a pack's name). name only labels refusals. artifact is called
+// once per verification attempt (readers are consumed).
+func (tp *trustPolicy) verifyEntity(b *bundle.Bundle, name, what string, artifact func() verify.ArtifactPolicyOption) ([]signer, *VerifyError) {
 	vc, err := b.VerificationContent()
 	if err != nil {
 		return nil, refuse(name, CheckBundle, err, "%s: no verification material", what)
@@ -298,12 +375,7 @@ func (tp *trustPolicy) verifyEntity(b *bundle.Bundle, name, what string, artifac
 		}
 		return nil, refuse(name, CheckSignature, err, "%s does not verify", what)
 	}
-	for i := range matched {
-		if permitted(matched[i].namespaces, name) {
-			return &matched[i], nil
-		}
-	}
-	return nil, refuse(name, CheckNamespace, nil, "%s is by %s, which the trust policy allows only for %v", what, matched[0].display, matched[0].namespaces)
+	return matched, nil
 }
 
 // verifyWithKeys verifies a public-key bundle against the policy's keys:
@@ -343,7 +415,7 @@ func (tp *trustPolicy) verifyWithKeys(b *bundle.Bundle, hint string, artifact fu
 			firstErr = err
 		}
 	}
-	reason := fmt.Sprintf("no trusted key verifies it (tried %d; bundle key hint %q)", len(order), hint)
+	reason := fmt.Sprintf("no trusted key verifies it (tried %d; bundle key hint %s)", len(order), quote(hint))
 	return nil, &VerifyError{Check: CheckSignature, Reason: reason, Err: firstErr}
 }
 
