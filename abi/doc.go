@@ -21,4 +21,17 @@
 // Buffers are owned by whoever allocated them; the host frees what a module
 // returned with openwop_free, and allocates what it hands to a module with
 // openwop_alloc.
+//
+// # Re-entrancy
+//
+// The host calls into a module only from the outside: openwop_node_invoke
+// and the exports that describe the module, and, from inside a host
+// import, the module's openwop_alloc (to hand it the result of a
+// (ptr,len) import or a packrun:host/v1 response) and openwop_free. While
+// the host is running a module's openwop_alloc or openwop_free, the module
+// must not call any openwop or packrun:host/v1 import: such a call would
+// make the host call openwop_alloc again from inside itself, without bound.
+// A module that does is stopped, and its invocation fails with
+// CodeHostReentered. WASI imports stay allowed there (a language runtime's
+// allocator may read a clock), since they never call back into the module.
 package abi

@@ -46,6 +46,9 @@ const (
 	CodeHostCallBounds      = "host_call_out_of_bounds" // a host call named guest memory outside the module's memory
 	CodeHostError           = "host_error"
 	CodeReplayDiverged      = "replay_diverged" // a replay stopped matching its recording
+	// CodeHostReentered: the guest called a host import while the host was
+	// running its openwop_alloc or openwop_free (package doc, Re-entrancy).
+	CodeHostReentered = "host_reentered"
 )
 
 // Cap kinds carried by cap.breached events.
@@ -54,4 +57,7 @@ const (
 	CapTime      = "wasm-execution-time"
 	CapOutput    = "output-size"
 	CapHostCalls = "host-calls"
+	// CapHostMemory: the bytes the host held for the guest in one
+	// invocation (run state written, host-call trace) passed their budget.
+	CapHostMemory = "host-memory"
 )

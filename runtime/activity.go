@@ -43,10 +43,13 @@ type activity struct {
 	stdout capture
 	stderr capture
 
-	state      RunState
-	services   Services
-	trace      []Call
-	traceBytes uint64
+	state    RunState
+	services Services
+	trace    []Call
+	// hostBytes is what the host holds for this invocation beyond the
+	// guest's linear memory (trace, run state written), charged against
+	// limits.HostMemoryBytes.
+	hostBytes uint64
 	// replay, when set, serves every host call from a recorded trace.
 	replay     []Call
 	replayAt   int
@@ -101,6 +104,23 @@ func (a *activity) count() {
 		a.hit(Event{Type: EventCapBreached, Kind: abi.CapHostCalls, Limit: int64(a.limits.HostCalls), Observed: int64(a.calls)})
 		panic(errAbort)
 	}
+}
+
+// charge adds n bytes the host holds for the guest and aborts the guest
+// when they pass the invocation's host-memory budget.
+func (a *activity) charge(n int) {
+	a.hostBytes += uint64(n)
+	if a.hostBytes > a.limits.HostMemoryBytes {
+		a.hit(Event{Type: EventCapBreached, Kind: abi.CapHostMemory, Limit: int64(a.limits.HostMemoryBytes), Observed: int64(a.hostBytes)})
+		panic(errAbort)
+	}
+}
+
+// hitTime ends the invocation with a time breach.
+func (a *activity) hitTime() {
+	ms := a.limits.Timeout.Milliseconds()
+	a.hit(Event{Type: EventCapBreached, Kind: abi.CapTime, Limit: ms, Observed: max(ms, time.Since(a.deadline.Add(-a.limits.Timeout)).Milliseconds())})
+	panic(errAbort)
 }
 
 // hit records the first breach and cancels the activity's context so that a

@@ -28,6 +28,9 @@ const (
 	CodeInvalidNodes    = "invalid_nodes"
 	CodeMemoryTooLarge  = "memory_too_large"
 	CodeInitFailed      = "init_failed"
+	// CodeModuleLimit: the module's shape (size, function count, nesting,
+	// tables, ...) or its compilation time exceeds ModuleLimits.
+	CodeModuleLimit = "module_limit"
 )
 
 // LoadError explains why a module was refused.

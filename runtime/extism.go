@@ -66,7 +66,7 @@ func (r *Runtime) loadExtism(ctx context.Context, wasm []byte, cm wazero.Compile
 	if len(unknown) > 0 {
 		e := refuse(CodeUnknownImport, "Extism plugin imports %d function(s) this host does not serve: %s (this host serves %s, %s and wasi_snapshot_preview1 to Extism plugins)",
 			len(unknown), joinList(unknown), ModuleExtism, abi.ModuleHostV1)
-		e.Items = unknown
+		e.Items = listed(unknown)
 		return e
 	}
 	if mem, ok := cm.ExportedMemories()["memory"]; ok {
@@ -140,7 +140,7 @@ func slicesEqual(a, b []api.ValueType) bool {
 
 // extismHostCall serves one packrun:host/v1 call of an Extism plugin.
 func extismHostCall(ctx context.Context, cp *extism.CurrentPlugin, stack []uint64, fn string) {
-	_, a := begin(ctx)
+	_, a := begin(ctx, fn)
 	req, err := cp.ReadBytes(stack[0])
 	if err != nil || len(req) > maxHostRequest || !utf8.Valid(req) || !json.Valid(req) {
 		a.replayed(abi.ModuleHostV1+"."+fn, nil)

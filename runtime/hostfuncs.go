@@ -75,11 +75,18 @@ func openwopHostModule(rt wazero.Runtime, v variant) wazero.HostModuleBuilder {
 	return b
 }
 
-// begin charges a host call and returns the calling instance's state and
-// current activity.
-func begin(ctx context.Context) (*instState, *activity) {
+// begin charges a host call of fn and returns the calling instance's state
+// and current activity. It stops a guest that calls the host from inside
+// the openwop_alloc or openwop_free the host is running (the re-entrancy
+// rule of package abi): serving it would re-enter the allocator, without
+// bound, and wazero does not support a guest function being re-entered
+// from inside its own host call.
+func begin(ctx context.Context, fn string) (*instState, *activity) {
 	st := stateOf(ctx)
 	a := st.act
+	if st.inAllocator != "" {
+		a.fail(abi.CodeHostReentered, fmt.Sprintf("%s was called from inside %s, which the host was running to pass the module a buffer; a module's allocator must not call host imports", fn, st.inAllocator))
+	}
 	a.count()
 	return st, a
 }
@@ -98,7 +105,7 @@ func read(mod api.Module, ptr, n uint32, limit int) ([]byte, bool) {
 }
 
 func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
-	_, a := begin(ctx)
+	_, a := begin(ctx, abi.ImportLog)
 	level, ptr, n := int32(stack[0]), uint32(stack[1]), uint32(stack[2])
 	if n > maxLogMessage {
 		n = maxLogMessage
@@ -114,7 +121,7 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 }
 
 func hostNowMs(ctx context.Context, _ api.Module, stack []uint64) {
-	_, a := begin(ctx)
+	_, a := begin(ctx, abi.ImportNowMs)
 	var ms int64
 	if c := a.replayed(fnNowMs, nil); c != nil {
 		ms = int64(a.replayedU64(c))
@@ -126,7 +133,7 @@ func hostNowMs(ctx context.Context, _ api.Module, stack []uint64) {
 }
 
 func hostRandom(ctx context.Context, mod api.Module, stack []uint64) {
-	_, a := begin(ctx)
+	_, a := begin(ctx, abi.ImportRandom)
 	ptr, n := uint32(stack[0]), uint32(stack[1])
 	args := binary.LittleEndian.AppendUint32(nil, n)
 	c := a.replayed(fnRandom, args)
@@ -146,7 +153,7 @@ func hostRandom(ctx context.Context, mod api.Module, stack []uint64) {
 }
 
 func hostVariableGet(ctx context.Context, mod api.Module, stack []uint64) {
-	st, a := begin(ctx)
+	st, a := begin(ctx, abi.ImportVariableGet)
 	name, ok := read(mod, uint32(stack[0]), uint32(stack[1]), maxNameBytes)
 	var v json.RawMessage
 	if c := a.replayed(fnVariableGet, name); c != nil {
@@ -159,14 +166,14 @@ func hostVariableGet(ctx context.Context, mod api.Module, stack []uint64) {
 }
 
 func hostVariableSet(ctx context.Context, mod api.Module, stack []uint64) {
-	_, a := begin(ctx)
+	_, a := begin(ctx, abi.ImportVariableSet)
 	stack[0] = uint64(setValue(a, mod, stack, fnVariableSet, func(name string, v json.RawMessage) error {
 		return a.state.SetVariable(name, v)
 	}))
 }
 
 func hostChannelRead(ctx context.Context, mod api.Module, stack []uint64) {
-	st, a := begin(ctx)
+	st, a := begin(ctx, abi.ImportChannelRead)
 	name, ok := read(mod, uint32(stack[0]), uint32(stack[1]), maxNameBytes)
 	var v json.RawMessage
 	if c := a.replayed(fnChannelRead, name); c != nil {
@@ -179,7 +186,7 @@ func hostChannelRead(ctx context.Context, mod api.Module, stack []uint64) {
 }
 
 func hostChannelWrite(ctx context.Context, mod api.Module, stack []uint64) {
-	_, a := begin(ctx)
+	_, a := begin(ctx, abi.ImportChannelWrite)
 	stack[0] = uint64(setValue(a, mod, stack, fnChannelWrite, func(name string, v json.RawMessage) error {
 		return a.state.WriteChannel(name, v)
 	}))
@@ -187,6 +194,9 @@ func hostChannelWrite(ctx context.Context, mod api.Module, stack []uint64) {
 
 // setValue reads (name, JSON value) from the guest and stores it.
 func setValue(a *activity, mod api.Module, stack []uint64, fn string, store func(string, json.RawMessage) error) abi.Status {
+	// What the run state will hold is charged before anything is copied
+	// (and on replay alike, so a replay breaches where the recording did).
+	a.charge(int(min(uint32(stack[1]), maxNameBytes)) + int(min(uint32(stack[3]), maxValueBytes)))
 	name, _ := read(mod, uint32(stack[0]), uint32(stack[1]), maxNameBytes)
 	val, _ := read(mod, uint32(stack[2]), uint32(stack[3]), maxValueBytes)
 	args := append(append(name, 0), val...)
@@ -216,7 +226,7 @@ func storeValue(a *activity, name, val []byte, store func(string, json.RawMessag
 // hostInterrupt returns the next resume value if the caller supplied one;
 // otherwise it records the payload and suspends the invocation.
 func hostInterrupt(ctx context.Context, mod api.Module, stack []uint64) {
-	st, a := begin(ctx)
+	st, a := begin(ctx, abi.ImportInterrupt)
 	if a.deterministic {
 		a.fail(abi.CodeHostError, "openwop_interrupt called while the module was initialising")
 	}
@@ -270,7 +280,7 @@ func (st *instState) guestAlloc(ctx context.Context, b []byte) uint32 {
 	if st.inst == nil {
 		st.act.fail(abi.CodeHostError, "host call returning a buffer made from the start function")
 	}
-	res, err := st.inst.alloc.Call(ctx, uint64(len(b)))
+	res, err := st.inst.callAllocator(ctx, st.inst.alloc, abi.ExportAlloc, uint64(len(b)))
 	if err != nil {
 		panic(err) // the guest trapped inside its allocator: propagate the trap
 	}

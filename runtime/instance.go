@@ -35,6 +35,17 @@ type instState struct {
 	inst *instance
 	mem  *linearMemory
 	act  *activity
+	// inAllocator names the export (openwop_alloc, openwop_free) the host
+	// is running, if any: host imports are refused meanwhile (begin).
+	inAllocator string
+}
+
+// callAllocator calls the guest's openwop_alloc or openwop_free with host
+// imports barred for its duration.
+func (i *instance) callAllocator(ctx context.Context, f api.Function, name string, args ...uint64) ([]uint64, error) {
+	i.st.inAllocator = name
+	defer func() { i.st.inAllocator = "" }()
+	return f.Call(ctx, args...)
 }
 
 // close closes the instance. Callers are host code with none of the
@@ -97,6 +108,11 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	if err == nil && m.reactor {
 		_, err = mod.ExportedFunction(abi.ExportInitialize).Call(ctx)
 	}
+	if err == nil && a.breach != nil {
+		// A limit hit the guest survived (a refused memory.grow): the
+		// module cannot initialise within its limits.
+		err = errBreached
+	}
 	if err != nil {
 		if mod != nil {
 			mod.Close(context.Background())
@@ -137,7 +153,7 @@ func (i *instance) reserve(ctx context.Context, n int) error {
 	if n <= i.reqCap {
 		return nil
 	}
-	out, err := i.alloc.Call(ctx, uint64(n))
+	out, err := i.callAllocator(ctx, i.alloc, abi.ExportAlloc, uint64(n))
 	if err != nil {
 		return err
 	}
@@ -146,7 +162,7 @@ func (i *instance) reserve(ctx context.Context, n int) error {
 		return &allocError{size: n, ptr: ptr}
 	}
 	if i.reqCap > 0 && i.free != nil {
-		if _, err := i.free.Call(ctx, uint64(i.reqPtr), uint64(i.reqCap)); err != nil {
+		if _, err := i.callAllocator(ctx, i.free, abi.ExportFree, uint64(i.reqPtr), uint64(i.reqCap)); err != nil {
 			return err
 		}
 	}
@@ -219,22 +235,36 @@ func (st *instState) nanotime() int64 {
 	return n
 }
 
-// nanosleep sleeps at most until the activity's deadline; once it passes,
-// close-on-context-done stops the guest when the host function returns.
+// nanosleep sleeps at most until the activity's deadline. A sleep that
+// would end past the deadline is a time breach: the guest sleeps until the
+// deadline and is stopped there, rather than waking early to carry on as
+// if it had slept (a one-hour WASI sleep must not complete under a 2 s
+// limit). The trace records it with a breach status, so a replay stops at
+// the same call.
 func (st *instState) nanosleep(ns int64) {
 	a := st.act
 	a.count()
 	args := binary.LittleEndian.AppendUint64(nil, uint64(ns))
-	replaying := a.replayed(fnNanosleep, args) != nil
-	a.record(fnNanosleep, args, 0, nil)
-	if a.deterministic || replaying {
+	c := a.replayed(fnNanosleep, args)
+	if a.deterministic || c != nil {
+		a.record(fnNanosleep, args, 0, nil)
 		a.fakeNanos += ns
+		if c != nil && c.Status == int32(abi.StatusCapabilityBreach) {
+			a.hitTime()
+		}
 		return
 	}
-	d := min(time.Duration(ns), time.Until(a.deadline))
-	if d > 0 {
-		time.Sleep(d)
+	left := time.Until(a.deadline)
+	if time.Duration(ns) < left {
+		a.record(fnNanosleep, args, 0, nil)
+		time.Sleep(time.Duration(ns))
+		return
 	}
+	a.record(fnNanosleep, args, abi.StatusCapabilityBreach, nil)
+	if left > 0 {
+		time.Sleep(left)
+	}
+	a.hitTime()
 }
 
 type randReader struct{ st *instState }

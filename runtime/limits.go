@@ -19,6 +19,11 @@ type Limits struct {
 	// CaptureBytes caps each of stdout, stderr and logs kept per invocation;
 	// beyond it output is dropped and the capture marked truncated.
 	CaptureBytes int
+	// HostMemoryBytes caps what the host holds on the guest's behalf during
+	// one invocation, beyond its linear memory: the run state it writes
+	// (variables, channels) and the trace of its host calls. Tables,
+	// globals and element segments are bounded at load by ModuleLimits.
+	HostMemoryBytes uint64
 }
 
 // DefaultLimits are used for any zero field of a module's limits.
@@ -28,6 +33,9 @@ var DefaultLimits = Limits{
 	OutputBytes:  16 << 20,
 	HostCalls:    1_000_000,
 	CaptureBytes: 1 << 20,
+	// HostMemoryBytes defaults to the output limit's worth of trace and
+	// state for the default node; one invocation of the demo uses < 10 KB.
+	HostMemoryBytes: 64 << 20,
 }
 
 // MaxLimits are the host maxima a module's limits are clamped to by default.
@@ -35,8 +43,9 @@ var MaxLimits = Limits{
 	MemoryBytes:  4 << 30,
 	Timeout:      10 * time.Minute,
 	OutputBytes:  256 << 20,
-	HostCalls:    100_000_000,
-	CaptureBytes: 64 << 20,
+	HostCalls:       100_000_000,
+	CaptureBytes:    64 << 20,
+	HostMemoryBytes: 1 << 30,
 }
 
 const wasmPage = 65536
@@ -58,6 +67,9 @@ func (l Limits) orDefault(d Limits) Limits {
 	if l.CaptureBytes == 0 {
 		l.CaptureBytes = d.CaptureBytes
 	}
+	if l.HostMemoryBytes == 0 {
+		l.HostMemoryBytes = d.HostMemoryBytes
+	}
 	return l
 }
 
@@ -68,6 +80,7 @@ func (l Limits) clamp(max Limits) Limits {
 	l.OutputBytes = min(l.OutputBytes, max.OutputBytes)
 	l.HostCalls = min(l.HostCalls, max.HostCalls)
 	l.CaptureBytes = min(l.CaptureBytes, max.CaptureBytes)
+	l.HostMemoryBytes = min(l.HostMemoryBytes, max.HostMemoryBytes)
 	return l
 }
 
@@ -87,6 +100,7 @@ type Config struct {
 	cacheDir string
 	defaults Limits
 	max      Limits
+	modules  ModuleLimits
 	poolSize int
 	clock    func() time.Time
 }
@@ -95,7 +109,7 @@ type Config struct {
 // DefaultLimits, MaxLimits, two prepared instances per module, the system
 // clock.
 func NewConfig() Config {
-	return Config{defaults: DefaultLimits, max: MaxLimits, poolSize: 2, clock: time.Now}
+	return Config{defaults: DefaultLimits, max: MaxLimits, modules: DefaultModuleLimits, poolSize: 2, clock: time.Now}
 }
 
 // WithCacheDir stores compiled modules under dir so later processes skip
@@ -107,6 +121,13 @@ func (c Config) WithDefaultLimits(l Limits) Config { c.defaults = l.orDefault(De
 
 // WithMaxLimits sets the host maxima every module's limits are clamped to.
 func (c Config) WithMaxLimits(l Limits) Config { c.max = l.orDefault(MaxLimits); return c }
+
+// WithModuleLimits sets the shape limits every module must fit to be
+// compiled (zero fields keep DefaultModuleLimits).
+func (c Config) WithModuleLimits(l ModuleLimits) Config {
+	c.modules = l.orDefault(DefaultModuleLimits)
+	return c
+}
 
 // WithPoolSize sets how many fresh instances are kept prepared per module
 // (0 disables preparation ahead of time).
@@ -121,6 +142,8 @@ type HostInfo struct {
 	Namespaces  []NamespaceInfo `json:"namespaces"`
 	Limits      LimitsInfo      `json:"defaultLimits"`
 	MaxLimits   LimitsInfo      `json:"maxLimits"`
+	// ModuleLimits are the shapes a module must fit to be compiled.
+	ModuleLimits ModuleLimits `json:"moduleLimits"`
 	Engine      string          `json:"engine"`
 	CacheDir    string          `json:"cacheDir,omitempty"`
 }
@@ -138,8 +161,10 @@ type LimitsInfo struct {
 	OutputBytes  uint64 `json:"outputBytes"`
 	HostCalls    int    `json:"hostCalls"`
 	CaptureBytes int    `json:"captureBytes"`
+	// HostMemoryBytes is absent from records made before the limit existed.
+	HostMemoryBytes uint64 `json:"hostMemoryBytes,omitempty"`
 }
 
 func (l Limits) info() LimitsInfo {
-	return LimitsInfo{l.MemoryBytes, l.Timeout.Milliseconds(), l.OutputBytes, l.HostCalls, l.CaptureBytes}
+	return LimitsInfo{l.MemoryBytes, l.Timeout.Milliseconds(), l.OutputBytes, l.HostCalls, l.CaptureBytes, l.HostMemoryBytes}
 }

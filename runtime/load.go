@@ -6,23 +6,26 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/packrun/packrun/abi"
 )
 
 // Bounds on what a module may declare about itself.
 const (
-	maxNodes      = 1024
-	maxIDBytes    = 256
-	maxModuleSize = 256 << 20
+	maxNodes   = 1024
+	maxIDBytes = 256
 )
 
 // LoadOptions configure one module.
@@ -129,28 +132,40 @@ func (r *Runtime) load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 	if err := limits.validate(); err != nil {
 		return nil, fmt.Errorf("load %s: %w", opts.Name, err)
 	}
-	if len(wasm) > maxModuleSize {
-		return nil, refuse(CodeInvalidModule, "module is %d bytes; the limit is %d", len(wasm), maxModuleSize)
+	ml := r.cfg.modules
+	if len(wasm) > ml.ModuleBytes {
+		return nil, shapeRefusal(&ShapeError{Limit: "module bytes", Max: int64(ml.ModuleBytes), Observed: int64(len(wasm))})
 	}
-	if err := precheck(wasm); err != nil {
+	sh, err := precheck(wasm, ml)
+	if se, ok := errors.AsType[*ShapeError](err); ok {
+		return nil, shapeRefusal(se)
+	} else if err != nil {
 		return nil, refuse(CodeInvalidModule, "%v", err)
 	}
 	sum := sha256.Sum256(wasm)
+	code := sh.bounded(wasm, ml) // what is compiled; sum stays the module's identity
 	eng, err := r.engineFor(ctx, 0)
 	if err != nil {
 		return nil, err
 	}
 	unlock := r.lockCompile(sum)
-	cm, err := compile(ctx, eng, wasm)
+	cm, err := r.compile(ctx, eng, code)
 	if err != nil {
 		unlock()
-		return nil, &LoadError{Code: CodeInvalidModule, Msg: firstLine(err), Err: err}
+		return nil, err
 	}
 	if isExtism(cm) {
+		if len(sh.otherImports) > 0 {
+			unlock()
+			cm.Close(ctx)
+			e := refuse(CodeUnknownImport, "Extism plugin imports %s, which this host does not serve", joinList(sh.otherImports))
+			e.Items = listed(sh.otherImports)
+			return nil, e
+		}
 		defer unlock() // the Extism SDK compiles it again, possibly from the same cache
-		return r.loadExtismModule(ctx, wasm, cm, opts, limits, sum)
+		return r.loadExtismModule(ctx, code, len(wasm), cm, opts, limits, sum)
 	}
-	v, lerr := checkImports(cm, eng)
+	v, lerr := checkImports(cm, eng, sh.otherImports)
 	if lerr == nil {
 		lerr = checkMemory(cm, limits)
 	}
@@ -169,9 +184,9 @@ func (r *Runtime) load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 			unlock()
 			return nil, err
 		}
-		if cm, err = compile(ctx, eng, wasm); err != nil {
+		if cm, err = r.compile(ctx, eng, code); err != nil {
 			unlock()
-			return nil, &LoadError{Code: CodeInvalidModule, Msg: firstLine(err), Err: err}
+			return nil, err
 		}
 	}
 	unlock()
@@ -212,17 +227,48 @@ func (r *Runtime) load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 	return m, nil
 }
 
-// compile is wazero's CompileModule, with a panic inside it (wazero's
-// validator has index checks missing for some malformed modules: FuzzLoad
-// found one) turned into an error so that a module cannot take the host
-// down.
-func compile(ctx context.Context, eng *engine, wasm []byte) (cm wazero.CompiledModule, err error) {
+// shapeRefusal is the refusal of a module beyond a ModuleLimits bound.
+func shapeRefusal(se *ShapeError) *LoadError {
+	return &LoadError{Code: CodeModuleLimit, Msg: se.Error(), Err: se}
+}
+
+// compileWorkers is how many goroutines compile one module's functions.
+var compileWorkers = max(2, min(goruntime.GOMAXPROCS(0), 4))
+
+// errCompileTimeout is the cause of a compilation stopped by
+// ModuleLimits.CompileTimeout.
+var errCompileTimeout = errors.New("packrun: compile time limit")
+
+// compile is wazero's CompileModule under the compile deadline (wazero
+// checks its context between functions; the shape limits bound what one
+// function can cost), with a panic inside it (wazero's validator has index
+// checks missing for some malformed modules: FuzzLoad found one) turned
+// into an error so that a module cannot take the host down. Failures are
+// *LoadErrors, except the caller's own cancellation.
+func (r *Runtime) compile(ctx context.Context, eng *engine, wasm []byte) (cm wazero.CompiledModule, err error) {
+	limit := r.cfg.modules.CompileTimeout
+	cctx, cancel := context.WithTimeoutCause(ctx, limit, errCompileTimeout)
+	defer cancel()
+	// Only wazero's parallel compiler checks its context (between
+	// functions); it also compiles large modules faster.
+	cctx = experimental.WithCompilationWorkers(cctx, compileWorkers)
+	start := time.Now()
 	defer func() {
 		if p := recover(); p != nil {
-			cm, err = nil, fmt.Errorf("the module is malformed in a way the compiler did not catch (it failed with: %v)", p)
+			cm, err = nil, refuse(CodeInvalidModule, "the module is malformed in a way the compiler did not catch (it failed with: %v)", p)
 		}
 	}()
-	return eng.rt.CompileModule(ctx, wasm)
+	cm, err = eng.rt.CompileModule(cctx, wasm)
+	switch {
+	case err == nil:
+		return cm, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("compile: %w", context.Cause(ctx))
+	case context.Cause(cctx) == errCompileTimeout:
+		se := &ShapeError{Limit: "compile time (ms)", Max: limit.Milliseconds(), Observed: time.Since(start).Milliseconds()}
+		return nil, &LoadError{Code: CodeModuleLimit, Msg: "compilation did not finish in time: " + se.Error(), Err: se}
+	}
+	return nil, &LoadError{Code: CodeInvalidModule, Msg: firstLine(err), Err: err}
 }
 
 // listInterface records a compiled module's imports and (sorted) exports.
@@ -237,10 +283,10 @@ func (info *ModuleInfo) listInterface(cm wazero.CompiledModule) {
 	sort.Strings(info.Exports)
 }
 
-func (r *Runtime) loadExtismModule(ctx context.Context, wasm []byte, cm wazero.CompiledModule, opts LoadOptions, limits Limits, sum [32]byte) (*Module, error) {
+func (r *Runtime) loadExtismModule(ctx context.Context, wasm []byte, size int, cm wazero.CompiledModule, opts LoadOptions, limits Limits, sum [32]byte) (*Module, error) {
 	defer cm.Close(ctx)
 	m := &Module{rt: r, limits: limits}
-	m.info = ModuleInfo{Name: opts.Name, SHA256: hex.EncodeToString(sum[:]), Size: len(wasm), Limits: limits.info(), Encoding: map[string]string{}}
+	m.info = ModuleInfo{Name: opts.Name, SHA256: hex.EncodeToString(sum[:]), Size: size, Limits: limits.info(), Encoding: map[string]string{}}
 	m.info.listInterface(cm)
 	if err := r.loadExtism(ctx, wasm, cm, opts, limits, m); err != nil {
 		return nil, err
@@ -255,9 +301,10 @@ func (r *Runtime) loadExtismModule(ctx context.Context, wasm []byte, cm wazero.C
 
 // checkImports refuses any import the host does not serve, listing each as
 // module.name, and works out which engine variant the module needs.
-func checkImports(cm wazero.CompiledModule, eng *engine) (variant, *LoadError) {
+func checkImports(cm wazero.CompiledModule, eng *engine, other []string) (variant, *LoadError) {
 	var v variant
 	var unknown, bad []string
+	unknown = append(unknown, other...) // tables, globals, tags: never served
 	for _, f := range cm.ImportedFunctions() {
 		mod, name, _ := f.Import()
 		qual := mod + "." + name
@@ -302,14 +349,14 @@ func checkImports(cm wazero.CompiledModule, eng *engine) (variant, *LoadError) {
 		unknown = append(unknown, mod+"."+name+" (memory)")
 	}
 	if len(unknown) > 0 {
-		e := refuse(CodeUnknownImport, "module imports %d function(s) this host does not serve: %s (this host serves ABI %s: namespaces %s, %s, %s)",
+		e := refuse(CodeUnknownImport, "module imports %d thing(s) this host does not serve: %s (this host serves ABI %s: namespaces %s, %s, %s)",
 			len(unknown), joinList(unknown), abi.ServedList(), abi.ModuleOpenwop, abi.ModuleHostV1, abi.ModuleWASI)
-		e.Items = append(unknown, bad...)
+		e.Items = listed(append(unknown, bad...))
 		return 0, e
 	}
 	if len(bad) > 0 {
 		e := refuse(CodeBadSignature, "%s", joinList(bad))
-		e.Items = bad
+		e.Items = listed(bad)
 		return 0, e
 	}
 	return v, nil
@@ -356,12 +403,12 @@ func checkExports(cm wazero.CompiledModule) (encodings, *LoadError) {
 	}
 	if len(missing) > 0 {
 		e := refuse(CodeMissingExport, "module does not export %s, required by ABI %s", joinList(missing), abi.ServedList())
-		e.Items = missing
+		e.Items = listed(missing)
 		return enc, e
 	}
 	if len(bad) > 0 {
 		e := refuse(CodeBadSignature, "%s", joinList(bad))
-		e.Items = bad
+		e.Items = listed(bad)
 		return enc, e
 	}
 	return enc, nil
@@ -408,15 +455,47 @@ func sigOf(d api.FunctionDefinition) string {
 	return names(d.ParamTypes()) + " -> " + names(d.ResultTypes())
 }
 
+// joinList joins items with commas, naming at most the first
+// maxListed and counting the rest, so that a refusal stays one short line
+// however many problems a module has.
 func joinList(items []string) string {
-	s := ""
+	var b strings.Builder
 	for i, it := range items {
-		if i > 0 {
-			s += ", "
+		if i == maxListed {
+			fmt.Fprintf(&b, " and %d more", len(items)-maxListed)
+			break
 		}
-		s += it
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(clip(it, maxItemBytes))
 	}
-	return s
+	return b.String()
+}
+
+// listed bounds LoadError.Items: the first 100, each clipped.
+func listed(items []string) []string {
+	out := make([]string, 0, min(len(items), 100))
+	for _, it := range items[:min(len(items), 100)] {
+		out = append(out, clip(it, maxItemBytes))
+	}
+	return out
+}
+
+const (
+	maxListed    = 10
+	maxItemBytes = 120
+)
+
+// clip shortens s to at most n bytes (on a rune boundary), marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // describe initialises a probe instance and reads the module's ABI version,

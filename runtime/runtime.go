@@ -126,6 +126,9 @@ func (r *Runtime) engineFor(ctx context.Context, v variant) (*engine, error) {
 	// per instance by the memory allocator (see memory.go), which lets a
 	// breach be observed and reported instead of silently failing a grow.
 	rc = rc.WithCompilationCache(r.cache).WithCloseOnContextDone(true).WithMemoryLimitPages(65536)
+	// DWARF sections would be parsed from untrusted bytes to decorate trap
+	// stack traces, which packrun trims to their first line anyway.
+	rc = rc.WithDebugInfoEnabled(false)
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
 	e := &engine{rt: rt, v: v, wasiDefs: map[string]api.FunctionDefinition{}}
 	wasi, err := wasi_snapshot_preview1.NewBuilder(rt).Compile(ctx)
@@ -155,6 +158,7 @@ func (r *Runtime) Host() HostInfo {
 	h := HostInfo{
 		Limits:    r.cfg.defaults.info(),
 		MaxLimits: r.cfg.max.info(),
+		ModuleLimits: r.cfg.modules,
 		Engine:    r.engine,
 		CacheDir:  r.cfg.cacheDir,
 	}

@@ -42,7 +42,7 @@ func hostV1Module(rt wazero.Runtime) wazero.HostModuleBuilder {
 }
 
 func hostV1Call(ctx context.Context, mod api.Module, stack []uint64, fn string) {
-	st, a := begin(ctx)
+	st, a := begin(ctx, fn)
 	reqPtr, reqLen, out := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
 	status := func(s abi.Status, req, resp []byte) {
 		a.record(abi.ModuleHostV1+"."+fn, req, s, resp)

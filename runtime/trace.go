@@ -22,6 +22,10 @@ type Call struct {
 
 const maxTracedArgs = 256
 
+// traceEntryOverhead is what a Call costs beyond its bytes (its struct and
+// slice headers), charged so that a flood of empty calls is bounded too.
+const traceEntryOverhead = 80
+
 // record appends a call to the trace, charging it to the trace budget.
 func (a *activity) record(fn string, args []byte, status abi.Status, result []byte) {
 	if a.deterministic {
@@ -34,11 +38,7 @@ func (a *activity) record(fn string, args []byte, status abi.Status, result []by
 	if len(result) > 0 {
 		c.Result = append([]byte(nil), result...)
 	}
-	a.traceBytes += uint64(len(c.Args) + len(c.Result) + len(fn) + 16)
-	if limit := 4 * a.limits.OutputBytes; a.traceBytes > limit {
-		a.hit(Event{Type: EventCapBreached, Kind: abi.CapOutput, Limit: int64(limit), Observed: int64(a.traceBytes)})
-		panic(errAbort)
-	}
+	a.charge(len(c.Args) + len(c.Result) + len(fn) + traceEntryOverhead)
 	a.trace = append(a.trace, c)
 }
 

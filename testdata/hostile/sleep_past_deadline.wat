@@ -1,0 +1,58 @@
+;; hostile fixture: sleep_past_deadline
+;; What it does: openwop_node_invoke asks WASI poll_oneoff for a one-hour
+;;   relative clock sleep, then returns completed (an unguarded host woke it at
+;;   the deadline and reported the attempt completed).
+;; Host must report: a wasm-execution-time cap breach at the time limit.
+(module
+  (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "local.hostile.sleep_past_deadline")
+  (data (i32.const 64) "hostile.sleep_past_deadline")
+  (data (i32.const 1024) "{\22outcome\22:\22completed\22,\22output\22:{\22done\22:true}}")
+
+  ;; Packed PTRLEN: ptr in the low 32 bits, len in the high 32 bits.
+  (func $ptrlen (param $ptr i32) (param $len i32) (result i64)
+    (i64.or
+      (i64.extend_i32_u (local.get $ptr))
+      (i64.shl (i64.extend_i32_u (local.get $len)) (i64.const 32))))
+
+  ;; Bump allocator from offset 4096, 8-byte aligned, growing memory on
+  ;; demand; 0 when memory.grow fails. openwop_free is a no-op.
+  (global $heap (mut i32) (i32.const 4096))
+  (func $alloc (export "openwop_alloc") (param $size i32) (result i32)
+    (local $p i32) (local $end i32) (local $pages i32)
+    (local.set $p (global.get $heap))
+    (local.set $end
+      (i32.and
+        (i32.add (i32.add (local.get $p) (local.get $size)) (i32.const 7))
+        (i32.const -8)))
+    (local.set $pages
+      (i32.shr_u (i32.add (local.get $end) (i32.const 65535)) (i32.const 16)))
+    (if (i32.gt_u (local.get $pages) (memory.size))
+      (then
+        (if (i32.eq
+              (memory.grow (i32.sub (local.get $pages) (memory.size)))
+              (i32.const -1))
+          (then (return (i32.const 0))))))
+    (global.set $heap (local.get $end))
+    (local.get $p))
+  (func $free (export "openwop_free") (param $ptr i32) (param $size i32))
+
+  (func (export "openwop_abi_version") (result i32) (i32.const 1))
+  (func (export "openwop_node_count") (result i32) (i32.const 1))
+  (func (export "openwop_pack_name") (result i64)
+    (call $ptrlen (i32.const 16) (i32.const 33)))
+  (func (export "openwop_node_id_at") (param $index i32) (result i64)
+    (if (i32.eq (local.get $index) (i32.const 0)) (then (return (call $ptrlen (i32.const 64) (i32.const 27)))))
+    (i64.const 0))
+
+  (func $invoke (export "openwop_node_invoke") (param $node i32) (param $req_ptr i32) (param $req_len i32) (result i64)
+    ;; One subscription at 2048 (48 bytes): userdata 0, tag 0 (clock),
+    ;; clock id 1 (monotonic) at +16, timeout 3600 s in ns at +24,
+    ;; precision 0, flags 0 (relative). Event out at 2112, count at 2176.
+    (i32.store8 (i32.const 2056) (i32.const 0))
+    (i32.store (i32.const 2064) (i32.const 1))
+    (i64.store (i32.const 2072) (i64.const 3600000000000))
+    (drop (call $poll (i32.const 2048) (i32.const 2112) (i32.const 1) (i32.const 2176)))
+    (call $ptrlen (i32.const 1024) (i32.const 46)))
+)
