@@ -103,9 +103,9 @@ func LoadPrivateKey(path string) (crypto.Signer, error) {
 	case "EC PRIVATE KEY":
 		key, err = x509.ParseECPrivateKey(block.Bytes)
 	case "ENCRYPTED SIGSTORE PRIVATE KEY", "ENCRYPTED COSIGN PRIVATE KEY", "ENCRYPTED PRIVATE KEY":
-		return nil, fmt.Errorf("load private key %s: %q is an encrypted key; packrun reads unencrypted PKCS#8 keys (packrun keygen), or sign with cosign", path, block.Type)
+		return nil, fmt.Errorf("load private key %s: %s is an encrypted key; packrun reads unencrypted PKCS#8 keys (packrun keygen), or sign with cosign", path, quote(block.Type))
 	default:
-		return nil, fmt.Errorf("load private key %s: PEM block is %q, want \"PRIVATE KEY\"", path, block.Type)
+		return nil, fmt.Errorf("load private key %s: PEM block is %s, want \"PRIVATE KEY\"", path, quote(block.Type))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load private key %s: %w", path, err)
@@ -143,7 +143,7 @@ func parsePublicKeyPEM(data []byte) (crypto.PublicKey, error) {
 		return nil, errors.New("no PEM block found (want -----BEGIN PUBLIC KEY-----)")
 	}
 	if block.Type != "PUBLIC KEY" {
-		return nil, fmt.Errorf("PEM block is %q, want \"PUBLIC KEY\"", block.Type)
+		return nil, fmt.Errorf("PEM block is %s, want \"PUBLIC KEY\"", quote(block.Type))
 	}
 	if b, _ := pem.Decode(rest); b != nil {
 		return nil, errors.New("more than one PEM block")

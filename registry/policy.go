@@ -161,7 +161,7 @@ func parsePolicy(data []byte) (*Policy, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields() // a misspelt "requireProvenance" must not silently weaken the policy
 	if err := dec.Decode(p); err != nil {
-		return nil, err
+		return nil, clipped{err} // an unknown field is quoted whole
 	}
 	if dec.More() {
 		return nil, errors.New("trailing data after the policy object")
@@ -300,7 +300,7 @@ func (p *Policy) Remove(name string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("remove %q from trust policy: %w", name, ErrNotFound)
+	return fmt.Errorf("remove %s from trust policy: %w", quote(name), ErrNotFound)
 }
 
 // List returns every trusted signer, keys first, then identities, then
@@ -345,14 +345,14 @@ func (p *Policy) Validate() error {
 	seen := map[string]bool{}
 	check := func(kind, name string, err error) error {
 		if e := validateEntryName(name); e != nil {
-			return fmt.Errorf("%s %q: %w", kind, name, e)
+			return fmt.Errorf("%s %s: %w", kind, quote(name), e)
 		}
 		if seen[name] {
-			return fmt.Errorf("%s %q: name used twice", kind, name)
+			return fmt.Errorf("%s %s: name used twice", kind, quote(name))
 		}
 		seen[name] = true
 		if err != nil {
-			return fmt.Errorf("%s %q: %w", kind, name, err)
+			return fmt.Errorf("%s %s: %w", kind, quote(name), err)
 		}
 		return nil
 	}
@@ -387,11 +387,11 @@ func (p *Policy) Validate() error {
 
 func (p *Policy) checkNewName(name string) error {
 	if err := validateEntryName(name); err != nil {
-		return fmt.Errorf("name %q: %w", name, err)
+		return fmt.Errorf("name %s: %w", quote(name), err)
 	}
 	for _, e := range p.List() {
 		if e.Name == name {
-			return fmt.Errorf("name %q: %w in the trust policy (%s)", name, ErrExists, e.Kind)
+			return fmt.Errorf("name %s: %w in the trust policy (%s)", quote(name), ErrExists, e.Kind)
 		}
 	}
 	return nil
@@ -483,7 +483,7 @@ func validatePackName(name string) error {
 	}
 	for _, seg := range strings.Split(name, ".") {
 		if !segmentRE.MatchString(seg) {
-			return fmt.Errorf("pack name %q: segment %q is not [a-z0-9][a-z0-9_-]*", name, seg)
+			return fmt.Errorf("pack name %s: segment %s is not [a-z0-9][a-z0-9_-]*", quote(name), quote(seg))
 		}
 	}
 	return nil
@@ -494,13 +494,13 @@ func validatePackName(name string) error {
 func ValidatePattern(pattern string) error {
 	prefix, wild := strings.CutSuffix(pattern, ".*")
 	if pattern == "*" || (wild && prefix == "") {
-		return fmt.Errorf("namespace pattern %q: a bare * is not allowed; list the top-level namespaces (vendor.*, community.*, local.*)", pattern)
+		return fmt.Errorf("namespace pattern %s: a bare * is not allowed; list the top-level namespaces (vendor.*, community.*, local.*)", quote(pattern))
 	}
 	if strings.Contains(prefix, "*") {
-		return fmt.Errorf("namespace pattern %q: * is only allowed as the last segment (prefix.*)", pattern)
+		return fmt.Errorf("namespace pattern %s: * is only allowed as the last segment (prefix.*)", quote(pattern))
 	}
 	if err := validatePackName(prefix); err != nil {
-		return fmt.Errorf("namespace pattern %q: %w", pattern, err)
+		return fmt.Errorf("namespace pattern %s: %w", quote(pattern), err)
 	}
 	return nil
 }

@@ -109,10 +109,10 @@ func checkStatement(payload []byte, name, archiveSHA256 string) (*Provenance, st
 		return nil, CheckProvenance, fmt.Sprintf("payload is not an in-toto statement: %v", err)
 	}
 	if st.Type != InTotoStatementType {
-		return nil, CheckProvenance, fmt.Sprintf("statement _type is %q, want %q", st.Type, InTotoStatementType)
+		return nil, CheckProvenance, fmt.Sprintf("statement _type is %s, want %q", quote(st.Type), InTotoStatementType)
 	}
 	if st.PredicateType != SLSAProvenanceV1 {
-		return nil, CheckProvenance, fmt.Sprintf("predicateType is %q, want %q", st.PredicateType, SLSAProvenanceV1)
+		return nil, CheckProvenance, fmt.Sprintf("predicateType is %s, want %q", quote(st.PredicateType), SLSAProvenanceV1)
 	}
 	if len(st.Subject) == 0 || len(st.Subject) > maxProvenanceSubjects {
 		return nil, CheckProvenance, fmt.Sprintf("statement has %d subjects, want 1..%d", len(st.Subject), maxProvenanceSubjects)
@@ -125,12 +125,12 @@ func checkStatement(payload []byte, name, archiveSHA256 string) (*Provenance, st
 			continue
 		}
 		if s.Name != name {
-			return nil, CheckProvenance, fmt.Sprintf("subject with this archive's sha256 is named %q, want %q", s.Name, name)
+			return nil, CheckProvenance, fmt.Sprintf("subject with this archive's sha256 is named %s, want %q", quote(s.Name), name)
 		}
 		matched = true
 	}
 	if !matched {
-		return nil, CheckProvenance, fmt.Sprintf("no subject has this archive's sha256 %s (subjects: %v)", archiveSHA256, others)
+		return nil, CheckProvenance, fmt.Sprintf("no subject has this archive's sha256 %s (subjects: %s)", archiveSHA256, list(others))
 	}
 	var pred slsaPredicate
 	if err := json.Unmarshal(st.Predicate, &pred); err != nil {
@@ -160,7 +160,7 @@ func checkStatement(payload []byte, name, archiveSHA256 string) (*Provenance, st
 		if ts != "" {
 			t, err := time.Parse(time.RFC3339, ts)
 			if err != nil {
-				return nil, CheckProvenance, fmt.Sprintf("runDetails.metadata time %q: %v", ts, err)
+				return nil, CheckProvenance, fmt.Sprintf("runDetails.metadata time %s is not an RFC 3339 time", quote(ts))
 			}
 			prov.BuiltAt = t
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -319,5 +320,79 @@ func TestSignedStatementShape(t *testing.T) {
 		pd.BuildDefinition.ResolvedDependencies[0].Digest["sha256"] != testSource ||
 		pd.BuildDefinition.ExternalParameters["source"] == nil {
 		t.Errorf("predicate: %+v", pd)
+	}
+}
+
+// Every refusal is one short line, however long the names, patterns and
+// lists it could echo: values are clipped and lists cut to their first few.
+func TestRefusalsAreBounded(t *testing.T) {
+	ctx := context.Background()
+	k := newTestKey(t)
+	long := strings.Repeat("a", 250)
+	var patterns []string
+	for i := range maxNamespacePatterns {
+		patterns = append(patterns, fmt.Sprintf("vendor.%s%03d.*", long[:240], i))
+	}
+	p := NewPolicy()
+	if err := p.AddKey("k", k.pubPEM, patterns); err != nil {
+		t.Fatal(err)
+	}
+	p.BuilderIDs = []string{testBuilder}
+	for range 100 {
+		p.BuilderIDs = append(p.BuilderIDs, "https://"+strings.Repeat("b", 1000))
+	}
+	archive := []byte("archive")
+	sig, prov := signPack(t, k, archive, "vendor.acme.x")
+	huge := strings.Repeat("x", 1<<20)
+	inside := patterns[0][:len(patterns[0])-2] + ".x"
+	insideSig, _ := signPack(t, k, archive, inside)
+	badBuilderStmt := statementFor(inside, archive, SLSAProvenanceV1)
+	badBuilderStmt["predicate"].(map[string]any)["runDetails"] = map[string]any{"builder": map[string]any{"id": huge[:200<<10]}}
+	badBuilder := signDSSE(t, k, InTotoPayloadType, badBuilderStmt)
+
+	for _, tc := range []struct {
+		name        string
+		err         func() error
+		want        string
+		untrustedBy string // the check, when err is a refusal
+	}{
+		{"namespace list", func() error {
+			_, err := Verify(ctx, archive, "vendor.acme.x", sig, prov, p, VerifyOptions{})
+			return err
+		}, "and 251 more", CheckNamespace},
+		{"builder id and builderIds", func() error {
+			_, err := Verify(ctx, archive, inside, insideSig, badBuilder, p, VerifyOptions{})
+			return err
+		}, "and 96 more", CheckBuilder},
+		{"pack name", func() error {
+			_, err := Verify(ctx, archive, huge, sig, prov, p, VerifyOptions{})
+			return err
+		}, "invalid pack name", CheckNamespace},
+		{"policy entry name", func() error {
+			q := NewPolicy()
+			q.Keys = []TrustedKey{{Name: huge, PublicKey: string(k.pubPEM), Namespaces: []string{"local.*"}}}
+			return q.Validate()
+		}, "longer than 128", ""},
+		{"namespace pattern", func() error {
+			return NewPolicy().AddKey("k", k.pubPEM, []string{"vendor." + huge + "*"})
+		}, "namespace pattern", ""},
+		{"unknown field in trust.json", func() error {
+			_, err := parsePolicy([]byte(`{"` + huge + `": 1}`))
+			return err
+		}, "unknown field", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.err()
+			if tc.untrustedBy != "" {
+				checkRefusal(t, err, tc.untrustedBy)
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			if len(msg) > 2048 || strings.ContainsAny(msg, "\n\r") || !strings.Contains(msg, tc.want) {
+				t.Fatalf("%d bytes, want one line under 2 KiB with %q: %.300q", len(msg), tc.want, msg)
+			}
+		})
 	}
 }
