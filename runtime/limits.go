@@ -40,9 +40,9 @@ var DefaultLimits = Limits{
 
 // MaxLimits are the host maxima a module's limits are clamped to by default.
 var MaxLimits = Limits{
-	MemoryBytes:  4 << 30,
-	Timeout:      10 * time.Minute,
-	OutputBytes:  256 << 20,
+	MemoryBytes:     4 << 30,
+	Timeout:         10 * time.Minute,
+	OutputBytes:     256 << 20,
 	HostCalls:       100_000_000,
 	CaptureBytes:    64 << 20,
 	HostMemoryBytes: 1 << 30,
@@ -144,8 +144,8 @@ type HostInfo struct {
 	MaxLimits   LimitsInfo      `json:"maxLimits"`
 	// ModuleLimits are the shapes a module must fit to be compiled.
 	ModuleLimits ModuleLimits `json:"moduleLimits"`
-	Engine      string          `json:"engine"`
-	CacheDir    string          `json:"cacheDir,omitempty"`
+	Engine       string       `json:"engine"`
+	CacheDir     string       `json:"cacheDir,omitempty"`
 }
 
 // NamespaceInfo lists the functions of one served import namespace.

@@ -156,11 +156,11 @@ func (r *Runtime) engineFor(ctx context.Context, v variant) (*engine, error) {
 // and their functions, limits and engine.
 func (r *Runtime) Host() HostInfo {
 	h := HostInfo{
-		Limits:    r.cfg.defaults.info(),
-		MaxLimits: r.cfg.max.info(),
+		Limits:       r.cfg.defaults.info(),
+		MaxLimits:    r.cfg.max.info(),
 		ModuleLimits: r.cfg.modules,
-		Engine:    r.engine,
-		CacheDir:  r.cfg.cacheDir,
+		Engine:       r.engine,
+		CacheDir:     r.cfg.cacheDir,
 	}
 	for _, v := range abi.Served {
 		h.ABIVersions = append(h.ABIVersions, v.String())
