@@ -45,8 +45,10 @@ type PutOptions struct {
 	// TTL, if positive, makes the entry expire that long after the Put; an
 	// expired entry is never returned. Zero means no expiry.
 	TTL time.Duration
-	// Secret marks the value as a secret: it is stored as given, and whoever
-	// reads it during an attempt should add it to that attempt's Redactor.
+	// Secret marks the value as a secret: the backend keeps it encrypted at
+	// rest (host/sqlite seals it with a key kept apart from the database)
+	// and Get returns it as given; whoever reads it during an attempt
+	// should add it to that attempt's Redactor.
 	Secret bool
 }
 

@@ -123,6 +123,38 @@ func BenchmarkMemoryGet(b *testing.B) {
 	}
 }
 
+// BenchmarkMemoryPutSecret: Put of a secret value, which is sealed
+// (AES-256-GCM) before it is written.
+func BenchmarkMemoryPutSecret(b *testing.B) {
+	s := benchStore(b)
+	sc := host.Scope{Tenant: "t", Namespace: "n"}
+	i := 0
+	for b.Loop() {
+		if err := s.Put(ctx, sc, fmt.Sprintf("key-%d", i%1000), benchValue, host.PutOptions{Secret: true}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// BenchmarkMemoryGetSecret: repeated reads of secret values; the cache
+// keeps their plaintext, so only the first read of each opens it.
+func BenchmarkMemoryGetSecret(b *testing.B) {
+	s := benchStore(b)
+	sc := host.Scope{Tenant: "t", Namespace: "n"}
+	for i := range 1000 {
+		s.Put(ctx, sc, fmt.Sprintf("key-%d", i), benchValue, host.PutOptions{Secret: true})
+	}
+	i := 0
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := s.Get(ctx, sc, fmt.Sprintf("key-%d", i%1000)); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
 func BenchmarkMemoryGetParallel(b *testing.B) {
 	s := benchStore(b)
 	sc := host.Scope{Tenant: "t", Namespace: "n"}

@@ -13,4 +13,8 @@
 // memCache); other reads use the connection pool. Several Stores, in one process or several, may
 // share a database: every write transaction is BEGIN IMMEDIATE, which is
 // what makes Claim and the hash chain safe across processes.
+//
+// The database is readable by its owner only, and secret memory values are
+// sealed at rest with a key kept in a file apart from it
+// (Options.SecretKeyFile; see secrets.go).
 package sqlite

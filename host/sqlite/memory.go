@@ -40,6 +40,14 @@ func (s *Store) Get(ctx context.Context, sc host.Scope, key string) (*host.Entry
 			return nil, host.Wrap(op, subject(sc, key), err)
 		default:
 			e.expires, e.expiresAt, e.updatedAt = expires.String, parseNullTS(expires), parseTS(updated)
+			if sealed(e.value) {
+				// The cache keeps the plaintext, in memory only. A
+				// sealed value is a secret whatever its flag says.
+				if e.value, err = s.keys.open(ctx, sc, key, e.value); err != nil {
+					return nil, host.Wrap(op, subject(sc, key), err)
+				}
+				e.secret = true
+			}
 		}
 		s.mc.store(k, e, g, time.Now())
 	}
@@ -76,7 +84,15 @@ func (s *Store) Put(ctx context.Context, sc host.Scope, key string, value json.R
 	if opts.TTL < 0 {
 		return host.Invalid(op, "ttl", "must not be negative")
 	}
+	// Usage counts the caller's bytes, not the sealed form's.
 	size := int64(len(key) + len(value))
+	stored := []byte(value)
+	if opts.Secret {
+		var err error
+		if stored, err = s.keys.seal(ctx, sc, key, value); err != nil {
+			return host.Wrap(op, subj, err)
+		}
+	}
 	err := s.w.do(ctx, func(tx *wtx) error {
 		s.memWrite(tx)
 		now := s.now()
@@ -112,7 +128,7 @@ func (s *Store) Put(ctx context.Context, sc host.Scope, key string, value json.R
 		if _, err := tx.Exec(`INSERT INTO memory_entries (tenant, namespace, key, value, secret, size, expires_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (tenant, namespace, key) DO UPDATE SET value = excluded.value, secret = excluded.secret, size = excluded.size,
 			expires_at = excluded.expires_at, updated_at = excluded.updated_at`,
-			sc.Tenant, sc.Namespace, key, []byte(value), opts.Secret, size, expires, ts(now)); err != nil {
+			sc.Tenant, sc.Namespace, key, stored, opts.Secret, size, expires, ts(now)); err != nil {
 			return err
 		}
 		return addUsage(tx, sc, size-old)

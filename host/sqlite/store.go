@@ -47,11 +47,19 @@ type Options struct {
 	// queue is empty before committing (default 0: commit at once; batches
 	// still form from whatever arrives while the previous commit syncs).
 	BatchDelay time.Duration
+	// SecretKeyFile holds the key that seals secret memory values at rest
+	// (see secrets.go): 64 hex digits. Default: secret.key beside the
+	// database. It is created (0600) when the first secret is stored. Back
+	// it up apart from the database: without it the secrets cannot be read.
+	SecretKeyFile string
 }
 
 func (o Options) withDefaults(path string) Options {
 	if o.BlobDir == "" {
 		o.BlobDir = filepath.Join(filepath.Dir(path), "artifacts", "sha256")
+	}
+	if o.SecretKeyFile == "" {
+		o.SecretKeyFile = filepath.Join(filepath.Dir(path), "secret.key")
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -93,13 +101,16 @@ type Store struct {
 	gens   gens
 	mc     *memCache   // memory entries read (memCache)
 	routes *routeCache // task types resolved (routeCache)
+	keys   *keyring    // seals secret memory values (secrets.go)
 }
 
 // Open opens (creating if needed) the database at path, applies the host's
-// migrations and starts the writer.
+// migrations, seals secret memory values an older packrun stored in
+// plaintext, and starts the writer. The database is its owner's alone
+// (internal/db.Open), and so is the artifact directory.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults(path)
-	if err := os.MkdirAll(opts.BlobDir, 0o755); err != nil {
+	if err := os.MkdirAll(opts.BlobDir, 0o700); err != nil {
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
 	d, err := db.Open(ctx, path)
@@ -109,6 +120,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := db.Migrate(ctx, d, "host", migrations); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
+	}
+	keys := &keyring{path: opts.SecretKeyFile, db: d}
+	if err := sealPlaintextSecrets(ctx, d, keys); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("open host store: seal plaintext secret values: %w", err)
 	}
 	gens, err := openGens(path)
 	if err != nil {
@@ -121,7 +137,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
-	s := &Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes)}
+	s := &Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), keys: keys}
 	s.sweepTemp()
 	return s, nil
 }
