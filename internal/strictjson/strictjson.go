@@ -1,7 +1,9 @@
 // Package strictjson parses untrusted JSON documents (pack.json,
 // adapters.json) into generic values for validators that report every
 // problem by its JSON path: numbers stay json.Number, objects keep their key
-// order, and duplicate keys are reported instead of silently merged.
+// order, and duplicate keys are reported instead of silently merged. Check
+// only validates a document, the same strict way, in one pass that builds
+// nothing (for the HTTP API's request bodies).
 package strictjson
 
 import (
