@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -20,16 +22,22 @@ func version() string {
 
 func abiList() string { return abi.ServedList() }
 
-// newRuntime opens a runtime with the compilation cache under the home.
+// newRuntime opens a runtime with the compilation cache under the home,
+// which it creates owner-only first (the home too, if missing).
 func (a *app) newRuntime(ctx context.Context, poolSize int) (*runtime.Runtime, error) {
+	if err := os.MkdirAll(a.cacheDir(), 0o700); err != nil {
+		return nil, err
+	}
 	cfg := runtime.NewConfig().WithCacheDir(a.cacheDir()).WithPoolSize(poolSize)
 	return runtime.New(ctx, cfg)
 }
 
 // loadModule reads and loads a module file. On error the runtime is closed.
 func (a *app) loadModule(ctx context.Context, path string, l runtime.Limits, poolSize int) (*runtime.Runtime, *runtime.Module, error) {
-	wasm, err := readFileLimited(path, 256<<20)
-	if err != nil {
+	wasm, err := readModule(path)
+	if _, ok := errors.AsType[*runtime.LoadError](err); ok {
+		return nil, nil, err
+	} else if err != nil {
 		return nil, nil, withCode(exitUsage, err)
 	}
 	rt, err := a.newRuntime(ctx, poolSize)

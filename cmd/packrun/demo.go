@@ -82,7 +82,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	if err := policy.AddKey("demo", pub, []string{"local.*"}); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(a.home, 0o755); err != nil {
+	if err := a.makeHome(); err != nil {
 		return err
 	}
 	if err := policy.Save(a.trustPath("")); err != nil {

@@ -43,18 +43,27 @@ func (e *hostEnv) Close(ctx context.Context) {
 	}
 }
 
+// makeHome creates the home if it is missing, readable by its owner only:
+// it holds the database, the secret key and the evidence.
+func (a *app) makeHome() error { return os.MkdirAll(a.home, 0o700) }
+
 func (a *app) openBackend(ctx context.Context) (*sqlite.Store, error) {
-	if err := os.MkdirAll(a.home, 0o755); err != nil {
+	if err := a.makeHome(); err != nil {
 		return nil, err
 	}
 	return openHomeStore(ctx, a.home)
 }
 
-// openHomeStore opens the host store of a packrun home.
+// openHomeStore opens the host store of a packrun home. Secret memory
+// values are sealed with the key in $PACKRUN_SECRET_KEY_FILE, or else in
+// <home>/secret.key.
 func openHomeStore(ctx context.Context, home string) (*sqlite.Store, error) {
 	// Artifacts live apart from pack blobs: the registry sweeps
 	// blobs/sha256 of anything no installed pack refers to.
-	return sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{BlobDir: filepath.Join(home, "artifacts", "sha256")})
+	return sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{
+		BlobDir:       filepath.Join(home, "artifacts", "sha256"),
+		SecretKeyFile: os.Getenv(sqlite.SecretKeyEnv),
+	})
 }
 
 // openHost opens the host store, the pack store, a runtime and a dispatcher.
