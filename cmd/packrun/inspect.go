@@ -39,9 +39,12 @@ func (a *app) inspectCommand() *cobra.Command {
 				fmt.Fprintf(w, "engine:       %s\n", h.Engine)
 				fmt.Fprintf(w, "ABI versions: %s\n", strings.Join(h.ABIVersions, ", "))
 				fmt.Fprintf(w, "cache:        %s\n", h.CacheDir)
-				fmt.Fprintf(w, "limits:       memory %s, timeout %dms, output %s, host calls %d (max: memory %s, timeout %dms, output %s, host calls %d)\n",
-					human(h.Limits.MemoryBytes), h.Limits.TimeoutMs, human(h.Limits.OutputBytes), h.Limits.HostCalls,
-					human(h.MaxLimits.MemoryBytes), h.MaxLimits.TimeoutMs, human(h.MaxLimits.OutputBytes), h.MaxLimits.HostCalls)
+				fmt.Fprintf(w, "limits:       memory %s, timeout %dms, output %s, host calls %d, host memory %s (max: memory %s, timeout %dms, output %s, host calls %d, host memory %s)\n",
+					human(h.Limits.MemoryBytes), h.Limits.TimeoutMs, human(h.Limits.OutputBytes), h.Limits.HostCalls, human(h.Limits.HostMemoryBytes),
+					human(h.MaxLimits.MemoryBytes), h.MaxLimits.TimeoutMs, human(h.MaxLimits.OutputBytes), h.MaxLimits.HostCalls, human(h.MaxLimits.HostMemoryBytes))
+				ml := h.ModuleLimits
+				fmt.Fprintf(w, "modules:      at most %s, %d functions, %s a body, nesting %d, br_table %d targets, %d locals, %d globals, tables %d entries, %d element entries, %d data segments, %d other entries a section, compiled within %s\n",
+					human(uint64(ml.ModuleBytes)), ml.Functions, human(uint64(ml.BodyBytes)), ml.Nesting, ml.BrTableTargets, ml.Locals, ml.Globals, ml.TableEntries, ml.ElementEntries, ml.DataSegments, ml.Entries, ml.CompileTimeout)
 				for _, ns := range h.Namespaces {
 					fmt.Fprintf(w, "namespace %s:\n", ns.Name)
 					for _, f := range ns.Functions {

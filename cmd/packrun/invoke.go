@@ -24,6 +24,7 @@ type invokeFlags struct {
 	timeout   time.Duration
 	maxOutput string
 	hostCalls int
+	hostMem   string
 	runID     string
 	nodeID    string
 	tenant    string
@@ -49,7 +50,11 @@ printed on stdout; with --json one object describes the whole invocation:
 A suspended node (openwop_interrupt) exits 3 and prints its interrupt payload;
 invoke again with --resume VALUE (repeatable, one per interrupt) to resume it.`,
 		Example: `  packrun invoke examples/hello-c/hello.wasm --input '{"name":"Ada"}'
-  packrun invoke hello.wasm example.hello --input @input.json --json --max-memory 16MiB --timeout 200ms`,
+  packrun invoke hello.wasm example.hello --input @input.json --json --max-memory 16MiB --timeout 200ms
+
+Exit codes: 0 completed, 2 failed (traps, host_reentered...), 3 suspended, 4 a limit
+breached (wasm-memory, wasm-execution-time, output-size, host-calls, host-memory),
+5 refused (module_limit, unknown_import, ...), 64 usage.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			node := ""
@@ -66,6 +71,7 @@ invoke again with --resume VALUE (repeatable, one per interrupt) to resume it.`,
 	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit, e.g. 200ms (default 30s)")
 	fl.StringVar(&f.maxOutput, "max-output", "", "response size limit, e.g. 1MiB (default 16MiB)")
 	fl.IntVar(&f.hostCalls, "max-host-calls", 0, "host-call limit per invocation (default 1000000)")
+	fl.StringVar(&f.hostMem, "max-host-memory", "", "what the host may hold for one invocation beyond its linear memory (run state written, host-call trace), e.g. 16MiB (default 64MiB)")
 	fl.StringVar(&f.runID, "run-id", "", "run id (seeds openwop_random with node id and attempt)")
 	fl.StringVar(&f.nodeID, "node-id", "", "node id within the run (default: the typeId)")
 	fl.StringVar(&f.tenant, "tenant", "default", "tenant id")
@@ -75,9 +81,14 @@ invoke again with --resume VALUE (repeatable, one per interrupt) to resume it.`,
 	return cmd
 }
 
-func (a *app) limits(maxMemory string, timeout time.Duration, maxOutput string, hostCalls int) (runtime.Limits, error) {
+func (a *app) limits(maxMemory string, timeout time.Duration, maxOutput string, hostCalls int, hostMem string) (runtime.Limits, error) {
 	var l runtime.Limits
 	var err error
+	if hostMem != "" {
+		if l.HostMemoryBytes, err = parseSize(hostMem); err != nil {
+			return l, usageError("--max-host-memory: %v", err)
+		}
+	}
 	if maxMemory != "" {
 		if l.MemoryBytes, err = parseSize(maxMemory); err != nil {
 			return l, usageError("--max-memory: %v", err)
@@ -123,6 +134,27 @@ func (a *app) readInput(spec string) (json.RawMessage, error) {
 
 const maxInputBytes = 64 << 20
 
+// tooLarge is readFileLimited's error for a file over its limit.
+type tooLarge struct{ limit int64 }
+
+func (e *tooLarge) Error() string { return fmt.Sprintf("larger than %d bytes", e.limit) }
+
+// readModule reads a module file. One larger than the host's module size
+// limit is a refusal naming that limit (exit 5), found without reading it.
+func readModule(path string) ([]byte, error) {
+	limit := runtime.DefaultModuleLimits.ModuleBytes
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > int64(limit) {
+		se := &runtime.ShapeError{Limit: "module bytes", Max: int64(limit), Observed: fi.Size()}
+		return nil, &runtime.LoadError{Code: runtime.CodeModuleLimit, Module: path, Msg: se.Error(), Err: se}
+	}
+	b, err := readFileLimited(path, int64(limit))
+	if _, ok := errors.AsType[*tooLarge](err); ok { // it grew while being read
+		se := &runtime.ShapeError{Limit: "module bytes", Max: int64(limit), Observed: int64(limit) + 1}
+		return nil, &runtime.LoadError{Code: runtime.CodeModuleLimit, Module: path, Msg: se.Error(), Err: se}
+	}
+	return b, err
+}
+
 func readFileLimited(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -134,7 +166,7 @@ func readFileLimited(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
+		return nil, fmt.Errorf("%s: %w", path, &tooLarge{limit})
 	}
 	return b, nil
 }
@@ -166,7 +198,7 @@ type refusalJSON struct {
 
 func (a *app) invoke(cmd *cobra.Command, path, node string, f invokeFlags) error {
 	ctx := cmd.Context()
-	limits, err := a.limits(f.maxMemory, f.timeout, f.maxOutput, f.hostCalls)
+	limits, err := a.limits(f.maxMemory, f.timeout, f.maxOutput, f.hostCalls, f.hostMem)
 	if err != nil {
 		return err
 	}
@@ -194,8 +226,10 @@ func (a *app) invoke(cmd *cobra.Command, path, node string, f invokeFlags) error
 	var res *runtime.Result
 	switch {
 	case isModuleFile(path):
-		wasm, rerr := readFileLimited(path, 256<<20)
-		if rerr != nil {
+		wasm, rerr := readModule(path)
+		if _, ok := errors.AsType[*runtime.LoadError](rerr); ok {
+			return a.refused(rerr, f.json)
+		} else if rerr != nil {
 			return withCode(exitUsage, rerr)
 		}
 		m, lerr := env.rt.Load(ctx, wasm, runtime.LoadOptions{Name: path, Limits: limits})

@@ -59,7 +59,7 @@ func limitsOf(raw json.RawMessage) runtime.Limits {
 	if json.Unmarshal(raw, &li) != nil {
 		return runtime.Limits{}
 	}
-	return runtime.Limits{MemoryBytes: li.MemoryBytes, Timeout: time.Duration(li.TimeoutMs) * time.Millisecond, OutputBytes: li.OutputBytes, HostCalls: li.HostCalls, CaptureBytes: li.CaptureBytes}
+	return runtime.Limits{MemoryBytes: li.MemoryBytes, Timeout: time.Duration(li.TimeoutMs) * time.Millisecond, OutputBytes: li.OutputBytes, HostCalls: li.HostCalls, CaptureBytes: li.CaptureBytes, HostMemoryBytes: li.HostMemoryBytes}
 }
 
 func (r *replayer) module(ctx context.Context, t *replay.Trace) (*runtime.Module, error) {

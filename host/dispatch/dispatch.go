@@ -270,6 +270,7 @@ func (d *Dispatcher) load(ctx context.Context, arch *packs.Archive, node string,
 	if override.HostCalls != 0 {
 		limits.HostCalls = override.HostCalls
 	}
+	limits.HostMemoryBytes = override.HostMemoryBytes // packs do not set it: the host's default applies
 	rm, err := d.cfg.Runtime.Load(ctx, wasm, runtime.LoadOptions{Name: m.Name + "@" + m.Version + "/" + mod.Path, Limits: limits,
 		PackName: m.Name, Exports: m.Exports(mod.Path)})
 	if err != nil {
