@@ -6,8 +6,8 @@
 (module
   (import "openwop" "openwop_channel_write" (func $write (param i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
-  (data (i32.const 16) "local.hostile.channel_flood")
-  (data (i32.const 56) "hostile.channel_flood")
+  (data (i32.const 16) "local.hostile.channel-flood")
+  (data (i32.const 56) "hostile.channel-flood")
   (data (i32.const 1024) "{\22outcome\22:\22completed\22,\22output\22:{\22done\22:true}}")
   (data (i32.const 1200) "c")
 

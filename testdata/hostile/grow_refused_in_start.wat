@@ -5,8 +5,8 @@
 ;;   reported, not loaded as if nothing happened.
 (module
   (memory (export "memory") 1)
-  (data (i32.const 16) "local.hostile.grow_refused_in_start")
-  (data (i32.const 64) "hostile.grow_refused_in_start")
+  (data (i32.const 16) "local.hostile.grow-refused-in-start")
+  (data (i32.const 64) "hostile.grow-refused-in-start")
   (data (i32.const 1024) "{\22outcome\22:\22completed\22,\22output\22:{\22done\22:true}}")
 
   ;; Packed PTRLEN: ptr in the low 32 bits, len in the high 32 bits.

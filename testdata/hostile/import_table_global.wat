@@ -6,8 +6,8 @@
   (import "env" "table" (table 1 funcref))
   (import "env" "flag" (global i32))
   (memory (export "memory") 1)
-  (data (i32.const 16) "local.hostile.import_table_global")
-  (data (i32.const 64) "hostile.import_table_global")
+  (data (i32.const 16) "local.hostile.import-table-global")
+  (data (i32.const 64) "hostile.import-table-global")
   (data (i32.const 1024) "{\22outcome\22:\22completed\22,\22output\22:{\22done\22:true}}")
 
   ;; Packed PTRLEN: ptr in the low 32 bits, len in the high 32 bits.

@@ -6,8 +6,8 @@
 (module
   (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
-  (data (i32.const 16) "local.hostile.sleep_past_deadline")
-  (data (i32.const 64) "hostile.sleep_past_deadline")
+  (data (i32.const 16) "local.hostile.sleep-past-deadline")
+  (data (i32.const 64) "hostile.sleep-past-deadline")
   (data (i32.const 1024) "{\22outcome\22:\22completed\22,\22output\22:{\22done\22:true}}")
 
   ;; Packed PTRLEN: ptr in the low 32 bits, len in the high 32 bits.

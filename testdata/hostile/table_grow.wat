@@ -7,8 +7,8 @@
 (module
   (memory (export "memory") 1)
   (table $t 1 funcref)
-  (data (i32.const 16) "local.hostile.table_grow")
-  (data (i32.const 48) "hostile.table_grow")
+  (data (i32.const 16) "local.hostile.table-grow")
+  (data (i32.const 48) "hostile.table-grow")
   (data (i32.const 1024) "{\22outcome\22:\22completed\22,\22output\22:{\22grown\22:-1}}")
   (data (i32.const 1100) "{\22outcome\22:\22completed\22,\22output\22:{\22done\22:true}}")
 

@@ -5,8 +5,8 @@
 (module
   (memory (export "memory") 1)
   (table $t 1 268435456 funcref)
-  (data (i32.const 16) "local.hostile.table_max_huge")
-  (data (i32.const 56) "hostile.table_max_huge")
+  (data (i32.const 16) "local.hostile.table-max-huge")
+  (data (i32.const 56) "hostile.table-max-huge")
   (data (i32.const 1024) "{\22outcome\22:\22completed\22,\22output\22:{\22done\22:true}}")
 
   ;; Packed PTRLEN: ptr in the low 32 bits, len in the high 32 bits.

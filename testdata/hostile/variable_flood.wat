@@ -6,8 +6,8 @@
 (module
   (import "openwop" "openwop_variable_set" (func $write (param i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 1)
-  (data (i32.const 16) "local.hostile.variable_flood")
-  (data (i32.const 56) "hostile.variable_flood")
+  (data (i32.const 16) "local.hostile.variable-flood")
+  (data (i32.const 56) "hostile.variable-flood")
   (data (i32.const 1024) "{\22outcome\22:\22completed\22,\22output\22:{\22done\22:true}}")
   (data (i32.const 1200) "k")
 
