@@ -255,12 +255,18 @@ func (s *scan) count(what string) uint32 {
 	return n
 }
 
-// limit refuses observed > max.
-func limit(name string, observed, max int, where string) {
+// limit refuses observed > max. where (a string or a funcWhere) is only
+// formatted for a refusal.
+func limit(name string, observed, max int, where any) {
 	if observed > max {
-		panic(&ShapeError{Limit: name, Max: int64(max), Observed: int64(observed), Where: where})
+		panic(&ShapeError{Limit: name, Max: int64(max), Observed: int64(observed), Where: fmt.Sprint(where)})
 	}
 }
+
+// funcWhere names function i in a refusal.
+type funcWhere int
+
+func (f funcWhere) String() string { return fmt.Sprintf("function %d", int(f)) }
 
 // entries reads a section's entry count, refused beyond max.
 func (s *scan) entries(name string, max int) uint32 {
@@ -384,7 +390,7 @@ func (s *scan) section() (err error) {
 	case 10: // code
 		for i := range s.entries("function count", s.lim.Functions) {
 			size := s.count("bytes of function body")
-			where := fmt.Sprintf("function %d", i)
+			where := funcWhere(i)
 			limit("function body bytes", int(size), s.lim.BodyBytes, where)
 			body := &scan{b: s.b[s.pos : s.pos+int(size)], id: s.id, lim: s.lim, sh: s.sh}
 			body.code(where)
@@ -526,14 +532,14 @@ func (s *scan) constExpr() {
 // WebAssembly 2.0 (what wazero's default engine accepts): MVP, sign
 // extension, saturating truncation, bulk memory, reference types,
 // multi-value and fixed-width SIMD.
-func (s *scan) code(where string) {
+func (s *scan) code(where funcWhere) {
 	// A body that ends inside an instruction is malformed; refusing it
 	// here, rather than stopping quietly, keeps the bodies after it from
 	// going unmeasured.
 	defer func() {
 		if r := recover(); r != nil {
 			if _, ok := r.(stop); ok {
-				r = fmt.Errorf("%s: its body ends inside an instruction or declaration at byte %d", where, s.pos)
+				r = fmt.Errorf("%v: its body ends inside an instruction or declaration at byte %d", where, s.pos)
 			}
 			panic(r)
 		}
@@ -542,7 +548,7 @@ func (s *scan) code(where string) {
 	for g := s.count("local groups"); g > 0; g-- {
 		total += int(s.u32())
 		if total > s.lim.Locals {
-			panic(&ShapeError{Limit: "locals", Max: int64(s.lim.Locals), Observed: int64(total), Where: where})
+			limit("locals", total, s.lim.Locals, where)
 		}
 		s.valType()
 	}
@@ -592,12 +598,12 @@ func (s *scan) code(where string) {
 		case op == 0xfd:
 			s.prefixFD(where, at)
 		default:
-			panic(fmt.Errorf("%s: opcode %#x at byte %d of its body is not one this host's engine accepts", where, op, at))
+			panic(fmt.Errorf("%v: opcode %#x at byte %d of its body is not one this host's engine accepts", where, op, at))
 		}
 	}
 }
 
-func (s *scan) prefixFC(where string, at int) {
+func (s *scan) prefixFC(where funcWhere, at int) {
 	switch sub := s.u32(); {
 	case sub <= 7: // saturating truncation
 	case sub == 8 || sub == 12 || sub == 14: // memory.init, table.init, table.copy
@@ -609,11 +615,11 @@ func (s *scan) prefixFC(where string, at int) {
 	case sub == 9 || sub == 11 || sub == 13 || (sub >= 15 && sub <= 17):
 		s.u32() // data.drop, memory.fill, elem.drop, table.grow/size/fill
 	default:
-		panic(fmt.Errorf("%s: opcode 0xfc %d at byte %d of its body is not one this host's engine accepts", where, sub, at))
+		panic(fmt.Errorf("%v: opcode 0xfc %d at byte %d of its body is not one this host's engine accepts", where, sub, at))
 	}
 }
 
-func (s *scan) prefixFD(where string, at int) {
+func (s *scan) prefixFD(where funcWhere, at int) {
 	switch sub := s.u32(); {
 	case sub <= 11 || sub == 92 || sub == 93: // loads, stores: memarg
 		s.u32()
@@ -628,7 +634,7 @@ func (s *scan) prefixFD(where string, at int) {
 		s.byte()
 	case sub <= 255:
 	default:
-		panic(fmt.Errorf("%s: opcode 0xfd %d at byte %d of its body is not one this host's engine accepts", where, sub, at))
+		panic(fmt.Errorf("%v: opcode 0xfd %d at byte %d of its body is not one this host's engine accepts", where, sub, at))
 	}
 }
 
