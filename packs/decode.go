@@ -29,7 +29,7 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 	c := &checker{}
 	tree, err := parseJSON(b, c)
 	if err != nil {
-		return nil, &ValidationError{Problems: []Problem{{"$", "not valid JSON: " + err.Error()}}}
+		return nil, &ValidationError{Problems: []Problem{{"$", clip("not valid JSON: "+err.Error(), maxProblemText)}}}
 	}
 	m := c.manifest(tree)
 	if m != nil {
@@ -43,19 +43,45 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 
 // checker collects problems: at most one per path, and none below a path
 // that already has one (a value of the wrong type is not also "missing" its
-// fields).
+// fields). Paths and messages are cut to maxProblemPath and maxProblemText
+// bytes.
 type checker struct {
 	problems []Problem
+	paths    map[string]bool // the paths of problems
 }
 
 func (c *checker) add(path, format string, args ...any) {
-	if slices.ContainsFunc(c.problems, func(p Problem) bool {
-		rest, ok := strings.CutPrefix(path, p.Path)
-		return ok && (rest == "" || rest[0] == '.' || rest[0] == '[')
-	}) {
+	path = clip(path, maxProblemPath)
+	if c.covered(path) {
 		return
 	}
-	c.problems = append(c.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	if c.paths == nil {
+		c.paths = map[string]bool{}
+	}
+	c.paths[path] = true
+	c.problems = append(c.problems, Problem{Path: path, Message: clip(fmt.Sprintf(format, args...), maxProblemText)})
+}
+
+// covered reports whether path, or a path above it, has a problem. It looks
+// up each ancestor ($.a[1].b: $, $.a, $.a[1]), skipping over quoted keys
+// ($["x.y"]): one lookup per level rather than one per problem found.
+func (c *checker) covered(path string) bool {
+	for i := 1; i < len(path); i++ {
+		if path[i] != '.' && path[i] != '[' {
+			continue
+		}
+		if c.paths[path[:i]] {
+			return true
+		}
+		if strings.HasPrefix(path[i:], `["`) {
+			q, err := strconv.QuotedPrefix(path[i+1:])
+			if err != nil { // cut by clip: no level below to find
+				break
+			}
+			i += len(q)
+		}
+	}
+	return c.paths[path]
 }
 
 func fieldPath(parent, key string) string { return strictjson.FieldPath(parent, key) }
@@ -87,7 +113,7 @@ func (c *checker) object(path string, v any, fields ...string) (map[string]any, 
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !slices.Contains(fields, k) {
-			c.add(fieldPath(path, k), "unknown field")
+			c.add(fieldPath(path, clip(k, maxEcho)), "unknown field")
 		}
 	}
 	return o, true

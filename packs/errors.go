@@ -3,7 +3,9 @@ package packs
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrInvalidPack is matched (errors.Is) by every *FormatError and every
@@ -32,22 +34,47 @@ func (p Problem) String() string { return p.Path + ": " + p.Message }
 // ValidationError lists every problem found in a manifest: problems of shape
 // (syntax, unknown fields, types, missing fields) first, then broken rules,
 // each group in document order. A value with a problem has no further
-// problems reported below it.
+// problems reported below it. Its message is one line: the first
+// maxProblems problems, then how many more there are.
 type ValidationError struct {
 	Problems []Problem
 }
 
 func (e *ValidationError) Error() string {
-	if len(e.Problems) == 1 {
-		return "invalid pack.json: " + e.Problems[0].String()
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "invalid pack.json (%d problems):", len(e.Problems))
-	for _, p := range e.Problems {
-		b.WriteString("\n\t")
-		b.WriteString(p.String())
-	}
+	b.WriteString("invalid pack.json")
+	e.write(&b)
 	return b.String()
+}
+
+// Bounds of a manifest refusal: the problems its message lists, and the
+// bytes of one problem's path, message, and of the two together as listed.
+// Values a message quotes are cut to maxEcho bytes.
+const (
+	maxProblems    = 10
+	maxProblemPath = 256
+	maxProblemText = 256
+	maxProblemLine = 300
+	maxEcho        = 64
+)
+
+// write appends " (N problems)" when there are several, then ": " and the
+// first maxProblems problems, separated by "; ".
+func (e *ValidationError) write(b *strings.Builder) {
+	if len(e.Problems) > 1 {
+		fmt.Fprintf(b, " (%d problems)", len(e.Problems))
+	}
+	b.WriteString(": ")
+	for i, p := range e.Problems {
+		if i == maxProblems {
+			fmt.Fprintf(b, "; and %d more", len(e.Problems)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(oneLine(clip(p.String(), maxProblemLine)))
+	}
 }
 
 // Is makes every ValidationError match ErrInvalidManifest and ErrInvalidPack.
@@ -72,20 +99,22 @@ func (e *FormatError) Error() string {
 	var b strings.Builder
 	b.WriteString("invalid pack: ")
 	if e.Entry != "" {
-		fmt.Fprintf(&b, "%s: ", e.Entry)
+		// An entry refused for its name may be long or hold a line break.
+		entry := clip(e.Entry, maxProblemPath)
+		if strings.ContainsFunc(entry, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			entry = strconv.Quote(entry)
+		}
+		fmt.Fprintf(&b, "%s: ", entry)
 	}
 	b.WriteString(e.Reason)
 	if e.Err != nil {
 		var v *ValidationError
 		if errors.As(e.Err, &v) {
 			// The reason already says the manifest is invalid; list the problems.
-			for _, p := range v.Problems {
-				b.WriteString("\n\t")
-				b.WriteString(p.String())
-			}
+			v.write(&b)
 		} else if e.Err != ErrTooLarge {
 			b.WriteString(": ")
-			b.WriteString(e.Err.Error())
+			b.WriteString(oneLine(clip(e.Err.Error(), maxProblemLine)))
 		}
 	}
 	return b.String()
@@ -98,4 +127,26 @@ func (e *FormatError) Is(target error) bool { return target == ErrInvalidPack }
 
 func formatErr(entry string, err error, format string, args ...any) *FormatError {
 	return &FormatError{Entry: entry, Reason: fmt.Sprintf(format, args...), Err: err}
+}
+
+// quote is %q of s cut to maxEcho bytes.
+func quote(s string) string { return strconv.Quote(clip(s, maxEcho)) }
+
+// clip cuts s to at most max bytes on a character boundary, marking the cut
+// with "…".
+func clip(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// oneLine replaces line breaks (a JSON Schema compiler's message may hold
+// some) with spaces.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
 }

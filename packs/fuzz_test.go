@@ -35,6 +35,7 @@ func FuzzDecodeManifest(f *testing.F) {
 					t.Fatalf("problem %q", p)
 				}
 			}
+			checkOneLine(t, err)
 			return
 		}
 		if err := m.Validate(); err != nil {
@@ -70,6 +71,7 @@ func FuzzRead(f *testing.F) {
 			if !errors.Is(err, ErrInvalidPack) {
 				t.Fatalf("err = %v, not ErrInvalidPack", err)
 			}
+			checkOneLine(t, err)
 			return
 		}
 		var total int64
@@ -95,4 +97,12 @@ func FuzzRead(f *testing.F) {
 			t.Fatal("source digest changed")
 		}
 	})
+}
+
+// checkOneLine fails unless err reads as one line of less than 4 KiB.
+func checkOneLine(t *testing.T, err error) {
+	t.Helper()
+	if msg := err.Error(); len(msg) >= 4<<10 || strings.ContainsAny(msg, "\n\r") {
+		t.Fatalf("error is not one short line (%d bytes): %.300q", len(msg), msg)
+	}
 }

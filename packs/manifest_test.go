@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -360,6 +361,64 @@ func TestCompileSchema(t *testing.T) {
 	for _, bad := range []string{`{"$ref":"file:///etc/passwd"}`, `{"$ref":"other.json"}`, `[]`, `{"type":"nope"}`} {
 		if _, err := CompileSchema([]byte(bad)); err == nil {
 			t.Errorf("%s compiled", bad)
+		}
+	}
+}
+
+// A manifest with 20 000 bad nodes is refused with one short line: the
+// first problems, each with its values clipped, then how many more there
+// are. All of them stay in ValidationError.Problems.
+func TestManyProblemsOneShortLine(t *testing.T) {
+	const n = 20000
+	var b strings.Builder
+	b.WriteString(`{"name": "vendor.acme.hello", "version": "1.2.3",
+	  "runtime": {"language": "wasm", "abi": {"version": 1, "minor": 0}, "modules": [{"path": "hello.wasm", "sha256": "` + sum0 + `"}]},
+	  "nodes": [{"typeId": "` + strings.Repeat("long id ", 10000) + `", "kind": "node"}`)
+	for range n - 1 {
+		b.WriteString(`, {"typeId": "a b", "kind": "x"}`)
+	}
+	b.WriteString(`], "` + strings.Repeat("k", 10000) + `": 1}`)
+	manifest := []byte(b.String())
+	start := time.Now()
+	_, err := DecodeManifest(manifest)
+	took := time.Since(start)
+	var v *ValidationError
+	if !errors.As(err, &v) {
+		t.Fatalf("err = %v", err)
+	}
+	total := 1 + 1 + 2*(n-1) // the unknown field, the long typeId, then a typeId and a kind per node
+	if len(v.Problems) != total {
+		t.Errorf("%d problems, want %d", len(v.Problems), total)
+	}
+	// The same through Read, where the manifest is one entry of an archive.
+	_, rerr := Read(bytes.NewReader(craft(t, reg("pack.json", manifest))), Limits{})
+	for _, err := range []error{err, rerr} {
+		msg := err.Error()
+		t.Logf("%d bytes in %v: %.400s", len(msg), took, msg)
+		if len(msg) >= 4<<10 || strings.ContainsAny(msg, "\n\r") {
+			t.Errorf("%d bytes, want one line under 4 KiB", len(msg))
+		}
+		for _, want := range []string{"$.nodes[0].typeId", "$.nodes[1].typeId", "long id", "…", fmt.Sprintf("and %d more", total-maxProblems)} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("message lacks %q", want)
+			}
+		}
+	}
+}
+
+// A problem hides problems at its path and below it, and only there.
+func TestCheckerCovered(t *testing.T) {
+	c := &checker{}
+	for _, p := range []string{`$.a`, `$["x.y"]`, `$.n[1]`} {
+		c.add(p, "problem")
+	}
+	for path, want := range map[string]bool{
+		`$.a`: true, `$.a.b`: true, `$.a[0]`: true, `$.ab`: false, `$`: false,
+		`$["x.y"]`: true, `$["x.y"].z`: true, `$["x"]`: false, `$.x`: false, `$["x.y.z"]`: false,
+		`$.n[1]`: true, `$.n[1].k`: true, `$.n[10]`: false, `$.n`: false,
+	} {
+		if got := c.covered(path); got != want {
+			t.Errorf("covered(%s) = %v, want %v", path, got, want)
 		}
 	}
 }

@@ -42,7 +42,7 @@ func (m *Manifest) check(c *checker) {
 	case len(m.Name) > maxNameLen:
 		c.add("$.name", "longer than %d characters", maxNameLen)
 	case !namePattern.MatchString(m.Name):
-		c.add("$.name", "%q is not a pack name: use vendor.<org>.<pack>, community.<author>.<pack> or local.<pack>, segments of a-z, 0-9 and '-' starting with a letter or digit", m.Name)
+		c.add("$.name", "%s is not a pack name: use vendor.<org>.<pack>, community.<author>.<pack> or local.<pack>, segments of a-z, 0-9 and '-' starting with a letter or digit", quote(m.Name))
 	}
 	switch {
 	case m.Version == "":
@@ -50,7 +50,7 @@ func (m *Manifest) check(c *checker) {
 	case len(m.Version) > maxNameLen:
 		c.add("$.version", "longer than %d characters", maxNameLen)
 	case !semverPattern.MatchString(m.Version):
-		c.add("$.version", "%q is not a SemVer 2.0 version (MAJOR.MINOR.PATCH[-pre][+build], no \"v\")", m.Version)
+		c.add("$.version", "%s is not a SemVer 2.0 version (MAJOR.MINOR.PATCH[-pre][+build], no \"v\")", quote(m.Version))
 	}
 	checkText(c, "$.description", m.Description)
 	checkText(c, "$.license", m.License)
@@ -75,7 +75,7 @@ func (m *Manifest) check(c *checker) {
 		} else if mod.Path == ManifestName {
 			c.add(p+".path", "%s cannot be a module", ManifestName)
 		} else if slices.ContainsFunc(r.Modules[:i], func(x Module) bool { return strings.EqualFold(x.Path, mod.Path) }) {
-			c.add(p+".path", "duplicate module %q", mod.Path)
+			c.add(p+".path", "duplicate module %s", quote(mod.Path))
 		}
 		if !sha256Pattern.MatchString(mod.SHA256) {
 			c.add(p+".sha256", "must be 64 lowercase hex digits")
@@ -97,9 +97,9 @@ func (m *Manifest) check(c *checker) {
 		case n.TypeID == "":
 			c.add(p+".typeId", "must not be empty")
 		case len(n.TypeID) > maxNameLen || !identPattern.MatchString(n.TypeID):
-			c.add(p+".typeId", "%q is not a typeId: dot-separated segments of letters, digits, '_' and '-', at most %d characters", n.TypeID, maxNameLen)
+			c.add(p+".typeId", "%s is not a typeId: dot-separated segments of letters, digits, '_' and '-', at most %d characters", quote(n.TypeID), maxNameLen)
 		case slices.ContainsFunc(m.Nodes[:i], func(x Node) bool { return x.TypeID == n.TypeID }):
-			c.add(p+".typeId", "duplicate typeId %q", n.TypeID)
+			c.add(p+".typeId", "duplicate typeId %s", quote(n.TypeID))
 		}
 		switch n.Kind {
 		case KindNode, KindSkill, KindSensor:
@@ -110,7 +110,7 @@ func (m *Manifest) check(c *checker) {
 			c.add(p+".module", "required when the pack has several modules")
 		} else if n.Module != "" {
 			if _, ok := m.Module(n.Module); !ok {
-				c.add(p+".module", "names no module in runtime.modules: %q", n.Module)
+				c.add(p+".module", "names no module in runtime.modules: %s", quote(n.Module))
 			}
 		}
 		checkText(c, p+".description", n.Description)
@@ -128,7 +128,7 @@ func (m *Manifest) check(c *checker) {
 				continue
 			}
 			if owner, dup := taskOwner[tt]; dup {
-				c.add(tp, "task type %q is already served by %s", tt, owner)
+				c.add(tp, "task type %s is already served by %s", quote(tt), owner)
 				continue
 			}
 			taskOwner[tt] = p
@@ -140,9 +140,9 @@ func (m *Manifest) check(c *checker) {
 		p := indexPath("$.grants.services", i)
 		switch {
 		case !slices.Contains(Services, s):
-			c.add(p, "unknown service %q; known: %s", s, serviceList())
+			c.add(p, "unknown service %s; known: %s", quote(string(s)), serviceList())
 		case slices.Contains(g.Services[:i], s):
-			c.add(p, "duplicate service %q", s)
+			c.add(p, "duplicate service %s", quote(string(s)))
 		}
 	}
 	checkNames(c, "$.grants.adapters", g.Adapters, "adapter name")
@@ -177,7 +177,7 @@ func checkLimit(c *checker, name string, v, hi int64) {
 
 func checkIdent(c *checker, p, s, what string) bool {
 	if len(s) > maxNameLen || !identPattern.MatchString(s) {
-		c.add(p, "%q is not a valid %s: dot-separated segments of letters, digits, '_' and '-', at most %d characters", s, what, maxNameLen)
+		c.add(p, "%s is not a valid %s: dot-separated segments of letters, digits, '_' and '-', at most %d characters", quote(s), what, maxNameLen)
 		return false
 	}
 	return true
@@ -187,7 +187,7 @@ func checkNames(c *checker, p string, names []string, what string) {
 	for i, s := range names {
 		ip := indexPath(p, i)
 		if checkIdent(c, ip, s, what) && slices.Contains(names[:i], s) {
-			c.add(ip, "duplicate %s %q", what, s)
+			c.add(ip, "duplicate %s %s", what, quote(s))
 		}
 	}
 }
