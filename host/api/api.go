@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/host/dispatch"
+	"github.com/packrun/packrun/internal/strictjson"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -40,6 +43,14 @@ type Config struct {
 	Host runtime.HostInfo
 	// MaxBodyBytes caps a request body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// Addr is the address the server listens on (its listener's Addr()).
+	// When it is a loopback address (127.0.0.0/8, ::1, localhost), or
+	// empty, a request is served only if its Host header names a loopback
+	// host — localhost, 127.x.x.x or [::1], with any port — and is
+	// refused with 421 otherwise: a web page whose DNS name is rebound to
+	// 127.0.0.1 cannot reach the API. Bound to another address, the API is
+	// reachable from the network anyway, and Host is not checked.
+	Addr string
 	// Log receives one line per request that failed with a 5xx, with the
 	// error the client does not see; may be nil.
 	Log func(msg string, kv ...any)
@@ -64,7 +75,13 @@ func (p PackInfo) Ref() string { return p.Name + "@" + p.Version }
 type server struct {
 	cfg     Config
 	maxBody int64
+	// loopback: refuse requests whose Host is not a loopback name.
+	loopback bool
 }
+
+// maxBodyDepth bounds the nesting of a request body; it is encoding/json's
+// own limit.
+const maxBodyDepth = 10000
 
 // New returns the handler of the packrun HTTP API. Routes:
 //
@@ -81,8 +98,15 @@ type server struct {
 // Errors are {"error":{"code","message","field"}} with a 4xx status for
 // the caller's mistakes, and nothing is stored; a 5xx carries a generic
 // message and the cause goes to Config.Log.
+//
+// Before any route: a server on a loopback address answers only requests
+// for a loopback Host (421; see Config.Addr), and a request other than
+// GET or HEAD must declare any body it has as Content-Type
+// application/json (415), so that a web page cannot send one as a form or
+// text/plain without the browser asking first (CORS preflight). Bodies are
+// strict JSON: valid UTF-8, no duplicate key at any depth (400).
 func New(cfg Config) http.Handler {
-	s := &server{cfg: cfg, maxBody: cfg.MaxBodyBytes}
+	s := &server{cfg: cfg, maxBody: cfg.MaxBodyBytes, loopback: isLoopbackAddr(cfg.Addr)}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
@@ -121,7 +145,80 @@ func New(cfg Config) http.Handler {
 	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no route %s", r.URL.Path))
 	}))
-	return mux
+	return s.wrap(func(w http.ResponseWriter, r *http.Request) error {
+		if err := s.admit(r); err != nil {
+			return err
+		}
+		mux.ServeHTTP(w, r)
+		return nil
+	})
+}
+
+// admit refuses, before it is routed, a request to a loopback server whose
+// Host is not a loopback name, and a request that sends a body without
+// declaring it JSON.
+func (s *server) admit(r *http.Request) error {
+	if s.loopback && !isLoopbackHost(r.Host) {
+		addr := s.cfg.Addr
+		if addr == "" {
+			addr = "a loopback address"
+		}
+		return refuse(http.StatusMisdirectedRequest, CodeMisdirected, "", fmt.Sprintf(
+			"Host %q is not a loopback name; this server listens on %s and answers only requests for localhost, 127.0.0.1 or [::1] (a guard against DNS rebinding)",
+			host.ShortName(r.Host), addr))
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return nil
+	}
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		if r.ContentLength == 0 {
+			return nil
+		}
+		return refuse(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "", "a request body needs Content-Type: application/json")
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+		return refuse(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "", fmt.Sprintf("Content-Type %q is not supported; send application/json", host.ShortName(ct)))
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		return refuse(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "", fmt.Sprintf("charset %q is not supported; JSON is UTF-8", host.ShortName(cs)))
+	}
+	return nil
+}
+
+// isLoopbackAddr reports whether a listen address (host:port, or a bare
+// host) is a loopback one; an empty address counts as one.
+func isLoopbackAddr(addr string) bool {
+	if addr == "" {
+		return true
+	}
+	h := addr
+	if hh, _, err := net.SplitHostPort(addr); err == nil {
+		h = hh
+	}
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(strings.Trim(h, "[]"))
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// isLoopbackHost reports whether a Host header names a loopback host:
+// localhost, an address in 127.0.0.0/8, or ::1 (in brackets), with or
+// without a port.
+func isLoopbackHost(hostport string) bool {
+	h := hostport
+	if hh, _, err := net.SplitHostPort(hostport); err == nil {
+		h = hh
+	} else if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+		h = h[1 : len(h)-1]
+	}
+	if strings.EqualFold(strings.TrimSuffix(h, "."), "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
 
 // handler serves one route: it writes its reply itself, or returns the
@@ -185,20 +282,23 @@ func reply(w http.ResponseWriter, status int, v any) {
 	w.Write(append(b, '\n'))
 }
 
-// readObject reads a request body that must be one JSON object: JSON
-// Content-Type (if any), at most maxBody bytes, well-formed, an object.
+// readObject reads a request body that must be one JSON object: at most
+// maxBody bytes, all of them (a body cut short is not parsed), strict JSON
+// (strictjson.Check), an object. admit has checked its Content-Type.
 func (s *server) readObject(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != "application/json" && !strings.HasSuffix(mt, "+json") {
-			return nil, refuse(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "", fmt.Sprintf("Content-Type %q is not supported; send application/json", ct))
-		}
+	if r.ContentLength > s.maxBody {
+		return nil, refuse(http.StatusRequestEntityTooLarge, CodeTooLarge, "", fmt.Sprintf("request body is over the %d-byte limit", s.maxBody))
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			return nil, refuse(http.StatusRequestEntityTooLarge, CodeTooLarge, "", fmt.Sprintf("request body is over the %d-byte limit", mbe.Limit))
+		case errors.Is(err, io.ErrUnexpectedEOF) && r.ContentLength > 0:
+			return nil, refuse(http.StatusBadRequest, CodeBadRequest, "", fmt.Sprintf("request body ended early: %d of the %d bytes its Content-Length announced arrived", len(b), r.ContentLength))
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, refuse(http.StatusBadRequest, CodeBadRequest, "", fmt.Sprintf("request body ended early, after %d bytes", len(b)))
 		}
 		return nil, refuse(http.StatusBadRequest, CodeBadRequest, "", "could not read the request body")
 	}
@@ -206,14 +306,28 @@ func (s *server) readObject(w http.ResponseWriter, r *http.Request) ([]byte, err
 	if len(t) == 0 {
 		return nil, refuse(http.StatusBadRequest, CodeBadRequest, "", "request body is empty; send a JSON object")
 	}
-	var probe json.RawMessage
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return nil, refuse(http.StatusBadRequest, CodeBadRequest, "", "request body is not valid JSON: "+strings.TrimPrefix(err.Error(), "json: "))
+	if err := strictjson.Check(b, maxBodyDepth); err != nil {
+		return nil, bodyError(err)
 	}
 	if t[0] != '{' {
 		return nil, refuse(http.StatusBadRequest, CodeBadRequest, "", "request body must be a JSON object")
 	}
 	return b, nil
+}
+
+// bodyError is the refusal of a body strictjson.Check refused. Invalid
+// UTF-8 and a duplicate key name their place as the field ("payload.a").
+func bodyError(err error) error {
+	var ce *strictjson.CheckError
+	if !errors.As(err, &ce) {
+		return refuse(http.StatusBadRequest, CodeBadRequest, "", "request body is not valid JSON")
+	}
+	msg := "request body: " + ce.Error()
+	field := strings.TrimPrefix(strings.TrimPrefix(ce.Path, "$"), ".")
+	if field != "" && (errors.Is(err, strictjson.ErrInvalidUTF8) || errors.Is(err, strictjson.ErrDuplicateKey)) {
+		return refuse(http.StatusBadRequest, CodeInvalid, field, msg)
+	}
+	return refuse(http.StatusBadRequest, CodeBadRequest, "", msg)
 }
 
 // decodeStrict decodes a JSON object into v, refusing unknown fields and

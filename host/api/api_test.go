@@ -300,6 +300,7 @@ func TestEnqueueRefused(t *testing.T) {
 		{"max_attempts huge", "?max_attempts=1000", "application/json", helloIntent, 400, CodeInvalid, "max_attempts"},
 		{"oversized body", "", "application/json", big, 413, CodeTooLarge, ""},
 		{"not JSON content type", "", "text/plain", helloIntent, 415, CodeUnsupportedMediaType, ""},
+		{"no content type", "", "", helloIntent, 415, CodeUnsupportedMediaType, ""},
 		{"form content type", "", "application/x-www-form-urlencoded", helloIntent, 415, CodeUnsupportedMediaType, ""},
 		{"unknown task type", "", "application/json", `{"task_type":"nobody.serves","source":"t","payload":{}}`, 422, CodeUnknownTaskType, "task_type"},
 	} {
@@ -311,9 +312,9 @@ func TestEnqueueRefused(t *testing.T) {
 			}
 		})
 	}
-	// Accepted variants, for contrast: no Content-Type, a JSON charset.
-	e.do(http.MethodPost, "/v1/tasks", "", helloIntent)
-	e.do(http.MethodPost, "/v1/tasks", "application/json; charset=utf-8", helloIntent)
+	// Accepted variants, for contrast: JSON, with a UTF-8 charset.
+	wantStatus(t, e.do(http.MethodPost, "/v1/tasks", "application/json", helloIntent), http.StatusCreated)
+	wantStatus(t, e.do(http.MethodPost, "/v1/tasks", "application/json; charset=utf-8", helloIntent), http.StatusCreated)
 	if n := len(e.listTasks("")); n != 2 {
 		t.Fatalf("%d tasks, want 2", n)
 	}

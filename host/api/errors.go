@@ -9,13 +9,14 @@ import (
 
 // Error codes of the error envelope {"error":{"code","message","field"}}.
 const (
-	CodeBadRequest           = "bad_request"            // 400: not JSON, not an object, bad query parameter
-	CodeInvalid              = "invalid"                // 400: a field is invalid; "field" names it
+	CodeBadRequest           = "bad_request"            // 400: not JSON, not an object, cut short, bad query parameter
+	CodeInvalid              = "invalid"                // 400: a field is invalid (or not UTF-8, or a duplicate key); "field" names it
 	CodeNotFound             = "not_found"              // 404: no such task, attempt, pack, node or route
 	CodeMethodNotAllowed     = "method_not_allowed"     // 405: see the Allow header
 	CodeConflict             = "conflict"               // 409: the request does not fit the current state
 	CodeTooLarge             = "too_large"              // 413: body or payload over its limit
-	CodeUnsupportedMediaType = "unsupported_media_type" // 415: Content-Type is not JSON
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a body without Content-Type application/json
+	CodeMisdirected          = "misdirected_request"    // 421: Host is not a loopback name, to a server on a loopback address
 	CodeUnknownTaskType      = "unknown_task_type"      // 422: no installed pack serves the task type
 	CodeAmbiguousTaskType    = "ambiguous_task_type"    // 422: several packs serve it and no override chooses
 	CodeModuleRefused        = "module_refused"         // 422: the runtime refused to load the pack's module

@@ -58,7 +58,7 @@ func (s *server) invoke(w http.ResponseWriter, r *http.Request) error {
 		return refuse(http.StatusBadRequest, CodeInvalid, "pack", "pack: must be name or name@version")
 	}
 	if req.Tenant != "" {
-		if err := host.CheckID(op, "tenant", req.Tenant); err != nil {
+		if err := host.CheckTenant(op, req.Tenant); err != nil {
 			return err
 		}
 	}
