@@ -76,6 +76,10 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 				Packs:      a.packInfos(env),
 				Host:       env.rt.Host(),
 				Log:        func(msg string, kv ...any) { a.log.Error(msg, kv...) },
+				// On a loopback address, requests must name a loopback
+				// Host (DNS rebinding); the listener's address is the one
+				// --addr resolved to.
+				Addr: ln.Addr().String(),
 			})
 			// A client gets 10 s for its headers and a minute for its
 			// whole request (bodies are capped too), and an idle
