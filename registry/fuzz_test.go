@@ -3,12 +3,14 @@ package registry
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 )
 
 // FuzzVerify feeds arbitrary bytes to the bundle parsing path, as the
 // signature bundle and as the provenance bundle. Verify must never panic,
-// and every failure must be a refusal (ErrUntrusted).
+// and every failure must be a refusal (ErrUntrusted) that reads as one
+// short line.
 func FuzzVerify(f *testing.F) {
 	k := newTestKey(f)
 	const name = "vendor.acme.fuzz"
@@ -34,14 +36,21 @@ func FuzzVerify(f *testing.F) {
 	f.Add([]byte("null"), []byte{})
 
 	ctx := context.Background()
+	check := func(t *testing.T, err error) {
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrUntrusted) {
+			t.Fatalf("error is not a refusal: %v", err)
+		}
+		if msg := err.Error(); len(msg) >= 4<<10 || strings.ContainsAny(msg, "\n\r") {
+			t.Fatalf("refusal is not one short line (%d bytes): %.300q", len(msg), msg)
+		}
+	}
 	f.Fuzz(func(t *testing.T, sigBytes, provBytes []byte) {
 		_, err := Verify(ctx, archive, name, sigBytes, provBytes, p, VerifyOptions{})
-		if err != nil && !errors.Is(err, ErrUntrusted) {
-			t.Fatalf("error is not a refusal: %v", err)
-		}
+		check(t, err)
 		_, err = Verify(ctx, archive, name, sig, provBytes, p, VerifyOptions{})
-		if err != nil && !errors.Is(err, ErrUntrusted) {
-			t.Fatalf("error is not a refusal: %v", err)
-		}
+		check(t, err)
 	})
 }
