@@ -8,8 +8,11 @@
 // Everything is secure by default: an empty policy trusts nothing, provenance
 // is required unless the policy says otherwise, and the one option that
 // accepts unsigned packs is named AllowUnsignedUnsafe. Untrusted input is
-// bounded by the limits in limits.go. Every refusal is a *VerifyError that
-// errors.Is ErrUntrusted.
+// bounded by the limits in limits.go. A signature is checked over the
+// archive's bytes before the archive is opened (VerifyRequest): a pack no
+// trusted signer signed is never decompressed. Every refusal is a
+// *VerifyError that errors.Is ErrUntrusted, one line with its echoed values
+// clipped.
 //
 // The local pack store (install, list, export) will live here too.
 package registry
