@@ -58,7 +58,7 @@ func (m *Module) rememberDescribe() {
 		return
 	}
 	b, err := json.Marshal(cachedInfo{m.info.ABIVersion, m.info.PackName, m.info.Nodes})
-	if err != nil || os.MkdirAll(filepath.Dir(p), 0o755) != nil {
+	if err != nil || os.MkdirAll(filepath.Dir(p), 0o700) != nil {
 		return
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(p), ".info-*")

@@ -69,7 +69,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	r := &Runtime{cfg: cfg, engines: map[variant]*engine{}, modules: map[*Module]struct{}{}}
 	if cfg.cacheDir != "" {
-		if err := os.MkdirAll(cfg.cacheDir, 0o755); err != nil {
+		if err := os.MkdirAll(cfg.cacheDir, 0o700); err != nil {
 			return nil, fmt.Errorf("runtime: compilation cache: %w", err)
 		}
 		c, err := wazero.NewCompilationCacheWithDir(cfg.cacheDir)
