@@ -179,6 +179,9 @@ func FuzzCheck(f *testing.F) {
 	})
 }
 
+// BenchmarkCheck: Check against json.Valid (the floor: syntax only), Parse
+// (Decoder.Token, building values) and the json.Unmarshal into a
+// RawMessage that the API ran on every body before.
 func BenchmarkCheck(b *testing.B) {
 	small := []byte(`{"task_type":"hello.wat","source":"load","subject":"n1","priority":2,"payload":{"name":"Ada","i":1}}`)
 	var big strings.Builder
@@ -206,6 +209,12 @@ func BenchmarkCheck(b *testing.B) {
 			b.SetBytes(int64(len(doc.b)))
 			for b.Loop() {
 				json.Valid(doc.b)
+			}
+		})
+		b.Run(doc.name+"/Parse", func(b *testing.B) {
+			b.SetBytes(int64(len(doc.b)))
+			for b.Loop() {
+				Parse(doc.b, 10000, func(string) {})
 			}
 		})
 		b.Run(doc.name+"/json.Unmarshal-RawMessage", func(b *testing.B) {
