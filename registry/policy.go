@@ -176,8 +176,8 @@ func parsePolicy(data []byte) (*Policy, error) {
 }
 
 // Save validates the policy and writes it atomically (a temporary file in
-// the same directory, synced, then renamed over path), mode 0644. The
-// directory is created if needed.
+// the same directory, synced, then renamed over path), mode 0600 (the
+// directory, created if needed, 0700).
 func (p *Policy) Save(path string) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("save trust policy %s: %w", path, err)
@@ -190,10 +190,10 @@ func (p *Policy) Save(path string) error {
 	}
 	data = append(data, '\n')
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("save trust policy: %w", err)
 	}
-	if err := writeAtomic(path, data, 0o644); err != nil {
+	if err := writeAtomic(path, data, 0o600); err != nil {
 		return fmt.Errorf("save trust policy: %w", err)
 	}
 	p.dir = dir

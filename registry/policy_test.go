@@ -81,8 +81,8 @@ func TestPolicyRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Mode().Perm() != 0o644 {
-		t.Errorf("trust.json mode %v, want 0644", st.Mode().Perm())
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("trust.json mode %v, want 0600", st.Mode().Perm())
 	}
 	entries, _ := os.ReadDir(filepath.Dir(path))
 	if len(entries) != 1 {

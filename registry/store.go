@@ -76,7 +76,7 @@ func (p *Installed) Ref() string { return p.Name + "@" + p.Version }
 
 // OpenStore opens (creating if needed) the store under home.
 func OpenStore(ctx context.Context, home string) (*Store, error) {
-	if err := os.MkdirAll(filepath.Join(home, "blobs", "sha256"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(home, "blobs", "sha256"), 0o700); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	d, err := db.Open(ctx, filepath.Join(home, "packrun.db"))

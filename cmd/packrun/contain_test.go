@@ -162,3 +162,36 @@ func TestServeContainsHostileModules(t *testing.T) {
 		t.Logf("serve's peak RSS: %d MiB", peak>>20)
 	}
 }
+
+// TestHomeIsOwnerOnly: whichever command creates the home first, it and
+// what it holds are readable by their owner only.
+func TestHomeIsOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "k")
+	pack := filepath.Join(dir, "hello.pack")
+	setup := homeCLI{t, filepath.Join(dir, "setup")}
+	setup.ok("keys", "generate", "--out", key)
+	setup.ok("pack", "../../examples/hello-c", "-o", pack)
+	setup.ok("sign", pack, "--key", key+".key")
+	for _, first := range [][]string{
+		{"trust", "add-key", "k", key + ".pub", "--namespace", "local.*"},
+		{"install", pack, "--allow-unsigned-unsafe"},
+		{"tasks", "list"},
+	} {
+		t.Run(first[0], func(t *testing.T) {
+			h := homeCLI{t, filepath.Join(t.TempDir(), "home")}
+			h.run(first...) // the verdict does not matter: the home exists now
+			h.ok("trust", "add-key", "k2", key+".pub", "--namespace", "local.*")
+			h.ok("install", pack)
+			for _, p := range []string{"", "blobs", "packrun.db", "trust.json"} {
+				fi, err := os.Stat(filepath.Join(h.home, p))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi.Mode().Perm()&0o077 != 0 {
+					t.Errorf("%s/%s is %v, want no access for group or others", h.home, p, fi.Mode().Perm())
+				}
+			}
+		})
+	}
+}

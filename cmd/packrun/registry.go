@@ -288,7 +288,7 @@ func (a *app) trustCommand() *cobra.Command {
 		if err := f(p); err != nil {
 			return withCode(exitUsage, err)
 		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return err
 		}
 		return p.Save(path)
