@@ -195,3 +195,13 @@ func TestHomeIsOwnerOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestInvokeRefusesBadTenant: the CLI takes tenants by the API's grammar.
+func TestInvokeRefusesBadTenant(t *testing.T) {
+	h := homeCLI{t, filepath.Join(t.TempDir(), "home")}
+	code, _, errs := h.run("invoke", "../../examples/hello-wat/hello.wasm", "--tenant", "../alice")
+	if code != 64 || !strings.Contains(errs, `"../alice" is not a tenant name`) {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	h.ok("invoke", "../../examples/hello-wat/hello.wasm", "--tenant", "acme")
+}

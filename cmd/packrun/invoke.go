@@ -198,6 +198,9 @@ type refusalJSON struct {
 
 func (a *app) invoke(cmd *cobra.Command, path, node string, f invokeFlags) error {
 	ctx := cmd.Context()
+	if err := host.CheckTenant("invoke", f.tenant); err != nil {
+		return withCode(exitUsage, err)
+	}
 	limits, err := a.limits(f.maxMemory, f.timeout, f.maxOutput, f.hostCalls, f.hostMem)
 	if err != nil {
 		return err
