@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/internal/textclip"
 )
 
 // Sentinels. Every error a host service returns is an *Error whose Err
@@ -146,20 +146,7 @@ func Retryable(err error) bool {
 // ShortName is an untrusted name (an unknown field's) cut to at most 64
 // bytes on a character boundary, with "…" when cut, so that an error
 // naming it stays short.
-func ShortName(s string) string { return clip(s, 64) }
-
-// clip cuts s to at most max bytes on a character boundary, with "…" when
-// cut.
-func clip(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func ShortName(s string) string { return textclip.Clip(s, 64) }
 
 // UnknownField reports whether err is encoding/json refusing a field (a
 // Decoder with DisallowUnknownFields) and names the field, cut by

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/packrun/packrun/internal/textclip"
 )
 
 // GenesisHash is the prev_hash of the first event.
@@ -229,7 +231,7 @@ func DecodeBundle(b []byte) (*Bundle, error) {
 		if name, ok := UnknownField(err); ok {
 			msg = "unknown field " + name
 		}
-		return nil, fmt.Errorf("bundle: not a bundle: %s", clip(msg, 200))
+		return nil, fmt.Errorf("bundle: not a bundle: %s", textclip.Clip(msg, 200))
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("bundle: trailing data after the object")

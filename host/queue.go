@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/packrun/packrun/internal/textclip"
 )
 
 // Queue is the task queue of the agent runtime schema: TaskIntents go in,
@@ -437,7 +439,7 @@ func DecodeIntent(b []byte) (TaskIntent, error) {
 		if name, ok := UnknownField(err); ok {
 			return in, Invalid(op, name, "unknown field")
 		}
-		return in, Invalid(op, "", "not a JSON object: %s", clip(strings.TrimPrefix(err.Error(), "json: "), 200))
+		return in, Invalid(op, "", "not a JSON object: %s", textclip.Clip(strings.TrimPrefix(err.Error(), "json: "), 200))
 	}
 	if dec.More() {
 		return in, Invalid(op, "", "trailing data after the object")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/packrun/packrun/internal/strictjson"
+	"github.com/packrun/packrun/internal/textclip"
 	"math"
 	"slices"
 	"strconv"
@@ -29,7 +30,7 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 	c := &checker{}
 	tree, err := parseJSON(b, c)
 	if err != nil {
-		return nil, &ValidationError{Problems: []Problem{{"$", clip("not valid JSON: "+err.Error(), maxProblemText)}}}
+		return nil, &ValidationError{Problems: []Problem{{"$", textclip.Clip("not valid JSON: "+err.Error(), maxProblemText)}}}
 	}
 	m := c.manifest(tree)
 	if m != nil {
@@ -51,7 +52,7 @@ type checker struct {
 }
 
 func (c *checker) add(path, format string, args ...any) {
-	path = clip(path, maxProblemPath)
+	path = textclip.Clip(path, maxProblemPath)
 	if c.covered(path) {
 		return
 	}
@@ -59,7 +60,7 @@ func (c *checker) add(path, format string, args ...any) {
 		c.paths = map[string]bool{}
 	}
 	c.paths[path] = true
-	c.problems = append(c.problems, Problem{Path: path, Message: clip(fmt.Sprintf(format, args...), maxProblemText)})
+	c.problems = append(c.problems, Problem{Path: path, Message: textclip.Clip(fmt.Sprintf(format, args...), maxProblemText)})
 }
 
 // covered reports whether path, or a path above it, has a problem. It looks
@@ -113,7 +114,7 @@ func (c *checker) object(path string, v any, fields ...string) (map[string]any, 
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !slices.Contains(fields, k) {
-			c.add(fieldPath(path, clip(k, maxEcho)), "unknown field")
+			c.add(fieldPath(path, textclip.Clip(k, maxEcho)), "unknown field")
 		}
 	}
 	return o, true

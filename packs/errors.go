@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/packrun/packrun/internal/textclip"
 )
 
 // ErrInvalidPack is matched (errors.Is) by every *FormatError and every
@@ -73,7 +74,7 @@ func (e *ValidationError) write(b *strings.Builder) {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		b.WriteString(oneLine(clip(p.String(), maxProblemLine)))
+		b.WriteString(oneLine(textclip.Clip(p.String(), maxProblemLine)))
 	}
 }
 
@@ -100,7 +101,7 @@ func (e *FormatError) Error() string {
 	b.WriteString("invalid pack: ")
 	if e.Entry != "" {
 		// An entry refused for its name may be long or hold a line break.
-		entry := clip(e.Entry, maxProblemPath)
+		entry := textclip.Clip(e.Entry, maxProblemPath)
 		if strings.ContainsFunc(entry, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 			entry = strconv.Quote(entry)
 		}
@@ -114,7 +115,7 @@ func (e *FormatError) Error() string {
 			v.write(&b)
 		} else if e.Err != ErrTooLarge {
 			b.WriteString(": ")
-			b.WriteString(oneLine(clip(e.Err.Error(), maxProblemLine)))
+			b.WriteString(oneLine(textclip.Clip(e.Err.Error(), maxProblemLine)))
 		}
 	}
 	return b.String()
@@ -130,20 +131,7 @@ func formatErr(entry string, err error, format string, args ...any) *FormatError
 }
 
 // quote is %q of s cut to maxEcho bytes.
-func quote(s string) string { return strconv.Quote(clip(s, maxEcho)) }
-
-// clip cuts s to at most max bytes on a character boundary, marking the cut
-// with "…".
-func clip(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func quote(s string) string { return strconv.Quote(textclip.Clip(s, maxEcho)) }
 
 // oneLine replaces line breaks (a JSON Schema compiler's message may hold
 // some) with spaces.

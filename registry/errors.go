@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/packrun/packrun/internal/textclip"
 )
 
 // ErrUntrusted is matched (errors.Is) by every refusal from Verify and
@@ -45,13 +46,13 @@ type VerifyError struct {
 }
 
 func (e *VerifyError) Error() string {
-	what := clip(e.Pack, maxNameLength)
+	what := textclip.Clip(e.Pack, maxNameLength)
 	if what == "" {
 		what = "archive sha256:" + short(e.Archive)
 	}
-	msg := fmt.Sprintf("verify %s: %s: %s", what, e.Check, clip(e.Reason, maxReason))
+	msg := fmt.Sprintf("verify %s: %s: %s", what, e.Check, textclip.Clip(e.Reason, maxReason))
 	if e.Err != nil {
-		msg += ": " + clip(e.Err.Error(), maxReason)
+		msg += ": " + textclip.Clip(e.Err.Error(), maxReason)
 	}
 	return oneLine(msg)
 }
@@ -75,7 +76,7 @@ const (
 )
 
 // quote is %q of s cut to maxEcho bytes.
-func quote(s string) string { return strconv.Quote(clip(s, maxEcho)) }
+func quote(s string) string { return strconv.Quote(textclip.Clip(s, maxEcho)) }
 
 // list renders at most maxItems quoted values, then how many more there are.
 func list(items []string) string {
@@ -95,23 +96,10 @@ func list(items []string) string {
 	return b.String()
 }
 
-// clip cuts s to at most max bytes on a character boundary, marking the cut
-// with "…".
-func clip(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
 // clipped is an error whose text is cut to maxReason bytes and one line.
 type clipped struct{ err error }
 
-func (e clipped) Error() string { return oneLine(clip(e.err.Error(), maxReason)) }
+func (e clipped) Error() string { return oneLine(textclip.Clip(e.err.Error(), maxReason)) }
 func (e clipped) Unwrap() error { return e.err }
 
 // oneLine keeps error messages on one line: sigstore-go and protojson

@@ -20,6 +20,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/internal/textclip"
 )
 
 // Bounds on what a module may declare about itself.
@@ -468,7 +469,7 @@ func joinList(items []string) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(clip(it, maxItemBytes))
+		b.WriteString(textclip.Clip(it, maxItemBytes))
 	}
 	return b.String()
 }
@@ -477,7 +478,7 @@ func joinList(items []string) string {
 func listed(items []string) []string {
 	out := make([]string, 0, min(len(items), 100))
 	for _, it := range items[:min(len(items), 100)] {
-		out = append(out, clip(it, maxItemBytes))
+		out = append(out, textclip.Clip(it, maxItemBytes))
 	}
 	return out
 }
@@ -486,17 +487,6 @@ const (
 	maxListed    = 10
 	maxItemBytes = 120
 )
-
-// clip shortens s to at most n bytes (on a rune boundary), marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
 
 // describe initialises a probe instance and reads the module's ABI version,
 // pack name and node ids. The probe is discarded: it has run guest code, and

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/packrun/packrun/internal/textclip"
 )
 
 // Kinds of problem Check reports; a *CheckError matches (errors.Is)
@@ -535,7 +537,7 @@ func (c *checker) path() string {
 		if !f.hasKey || end <= f.keys0 {
 			continue
 		}
-		steps = append(steps, FieldPath("", clip(c.keyString(c.keys[end-1]), 64)))
+		steps = append(steps, FieldPath("", textclip.Clip(c.keyString(c.keys[end-1]), 64)))
 	}
 	i, size := len(steps), 0
 	for i > 0 && (i == len(steps) || size+len(steps[i-1]) <= maxPath) {
@@ -546,17 +548,4 @@ func (c *checker) path() string {
 		return "$…" + strings.Join(steps[i:], "")
 	}
 	return "$" + strings.Join(steps, "")
-}
-
-// clip cuts s to at most max bytes on a character boundary, with "…" when
-// cut.
-func clip(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
