@@ -10,20 +10,24 @@ import (
 
 const modulePath = "github.com/packrun/packrun"
 
-// TestDependencyDirection keeps the layout of DESIGN.md: abi <- runtime <-
-// host <- cmd and packs <- registry <- cmd; abi imports nothing of ours and
-// runtime never reaches registry, packs or host.
+// TestDependencyDirection keeps the layout of docs/ARCHITECTURE.md: abi <-
+// runtime <- root <- cmd; packs <- registry <- root; host (domain types and
+// store interfaces) <- internal/* <- root. abi imports nothing of ours,
+// runtime reaches no store, pack or trust code, and nothing below the root
+// imports it (checked apart, below).
 func TestDependencyDirection(t *testing.T) {
 	allowed := map[string][]string{
 		"abi":      {},
 		"runtime":  {"abi", "internal/textclip"}, // a leaf: it imports nothing of ours
-		"host":     {"abi", "runtime", "packs", "internal"},
+		"host":     {"abi", "internal/textclip"},
 		"packs":    {"abi", "internal"},
 		"registry": {"abi", "packs", "internal"},
-		"internal": {},
+		// The implementations: anything but the root and the CLI.
+		"internal": {"abi", "runtime", "host", "packs", "registry", "internal"},
 		// Test support (a runtime.Services fake, module helpers): only
 		// tests import it.
 		"internal/hosttest": {"abi", "runtime"},
+		"examples":          {"abi"},
 	}
 	for pkg, ok := range allowed {
 		filepath.WalkDir(filepath.Join("..", pkg), func(dir string, d os.DirEntry, err error) error {
@@ -57,4 +61,35 @@ func TestDependencyDirection(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// TestNothingImportsTheRoot: the root package (the Host) is the top of the
+// library; only the CLI (and tests of the root itself) may import it.
+func TestNothingImportsTheRoot(t *testing.T) {
+	filepath.WalkDir("..", func(dir string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel("..", dir)
+		rel = filepath.ToSlash(rel)
+		if rel == "." || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") {
+			if rel != "." {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if rel == "cmd" {
+			return filepath.SkipDir
+		}
+		p, err := build.ImportDir(dir, 0)
+		if err != nil {
+			return nil
+		}
+		for _, imp := range p.Imports {
+			if imp == modulePath {
+				t.Errorf("%s imports the root package %s: only cmd may", dir, modulePath)
+			}
+		}
+		return nil
+	})
 }

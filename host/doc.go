@@ -5,7 +5,7 @@
 // TaskOutcome, ArtifactRecord, TaskTypeSpec, runtime events) and use its
 // snake_case names in JSON.
 //
-// Implementations live in one package per backend: host/sqlite is the
+// Implementations live in one package per backend: internal/sqlite is the
 // embedded one. The canonical encodings that make the evidence log
 // tamper-evident (HashEvent, HashAttempt) and the secret Redactor live here
 // so that every backend, and every exported bundle, is checked the same way.

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/host/dispatch"
+	"github.com/packrun/packrun/internal/dispatch"
 )
 
 // BenchmarkProcessInvokeInstalled: `packrun invoke local.hello.c` as a new

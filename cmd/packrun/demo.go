@@ -15,8 +15,8 @@ import (
 
 	"github.com/packrun/packrun/examples"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/host/dispatch"
-	"github.com/packrun/packrun/host/replay"
+	"github.com/packrun/packrun/internal/dispatch"
+	"github.com/packrun/packrun/internal/replay"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/registry"
 	"github.com/packrun/packrun/runtime"

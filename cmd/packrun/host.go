@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/host/adapters"
-	"github.com/packrun/packrun/host/dispatch"
-	"github.com/packrun/packrun/host/sqlite"
+	"github.com/packrun/packrun/internal/adapters"
+	"github.com/packrun/packrun/internal/dispatch"
+	"github.com/packrun/packrun/internal/sqlite"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/registry"
 	"github.com/packrun/packrun/runtime"

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/host/dispatch"
+	"github.com/packrun/packrun/internal/dispatch"
 	"io"
 	"os"
 	"strings"

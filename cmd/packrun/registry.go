@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/packrun/packrun/host/dispatch"
+	"github.com/packrun/packrun/internal/dispatch"
 	"os"
 	"path/filepath"
 	"strings"

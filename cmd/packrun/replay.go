@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/host/replay"
-	"github.com/packrun/packrun/host/sqlite"
+	"github.com/packrun/packrun/internal/replay"
+	"github.com/packrun/packrun/internal/sqlite"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )

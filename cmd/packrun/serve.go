@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/packrun/packrun/host/api"
-	"github.com/packrun/packrun/host/dispatch"
+	"github.com/packrun/packrun/internal/api"
+	"github.com/packrun/packrun/internal/dispatch"
 	"github.com/packrun/packrun/internal/heapfloor"
 	"github.com/packrun/packrun/packs"
 )

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/host/sqlite"
+	"github.com/packrun/packrun/internal/sqlite"
 )
 
 // servedHome prepares a home with the C hello pack installed (task type

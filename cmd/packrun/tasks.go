@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/host/sqlite"
+	"github.com/packrun/packrun/internal/sqlite"
 )
 
 // hostError maps host store errors to exit codes.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/host/adapters"
+	"github.com/packrun/packrun/internal/adapters"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )

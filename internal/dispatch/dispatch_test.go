@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/host/adapters"
-	"github.com/packrun/packrun/host/sqlite"
+	"github.com/packrun/packrun/internal/adapters"
+	"github.com/packrun/packrun/internal/sqlite"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )

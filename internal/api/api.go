@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/host/dispatch"
+	"github.com/packrun/packrun/internal/dispatch"
 	"github.com/packrun/packrun/internal/strictjson"
 	"github.com/packrun/packrun/runtime"
 )

@@ -188,7 +188,7 @@ func BenchmarkVerifyChain(b *testing.B) {
 }
 
 // helloAttempt is an attempt the size of the C hello node's (≈ 900 bytes
-// as JSON): what BenchmarkAttempts in host/dispatch records.
+// as JSON): what BenchmarkAttempts in internal/dispatch records.
 func helloAttempt() *host.Attempt {
 	now := time.Now()
 	return &host.Attempt{RunnerID: "packrun-bench", Pack: "local.hello.c@1.0.0", ModuleSHA256: "c986462a2c268d7fa0873b694d0c2c93a54ca4b818b48b59f9a86c87540b31f8",

@@ -19,7 +19,7 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/host/dispatch"
+	"github.com/packrun/packrun/internal/dispatch"
 	"github.com/packrun/packrun/packs"
 	prt "github.com/packrun/packrun/runtime"
 )

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/host/sqlite"
+	"github.com/packrun/packrun/internal/sqlite"
 	"github.com/packrun/packrun/internal/heapfloor"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
