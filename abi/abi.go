@@ -15,18 +15,26 @@ type Version struct {
 
 func (v Version) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
 
-// Served lists the ABI versions this contract defines, newest first.
-var Served = []Version{{Major: 1, Minor: 0}}
+// served lists the ABI versions this contract defines, newest first.
+var served = []Version{{Major: 1, Minor: 0}}
+
+// Served returns the ABI versions this contract defines, newest first (a
+// copy: the set is fixed at build time).
+func Served() []Version { return slices.Clone(served) }
+
+// Newest is the newest ABI version served: a module built for the same
+// major and a minor up to its minor runs here.
+func Newest() Version { return served[0] }
 
 // Serves reports whether major is one of the served ABI majors.
 func Serves(major int) bool {
-	return slices.ContainsFunc(Served, func(v Version) bool { return v.Major == major })
+	return slices.ContainsFunc(served, func(v Version) bool { return v.Major == major })
 }
 
 // ServedList renders Served for error messages, e.g. "1.0".
 func ServedList() string {
-	s := make([]string, len(Served))
-	for i, v := range Served {
+	s := make([]string, len(served))
+	for i, v := range served {
 		s[i] = v.String()
 	}
 	return strings.Join(s, ", ")
@@ -140,9 +148,9 @@ var (
 	i32x4 = []ValueType{I32, I32, I32, I32}
 )
 
-// Exports is the guest export set of ABI v1 (openwop RFC 0008), besides
+// exports is the guest export set of ABI v1 (openwop RFC 0008), besides
 // the "memory" export which every module must have.
-var Exports = []Func{
+var exports = []Func{
 	{Name: ExportABIVersion, Results: ResultsI32, Required: true, Doc: "the ABI major the module was built for"},
 	{Name: ExportPackName, Results: ResultsPtrLen, Required: true, Doc: "UTF-8 pack name"},
 	{Name: ExportNodeCount, Results: ResultsI32, Required: true, Doc: "number of nodes"},
@@ -153,8 +161,8 @@ var Exports = []Func{
 	{Name: ExportInitialize, Results: ResultsNone, Doc: "reactor initialiser, called once before anything else"},
 }
 
-// OpenwopImports is the import set of namespace ModuleOpenwop in ABI v1.
-var OpenwopImports = []Func{
+// openwopImports is the import set of namespace ModuleOpenwop in ABI v1.
+var openwopImports = []Func{
 	{Name: ImportLog, Params: i32x3, Results: ResultsNone, Doc: "(level, ptr, len): log a UTF-8 message at level 0..4"},
 	{Name: ImportNowMs, Results: ResultsI64, Doc: "host clock, Unix milliseconds (recorded)"},
 	{Name: ImportRandom, Params: i32x2, Results: ResultsI32, Doc: "(ptr, len): fill with bytes seeded by (runId, nodeId, attempt); status"},
@@ -178,7 +186,7 @@ const (
 	HostConfigGet      = "config_get"
 )
 
-// HostV1Imports is the packrun:host/v1 namespace. Every function has the
+// hostV1Imports is the packrun:host/v1 namespace. Every function has the
 // same shape: (req_ptr, req_len, resp_out) -> status. The request is a JSON
 // object; on return the host has written the response buffer's (ptr, len) as
 // two little-endian u32 at resp_out (8 bytes; (0,0) when there is no
@@ -196,7 +204,7 @@ const (
 //	config_get      {"key"} -> {"value":<json>}                     11 when absent
 //
 // A function the pack's manifest does not grant returns StatusAccessDenied.
-var HostV1Imports = []Func{
+var hostV1Imports = []Func{
 	{Name: HostMemoryGet, Params: i32x3, Results: ResultsI32, Doc: "read a memory entry"},
 	{Name: HostMemoryPut, Params: i32x3, Results: ResultsI32, Doc: "write a memory entry (optional TTL, secret)"},
 	{Name: HostMemoryDelete, Params: i32x3, Results: ResultsI32, Doc: "delete a memory entry"},
@@ -246,3 +254,12 @@ func LogLevelName(level int32) string {
 	}
 	return "info"
 }
+
+// Exports returns exports (a copy).
+func Exports() []Func { return slices.Clone(exports) }
+
+// OpenwopImports returns openwopImports (a copy).
+func OpenwopImports() []Func { return slices.Clone(openwopImports) }
+
+// HostV1Imports returns hostV1Imports (a copy).
+func HostV1Imports() []Func { return slices.Clone(hostV1Imports) }

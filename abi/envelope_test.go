@@ -106,7 +106,7 @@ func TestPtrLenRoundTrip(t *testing.T) {
 }
 
 func TestSignatures(t *testing.T) {
-	f, ok := Lookup(Exports, ExportNodeInvoke)
+	f, ok := Lookup(Exports(), ExportNodeInvoke)
 	if !ok || f.Signature() != "(i32 i32 i32) -> (i32 i32) or (i64)" {
 		t.Fatalf("node_invoke signature %q", f.Signature())
 	}

@@ -11,5 +11,5 @@ import "embed"
 //go:embed hello-c/pack.json hello-c/hello.wasm demo-c/pack.json demo-c/demo.wasm
 var Demo embed.FS
 
-// DemoPacks are the directories of Demo, in install order.
-var DemoPacks = []string{"hello-c", "demo-c"}
+// DemoPacks returns the directories of Demo, in install order.
+func DemoPacks() []string { return []string{"hello-c", "demo-c"} }

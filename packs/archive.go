@@ -52,7 +52,7 @@ func (a *Archive) SourceDigest() string { return digestFiles(a.Files) }
 // pack.json is present and valid; every file is pack.json, a module the
 // manifest lists, or under assets/; every module is present and matches its
 // sha256; sizes, counts and the compression ratio stay within lim (zero
-// fields: DefaultLimits). Nothing is trusted from headers: decompression
+// fields: DefaultLimits()). Nothing is trusted from headers: decompression
 // stops at the first limit reached.
 // Refusals are *FormatError, matched by ErrInvalidPack.
 func Read(r io.Reader, lim Limits) (*Archive, error) {

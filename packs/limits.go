@@ -28,38 +28,40 @@ type Limits struct {
 // better than modules do.
 const RatioSlack = 4 << 20
 
-// DefaultLimits are the limits for every zero field of a Limits.
-var DefaultLimits = Limits{
-	ArchiveBytes:  256 << 20,
-	TotalBytes:    512 << 20,
-	EntryBytes:    256 << 20,
-	ManifestBytes: MaxManifestBytes,
-	Entries:       10000,
-	Ratio:         100,
+// DefaultLimits() are the limits for every zero field of a Limits.
+func DefaultLimits() Limits {
+	return Limits{
+		ArchiveBytes:  256 << 20,
+		TotalBytes:    512 << 20,
+		EntryBytes:    256 << 20,
+		ManifestBytes: MaxManifestBytes,
+		Entries:       10000,
+		Ratio:         100,
+	}
 }
 
-// orDefault fills unset fields from DefaultLimits and caps ManifestBytes.
+// orDefault fills unset fields from DefaultLimits() and caps ManifestBytes.
 func (l Limits) orDefault() Limits {
 	if l.ArchiveBytes <= 0 {
-		l.ArchiveBytes = DefaultLimits.ArchiveBytes
+		l.ArchiveBytes = DefaultLimits().ArchiveBytes
 	}
 	if l.TotalBytes <= 0 {
-		l.TotalBytes = DefaultLimits.TotalBytes
+		l.TotalBytes = DefaultLimits().TotalBytes
 	}
 	if l.EntryBytes <= 0 {
-		l.EntryBytes = DefaultLimits.EntryBytes
+		l.EntryBytes = DefaultLimits().EntryBytes
 	}
 	if l.ManifestBytes <= 0 {
-		l.ManifestBytes = DefaultLimits.ManifestBytes
+		l.ManifestBytes = DefaultLimits().ManifestBytes
 	}
 	if l.ManifestBytes <= 0 || l.ManifestBytes > MaxManifestBytes {
 		l.ManifestBytes = MaxManifestBytes
 	}
 	if l.Entries <= 0 {
-		l.Entries = DefaultLimits.Entries
+		l.Entries = DefaultLimits().Entries
 	}
 	if l.Ratio <= 0 {
-		l.Ratio = DefaultLimits.Ratio
+		l.Ratio = DefaultLimits().Ratio
 	}
 	return l
 }

@@ -120,9 +120,12 @@ const (
 	ServiceSensors   Service = "sensors"
 )
 
-// Services lists every service a manifest may grant.
-var Services = []Service{ServiceMemory, ServiceQueue, ServiceAdapters, ServiceEvidence,
+// services lists every service a manifest may grant.
+var services = []Service{ServiceMemory, ServiceQueue, ServiceAdapters, ServiceEvidence,
 	ServiceArtifacts, ServiceConfig, ServiceMessages, ServiceSensors}
+
+// Services returns every service a manifest may grant (a copy).
+func Services() []Service { return slices.Clone(services) }
 
 // Grants is what the pack may use. The zero value grants nothing.
 type Grants struct {

@@ -36,14 +36,14 @@ type Source struct {
 // a symbolic link or any other non-regular file among what would be packed
 // (pack.json, a module, the assets/ tree or a directory on the way to one);
 // file names that are not portable (see the path rules of Read), or that
-// differ only in case; content beyond DefaultLimits.
+// differ only in case; content beyond DefaultLimits().
 func Collect(dir string) (*Source, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("pack %s: %w", dir, err)
 	}
 	defer root.Close()
-	lim := DefaultLimits.orDefault()
+	lim := DefaultLimits().orDefault()
 
 	mb, err := readRegular(root, ManifestName, lim.ManifestBytes)
 	if err != nil {
@@ -252,7 +252,7 @@ func (s *Source) Digest() string { return digestFiles(s.Files) }
 // Pack builds the .pack archive of dir (see Collect and Source.WriteTo).
 // Packing the same content twice gives the same bytes, whatever the files'
 // times, modes and owners. The result is refused if Read would refuse it
-// with DefaultLimits.
+// with DefaultLimits().
 func Pack(dir string) ([]byte, error) {
 	s, err := Collect(dir)
 	if err != nil {
@@ -263,7 +263,7 @@ func Pack(dir string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	lim := DefaultLimits.orDefault()
+	lim := DefaultLimits().orDefault()
 	if plain > lim.TotalBytes {
 		return nil, formatErr("", ErrTooLarge, "archive content is %d bytes uncompressed, more than the %d allowed", plain, lim.TotalBytes)
 	}
@@ -272,7 +272,7 @@ func Pack(dir string) ([]byte, error) {
 	}
 	// The compression ratio is checked as the archive is read, not only in
 	// total; reading it back is the one sure way to know Read accepts it.
-	if _, err := Read(bytes.NewReader(buf.Bytes()), DefaultLimits); err != nil {
+	if _, err := Read(bytes.NewReader(buf.Bytes()), DefaultLimits()); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil

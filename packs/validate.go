@@ -139,7 +139,7 @@ func (m *Manifest) check(c *checker) {
 	for i, s := range g.Services {
 		p := indexPath("$.grants.services", i)
 		switch {
-		case !slices.Contains(Services, s):
+		case !slices.Contains(services, s):
 			c.add(p, "unknown service %s; known: %s", quote(string(s)), serviceList())
 		case slices.Contains(g.Services[:i], s):
 			c.add(p, "duplicate service %s", quote(string(s)))
@@ -156,8 +156,8 @@ func (m *Manifest) check(c *checker) {
 }
 
 func serviceList() string {
-	s := make([]string, len(Services))
-	for i, x := range Services {
+	s := make([]string, len(services))
+	for i, x := range services {
 		s[i] = string(x)
 	}
 	return strings.Join(s, ", ")

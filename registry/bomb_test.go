@@ -24,7 +24,7 @@ import (
 )
 
 // bombEntry is the size of each file of zeros in the bomb: the most one
-// file may hold under packs.DefaultLimits, so that only the total and the
+// file may hold under packs.DefaultLimits(), so that only the total and the
 // compression ratio can stop it.
 const (
 	bombEntry   = 256 << 20

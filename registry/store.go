@@ -122,7 +122,7 @@ var readArchive = packs.Read
 // first, against every trusted signer: an archive no trusted signer signed
 // is refused before it is decompressed, so an untrusted gzip bomb costs no
 // more than its own bytes. Then the archive is opened (within
-// packs.DefaultLimits), and the signer must be trusted for the name its
+// packs.DefaultLimits()), and the signer must be trusted for the name its
 // manifest gives. An unsigned pack is opened only with AllowUnsignedUnsafe.
 func VerifyRequest(ctx context.Context, p *Policy, req InstallRequest, opts VerifyOptions) (*Verdict, *packs.Archive, error) {
 	s, err := checkSigned(ctx, p, req, opts, "")
@@ -133,7 +133,7 @@ func VerifyRequest(ctx context.Context, p *Policy, req InstallRequest, opts Veri
 		}
 		return nil, nil, err
 	}
-	arch, err := readArchive(bytes.NewReader(req.Archive), packs.DefaultLimits)
+	arch, err := readArchive(bytes.NewReader(req.Archive), packs.DefaultLimits())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -361,7 +361,7 @@ func (s *Store) Open(ctx context.Context, p *Installed) (*packs.Archive, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", p.Ref(), err)
 	}
-	a, err := packs.Read(bytes.NewReader(b), packs.DefaultLimits)
+	a, err := packs.Read(bytes.NewReader(b), packs.DefaultLimits())
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", p.Ref(), err)
 	}

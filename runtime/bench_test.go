@@ -102,7 +102,7 @@ func BenchmarkWarmRawWazero(b *testing.B) {
 	ctx := context.Background()
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().
 		WithCloseOnContextDone(true).
-		WithMemoryLimitPages(uint32(DefaultLimits.MemoryBytes/wasmPage)))
+		WithMemoryLimitPages(uint32(DefaultLimits().MemoryBytes/wasmPage)))
 	defer rt.Close(ctx)
 	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
 	i32 := api.ValueTypeI32
@@ -140,7 +140,7 @@ func BenchmarkWarmRawWazero(b *testing.B) {
 	reqPtr := uint32(out[0])
 	var resp []byte
 	call := func() {
-		cctx, cancel := context.WithTimeout(ctx, DefaultLimits.Timeout)
+		cctx, cancel := context.WithTimeout(ctx, DefaultLimits().Timeout)
 		defer cancel()
 		if !mem.Write(reqPtr, req) {
 			b.Fatal("request out of bounds")
@@ -177,8 +177,8 @@ func BenchmarkWarmExtism(b *testing.B) {
 	ctx := context.Background()
 	manifest := extism.Manifest{
 		Wasm:    []extism.Wasm{extism.WasmData{Data: fixture(b, benchExtism)}},
-		Timeout: uint64(DefaultLimits.Timeout.Milliseconds()),
-		Memory:  &extism.ManifestMemory{MaxPages: uint32(DefaultLimits.MemoryBytes / wasmPage)},
+		Timeout: uint64(DefaultLimits().Timeout.Milliseconds()),
+		Memory:  &extism.ManifestMemory{MaxPages: uint32(DefaultLimits().MemoryBytes / wasmPage)},
 	}
 	p, err := extism.NewPlugin(ctx, manifest, extism.PluginConfig{EnableWasi: true}, nil)
 	if err != nil {
@@ -406,7 +406,7 @@ func BenchmarkPrecheck(b *testing.B) {
 	b.Run("precheck", func(b *testing.B) {
 		b.SetBytes(int64(len(wasm)))
 		for b.Loop() {
-			if _, err := precheck(wasm, DefaultModuleLimits); err != nil {
+			if _, err := precheck(wasm, DefaultModuleLimits()); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -161,7 +161,7 @@ func TestContainLoad(t *testing.T) {
 // naming its limit, in bounded time and host memory.
 func TestContainShapes(t *testing.T) {
 	r := newTestRuntime(t, NewConfig())
-	lim := DefaultModuleLimits
+	lim := DefaultModuleLimits()
 	cases := []struct {
 		name  string
 		wasm  func() []byte
@@ -206,7 +206,7 @@ func TestContainShapesAtLimits(t *testing.T) {
 		t.Skip("compiles modules at the shape limits")
 	}
 	r := newTestRuntime(t, NewConfig().WithPoolSize(0))
-	lim := DefaultModuleLimits
+	lim := DefaultModuleLimits()
 	for _, c := range []struct {
 		kind shapeKind
 		n    int

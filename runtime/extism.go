@@ -54,7 +54,7 @@ func (r *Runtime) loadExtism(ctx context.Context, wasm []byte, cm wazero.Compile
 		switch mod {
 		case ModuleExtism, abi.ModuleWASI:
 		case abi.ModuleHostV1:
-			if _, ok := abi.Lookup(abi.HostV1Imports, name); !ok {
+			if _, ok := abi.Lookup(abi.HostV1Imports(), name); !ok {
 				unknown = append(unknown, mod+"."+name)
 			} else if !slicesEqual(f.ParamTypes(), []api.ValueType{api.ValueTypeI64}) || !slicesEqual(f.ResultTypes(), []api.ValueType{api.ValueTypeI64}) {
 				return refuse(CodeBadSignature, "%s.%s is declared %s; Extism plugins import packrun:host/v1 functions as (i64) -> (i64)", mod, name, sigOf(f))
@@ -104,7 +104,7 @@ func (r *Runtime) loadExtism(ctx context.Context, wasm []byte, cm wazero.Compile
 	}
 	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithCompilationCache(r.cache).WithMemoryLimitPages(65536)
 	var funcs []extism.HostFunction
-	for _, f := range abi.HostV1Imports {
+	for _, f := range abi.HostV1Imports() {
 		name := f.Name
 		hf := extism.NewHostFunctionWithStack(name, func(ctx context.Context, cp *extism.CurrentPlugin, stack []uint64) {
 			extismHostCall(ctx, cp, stack, name)
@@ -119,7 +119,7 @@ func (r *Runtime) loadExtism(ctx context.Context, wasm []byte, cm wazero.Compile
 	}
 	p.compiled = compiled
 	m.ext = p
-	m.info.ABIVersion = abi.Served[0].Major
+	m.info.ABIVersion = abi.Newest().Major
 	m.info.PackName = opts.PackName
 	m.info.Nodes = ids
 	m.info.Extism = true

@@ -116,6 +116,6 @@ func TestPrecheckRefusesInflatedCounts(t *testing.T) {
 
 // pre runs precheck with the default module limits.
 func pre(b []byte) error {
-	_, err := precheck(b, DefaultModuleLimits)
+	_, err := precheck(b, DefaultModuleLimits())
 	return err
 }

@@ -244,7 +244,7 @@ func TestModuleInfo(t *testing.T) {
 	if info.PackName != "local.probe" || len(info.Nodes) != 11 || info.ABIVersion != 1 || !info.Reactor {
 		t.Fatalf("info %+v", info)
 	}
-	if info.Limits.MemoryBytes != MaxLimits.MemoryBytes {
+	if info.Limits.MemoryBytes != MaxLimits().MemoryBytes {
 		t.Fatalf("memory limit %d not clamped to the host maximum", info.Limits.MemoryBytes)
 	}
 	mv, err := r.Load(context.Background(), fixture(t, "testdata/hostile/hostcalls_multivalue.wasm"), LoadOptions{})

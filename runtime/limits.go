@@ -26,26 +26,30 @@ type Limits struct {
 	HostMemoryBytes uint64
 }
 
-// DefaultLimits are used for any zero field of a module's limits.
-var DefaultLimits = Limits{
-	MemoryBytes:  128 << 20,
-	Timeout:      30 * time.Second,
-	OutputBytes:  16 << 20,
-	HostCalls:    1_000_000,
-	CaptureBytes: 1 << 20,
-	// HostMemoryBytes defaults to the output limit's worth of trace and
-	// state for the default node; one invocation of the demo uses < 10 KB.
-	HostMemoryBytes: 64 << 20,
+// DefaultLimits() are used for any zero field of a module's limits.
+func DefaultLimits() Limits {
+	return Limits{
+		MemoryBytes:  128 << 20,
+		Timeout:      30 * time.Second,
+		OutputBytes:  16 << 20,
+		HostCalls:    1_000_000,
+		CaptureBytes: 1 << 20,
+		// HostMemoryBytes defaults to the output limit's worth of trace and
+		// state for the default node; one invocation of the demo uses < 10 KB.
+		HostMemoryBytes: 64 << 20,
+	}
 }
 
-// MaxLimits are the host maxima a module's limits are clamped to by default.
-var MaxLimits = Limits{
-	MemoryBytes:     4 << 30,
-	Timeout:         10 * time.Minute,
-	OutputBytes:     256 << 20,
-	HostCalls:       100_000_000,
-	CaptureBytes:    64 << 20,
-	HostMemoryBytes: 1 << 30,
+// MaxLimits() are the host maxima a module's limits are clamped to by default.
+func MaxLimits() Limits {
+	return Limits{
+		MemoryBytes:     4 << 30,
+		Timeout:         10 * time.Minute,
+		OutputBytes:     256 << 20,
+		HostCalls:       100_000_000,
+		CaptureBytes:    64 << 20,
+		HostMemoryBytes: 1 << 30,
+	}
 }
 
 const wasmPage = 65536
@@ -106,10 +110,10 @@ type Config struct {
 }
 
 // NewConfig returns the default configuration: no compilation cache on disk,
-// DefaultLimits, MaxLimits, two prepared instances per module, the system
+// DefaultLimits(), MaxLimits(), two prepared instances per module, the system
 // clock.
 func NewConfig() Config {
-	return Config{defaults: DefaultLimits, max: MaxLimits, modules: DefaultModuleLimits, poolSize: 2, clock: time.Now}
+	return Config{defaults: DefaultLimits(), max: MaxLimits(), modules: DefaultModuleLimits(), poolSize: 2, clock: time.Now}
 }
 
 // WithCacheDir stores compiled modules under dir so later processes skip
@@ -117,15 +121,18 @@ func NewConfig() Config {
 func (c Config) WithCacheDir(dir string) Config { c.cacheDir = dir; return c }
 
 // WithDefaultLimits sets the limits used where a module sets none.
-func (c Config) WithDefaultLimits(l Limits) Config { c.defaults = l.orDefault(DefaultLimits); return c }
+func (c Config) WithDefaultLimits(l Limits) Config {
+	c.defaults = l.orDefault(DefaultLimits())
+	return c
+}
 
 // WithMaxLimits sets the host maxima every module's limits are clamped to.
-func (c Config) WithMaxLimits(l Limits) Config { c.max = l.orDefault(MaxLimits); return c }
+func (c Config) WithMaxLimits(l Limits) Config { c.max = l.orDefault(MaxLimits()); return c }
 
 // WithModuleLimits sets the shape limits every module must fit to be
-// compiled (zero fields keep DefaultModuleLimits).
+// compiled (zero fields keep DefaultModuleLimits()).
 func (c Config) WithModuleLimits(l ModuleLimits) Config {
-	c.modules = l.orDefault(DefaultModuleLimits)
+	c.modules = l.orDefault(DefaultModuleLimits())
 	return c
 }
 

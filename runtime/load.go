@@ -311,7 +311,7 @@ func checkImports(cm wazero.CompiledModule, eng *engine, other []string) (varian
 		qual := mod + "." + name
 		switch mod {
 		case abi.ModuleOpenwop:
-			spec, ok := abi.Lookup(abi.OpenwopImports, name)
+			spec, ok := abi.Lookup(abi.OpenwopImports(), name)
 			if !ok {
 				unknown = append(unknown, qual)
 				continue
@@ -328,7 +328,7 @@ func checkImports(cm wazero.CompiledModule, eng *engine, other []string) (varian
 				}
 			}
 		case abi.ModuleHostV1:
-			spec, ok := abi.Lookup(abi.HostV1Imports, name)
+			spec, ok := abi.Lookup(abi.HostV1Imports(), name)
 			if !ok {
 				unknown = append(unknown, qual)
 			} else if _, ok := matches(spec, f); !ok {
@@ -381,7 +381,7 @@ func checkExports(cm wazero.CompiledModule) (encodings, *LoadError) {
 		missing = append(missing, abi.ExportMemory+" (memory)")
 	}
 	exps := cm.ExportedFunctions()
-	for _, spec := range abi.Exports {
+	for _, spec := range abi.Exports() {
 		d, ok := exps[spec.Name]
 		if !ok {
 			if spec.Required {

@@ -46,24 +46,26 @@ type ModuleLimits struct {
 	CompileTimeout time.Duration `json:"compileTimeoutNs"`
 }
 
-// DefaultModuleLimits hold the largest modules this repository's
+// DefaultModuleLimits() hold the largest modules this repository's
 // toolchains produce (a Go module: 3.4 MB, 2 400 functions, a 1 400-entry
 // table) with room of more than tenfold, while bounding what a hostile module
 // can cost to tens of megabytes and a few seconds (BENCHMARKS.md,
 // "Containment").
-var DefaultModuleLimits = ModuleLimits{
-	ModuleBytes:    64 << 20,
-	Functions:      200_000,
-	BodyBytes:      4 << 20,
-	Nesting:        1_000,
-	BrTableTargets: 16_384,
-	Locals:         50_000,
-	Globals:        50_000,
-	TableEntries:   1 << 20,
-	ElementEntries: 1 << 18,
-	DataSegments:   100_000,
-	Entries:        100_000,
-	CompileTimeout: 30 * time.Second,
+func DefaultModuleLimits() ModuleLimits {
+	return ModuleLimits{
+		ModuleBytes:    64 << 20,
+		Functions:      200_000,
+		BodyBytes:      4 << 20,
+		Nesting:        1_000,
+		BrTableTargets: 16_384,
+		Locals:         50_000,
+		Globals:        50_000,
+		TableEntries:   1 << 20,
+		ElementEntries: 1 << 18,
+		DataSegments:   100_000,
+		Entries:        100_000,
+		CompileTimeout: 30 * time.Second,
+	}
 }
 
 func (l ModuleLimits) orDefault(d ModuleLimits) ModuleLimits {

@@ -162,15 +162,15 @@ func (r *Runtime) Host() HostInfo {
 		Engine:       r.engine,
 		CacheDir:     r.cfg.cacheDir,
 	}
-	for _, v := range abi.Served {
+	for _, v := range abi.Served() {
 		h.ABIVersions = append(h.ABIVersions, v.String())
 	}
 	ow := NamespaceInfo{Name: abi.ModuleOpenwop}
-	for _, f := range abi.OpenwopImports {
+	for _, f := range abi.OpenwopImports() {
 		ow.Functions = append(ow.Functions, f.Name+" "+f.Signature())
 	}
 	hv1 := NamespaceInfo{Name: abi.ModuleHostV1}
-	for _, f := range abi.HostV1Imports {
+	for _, f := range abi.HostV1Imports() {
 		hv1.Functions = append(hv1.Functions, f.Name+" "+f.Signature())
 	}
 	wasi := NamespaceInfo{Name: abi.ModuleWASI + " (sandboxed shim)"}

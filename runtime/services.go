@@ -17,7 +17,7 @@ import (
 // implementation per attempt (tenant, grants, run); the runtime only moves
 // bytes and records every call in the trace.
 type Services interface {
-	// Serve handles one call of fn (one of abi.HostV1Imports) with the
+	// Serve handles one call of fn (one of abi.HostV1Imports()) with the
 	// module's JSON request and returns a status and a JSON response (nil
 	// for none). It must not panic and must respect ctx.
 	Serve(ctx context.Context, fn string, req []byte) (abi.Status, []byte)
@@ -32,7 +32,7 @@ const (
 func hostV1Module(rt wazero.Runtime) wazero.HostModuleBuilder {
 	b := rt.NewHostModuleBuilder(abi.ModuleHostV1)
 	i32 := api.ValueTypeI32
-	for _, f := range abi.HostV1Imports {
+	for _, f := range abi.HostV1Imports() {
 		name := f.Name
 		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
 			hostV1Call(ctx, mod, stack, name)

@@ -94,7 +94,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		return err
 	}
 	var installed []string
-	for _, dir := range examples.DemoPacks {
+	for _, dir := range examples.DemoPacks() {
 		src := filepath.Join(work, dir)
 		sub, _ := fs.Sub(examples.Demo, dir)
 		if err := os.CopyFS(src, sub); err != nil {
@@ -106,7 +106,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 			st.Close()
 			return err
 		}
-		arch, err := packs.Read(strings.NewReader(string(archive)), packs.DefaultLimits)
+		arch, err := packs.Read(strings.NewReader(string(archive)), packs.DefaultLimits())
 		if err != nil {
 			st.Close()
 			return err

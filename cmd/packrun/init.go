@@ -436,7 +436,7 @@ func writePack(dir string) (string, error) {
 	if _, err := src.WriteTo(&buf); err != nil {
 		return "", refusal(err)
 	}
-	if _, err := packs.Read(bytes.NewReader(buf.Bytes()), packs.DefaultLimits); err != nil {
+	if _, err := packs.Read(bytes.NewReader(buf.Bytes()), packs.DefaultLimits()); err != nil {
 		return "", refusal(err)
 	}
 	m := src.Manifest
@@ -464,8 +464,8 @@ func (a *app) updateModuleDigests(dir string) error {
 	if err != nil {
 		return err
 	}
-	if fi.Size() > packs.DefaultLimits.ManifestBytes {
-		return withCode(exitRefused, fmt.Errorf("refused: %s: %d bytes, more than the %d allowed", packs.ManifestName, fi.Size(), packs.DefaultLimits.ManifestBytes))
+	if fi.Size() > packs.DefaultLimits().ManifestBytes {
+		return withCode(exitRefused, fmt.Errorf("refused: %s: %d bytes, more than the %d allowed", packs.ManifestName, fi.Size(), packs.DefaultLimits().ManifestBytes))
 	}
 	b, err := root.ReadFile(packs.ManifestName)
 	if err != nil {

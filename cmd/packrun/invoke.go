@@ -142,7 +142,7 @@ func (e *tooLarge) Error() string { return fmt.Sprintf("larger than %d bytes", e
 // readModule reads a module file. One larger than the host's module size
 // limit is a refusal naming that limit (exit 5), found without reading it.
 func readModule(path string) ([]byte, error) {
-	limit := runtime.DefaultModuleLimits.ModuleBytes
+	limit := runtime.DefaultModuleLimits().ModuleBytes
 	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > int64(limit) {
 		se := &runtime.ShapeError{Limit: "module bytes", Max: int64(limit), Observed: fi.Size()}
 		return nil, &runtime.LoadError{Code: runtime.CodeModuleLimit, Module: path, Msg: se.Error(), Err: se}

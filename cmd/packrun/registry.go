@@ -91,7 +91,7 @@ Packing the same directory twice gives identical bytes. The default output is
 				return refusal(err)
 			}
 			b := buf.Bytes()
-			arch, err := packs.Read(bytes.NewReader(b), packs.DefaultLimits)
+			arch, err := packs.Read(bytes.NewReader(b), packs.DefaultLimits())
 			if err != nil {
 				return refusal(err)
 			}
@@ -116,7 +116,7 @@ Packing the same directory twice gives identical bytes. The default output is
 }
 
 func readPackFile(path string) ([]byte, error) {
-	b, err := readFileLimited(path, packs.DefaultLimits.ArchiveBytes)
+	b, err := readFileLimited(path, packs.DefaultLimits().ArchiveBytes)
 	if err != nil {
 		return nil, withCode(exitUsage, err)
 	}
@@ -141,7 +141,7 @@ Statement with a SLSA Provenance v1 predicate). Both verify offline with cosign:
 			if err != nil {
 				return err
 			}
-			arch, err := packs.Read(strings.NewReader(string(b)), packs.DefaultLimits)
+			arch, err := packs.Read(strings.NewReader(string(b)), packs.DefaultLimits())
 			if err != nil {
 				return refusal(err)
 			}

@@ -70,7 +70,7 @@ FILE.pack.provenance.sigstore.json unless given.`,
 // compilation cache.
 func (a *app) checkModules(ctx context.Context, arch *packs.Archive) error {
 	m := arch.Manifest
-	if v := m.ABI(); !abi.Serves(v.Major) || v.Minor > abi.Served[0].Minor {
+	if v := m.ABI(); !abi.Serves(v.Major) || v.Minor > abi.Newest().Minor {
 		return withCode(exitRefused, fmt.Errorf("refused: %s@%s needs host ABI %s; this host serves %s", m.Name, m.Version, v, abi.ServedList()))
 	}
 	rt, err := a.newRuntime(ctx, 0)

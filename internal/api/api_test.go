@@ -49,7 +49,7 @@ var helloArchive = sync.OnceValues(func() (*packs.Archive, error) {
 	if err != nil {
 		return nil, err
 	}
-	return packs.Read(bytes.NewReader(b), packs.DefaultLimits)
+	return packs.Read(bytes.NewReader(b), packs.DefaultLimits())
 })
 
 type env struct {

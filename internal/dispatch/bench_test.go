@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/sqlite"
 	"github.com/packrun/packrun/internal/heapfloor"
+	"github.com/packrun/packrun/internal/sqlite"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )
@@ -37,7 +37,7 @@ func benchPack(b *testing.B, module, name, nodes, grants string) *packs.Archive 
 	if err != nil {
 		b.Fatal(err)
 	}
-	arch, err := packs.Read(strings.NewReader(string(raw)), packs.DefaultLimits)
+	arch, err := packs.Read(strings.NewReader(string(raw)), packs.DefaultLimits())
 	if err != nil {
 		b.Fatal(err)
 	}

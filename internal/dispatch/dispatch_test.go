@@ -47,7 +47,7 @@ func probePack(t *testing.T, grants string) *packs.Archive {
 	if err != nil {
 		t.Fatal(err)
 	}
-	arch, err := packs.Read(strings.NewReader(string(b)), packs.DefaultLimits)
+	arch, err := packs.Read(strings.NewReader(string(b)), packs.DefaultLimits())
 	if err != nil {
 		t.Fatal(err)
 	}
