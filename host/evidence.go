@@ -43,8 +43,8 @@ type Evidence interface {
 	VerifyChain(ctx context.Context) (*ChainReport, error)
 
 	// ExportAttempt returns a self-contained bundle of one attempt (with its
-	// trace), its artifacts (with their bytes) and its events; VerifyBundle
-	// checks one without the database.
+	// trace), its artifacts (with their bytes) and its events;
+	// evidence.VerifyBundle checks one without the database.
 	ExportAttempt(ctx context.Context, attemptID string) (*Bundle, error)
 }
 
@@ -88,7 +88,7 @@ type Attempt struct {
 	EndedAt   time.Time `json:"ended_at"`
 
 	// Set by RecordAttempt.
-	ContentHash string `json:"content_hash,omitempty"` // HashAttempt
+	ContentHash string `json:"content_hash,omitempty"` // evidence.HashAttempt
 	EventSeq    int64  `json:"event_seq,omitempty"`    // seq of its attempt_recorded event
 }
 
@@ -160,7 +160,7 @@ const (
 	EventDispatchLocked        = "dispatch_locked"
 	EventDispatchLockReleased  = "dispatch_lock_released"
 	EventDispatchLockStale     = "dispatch_lock_stale_cleared"
-	EventAttemptRecorded       = "attempt_recorded"  // data.content_hash = HashAttempt
+	EventAttemptRecorded       = "attempt_recorded"  // data.content_hash = evidence.HashAttempt
 	EventArtifactRecorded      = "artifact_recorded" // data.sha256, data.size
 	EventTaskTypesUpdated      = "task_types_updated"
 	EventTaskTypeOverrideSet   = "task_type_override_set"
@@ -180,7 +180,7 @@ type Event struct {
 	AttemptID string          `json:"attempt_id,omitempty"`
 	Data      json.RawMessage `json:"data,omitempty"`
 	PrevHash  string          `json:"prev_hash"`
-	Hash      string          `json:"hash"` // HashEvent
+	Hash      string          `json:"hash"` // evidence.HashEvent
 }
 
 // EventFilter selects events; zero fields match all.

@@ -48,7 +48,7 @@ type PutOptions struct {
 	// Secret marks the value as a secret: the backend keeps it encrypted at
 	// rest (internal/sqlite seals it with a key kept apart from the database)
 	// and Get returns it as given; whoever reads it during an attempt
-	// should add it to that attempt's Redactor.
+	// should add it to that attempt's evidence.Redactor.
 	Secret bool
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
 	"github.com/packrun/packrun/internal/sqlite"
 )
 
@@ -334,16 +335,16 @@ type bundleReport struct {
 // verifyBundle checks an exported bundle on its own and, when this home's
 // store holds its attempt, against the store's record.
 func (a *app) verifyBundle(ctx context.Context, path string, asJSON bool) error {
-	data, err := readFileLimited(path, host.MaxBundleBytes)
+	data, err := readFileLimited(path, evidence.MaxBundleBytes)
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
 	refuse := func(err error) error { return withCode(exitRefused, fmt.Errorf("%s: %w", path, err)) }
-	b, err := host.DecodeBundle(data)
+	b, err := evidence.DecodeBundle(data)
 	if err != nil {
 		return refuse(err)
 	}
-	if err := host.VerifyBundle(b); err != nil {
+	if err := evidence.VerifyBundle(b); err != nil {
 		return refuse(err)
 	}
 	rep := bundleReport{OK: true, Attempt: b.Attempt.AttemptID, Events: len(b.Events), Artifacts: len(b.Artifacts)}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
 )
 
 // helloHome is a home with the signed C hello pack installed (task type
@@ -142,12 +143,12 @@ func TestVerifyBundle(t *testing.T) {
 
 	// A forgery: the output changed and every hash recomputed, so the
 	// bundle is consistent on its own.
-	b, err := host.DecodeBundle(raw)
+	b, err := evidence.DecodeBundle(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.Attempt.Output = json.RawMessage(`{"greeting":"Hello, Eve!"}`)
-	b.Attempt.ContentHash = host.HashAttempt(b.Attempt)
+	b.Attempt.ContentHash = evidence.HashAttempt(b.Attempt)
 	for _, e := range b.Events {
 		if e.Type == host.EventAttemptRecorded {
 			var d map[string]any
@@ -155,7 +156,7 @@ func TestVerifyBundle(t *testing.T) {
 			d["content_hash"] = b.Attempt.ContentHash
 			e.Data, _ = json.Marshal(d)
 		}
-		e.Hash = host.HashEvent(e)
+		e.Hash = evidence.HashEvent(e)
 	}
 	forged, _ := json.Marshal(b)
 	forgedFile := filepath.Join(dir, "forged.json")

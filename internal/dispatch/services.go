@@ -11,6 +11,7 @@ import (
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/adapters"
+	"github.com/packrun/packrun/internal/evidence"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )
@@ -30,7 +31,7 @@ type binding struct {
 // must wait for the attempt to be verified (follow-up tasks) are staged.
 type services struct {
 	b        binding
-	redactor *host.Redactor
+	redactor *evidence.Redactor
 
 	mu           sync.Mutex
 	staged       []host.TaskIntent
@@ -41,7 +42,7 @@ type services struct {
 
 var _ runtime.Services = (*services)(nil)
 
-func newServices(b binding) *services { return &services{b: b, redactor: host.NewRedactor()} }
+func newServices(b binding) *services { return &services{b: b, redactor: evidence.NewRedactor()} }
 
 // statusOf maps host errors to ABI status codes.
 func statusOf(err error) abi.Status {

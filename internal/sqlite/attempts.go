@@ -11,6 +11,7 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
 )
 
 // normalizeAttempt validates an attempt and puts it in its stored form
@@ -75,7 +76,7 @@ func (s *Store) normalizeAttempt(a *host.Attempt) error {
 		if !json.Valid(*f.v) {
 			return host.Invalid(op, f.name, "is not valid JSON")
 		}
-		*f.v = host.CompactJSON(*f.v)
+		*f.v = evidence.CompactJSON(*f.v)
 	}
 	if a.Error != nil {
 		e := *a.Error
@@ -83,7 +84,7 @@ func (s *Store) normalizeAttempt(a *host.Attempt) error {
 			if !json.Valid(e.Details) {
 				return host.Invalid(op, "error.details", "is not valid JSON")
 			}
-			e.Details = host.CompactJSON(e.Details)
+			e.Details = evidence.CompactJSON(e.Details)
 		}
 		a.Error = &e
 	}
@@ -104,7 +105,7 @@ func (s *Store) normalizeAttempt(a *host.Attempt) error {
 	if a.EndedAt.Before(a.StartedAt) {
 		return host.Invalid(op, "ended_at", "is before started_at")
 	}
-	a.ContentHash = host.HashAttempt(a)
+	a.ContentHash = evidence.HashAttempt(a)
 	return nil
 }
 

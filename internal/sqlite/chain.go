@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
 )
 
 // VerifyChain implements host.Evidence. It walks the events in seq order,
@@ -19,7 +20,7 @@ import (
 // covers. It stops at the first broken link.
 func (s *Store) VerifyChain(ctx context.Context) (*host.ChainReport, error) {
 	const op = "verify chain"
-	rep := &host.ChainReport{Head: host.GenesisHash}
+	rep := &host.ChainReport{Head: evidence.GenesisHash}
 	brk, err := s.walkChain(ctx, rep)
 	if err != nil {
 		return nil, host.Wrap(op, "", err)
@@ -41,7 +42,7 @@ func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport) (*host.Cha
 		return nil, err
 	}
 	defer rows.Close()
-	prev, want := host.GenesisHash, int64(1)
+	prev, want := evidence.GenesisHash, int64(1)
 	for rows.Next() {
 		e, err := scanEvent(rows)
 		if err != nil {
@@ -55,7 +56,7 @@ func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport) (*host.Cha
 			return brk(host.BreakSeqGap, "expected event %d, found %d: events were removed", want, e.Seq), nil
 		case e.PrevHash != prev:
 			return brk(host.BreakPrevHash, "prev_hash %.12s… is not the hash of event %d (%.12s…): the chain was rewritten", e.PrevHash, e.Seq-1, prev), nil
-		case host.HashEvent(e) != e.Hash:
+		case evidence.HashEvent(e) != e.Hash:
 			return brk(host.BreakEventHash, "event %d (%s) was changed after it was appended: its fields no longer match its hash", e.Seq, e.Type), nil
 		}
 		switch e.Type {
@@ -94,7 +95,7 @@ func (s *Store) checkAttempt(ctx context.Context, e *host.Event) (*host.ChainBre
 		brk.Problem, brk.Detail = host.BreakAttemptHash, fmt.Sprintf("attempt %s, recorded at event %d, was changed: a column is no longer readable (%v)", e.AttemptID, e.Seq, err)
 		return brk, nil
 	}
-	if got := host.HashAttempt(a); got != d.ContentHash || a.ContentHash != d.ContentHash || a.EventSeq != e.Seq {
+	if got := evidence.HashAttempt(a); got != d.ContentHash || a.ContentHash != d.ContentHash || a.EventSeq != e.Seq {
 		brk.Problem = host.BreakAttemptHash
 		brk.Detail = fmt.Sprintf("attempt %s was changed after it was recorded: its content hashes to %.12s…, event %d chained %.12s…", e.AttemptID, got, e.Seq, d.ContentHash)
 		return brk, nil

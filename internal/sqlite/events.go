@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
 )
 
 // appendEvent appends e to the chain inside a write transaction: it reads
@@ -24,7 +25,7 @@ func (s *Store) appendEvent(tx *wtx, e *host.Event) error {
 		// under it: read it once per transaction.
 		err := tx.QueryRow(`SELECT seq, hash FROM runtime_events ORDER BY seq DESC LIMIT 1`).Scan(&seq, &prev)
 		if errors.Is(err, sql.ErrNoRows) {
-			seq, prev, err = 0, host.GenesisHash, nil
+			seq, prev, err = 0, evidence.GenesisHash, nil
 		}
 		if err != nil {
 			return err
@@ -33,8 +34,8 @@ func (s *Store) appendEvent(tx *wtx, e *host.Event) error {
 	e.Seq = seq + 1
 	e.Time = s.now()
 	e.PrevHash = prev
-	e.Data = host.CompactJSON(e.Data)
-	e.Hash = host.HashEvent(e)
+	e.Data = evidence.CompactJSON(e.Data)
+	e.Hash = evidence.HashEvent(e)
 	_, err := tx.Exec(`INSERT OR FAIL INTO runtime_events (seq, time, type, task_id, attempt_id, data, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.Seq, ts(e.Time), e.Type, e.TaskID, e.AttemptID, string(e.Data), e.PrevHash, e.Hash)
 	if err != nil {

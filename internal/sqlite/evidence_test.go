@@ -12,6 +12,7 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
 )
 
 // seedEvidence fills a store with a bit of everything and returns the
@@ -73,13 +74,13 @@ func TestVerifyChain(t *testing.T) {
 		t.Fatalf("fresh chain: %+v %+v", rep, rep.Broken)
 	}
 	evs, _ := f.Events(ctx, host.EventFilter{})
-	if rep.Head != evs[len(evs)-1].Hash || evs[0].PrevHash != host.GenesisHash {
+	if rep.Head != evs[len(evs)-1].Hash || evs[0].PrevHash != evidence.GenesisHash {
 		t.Fatal("head or genesis wrong")
 	}
 	// Every event's data is stored compacted; HTML-significant characters
 	// survive, so does the attempt's content hash.
 	got, _ := f.Attempt(ctx, a.AttemptID)
-	if host.HashAttempt(got) != a.ContentHash || string(got.Input) != `{"q":"\u003chi\u003e"}` || !bytes.Equal(got.Stderr, []byte{0xff, 0}) {
+	if evidence.HashAttempt(got) != a.ContentHash || string(got.Input) != `{"q":"\u003chi\u003e"}` || !bytes.Equal(got.Stderr, []byte{0xff, 0}) {
 		t.Fatalf("attempt did not round-trip: %s %q", got.Input, got.Stderr)
 	}
 }
@@ -101,7 +102,7 @@ func TestVerifyChainFindsTampering(t *testing.T) {
 			e, _ := f.Events(ctx, host.EventFilter{AfterSeq: 1, Limit: 1})
 			forged := *e[0]
 			forged.Data = []byte(`{"forged":true}`)
-			return 3, []string{`UPDATE runtime_events SET data = '{"forged":true}', hash = '` + host.HashEvent(&forged) + `' WHERE seq = 2`}
+			return 3, []string{`UPDATE runtime_events SET data = '{"forged":true}', hash = '` + evidence.HashEvent(&forged) + `' WHERE seq = 2`}
 		}, host.BreakPrevHash},
 		{"event deleted", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
 			return 4, []string{`DELETE FROM runtime_events WHERE seq = 3`}
@@ -112,7 +113,7 @@ func TestVerifyChainFindsTampering(t *testing.T) {
 		{"attempt output and its content_hash column edited", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
 			b := *a
 			b.Output = []byte(`{"answer":43}`)
-			return a.EventSeq, []string{`UPDATE task_attempts SET output = '{"answer":43}', content_hash = '` + host.HashAttempt(&b) + `' WHERE attempt_id = 'att-1'`}
+			return a.EventSeq, []string{`UPDATE task_attempts SET output = '{"answer":43}', content_hash = '` + evidence.HashAttempt(&b) + `' WHERE attempt_id = 'att-1'`}
 		}, host.BreakAttemptHash},
 		{"attempt trace edited", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
 			return a.EventSeq, []string{`UPDATE task_attempts SET trace = '[]' WHERE attempt_id = 'att-1'`}
@@ -286,7 +287,7 @@ func TestExportAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := host.VerifyBundle(b); err != nil {
+	if err := evidence.VerifyBundle(b); err != nil {
 		t.Fatal(err)
 	}
 	if len(b.Artifacts) != 1 || b.Artifacts[0].ArtifactID != art.ArtifactID || string(b.Artifacts[0].Content) != "# report\n" {
@@ -314,11 +315,11 @@ func TestExportAttempt(t *testing.T) {
 		if err := json.Unmarshal(raw, &back); err != nil {
 			t.Fatal(err)
 		}
-		if err := host.VerifyBundle(&back); err != nil {
+		if err := evidence.VerifyBundle(&back); err != nil {
 			t.Fatalf("after JSON round trip: %v", err)
 		}
 		back.Attempt.Output = json.RawMessage(`{"answer":41}`)
-		if err := host.VerifyBundle(&back); err == nil {
+		if err := evidence.VerifyBundle(&back); err == nil {
 			t.Fatal("edited bundle verified")
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
 )
 
 func TestMemoryBasics(t *testing.T) {
@@ -228,7 +229,7 @@ func TestRedactSecretsReadFromMemory(t *testing.T) {
 	sc := host.Scope{Tenant: "acme", Namespace: "creds"}
 	f.Put(ctx, sc, "api-token", json.RawMessage(`"sk-live-123456"`), host.PutOptions{Secret: true})
 	f.Put(ctx, sc, "public", json.RawMessage(`"hello world"`), host.PutOptions{})
-	r := host.NewRedactor()
+	r := evidence.NewRedactor()
 	for _, k := range []string{"api-token", "public"} {
 		e, _ := f.Get(ctx, sc, k)
 		if e.Secret {

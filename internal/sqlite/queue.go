@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
 )
 
 const taskColumns = `task_id, task_type, source, subject, description, priority, payload, requested_profile_id, requested_adapter_id,
@@ -74,7 +75,7 @@ func newTask(op string, in *host.TaskIntent, maxAttempts int, now time.Time) (*h
 	}
 	return &host.TaskRecord{
 		TaskID: host.NewID("task"), TaskType: in.TaskType, Source: in.Source, Subject: in.Subject, Description: in.Description,
-		Priority: prio, Payload: host.CompactJSON(in.Payload), RequestedProfileID: in.RequestedProfileID,
+		Priority: prio, Payload: evidence.CompactJSON(in.Payload), RequestedProfileID: in.RequestedProfileID,
 		RequestedAdapterID: in.RequestedAdapterID, RequestedModel: in.RequestedModel, SkillIDs: in.SkillIDs,
 		WorkflowRef: in.WorkflowRef, EvidenceRequirements: in.EvidenceRequirements, Status: host.TaskPending,
 		MaxAttempts: maxAttempts, AvailableAt: host.IntentAvailableAt(in, now), CreatedAt: now, UpdatedAt: now,

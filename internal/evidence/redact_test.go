@@ -1,4 +1,4 @@
-package host
+package evidence
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/host"
 )
 
 func newAbiError(code, msg, details string) *abi.Error {
@@ -72,7 +73,7 @@ func TestRedactor(t *testing.T) {
 func TestRedactAttempt(t *testing.T) {
 	r := NewRedactor()
 	r.Add("n/k", json.RawMessage(`"s3cr3t-value"`))
-	a := &Attempt{
+	a := &host.Attempt{
 		Input: json.RawMessage(`{"q":"s3cr3t-value"}`), Output: json.RawMessage(`"s3cr3t-value"`),
 		Interrupt: json.RawMessage(`{"ask":"s3cr3t-value"}`), Stdout: []byte("s3cr3t-value\n"), Stderr: []byte("e s3cr3t-value"),
 		Logs: json.RawMessage(`[{"message":"s3cr3t-value"}]`), Events: json.RawMessage(`[{"v":"s3cr3t-value"}]`),

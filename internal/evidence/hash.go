@@ -1,4 +1,4 @@
-package host
+package evidence
 
 import (
 	"bytes"
@@ -10,62 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/textclip"
 )
 
 // GenesisHash is the prev_hash of the first event.
 const GenesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
-
-// TimeLayout is the canonical time encoding of the evidence (always UTC,
-// fixed width, so that text order is time order).
-const TimeLayout = "2006-01-02T15:04:05.000000000Z"
-
-// FormatTime encodes t canonically: t.UTC().Format(TimeLayout).
-func FormatTime(t time.Time) string {
-	var b [len(TimeLayout)]byte
-	return string(appendTime(b[:0], t))
-}
-
-// appendTime appends t's canonical encoding, written out by hand because
-// the store encodes several times per attempt inside its single writer,
-// where time.Format's layout interpretation showed
-// (TestFormatTimeMatchesLayout holds the two equal). Years outside 0..9999
-// have no fixed-width form and go through time.AppendFormat.
-func appendTime(b []byte, t time.Time) []byte {
-	t = t.UTC()
-	year, month, day := t.Date()
-	if year < 0 || year > 9999 {
-		return t.AppendFormat(b, TimeLayout)
-	}
-	hour, min, sec := t.Clock()
-	put := func(width, v int) {
-		n := len(b)
-		for range width {
-			b = append(b, '0')
-		}
-		for j := n + width - 1; j >= n; j-- {
-			b[j] = byte('0' + v%10)
-			v /= 10
-		}
-	}
-	put(4, year)
-	b = append(b, '-')
-	put(2, int(month))
-	b = append(b, '-')
-	put(2, day)
-	b = append(b, 'T')
-	put(2, hour)
-	b = append(b, ':')
-	put(2, min)
-	b = append(b, ':')
-	put(2, sec)
-	b = append(b, '.')
-	put(9, t.Nanosecond())
-	return append(b, 'Z')
-}
-
-// ParseTime decodes a canonical time.
-func ParseTime(s string) (time.Time, error) { return time.Parse(TimeLayout, s) }
 
 // CompactJSON returns raw in the form encoding/json marshals a
 // json.RawMessage to (compact, with <, >, & and U+2028/9 escaped), so that
@@ -155,7 +105,7 @@ func (c *canon) json(raw []byte) { c.bytes(CompactJSON(raw)) }
 
 func (c *canon) time(t time.Time) {
 	var tmp [40]byte
-	c.bytes(appendTime(tmp[:0], t))
+	c.bytes(host.AppendTime(tmp[:0], t))
 }
 
 func (c *canon) sum() string {
@@ -166,7 +116,7 @@ func (c *canon) sum() string {
 // HashEvent is the sha256 of the canonical encoding of an event: tag
 // "packrun.event.v1", then seq, time, type, task_id, attempt_id, data
 // (CompactJSON) and prev_hash, each as a netstring.
-func HashEvent(e *Event) string {
+func HashEvent(e *host.Event) string {
 	c := newCanon("packrun.event.v1")
 	c.int(e.Seq)
 	c.time(e.Time)
@@ -180,8 +130,8 @@ func HashEvent(e *Event) string {
 
 // HashAttempt is the content hash of an attempt: the sha256 of the
 // canonical encoding of every field except ContentHash and EventSeq, in
-// declaration order (JSON fields as CompactJSON, times as TimeLayout).
-func HashAttempt(a *Attempt) string {
+// declaration order (JSON fields as CompactJSON, times as host.TimeLayout).
+func HashAttempt(a *host.Attempt) string {
 	c := newCanon("packrun.attempt.v1")
 	for _, s := range []string{a.AttemptID, a.TaskID, a.RunnerID, a.Pack, a.ModuleSHA256, a.Node, a.Tenant, a.RunID} {
 		c.str(s)
@@ -219,16 +169,16 @@ const MaxBundleBytes = 1 << 30
 // DecodeBundle decodes a bundle as `packrun evidence export` writes it
 // from untrusted bytes: one JSON object with a bundle's fields only. It
 // does not verify it (VerifyBundle does).
-func DecodeBundle(b []byte) (*Bundle, error) {
+func DecodeBundle(b []byte) (*host.Bundle, error) {
 	if len(b) > MaxBundleBytes {
 		return nil, fmt.Errorf("bundle: %d bytes; the limit is %d", len(b), MaxBundleBytes)
 	}
-	var bun Bundle
+	var bun host.Bundle
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&bun); err != nil {
 		msg := strings.TrimPrefix(err.Error(), "json: ")
-		if name, ok := UnknownField(err); ok {
+		if name, ok := host.UnknownField(err); ok {
 			msg = "unknown field " + name
 		}
 		return nil, fmt.Errorf("bundle: not a bundle: %s", textclip.Clip(msg, 200))
@@ -243,16 +193,16 @@ func DecodeBundle(b []byte) (*Bundle, error) {
 // hash, every event's hash, the attempt_recorded event's content hash and
 // every artifact's digest and size. Events are checked one by one (a bundle
 // holds a subset of the chain, so links are not checked).
-func VerifyBundle(b *Bundle) error {
-	if b.Format != BundleFormat {
-		return fmt.Errorf("bundle: format %q, want %q", ShortName(b.Format), BundleFormat)
+func VerifyBundle(b *host.Bundle) error {
+	if b.Format != host.BundleFormat {
+		return fmt.Errorf("bundle: format %q, want %q", host.ShortName(b.Format), host.BundleFormat)
 	}
 	if b.Attempt == nil {
 		return fmt.Errorf("bundle: no attempt")
 	}
 	a := b.Attempt
 	if got := HashAttempt(a); got != a.ContentHash {
-		return fmt.Errorf("bundle: attempt %s: content hash %s does not match its content (%s)", ShortName(a.AttemptID), ShortName(a.ContentHash), got)
+		return fmt.Errorf("bundle: attempt %s: content hash %s does not match its content (%s)", host.ShortName(a.AttemptID), host.ShortName(a.ContentHash), got)
 	}
 	chained := false
 	for i, e := range b.Events {
@@ -260,26 +210,26 @@ func VerifyBundle(b *Bundle) error {
 			return fmt.Errorf("bundle: events[%d] is null", i)
 		}
 		if got := HashEvent(e); got != e.Hash {
-			return fmt.Errorf("bundle: event %d (%s): hash does not match its fields", e.Seq, ShortName(e.Type))
+			return fmt.Errorf("bundle: event %d (%s): hash does not match its fields", e.Seq, host.ShortName(e.Type))
 		}
-		if e.Type == EventAttemptRecorded && e.AttemptID == a.AttemptID {
+		if e.Type == host.EventAttemptRecorded && e.AttemptID == a.AttemptID {
 			var d struct {
 				ContentHash string `json:"content_hash"`
 			}
 			json.Unmarshal(e.Data, &d)
 			if d.ContentHash != a.ContentHash {
-				return fmt.Errorf("bundle: event %d records content hash %s for attempt %s, not %s", e.Seq, ShortName(d.ContentHash), ShortName(a.AttemptID), ShortName(a.ContentHash))
+				return fmt.Errorf("bundle: event %d records content hash %s for attempt %s, not %s", e.Seq, host.ShortName(d.ContentHash), host.ShortName(a.AttemptID), host.ShortName(a.ContentHash))
 			}
 			chained = true
 		}
 	}
 	if !chained {
-		return fmt.Errorf("bundle: no attempt_recorded event for attempt %s", ShortName(a.AttemptID))
+		return fmt.Errorf("bundle: no attempt_recorded event for attempt %s", host.ShortName(a.AttemptID))
 	}
 	for _, art := range b.Artifacts {
 		sum := sha256.Sum256(art.Content)
 		if hex.EncodeToString(sum[:]) != art.SHA256 || int64(len(art.Content)) != art.Size {
-			return fmt.Errorf("bundle: artifact %s (%s): content does not match its digest", ShortName(art.ArtifactID), ShortName(art.RelativePath))
+			return fmt.Errorf("bundle: artifact %s (%s): content does not match its digest", host.ShortName(art.ArtifactID), host.ShortName(art.RelativePath))
 		}
 	}
 	return nil

@@ -1,44 +1,18 @@
-package host
+package evidence
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/host"
 )
-
-func TestFormatTimeMatchesLayout(t *testing.T) {
-	for _, tm := range []time.Time{
-		time.Date(2026, 11, 21, 10, 33, 35, 123456789, time.UTC),
-		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC),
-		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
-		time.Date(2026, 3, 5, 7, 8, 9, 1000, time.FixedZone("x", -7*3600)),
-		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
-		time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
-		{},
-		time.Now(),
-	} {
-		if got, want := FormatTime(tm), tm.UTC().Format(TimeLayout); got != want {
-			t.Errorf("FormatTime(%v) = %q, want %q", tm, got, want)
-		}
-	}
-}
-
-func FuzzFormatTime(f *testing.F) {
-	f.Add(int64(0), int64(0))
-	f.Add(int64(1795000000), int64(123456789))
-	f.Fuzz(func(t *testing.T, sec, nsec int64) {
-		tm := time.Unix(sec, nsec)
-		if got, want := FormatTime(tm), tm.UTC().Format(TimeLayout); got != want {
-			t.Fatalf("FormatTime(%d, %d) = %q, want %q", sec, nsec, got, want)
-		}
-	})
-}
 
 func TestCompactJSON(t *testing.T) {
 	for in, want := range map[string]string{
@@ -76,17 +50,17 @@ func FuzzCompactJSON(f *testing.F) {
 }
 
 // testBundle is a small bundle that verifies.
-func testBundle() *Bundle {
-	a := &Attempt{AttemptID: "att-1", Pack: "local.demo@1.0.0", Node: "demo", Tenant: "default", Attempt: 1, Outcome: abi.Completed,
+func testBundle() *host.Bundle {
+	a := &host.Attempt{AttemptID: "att-1", Pack: "local.demo@1.0.0", Node: "demo", Tenant: "default", Attempt: 1, Outcome: abi.Completed,
 		Input: json.RawMessage(`{"q":1}`), Output: json.RawMessage(`{"a":2}`), Trace: json.RawMessage(`[{"fn":"openwop_now_ms","result":1}]`),
-		ExitStatus: ExitOK, RetryClass: RetryNone, StartedAt: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), EndedAt: time.Date(2026, 3, 1, 12, 0, 1, 0, time.UTC)}
+		ExitStatus: host.ExitOK, RetryClass: host.RetryNone, StartedAt: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), EndedAt: time.Date(2026, 3, 1, 12, 0, 1, 0, time.UTC)}
 	a.ContentHash = HashAttempt(a)
-	e := &Event{Seq: 7, Time: a.EndedAt, Type: EventAttemptRecorded, AttemptID: a.AttemptID, Data: json.RawMessage(`{"content_hash":"` + a.ContentHash + `"}`), PrevHash: strings.Repeat("0", 64)}
+	e := &host.Event{Seq: 7, Time: a.EndedAt, Type: host.EventAttemptRecorded, AttemptID: a.AttemptID, Data: json.RawMessage(`{"content_hash":"` + a.ContentHash + `"}`), PrevHash: strings.Repeat("0", 64)}
 	e.Hash = HashEvent(e)
-	art := BundleArtifact{Artifact: Artifact{ArtifactID: "art-1", AttemptID: a.AttemptID, Role: RoleOutput, RelativePath: "out.md", SHA256: "d7e9b8d5bc9a3e1f7c0d5a7e4e0d0a3dbd4b0c1f6d55f4c6b0c9bcb2b5a8a8a1"}, Content: []byte("x")}
+	art := host.BundleArtifact{Artifact: host.Artifact{ArtifactID: "art-1", AttemptID: a.AttemptID, Role: host.RoleOutput, RelativePath: "out.md", SHA256: "d7e9b8d5bc9a3e1f7c0d5a7e4e0d0a3dbd4b0c1f6d55f4c6b0c9bcb2b5a8a8a1"}, Content: []byte("x")}
 	sum := sha256.Sum256(art.Content)
 	art.SHA256, art.Size = hex.EncodeToString(sum[:]), 1
-	return &Bundle{Format: BundleFormat, ExportedAt: a.EndedAt, Attempt: a, Artifacts: []BundleArtifact{art}, Events: []*Event{e}}
+	return &host.Bundle{Format: host.BundleFormat, ExportedAt: a.EndedAt, Attempt: a, Artifacts: []host.BundleArtifact{art}, Events: []*host.Event{e}}
 }
 
 // FuzzDecodeBundle: a bundle from untrusted bytes (`packrun evidence verify
@@ -151,5 +125,49 @@ func TestDecodeBundle(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// The canonical encodings are a storage format: existing chains must keep
+// verifying, so these hashes may never change.
+func TestCanonicalHashesAreStable(t *testing.T) {
+	tm := time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("x", 3600))
+	e := &host.Event{Seq: 7, Time: tm, Type: "task_claimed", TaskID: "t1", Data: json.RawMessage(`{ "a" : "<b>" }`), PrevHash: GenesisHash}
+	a := &host.Attempt{AttemptID: "a1", Attempt: 2, Input: json.RawMessage(`{"x": 1}`), Outcome: abi.Failed,
+		Error: &abi.Error{Code: "c", Message: "m"}, Stdout: []byte{0, 1}, StartedAt: tm, EndedAt: tm}
+	got := fmt.Sprintf("%s %s", HashEvent(e), HashAttempt(a))
+	const want = "392085ab10007ec2c003e8d2b50086e5b92f6d1d99141bf46cc45ed9efc41840 7da160ed3acfd9310f60bafd6bc9b8b322b68a3a339d956da62429f0a692b7cf"
+	if got != want {
+		t.Fatalf("canonical hashes changed:\n got %s\nwant %s", got, want)
+	}
+	// Equivalent encodings hash the same; any field change does not.
+	e2 := *e
+	e2.Data = json.RawMessage(`{"a":"\u003cb\u003e"}`)
+	e2.Time = tm.UTC()
+	if HashEvent(&e2) != HashEvent(e) {
+		t.Fatal("compaction or time zone changed the event hash")
+	}
+	for _, edit := range []func(*host.Event){
+		func(e *host.Event) { e.Seq++ }, func(e *host.Event) { e.Time = e.Time.Add(1) }, func(e *host.Event) { e.Type = "x" },
+		func(e *host.Event) { e.TaskID = "" }, func(e *host.Event) { e.AttemptID = "t1" }, func(e *host.Event) { e.Data = []byte(`{"a":"b"}`) },
+		func(e *host.Event) { e.PrevHash = "" },
+		// Moving bytes between fields must change the hash too.
+		func(e *host.Event) { e.Type, e.TaskID = "task_claimedt", "1" },
+	} {
+		c := *e
+		edit(&c)
+		if HashEvent(&c) == HashEvent(e) {
+			t.Fatalf("edit not reflected: %+v", c)
+		}
+	}
+	b := *a
+	b.Error = nil
+	if HashAttempt(&b) == HashAttempt(a) {
+		t.Fatal("error presence not hashed")
+	}
+	b = *a
+	b.Stdout, b.Stderr = nil, []byte{0, 1}
+	if HashAttempt(&b) == HashAttempt(a) {
+		t.Fatal("stdout/stderr not distinguished")
 	}
 }

@@ -1,4 +1,4 @@
-package host
+package evidence
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/packrun/packrun/host"
 )
 
 // MinSecretLen is the shortest text a Redactor replaces: shorter fragments
@@ -212,7 +214,7 @@ func (r *Redactor) JSON(raw json.RawMessage) json.RawMessage {
 // left as recorded, because replay feeds it back to the module; redact it
 // with JSON as well if the attempt must not keep secret values at all (its
 // replay then diverges where a secret was read).
-func (r *Redactor) Attempt(a *Attempt) {
+func (r *Redactor) Attempt(a *host.Attempt) {
 	if r == nil || r.Len() == 0 {
 		return
 	}
