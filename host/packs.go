@@ -28,6 +28,7 @@ type InstalledPack struct {
 	InstalledAt      time.Time       `json:"installed_at"`
 	BundleSHA256     string          `json:"bundle_sha256,omitempty"`
 	ProvenanceSHA256 string          `json:"provenance_sha256,omitempty"`
+	SignatureSHA256  string          `json:"signature_sha256,omitempty"` // PackBlobs.Signature
 	// Manifest is the pack.json the archive holds, byte for byte.
 	Manifest json.RawMessage `json:"manifest"`
 }
@@ -63,15 +64,23 @@ type Packs interface {
 	// identical pack (same archive digest) is installed already, it returns
 	// that record and already = true and changes nothing; a different pack
 	// under the same name@version fails with ErrPackConflict.
+	//
+	// The blob digests and Size of the record are the store's to fill in
+	// from b (b.Archive is required); one the caller sets must match.
+	// InstalledAt, when zero, is set to now (UTC, to the millisecond). p
+	// itself is not modified.
 	InstallPack(ctx context.Context, p *InstalledPack, b PackBlobs) (installed *InstalledPack, already bool, err error)
 	// ListPacks returns every installed pack, by name, newest version
 	// first (SemVer order).
 	ListPacks(ctx context.Context) ([]*InstalledPack, error)
 	// UninstallPacks removes the listed name@version rows in one
 	// transaction and then deletes the blobs no installed pack refers to.
+	// A ref with SHA256 set removes that pack only. If any ref is not
+	// installed, nothing is removed and the error matches
+	// ErrPackNotInstalled.
 	UninstallPacks(ctx context.Context, refs []*InstalledPack) error
 	// PackBlob reads a blob stored with a pack, checking it against its
-	// digest.
+	// digest (64 lowercase hex digits; anything else is refused).
 	PackBlob(ctx context.Context, sha256 string) ([]byte, error)
 	// PacksGeneration changes (in every process that opens the store)
 	// whenever a pack is installed or uninstalled: a reader holding an

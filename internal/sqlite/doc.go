@@ -1,7 +1,7 @@
 // Package sqlite implements the host services (host.Evidence, host.Memory,
-// host.Queue, host.Locker, host.TaskTypes) on packrun's embedded SQLite
-// database (WAL, via internal/db), with artifact bytes in a
-// content-addressed blob directory.
+// host.Queue, host.Locker, host.TaskTypes, host.Packs) on packrun's
+// embedded SQLite database (WAL, via internal/db), with artifact bytes and
+// installed packs' blobs in two content-addressed blob directories.
 //
 // All writes go through one writer goroutine per Store that groups queued
 // operations into one transaction (group commit) on a connection with

@@ -19,9 +19,15 @@ type gen struct {
 }
 
 // gens are the store's generations, one per cached kind of data, at fixed
-// places in the file (memory first: the file held only that one before).
+// places in the file: memory at 0 (the file held only that one at first),
+// routes at 8, packs at 16 (installed packs: see Store.PacksGeneration).
+// A shorter file, of an older packrun, is extended.
 type gens struct {
-	memory, routes gen
+	memory, routes, packs gen
+}
+
+func localGens() gens {
+	return gens{memory: gen{p: new(atomic.Uint64)}, routes: gen{p: new(atomic.Uint64)}, packs: gen{p: new(atomic.Uint64)}}
 }
 
 // openGens maps path's counters, creating or extending the file if
@@ -29,7 +35,7 @@ type gens struct {
 // process-local counters.
 func openGens(dbPath string) (gens, error) {
 	if dbPath == "" || dbPath == ":memory:" {
-		return gens{memory: gen{p: new(atomic.Uint64)}, routes: gen{p: new(atomic.Uint64)}}, nil
+		return localGens(), nil
 	}
 	path := dbPath + "-memgen"
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
@@ -37,7 +43,7 @@ func openGens(dbPath string) (gens, error) {
 		return gens{}, fmt.Errorf("store generations: %w", err)
 	}
 	defer f.Close() // the mapping outlives the descriptor
-	const size = 16
+	const size = 24
 	if fi, err := f.Stat(); err != nil {
 		return gens{}, fmt.Errorf("store generations: %w", err)
 	} else if fi.Size() < size {
@@ -54,11 +60,13 @@ func openGens(dbPath string) (gens, error) {
 	g := gens{
 		memory: gen{p: (*atomic.Uint64)(unsafe.Pointer(&mem[0]))},
 		routes: gen{p: (*atomic.Uint64)(unsafe.Pointer(&mem[8]))},
+		packs:  gen{p: (*atomic.Uint64)(unsafe.Pointer(&mem[16]))},
 	}
 	// A process that opens the store may follow one that died between a
 	// commit and its second bump: start everyone afresh.
 	g.memory.bump()
 	g.routes.bump()
+	g.packs.bump()
 	return g, nil
 }
 

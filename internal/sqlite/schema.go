@@ -161,4 +161,32 @@ CREATE TABLE dispatch_locks (
 	// older packrun) to seal them; this keeps that look to the secret
 	// entries. Other entries pay only the check of the condition.
 	`CREATE INDEX memory_entries_secret ON memory_entries (secret) WHERE secret = 1;`,
+	// 4: the installed-pack index (host.Packs, packs.go) moves here from
+	// the registry package, which created this very table as its
+	// migration ("registry", 1): a packrun.db that has it keeps it and its
+	// rows. That migration is recorded as applied, so a registry.Store
+	// opened on this database afterwards (while it still exists) does not
+	// try to create the table again.
+	`
+CREATE TABLE IF NOT EXISTS packs (
+	name TEXT NOT NULL,
+	version TEXT NOT NULL,
+	archive_sha256 TEXT NOT NULL,
+	size INTEGER NOT NULL,
+	manifest BLOB NOT NULL,
+	bundle_sha256 TEXT,
+	provenance_sha256 TEXT,
+	signer TEXT NOT NULL,
+	key_id TEXT NOT NULL,
+	provenance TEXT,
+	installed_at TEXT NOT NULL,
+	PRIMARY KEY (name, version)
+);
+INSERT OR IGNORE INTO schema_migrations (component, version, applied_at)
+	VALUES ('registry', 1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+`,
+	// 5: the detached Ed25519 signature of an openwop registry pack is a
+	// blob too; the registry stored it without indexing it, so its sweep
+	// deleted it. NULL: none (and for every pack installed before).
+	`ALTER TABLE packs ADD COLUMN signature_sha256 TEXT;`,
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/packrun/packrun/host"
@@ -20,14 +21,21 @@ var (
 	_ host.Queue     = (*Store)(nil)
 	_ host.Locker    = (*Store)(nil)
 	_ host.TaskTypes = (*Store)(nil)
+	_ host.Packs     = (*Store)(nil)
 )
 
 // Options configure a Store. Zero fields take the defaults.
 type Options struct {
 	// BlobDir holds artifact bytes as <BlobDir>/<sha256>. Default:
-	// <directory of the database>/artifacts/sha256. Not the registry's
-	// blobs/sha256: its uninstall sweep deletes every blob no pack refers to.
+	// <directory of the database>/artifacts/sha256. It must not be
+	// PackBlobDir: uninstalling packs deletes every blob there that no
+	// installed pack refers to.
 	BlobDir string
+	// PackBlobDir holds the blobs of installed packs (archives, signature
+	// and provenance bundles) as <PackBlobDir>/<sha256>. Default:
+	// <directory of the database>/blobs/sha256, where packrun has always
+	// kept them.
+	PackBlobDir string
 	// Now is the clock (default time.Now); tests inject their own.
 	Now func() time.Time
 	// MaxValueBytes caps one memory value (default 1 MiB).
@@ -57,6 +65,9 @@ type Options struct {
 func (o Options) withDefaults(path string) Options {
 	if o.BlobDir == "" {
 		o.BlobDir = filepath.Join(filepath.Dir(path), "artifacts", "sha256")
+	}
+	if o.PackBlobDir == "" {
+		o.PackBlobDir = filepath.Join(filepath.Dir(path), "blobs", "sha256")
 	}
 	if o.SecretKeyFile == "" {
 		o.SecretKeyFile = filepath.Join(filepath.Dir(path), "secret.key")
@@ -102,16 +113,28 @@ type Store struct {
 	mc     *memCache   // memory entries read (memCache)
 	routes *routeCache // task types resolved (routeCache)
 	keys   *keyring    // seals secret memory values (secrets.go)
+	// uninstalling serialises UninstallPacks within this Store, so that
+	// no other uninstall's deletion shares a batch with a sweep of pack
+	// blobs (see sweepPackBlobs).
+	uninstalling sync.Mutex
+	// beforeInstallTx, if set (by tests), runs in InstallPack between
+	// writing the blobs and the transaction that records them.
+	beforeInstallTx func()
 }
 
 // Open opens (creating if needed) the database at path, applies the host's
 // migrations, seals secret memory values an older packrun stored in
 // plaintext, and starts the writer. The database is its owner's alone
-// (internal/db.Open), and so is the artifact directory.
+// (internal/db.Open), and so are the artifact and pack blob directories.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults(path)
-	if err := os.MkdirAll(opts.BlobDir, 0o700); err != nil {
-		return nil, fmt.Errorf("open host store: %w", err)
+	if sameDir(opts.BlobDir, opts.PackBlobDir) {
+		return nil, fmt.Errorf("open host store: artifacts and pack blobs share %s: uninstalling a pack would delete the artifacts", opts.BlobDir)
+	}
+	for _, dir := range []string{opts.BlobDir, opts.PackBlobDir} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("open host store: %w", err)
+		}
 	}
 	d, err := db.Open(ctx, path)
 	if err != nil {
@@ -139,7 +162,19 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s := &Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), keys: keys}
 	s.sweepTemp()
+	s.sweepPackTemp()
 	return s, nil
+}
+
+// sameDir reports whether a and b name the same directory path.
+func sameDir(a, b string) bool {
+	if aa, err := filepath.Abs(a); err == nil {
+		a = aa
+	}
+	if bb, err := filepath.Abs(b); err == nil {
+		b = bb
+	}
+	return filepath.Clean(a) == filepath.Clean(b)
 }
 
 // Close commits every operation already accepted, stops the writer and
