@@ -9,6 +9,7 @@ type Backend interface {
 	Queue
 	Locker
 	TaskTypes
+	Packs
 	// Close flushes acknowledged writes and releases the backend.
 	Close() error
 }
