@@ -49,7 +49,7 @@ func BenchmarkVerifyInstall2MB(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		if _, _, err := s.Install(ctx, p, InstallRequest{Archive: archive, Bundle: bundle, Provenance: prov}, InstallOptions{}); err != nil {
+		if _, _, err := s.Install(ctx, p, Signed{Archive: archive, Bundle: bundle, Provenance: prov}, InstallOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()

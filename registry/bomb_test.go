@@ -137,12 +137,12 @@ func TestUntrustedBombIsNotOpened(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		policy *Policy
-		req    InstallRequest
+		req    Signed
 		check  string
 	}{
-		{"Sigstore bundle by an untrusted key", f.policy, InstallRequest{Archive: archive, Bundle: bundle, Provenance: prov}, CheckSignature},
-		{"Ed25519 signature by an untrusted registry key", withRegistry, InstallRequest{Archive: archive, Signature: ed25519.Sign(regPriv, archive)}, CheckSignature},
-		{"unsigned", f.policy, InstallRequest{Archive: archive}, CheckUnsigned},
+		{"Sigstore bundle by an untrusted key", f.policy, Signed{Archive: archive, Bundle: bundle, Provenance: prov}, CheckSignature},
+		{"Ed25519 signature by an untrusted registry key", withRegistry, Signed{Archive: archive, Signature: ed25519.Sign(regPriv, archive)}, CheckSignature},
+		{"unsigned", f.policy, Signed{Archive: archive}, CheckUnsigned},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reads := countReads(t)
@@ -179,12 +179,12 @@ func TestTrustedBombStopsAtTheRatio(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		policy *Policy
-		req    InstallRequest
+		req    Signed
 		opts   VerifyOptions
 	}{
-		{"Sigstore bundle by a trusted key", f.policy, InstallRequest{Archive: archive, Bundle: bundle, Provenance: prov}, VerifyOptions{}},
-		{"Ed25519 signature by a trusted registry key", withRegistry, InstallRequest{Archive: archive, Signature: ed25519.Sign(regPriv, archive)}, VerifyOptions{}},
-		{"unsigned, AllowUnsignedUnsafe", f.policy, InstallRequest{Archive: archive}, VerifyOptions{AllowUnsignedUnsafe: true}},
+		{"Sigstore bundle by a trusted key", f.policy, Signed{Archive: archive, Bundle: bundle, Provenance: prov}, VerifyOptions{}},
+		{"Ed25519 signature by a trusted registry key", withRegistry, Signed{Archive: archive, Signature: ed25519.Sign(regPriv, archive)}, VerifyOptions{}},
+		{"unsigned, AllowUnsignedUnsafe", f.policy, Signed{Archive: archive}, VerifyOptions{AllowUnsignedUnsafe: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reads := countReads(t)
@@ -233,10 +233,10 @@ func TestVerifyRequestNamespaceAfterOpening(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		policy *Policy
-		req    InstallRequest
+		req    Signed
 	}{
-		{"Sigstore key", f.policy, InstallRequest{Archive: archive, Bundle: bundle, Provenance: prov}},
-		{"registry key", withRegistry, InstallRequest{Archive: archive, Signature: ed25519.Sign(regPriv, archive)}},
+		{"Sigstore key", f.policy, Signed{Archive: archive, Bundle: bundle, Provenance: prov}},
+		{"registry key", withRegistry, Signed{Archive: archive, Signature: ed25519.Sign(regPriv, archive)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reads := countReads(t)

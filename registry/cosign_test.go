@@ -139,7 +139,7 @@ func TestCosignInterop(t *testing.T) {
 		if err := p.AddKey("cosign-user", pub, []string{"vendor.acme.*"}); err != nil {
 			t.Fatal(err)
 		}
-		v, err := Verify(ctx, archive, name, bundle, nil, p, VerifyOptions{})
+		v, err := Verify(ctx, p, Signed{Archive: archive, Bundle: bundle}, name, VerifyOptions{})
 		if err != nil {
 			t.Fatalf("Verify(cosign bundle): %v", err)
 		}
@@ -159,7 +159,7 @@ func TestCosignInterop(t *testing.T) {
 			t.Errorf("cosign hint %q != packrun KeyID %q", h, v.KeyID)
 		}
 		// The same bundle does not vouch for other bytes.
-		_, err = Verify(ctx, append(archive, 0), name, bundle, nil, p, VerifyOptions{})
+		_, err = Verify(ctx, p, Signed{Archive: append(archive, 0), Bundle: bundle}, name, VerifyOptions{})
 		if !errors.Is(err, ErrUntrusted) {
 			t.Fatalf("Verify(tampered, cosign bundle) = %v, want ErrUntrusted", err)
 		}

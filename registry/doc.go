@@ -14,5 +14,8 @@
 // *VerifyError that errors.Is ErrUntrusted, one line with its echoed values
 // clipped.
 //
-// The local pack store (install, list, export) will live here too.
+// It stores nothing: what it judges is a Signed (the archive and its
+// signatures, each named, as received), and the installed-pack store is the
+// host store's (host.Packs). Store, the pack store that lived here, is
+// superseded by it and will be removed.
 package registry

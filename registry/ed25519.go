@@ -27,7 +27,7 @@ func VerifyEd25519(tarball, sig []byte, name string, p *Policy) (*Verdict, error
 	if sig == nil {
 		sig = []byte{} // an openwop pack: a missing signature is not a missing Sigstore bundle
 	}
-	s, err := checkSigned(context.Background(), p, InstallRequest{Archive: tarball, Signature: sig}, VerifyOptions{}, name)
+	s, err := checkSigned(context.Background(), p, Signed{Archive: tarball, Signature: sig}, VerifyOptions{}, name)
 	if err != nil {
 		return nil, err
 	}

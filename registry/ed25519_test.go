@@ -2,6 +2,7 @@ package registry
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
@@ -64,6 +65,13 @@ func TestVerifyEd25519(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			v, err := VerifyEd25519(tt.tarball, tt.sig, tt.pack, tt.policy)
+			if tt.sig != nil {
+				// Verify of a Signed with a Signature judges the same.
+				v2, err2 := Verify(context.Background(), tt.policy, Signed{Archive: tt.tarball, Signature: tt.sig}, tt.pack, VerifyOptions{})
+				if (err == nil) != (err2 == nil) || (v != nil && *v != *v2) {
+					t.Errorf("Verify: %+v, %v; VerifyEd25519: %+v, %v", v2, err2, v, err)
+				}
+			}
 			if tt.wantCheck != "" {
 				checkRefusal(t, err, tt.wantCheck)
 				return

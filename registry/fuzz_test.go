@@ -48,9 +48,9 @@ func FuzzVerify(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, sigBytes, provBytes []byte) {
-		_, err := Verify(ctx, archive, name, sigBytes, provBytes, p, VerifyOptions{})
+		_, err := Verify(ctx, p, Signed{Archive: archive, Bundle: sigBytes, Provenance: provBytes}, name, VerifyOptions{})
 		check(t, err)
-		_, err = Verify(ctx, archive, name, sig, provBytes, p, VerifyOptions{})
+		_, err = Verify(ctx, p, Signed{Archive: archive, Bundle: sig, Provenance: provBytes}, name, VerifyOptions{})
 		check(t, err)
 	})
 }

@@ -93,7 +93,7 @@ func TestVerifyKeyless(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, err := Verify(ctx, archive, name, tt.sig, tt.prov, tt.policy, VerifyOptions{})
+			v, err := Verify(ctx, tt.policy, Signed{Archive: archive, Bundle: tt.sig, Provenance: tt.prov}, name, VerifyOptions{})
 			if tt.wantCheck != "" {
 				checkRefusal(t, err, tt.wantCheck)
 				return
@@ -130,13 +130,13 @@ func TestVerifyKeyless(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Verify(ctx, archive, name, sig, prov, loaded, VerifyOptions{}); err != nil {
+		if _, err := Verify(ctx, loaded, Signed{Archive: archive, Bundle: sig, Provenance: prov}, name, VerifyOptions{}); err != nil {
 			t.Fatalf("Verify: %v", err)
 		}
 		if err := os.Remove(filepath.Join(dir, "trusted_root.json")); err != nil {
 			t.Fatal(err)
 		}
-		_, err = Verify(ctx, archive, name, sig, prov, loaded, VerifyOptions{})
+		_, err = Verify(ctx, loaded, Signed{Archive: archive, Bundle: sig, Provenance: prov}, name, VerifyOptions{})
 		checkRefusal(t, err, CheckPolicy)
 	})
 
@@ -148,7 +148,7 @@ func TestVerifyKeyless(t *testing.T) {
 		if err := p.Validate(); err == nil {
 			t.Fatal("Validate accepted identities without trustedRoot")
 		}
-		_, err := Verify(ctx, archive, name, sig, prov, p, VerifyOptions{})
+		_, err := Verify(ctx, p, Signed{Archive: archive, Bundle: sig, Provenance: prov}, name, VerifyOptions{})
 		checkRefusal(t, err, CheckPolicy)
 	})
 
@@ -166,7 +166,7 @@ func TestVerifyKeyless(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Verify(ctx, archive, name, sig, prov, loaded, VerifyOptions{}); err != nil {
+		if _, err := Verify(ctx, loaded, Signed{Archive: archive, Bundle: sig, Provenance: prov}, name, VerifyOptions{}); err != nil {
 			t.Fatalf("Verify: %v", err)
 		}
 	})

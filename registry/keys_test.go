@@ -77,7 +77,7 @@ func TestGenerateKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Verify(context.Background(), []byte("pack"), "local.demo", sig, prov, p, VerifyOptions{}); err != nil {
+	if _, err := Verify(context.Background(), p, Signed{Archive: []byte("pack"), Bundle: sig, Provenance: prov}, "local.demo", VerifyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

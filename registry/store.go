@@ -3,9 +3,7 @@ package registry
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,7 +45,9 @@ var migrations = []string{
 }
 
 // Store is the local pack store: content-addressed blobs under
-// $PACKRUN_HOME/blobs/sha256 and an index in packrun.db. Installing writes
+// $PACKRUN_HOME/blobs/sha256 and an index in packrun.db. It is superseded
+// by internal/sqlite.Store's host.Packs (the same table and blob
+// directory) and will be removed once the CLI uses that. Installing writes
 // and syncs every blob first and then records the pack in one transaction,
 // so a crash at any point leaves either the old state or the new one (plus,
 // at worst, unreferenced blobs that the next uninstall sweeps).
@@ -95,17 +95,6 @@ func OpenStore(ctx context.Context, home string) (*Store, error) {
 // Close closes the index.
 func (s *Store) Close() error { return s.db.Close() }
 
-// InstallRequest is what Install needs: the archive and its signatures
-// exactly as received.
-type InstallRequest struct {
-	Archive    []byte
-	Bundle     []byte // Sigstore bundle over the archive (nil: unsigned)
-	Provenance []byte // provenance bundle (nil: none)
-	// Signature is the detached Ed25519 signature of an openwop registry
-	// pack; when set it is verified instead of Bundle.
-	Signature []byte
-}
-
 // InstallOptions adjust Install.
 type InstallOptions struct {
 	VerifyOptions
@@ -114,40 +103,10 @@ type InstallOptions struct {
 	Check func(context.Context, *packs.Archive) error
 }
 
-// readArchive is packs.Read; tests count the archives opened.
-var readArchive = packs.Read
-
-// VerifyRequest checks a pack's archive and signatures against policy
-// without storing anything. The signature is checked over the archive bytes
-// first, against every trusted signer: an archive no trusted signer signed
-// is refused before it is decompressed, so an untrusted gzip bomb costs no
-// more than its own bytes. Then the archive is opened (within
-// packs.DefaultLimits()), and the signer must be trusted for the name its
-// manifest gives. An unsigned pack is opened only with AllowUnsignedUnsafe.
-func VerifyRequest(ctx context.Context, p *Policy, req InstallRequest, opts VerifyOptions) (*Verdict, *packs.Archive, error) {
-	s, err := checkSigned(ctx, p, req, opts, "")
-	if err != nil {
-		var ve *VerifyError
-		if errors.As(err, &ve) && ve.Pack == "" {
-			ve.Archive = digestOrEmpty(req.Archive)
-		}
-		return nil, nil, err
-	}
-	arch, err := readArchive(bytes.NewReader(req.Archive), packs.DefaultLimits())
-	if err != nil {
-		return nil, nil, err
-	}
-	v, err := s.vouch(arch.Manifest.Name)
-	if err != nil {
-		return nil, nil, err
-	}
-	return v, arch, nil
-}
-
 // Install verifies a pack against policy and, only if it is trusted and
 // well-formed, stores it. It reports whether the identical pack was already
 // installed (then nothing changes).
-func (s *Store) Install(ctx context.Context, p *Policy, req InstallRequest, opts InstallOptions) (*Installed, bool, error) {
+func (s *Store) Install(ctx context.Context, p *Policy, req Signed, opts InstallOptions) (*Installed, bool, error) {
 	verdict, arch, err := VerifyRequest(ctx, p, req, opts.VerifyOptions)
 	if err != nil {
 		return nil, false, err
@@ -204,14 +163,6 @@ func (s *Store) Install(ctx context.Context, p *Policy, req InstallRequest, opts
 		return nil, false, fmt.Errorf("install %s@%s: %w", m.Name, m.Version, err)
 	}
 	return inst, false, nil
-}
-
-func digestOrEmpty(b []byte) string {
-	if b == nil {
-		return ""
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }
 
 func nullable(s string) any {

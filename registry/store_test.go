@@ -61,16 +61,16 @@ func newStore(t testing.TB) *storeFixture {
 	return &storeFixture{store: s, home: home, policy: p, key: k}
 }
 
-func (f *storeFixture) signed(t testing.TB, name, version string) InstallRequest {
+func (f *storeFixture) signed(t testing.TB, name, version string) Signed {
 	archive := buildPack(t, name, version)
 	b, p := signPack(t, f.key, archive, name)
-	return InstallRequest{Archive: archive, Bundle: b, Provenance: p}
+	return Signed{Archive: archive, Bundle: b, Provenance: p}
 }
 
 func TestInstallListResolveExportUninstall(t *testing.T) {
 	ctx := context.Background()
 	f := newStore(t)
-	var req InstallRequest // what was installed as 1.0.0
+	var req Signed // what was installed as 1.0.0
 	for _, v := range []string{"1.0.0", "1.2.0", "2.0.0-rc.1", "2.0.0"} {
 		r := f.signed(t, "vendor.acme.hello", v)
 		if v == "1.0.0" {
@@ -124,7 +124,7 @@ func TestInstallListResolveExportUninstall(t *testing.T) {
 	// The export installs under another home.
 	g := newStore(t)
 	g.policy = f.policy
-	if _, _, err := g.store.Install(ctx, g.policy, InstallRequest{Archive: mustRead(t, paths[0]), Bundle: mustRead(t, paths[1]), Provenance: mustRead(t, paths[2])}, InstallOptions{}); err != nil {
+	if _, _, err := g.store.Install(ctx, g.policy, Signed{Archive: mustRead(t, paths[0]), Bundle: mustRead(t, paths[1]), Provenance: mustRead(t, paths[2])}, InstallOptions{}); err != nil {
 		t.Fatalf("install export elsewhere: %v", err)
 	}
 	removed, err := f.store.Uninstall(ctx, "vendor.acme.hello@^1")
@@ -169,18 +169,18 @@ func TestInstallRefusals(t *testing.T) {
 	fb, fp := signPack(t, f.key, foreign, "vendor.other.tool")
 	cases := []struct {
 		name string
-		req  InstallRequest
+		req  Signed
 		want error
 	}{
 		// The signature is checked before the archive is opened.
-		{"tampered archive", InstallRequest{Archive: tampered, Bundle: good.Bundle, Provenance: good.Provenance}, ErrUntrusted},
-		{"untrusted key", InstallRequest{Archive: other.Archive, Bundle: ob, Provenance: op}, ErrUntrusted},
-		{"not a pack, untrusted key", InstallRequest{Archive: garbage, Bundle: gb, Provenance: gp}, ErrUntrusted},
-		{"not a pack, trusted key", InstallRequest{Archive: garbage, Bundle: tb, Provenance: tp}, packs.ErrInvalidPack},
-		{"trusted key outside its namespace", InstallRequest{Archive: foreign, Bundle: fb, Provenance: fp}, ErrUntrusted},
-		{"unsigned", InstallRequest{Archive: good.Archive}, ErrUntrusted},
-		{"swapped bundles", InstallRequest{Archive: good.Archive, Bundle: good.Provenance, Provenance: good.Bundle}, ErrUntrusted},
-		{"other pack's provenance", InstallRequest{Archive: good.Archive, Bundle: good.Bundle, Provenance: other.Provenance}, ErrUntrusted},
+		{"tampered archive", Signed{Archive: tampered, Bundle: good.Bundle, Provenance: good.Provenance}, ErrUntrusted},
+		{"untrusted key", Signed{Archive: other.Archive, Bundle: ob, Provenance: op}, ErrUntrusted},
+		{"not a pack, untrusted key", Signed{Archive: garbage, Bundle: gb, Provenance: gp}, ErrUntrusted},
+		{"not a pack, trusted key", Signed{Archive: garbage, Bundle: tb, Provenance: tp}, packs.ErrInvalidPack},
+		{"trusted key outside its namespace", Signed{Archive: foreign, Bundle: fb, Provenance: fp}, ErrUntrusted},
+		{"unsigned", Signed{Archive: good.Archive}, ErrUntrusted},
+		{"swapped bundles", Signed{Archive: good.Archive, Bundle: good.Provenance, Provenance: good.Bundle}, ErrUntrusted},
+		{"other pack's provenance", Signed{Archive: good.Archive, Bundle: good.Bundle, Provenance: other.Provenance}, ErrUntrusted},
 		{"same name@version, different pack", diffReq, ErrConflict},
 		{"check refuses", f.signed(t, "vendor.acme.checked", "1.0.0"), errChecked},
 	}
@@ -216,7 +216,7 @@ func TestInstallRefusals(t *testing.T) {
 
 var errChecked = errors.New("check refused")
 
-func (f *storeFixture) signedWith(t testing.TB, name, version, extra string) InstallRequest {
+func (f *storeFixture) signedWith(t testing.TB, name, version, extra string) Signed {
 	wasm, _ := os.ReadFile("../examples/hello-c/hello.wasm")
 	dir := t.TempDir()
 	sum := sha256.Sum256(wasm)
@@ -229,7 +229,7 @@ func (f *storeFixture) signedWith(t testing.TB, name, version, extra string) Ins
 		t.Fatal(err)
 	}
 	b, p := signPack(t, f.key, archive, name)
-	return InstallRequest{Archive: archive, Bundle: b, Provenance: p}
+	return Signed{Archive: archive, Bundle: b, Provenance: p}
 }
 
 // TestInstallSurvivesKill kills a process that is installing packs at random
@@ -314,7 +314,7 @@ func installChild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := s.Install(ctx, p, InstallRequest{Archive: archive, Bundle: b, Provenance: prov}, InstallOptions{}); err != nil {
+		if _, _, err := s.Install(ctx, p, Signed{Archive: archive, Bundle: b, Provenance: prov}, InstallOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

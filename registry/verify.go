@@ -16,6 +16,8 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/sigstore/sigstore-go/pkg/verify"
 	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/packrun/packrun/packs"
 )
 
 // VerifyOptions adjust Verify. The zero value is the secure default.
@@ -45,10 +47,27 @@ type Verdict struct {
 	Provenance *Provenance
 }
 
-// Verify decides whether a pack archive may be trusted under policy p.
-// bundle is the Sigstore bundle (JSON) with a message signature over the
-// archive; provenance is the Sigstore bundle with the DSSE-enveloped SLSA
-// provenance statement (nil if there is none).
+// Signed is a pack archive with its signatures, exactly as received: what
+// Verify and VerifyRequest judge (and what is stored once trusted). Naming
+// each part keeps a signature bundle from being passed as provenance, or
+// the other way round.
+type Signed struct {
+	Archive    []byte // the pack archive (.pack, a gzipped tar)
+	Bundle     []byte // Sigstore bundle with a message signature over Archive (nil: unsigned)
+	Provenance []byte // Sigstore bundle of the SLSA provenance statement (nil: none)
+	// Signature is the detached Ed25519 signature of an openwop registry
+	// pack (see VerifyEd25519); when set it is verified instead of Bundle,
+	// and Provenance is not looked at.
+	Signature []byte
+}
+
+// Verify decides whether a pack archive may be trusted under policy p as
+// the pack name, without opening the archive (VerifyRequest opens it and
+// takes the name from its manifest). s.Bundle is the Sigstore bundle (JSON)
+// with a message signature over s.Archive; s.Provenance is the Sigstore
+// bundle with the DSSE-enveloped SLSA provenance statement (nil if there is
+// none); s.Signature, when set, is an openwop Ed25519 signature checked
+// instead.
 //
 // The signature must verify against a trusted key (matched by the bundle's
 // key hint, else each trusted key in turn) or, for a keyless bundle, against
@@ -60,7 +79,7 @@ type Verdict struct {
 // and, if p.BuilderIDs is not empty, name one of those builders.
 //
 // Every refusal is a *VerifyError matching ErrUntrusted.
-func Verify(ctx context.Context, archive []byte, name string, bundle, provenance []byte, p *Policy, opts VerifyOptions) (*Verdict, error) {
+func Verify(ctx context.Context, p *Policy, s Signed, name string, opts VerifyOptions) (*Verdict, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -70,18 +89,57 @@ func Verify(ctx context.Context, archive []byte, name string, bundle, provenance
 	if err := validatePackName(name); err != nil {
 		return nil, refuse(name, CheckNamespace, err, "invalid pack name")
 	}
-	s, err := checkSigned(ctx, p, InstallRequest{Archive: archive, Bundle: bundle, Provenance: provenance}, opts, name)
+	sa, err := checkSigned(ctx, p, s, opts, name)
 	if err != nil {
 		return nil, err
 	}
-	return s.vouch(name)
+	return sa.vouch(name)
 }
 
-// signed is an archive whose signature verified (or that is unsigned and
-// let through by AllowUnsignedUnsafe), before it is opened: who signed it is
-// known, which pack it is is not yet. vouch finishes the verification once
-// the manifest has named the pack.
-type signed struct {
+// readArchive is packs.Read; tests count the archives opened.
+var readArchive = packs.Read
+
+// VerifyRequest checks a pack's archive and signatures against policy
+// without storing anything. The signature is checked over the archive bytes
+// first, against every trusted signer: an archive no trusted signer signed
+// is refused before it is decompressed, so an untrusted gzip bomb costs no
+// more than its own bytes. Then the archive is opened (within
+// packs.DefaultLimits()), and the signer must be trusted for the name its
+// manifest gives. An unsigned pack is opened only with AllowUnsignedUnsafe.
+func VerifyRequest(ctx context.Context, p *Policy, s Signed, opts VerifyOptions) (*Verdict, *packs.Archive, error) {
+	sa, err := checkSigned(ctx, p, s, opts, "")
+	if err != nil {
+		var ve *VerifyError
+		if errors.As(err, &ve) && ve.Pack == "" {
+			ve.Archive = digestOrEmpty(s.Archive)
+		}
+		return nil, nil, err
+	}
+	arch, err := readArchive(bytes.NewReader(s.Archive), packs.DefaultLimits())
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := sa.vouch(arch.Manifest.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, arch, nil
+}
+
+// digestOrEmpty is the hex sha256 of b, "" for nil.
+func digestOrEmpty(b []byte) string {
+	if b == nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// signedArchive is an archive whose signature verified (or that is
+// unsigned and let through by AllowUnsignedUnsafe), before it is opened: who
+// signed it is known, which pack it is is not yet. vouch finishes the
+// verification once the manifest has named the pack.
+type signedArchive struct {
 	policy *Policy
 	tp     *trustPolicy
 	digest []byte // sha256 of the archive
@@ -98,7 +156,7 @@ type signed struct {
 // every trusted signer, without looking inside the archive; name, when
 // known, only labels refusals. An archive no trusted signer signed is
 // refused here, so it is never decompressed.
-func checkSigned(ctx context.Context, p *Policy, req InstallRequest, opts VerifyOptions, name string) (*signed, error) {
+func checkSigned(ctx context.Context, p *Policy, req Signed, opts VerifyOptions, name string) (*signedArchive, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -110,7 +168,7 @@ func checkSigned(ctx context.Context, p *Policy, req InstallRequest, opts Verify
 		return nil, refuse(name, CheckPolicy, err, "trust policy is unusable")
 	}
 	sum := sha256.Sum256(req.Archive)
-	s := &signed{policy: p, tp: tp, digest: sum[:], provenance: req.Provenance}
+	s := &signedArchive{policy: p, tp: tp, digest: sum[:], provenance: req.Provenance}
 	switch {
 	case req.Signature != nil:
 		signers, verr := tp.verifyEd25519(req.Archive, req.Signature, name)
@@ -145,7 +203,7 @@ func checkSigned(ctx context.Context, p *Policy, req InstallRequest, opts Verify
 // vouch finishes verification for the pack name the archive's manifest
 // gives: the signer must be trusted for name, and provenance, when given or
 // required, must verify for name and this archive.
-func (s *signed) vouch(name string) (*Verdict, error) {
+func (s *signedArchive) vouch(name string) (*Verdict, error) {
 	if err := validatePackName(name); err != nil {
 		return nil, refuse(name, CheckNamespace, err, "invalid pack name")
 	}

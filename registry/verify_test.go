@@ -162,7 +162,7 @@ func TestVerifyKeyBased(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v, err := Verify(ctx, tt.archive, tt.pack, tt.sig, tt.prov, tt.policy, tt.opts)
+			v, err := Verify(ctx, tt.policy, Signed{Archive: tt.archive, Bundle: tt.sig, Provenance: tt.prov}, tt.pack, tt.opts)
 			if tt.wantCheck != "" {
 				checkRefusal(t, err, tt.wantCheck)
 				if v != nil {
@@ -204,12 +204,12 @@ func TestVerifyPolicyErrors(t *testing.T) {
 	ctx := context.Background()
 	k := newTestKey(t)
 	sig, prov := signPack(t, k, []byte("a"), "local.a")
-	if _, err := Verify(ctx, []byte("a"), "local.a", sig, prov, nil, VerifyOptions{}); !errors.Is(err, ErrUntrusted) {
+	if _, err := Verify(ctx, nil, Signed{Archive: []byte("a"), Bundle: sig, Provenance: prov}, "local.a", VerifyOptions{}); !errors.Is(err, ErrUntrusted) {
 		t.Errorf("nil policy: %v", err)
 	}
 	bad := NewPolicy()
 	bad.Keys = []TrustedKey{{Name: "k", PublicKey: "junk", Namespaces: []string{"local.*"}}}
-	_, err := Verify(ctx, []byte("a"), "local.a", sig, prov, bad, VerifyOptions{})
+	_, err := Verify(ctx, bad, Signed{Archive: []byte("a"), Bundle: sig, Provenance: prov}, "local.a", VerifyOptions{})
 	checkRefusal(t, err, CheckPolicy)
 
 	cctx, cancel := context.WithCancel(ctx)
@@ -218,10 +218,10 @@ func TestVerifyPolicyErrors(t *testing.T) {
 	if err := p.AddKey("k", k.pubPEM, []string{"local.*"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Verify(cctx, []byte("a"), "local.a", sig, prov, p, VerifyOptions{}); !errors.Is(err, context.Canceled) {
+	if _, err := Verify(cctx, p, Signed{Archive: []byte("a"), Bundle: sig, Provenance: prov}, "local.a", VerifyOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled context: %v", err)
 	}
-	if _, err := Verify(ctx, []byte("a"), "local.a", sig, prov, p, VerifyOptions{}); err != nil {
+	if _, err := Verify(ctx, p, Signed{Archive: []byte("a"), Bundle: sig, Provenance: prov}, "local.a", VerifyOptions{}); err != nil {
 		t.Errorf("Verify: %v", err)
 	}
 }
@@ -254,7 +254,7 @@ func TestSignOptions(t *testing.T) {
 				t.Fatal(err)
 			}
 			sig, _, _ := Sign(ctx, []byte("x"), tt.pack, k.priv, tt.opts)
-			v, err := Verify(ctx, []byte("x"), tt.pack, sig, prov, p, VerifyOptions{})
+			v, err := Verify(ctx, p, Signed{Archive: []byte("x"), Bundle: sig, Provenance: prov}, tt.pack, VerifyOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -357,15 +357,15 @@ func TestRefusalsAreBounded(t *testing.T) {
 		untrustedBy string // the check, when err is a refusal
 	}{
 		{"namespace list", func() error {
-			_, err := Verify(ctx, archive, "vendor.acme.x", sig, prov, p, VerifyOptions{})
+			_, err := Verify(ctx, p, Signed{Archive: archive, Bundle: sig, Provenance: prov}, "vendor.acme.x", VerifyOptions{})
 			return err
 		}, "and 251 more", CheckNamespace},
 		{"builder id and builderIds", func() error {
-			_, err := Verify(ctx, archive, inside, insideSig, badBuilder, p, VerifyOptions{})
+			_, err := Verify(ctx, p, Signed{Archive: archive, Bundle: insideSig, Provenance: badBuilder}, inside, VerifyOptions{})
 			return err
 		}, "and 96 more", CheckBuilder},
 		{"pack name", func() error {
-			_, err := Verify(ctx, archive, huge, sig, prov, p, VerifyOptions{})
+			_, err := Verify(ctx, p, Signed{Archive: archive, Bundle: sig, Provenance: prov}, huge, VerifyOptions{})
 			return err
 		}, "invalid pack name", CheckNamespace},
 		{"policy entry name", func() error {
