@@ -28,7 +28,7 @@ type Limits struct {
 // better than modules do.
 const RatioSlack = 4 << 20
 
-// DefaultLimits() are the limits for every zero field of a Limits.
+// DefaultLimits returns the limits for every zero field of a Limits.
 func DefaultLimits() Limits {
 	return Limits{
 		ArchiveBytes:  256 << 20,

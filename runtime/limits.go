@@ -26,7 +26,7 @@ type Limits struct {
 	HostMemoryBytes uint64
 }
 
-// DefaultLimits() are used for any zero field of a module's limits.
+// DefaultLimits returns the limits used for any zero field of a module's limits.
 func DefaultLimits() Limits {
 	return Limits{
 		MemoryBytes:  128 << 20,
@@ -40,7 +40,7 @@ func DefaultLimits() Limits {
 	}
 }
 
-// MaxLimits() are the host maxima a module's limits are clamped to by default.
+// MaxLimits returns the host maxima a module's limits are clamped to by default.
 func MaxLimits() Limits {
 	return Limits{
 		MemoryBytes:     4 << 30,
@@ -174,4 +174,92 @@ type LimitsInfo struct {
 
 func (l Limits) info() LimitsInfo {
 	return LimitsInfo{l.MemoryBytes, l.Timeout.Milliseconds(), l.OutputBytes, l.HostCalls, l.CaptureBytes, l.HostMemoryBytes}
+}
+
+// Merge returns l with every non-zero field of o in place of l's: the
+// limits of a module (a pack's own, or the defaults) under an override
+// (command-line flags, an API request). It is the one place limits are
+// combined.
+func (l Limits) Merge(o Limits) Limits {
+	if o.MemoryBytes != 0 {
+		l.MemoryBytes = o.MemoryBytes
+	}
+	if o.Timeout != 0 {
+		l.Timeout = o.Timeout
+	}
+	if o.OutputBytes != 0 {
+		l.OutputBytes = o.OutputBytes
+	}
+	if o.HostCalls != 0 {
+		l.HostCalls = o.HostCalls
+	}
+	if o.CaptureBytes != 0 {
+		l.CaptureBytes = o.CaptureBytes
+	}
+	if o.HostMemoryBytes != 0 {
+		l.HostMemoryBytes = o.HostMemoryBytes
+	}
+	return l
+}
+
+// LimitError reports a limit asked for above the host maximum (a Runtime
+// would otherwise lower it without a word).
+type LimitError struct {
+	Limit      string // "memory", "timeout", "output", "host calls", "capture", "host memory"
+	Asked, Max string
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%s limit %s is above the host maximum %s", e.Limit, e.Asked, e.Max)
+}
+
+// CheckMax returns a *LimitError for the first non-zero field of l above
+// max, or nil.
+func (l Limits) CheckMax(max Limits) error {
+	size := func(name string, v, m uint64) error {
+		if v > m {
+			return &LimitError{Limit: name, Asked: formatBytes(v), Max: formatBytes(m)}
+		}
+		return nil
+	}
+	count := func(name string, v, m int) error {
+		if v > m {
+			return &LimitError{Limit: name, Asked: fmt.Sprint(v), Max: fmt.Sprint(m)}
+		}
+		return nil
+	}
+	if l.Timeout > max.Timeout {
+		return &LimitError{Limit: "timeout", Asked: l.Timeout.String(), Max: max.Timeout.String()}
+	}
+	for _, err := range []error{
+		size("memory", l.MemoryBytes, max.MemoryBytes),
+		size("output", l.OutputBytes, max.OutputBytes),
+		count("host calls", l.HostCalls, max.HostCalls),
+		count("capture", l.CaptureBytes, max.CaptureBytes),
+		size("host memory", l.HostMemoryBytes, max.HostMemoryBytes),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// formatBytes renders n in the largest binary unit that divides it.
+func formatBytes(n uint64) string {
+	for _, u := range []struct {
+		size uint64
+		name string
+	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n >= u.size && n%u.size == 0 {
+			return fmt.Sprintf("%d %s", n/u.size, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// Limits converts recorded limits (an attempt's, a trace's) back.
+func (i LimitsInfo) Limits() Limits {
+	return Limits{MemoryBytes: i.MemoryBytes, Timeout: time.Duration(i.TimeoutMs) * time.Millisecond, OutputBytes: i.OutputBytes,
+		HostCalls: i.HostCalls, CaptureBytes: i.CaptureBytes, HostMemoryBytes: i.HostMemoryBytes}
 }

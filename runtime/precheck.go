@@ -46,7 +46,7 @@ type ModuleLimits struct {
 	CompileTimeout time.Duration `json:"compileTimeoutNs"`
 }
 
-// DefaultModuleLimits() hold the largest modules this repository's
+// DefaultModuleLimits hold the largest modules this repository's
 // toolchains produce (a Go module: 3.4 MB, 2 400 functions, a 1 400-entry
 // table) with room of more than tenfold, while bounding what a hostile module
 // can cost to tens of megabytes and a few seconds (BENCHMARKS.md,

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/dispatch"
 )
 
 // BenchmarkProcessInvokeInstalled: `packrun invoke local.hello.c` as a new
@@ -75,12 +75,8 @@ func BenchmarkReplayAll10k(b *testing.B) {
 	cli("sign", pack, "--key", key+".key")
 	cli("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
 	cli("install", pack)
-	a := &app{home: home, stdout: &out, stderr: &errb, logLevel: "off"}
-	if err := a.setup(); err != nil {
-		b.Fatal(err)
-	}
 	ctx := context.Background()
-	env, err := a.openHost(ctx, 2, 2)
+	h, err := packrun.Open(ctx, home, packrun.Config{PoolSize: 2, Workers: 2})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,7 +86,7 @@ func BenchmarkReplayAll10k(b *testing.B) {
 		go func(w int) {
 			defer wg.Done()
 			for i := 0; i < 10_000/32+1; i++ {
-				if _, _, err := env.dispatcher.Invoke(ctx, dispatch.InvokeRequest{Pack: "local.hello.c", Input: json.RawMessage(fmt.Sprintf(`{"name":"n%d-%d"}`, w, i))}); err != nil {
+				if _, err := h.InvokePack(ctx, "local.hello.c", packrun.InvokeRequest{Input: json.RawMessage(fmt.Sprintf(`{"name":"n%d-%d"}`, w, i))}); err != nil {
 					b.Error(err)
 					return
 				}
@@ -98,7 +94,7 @@ func BenchmarkReplayAll10k(b *testing.B) {
 		}(w)
 	}
 	wg.Wait()
-	env.Close(ctx)
+	h.Close(ctx)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		cli("replay", "--all", "--json")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,17 +10,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
-)
-
-// Exit codes (the CLI contract in DESIGN.md).
-const (
-	exitOK        = 0
-	exitOther     = 1
-	exitFailed    = 2
-	exitSuspended = 3
-	exitBreached  = 4
-	exitRefused   = 5
-	exitUsage     = 64
 )
 
 // exitError carries the exit code a command wants; its message (if any) is
@@ -63,22 +51,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
+	code := exitCode(err)
 	if err == nil {
-		return exitOK
-	}
-	code := exitOther
-	var ee *exitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.code
-	case isUsage(err):
-		code = exitUsage
+		return code
 	}
 	if msg := err.Error(); msg != "" {
-		fmt.Fprintf(stderr, "packrun: %s\n", oneLine(msg))
+		msg = oneLine(msg)
+		if code == exitRefused && !strings.HasPrefix(msg, "refused") {
+			msg = "refused: " + msg
+		}
+		fmt.Fprintf(stderr, "packrun: %s\n", msg)
 		if code == exitUsage {
-			fmt.Fprintln(stderr, "Run 'packrun --help' for usage.")
+			path := "packrun"
+			if cmd != nil {
+				path = cmd.CommandPath()
+			}
+			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", path)
 		}
 	}
 	return code
@@ -106,9 +95,10 @@ func (a *app) rootCommand() *cobra.Command {
 		Long: `packrun runs skills, sensors and node packs compiled to WebAssembly under wazero,
 with memory and time limits and a versioned host ABI (openwop RFC 0008 + packrun:host/v1).
 
-Exit codes: 0 completed, 2 failed (including traps), 3 suspended, 4 limit breached,
-5 refused (module, pack, signature, trust, evidence bundle), 6 replay diverged, 64 usage error,
-1 anything else.`,
+Exit codes: 0 completed, 1 anything else, 2 failed (including traps), 3 suspended,
+4 limit breached, 5 refused (module, pack, signature, trust, trace, evidence bundle),
+6 replay diverged, 64 usage error, 66 not found (file, pack, node, task, attempt, key,
+home), 78 bad configuration file in the home.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {

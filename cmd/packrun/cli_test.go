@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// packrun runs the CLI in-process with a temporary home.
-func packrun(t *testing.T, args ...string) (code int, stdout, stderr string) {
+// runCLI runs the CLI in-process with a temporary home.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	home := t.TempDir()
@@ -20,7 +20,7 @@ func packrun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 
 func TestInvokeExamples(t *testing.T) {
 	for _, ex := range []string{"hello-wat", "hello-wat-multivalue", "hello-c", "hello-go"} {
-		code, out, errs := packrun(t, "invoke", "../../examples/"+ex+"/hello.wasm", "--input", `{"name":"cli"}`)
+		code, out, errs := runCLI(t, "invoke", "../../examples/"+ex+"/hello.wasm", "--input", `{"name":"cli"}`)
 		if code != 0 || out != `{"greeting":"Hello, cli!"}`+"\n" {
 			t.Errorf("%s: exit %d stdout %q stderr %q", ex, code, out, errs)
 		}
@@ -49,8 +49,8 @@ func TestExitCodes(t *testing.T) {
 		{"unknown import", []string{"invoke", h + "unknown_import.wasm"}, 5, "env.launch_missiles, openwop.openwop_teleport"},
 		{"missing export", []string{"invoke", h + "missing_export.wasm"}, 5, "missing_export"},
 		{"not wasm", []string{"invoke", "cli.go"}, 5, "invalid_module"},
-		{"no such file", []string{"invoke", "nope.wasm"}, 64, "nope.wasm"},
-		{"unknown node", []string{"invoke", "../../examples/hello-c/hello.wasm", "nope"}, 64, `"nope" is not a node`},
+		{"no such file", []string{"invoke", "nope.wasm"}, 66, "nope.wasm: no such file"},
+		{"unknown node", []string{"invoke", "../../examples/hello-c/hello.wasm", "nope"}, 66, `"nope" is not a node`},
 		{"bad input", []string{"invoke", "../../examples/hello-c/hello.wasm", "--input", "{"}, 64, "--input: not valid JSON"},
 		{"bad size", []string{"invoke", "../../examples/hello-c/hello.wasm", "--max-memory", "lots"}, 64, "--max-memory"},
 		{"unknown flag", []string{"invoke", "--frobnicate"}, 64, "unknown flag"},
@@ -62,7 +62,7 @@ func TestExitCodes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, _, errs := packrun(t, c.args...)
+			code, _, errs := runCLI(t, c.args...)
 			if code != c.code {
 				t.Fatalf("exit %d, want %d (stderr %q)", code, c.code, errs)
 			}
@@ -80,7 +80,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 func TestInvokeJSON(t *testing.T) {
-	code, out, _ := packrun(t, "invoke", "../../testdata/hostile/memory_bomb.wasm", "--json", "--max-memory", "1MiB")
+	code, out, _ := runCLI(t, "invoke", "../../testdata/hostile/memory_bomb.wasm", "--json", "--max-memory", "1MiB")
 	if code != 4 {
 		t.Fatalf("exit %d", code)
 	}
@@ -89,7 +89,7 @@ func TestInvokeJSON(t *testing.T) {
 		Error      struct{ Code string }
 		Events     []map[string]any
 		Logs       []any
-		DurationMs *float64
+		DurationMs *float64 `json:"duration_ms"`
 	}
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -102,30 +102,30 @@ func TestInvokeJSON(t *testing.T) {
 		t.Fatalf("event %v", e)
 	}
 
-	code, out, _ = packrun(t, "invoke", "../../examples/hello-c/hello.wasm", "--json", "--log-level", "off")
+	code, out, _ = runCLI(t, "invoke", "../../examples/hello-c/hello.wasm", "--json", "--log-level", "off")
 	if code != 0 || !strings.Contains(out, `"output":{"greeting":"Hello, world!"}`) || !strings.Contains(out, `"logs":[{"level":"info","message":"hello invoked"}]`) {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 
-	code, out, _ = packrun(t, "invoke", "../../testdata/hostile/unknown_import.wasm", "--json")
+	code, out, _ = runCLI(t, "invoke", "../../testdata/hostile/unknown_import.wasm", "--json")
 	if code != 5 || !strings.Contains(out, `"outcome":"refused"`) || !strings.Contains(out, `"items":["env.launch_missiles","openwop.openwop_teleport"]`) {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 }
 
 func TestResumeFromCLI(t *testing.T) {
-	code, out, _ := packrun(t, "invoke", "../../testdata/hostile/interrupt.wasm", "--run-id", "r1")
+	code, out, _ := runCLI(t, "invoke", "../../testdata/hostile/interrupt.wasm", "--run-id", "r1")
 	if code != 3 || out != `{"question":"approve?"}`+"\n" {
 		t.Fatalf("exit %d stdout %q", code, out)
 	}
-	code, out, _ = packrun(t, "invoke", "../../testdata/hostile/interrupt.wasm", "--run-id", "r1", "--resume", `{"approved":true}`)
+	code, out, _ = runCLI(t, "invoke", "../../testdata/hostile/interrupt.wasm", "--run-id", "r1", "--resume", `{"approved":true}`)
 	if code != 0 || out != `{"resumed":{"approved":true}}`+"\n" {
 		t.Fatalf("exit %d stdout %q", code, out)
 	}
 }
 
 func TestInputFromFileAndStdin(t *testing.T) {
-	code, out, errs := packrun(t, "invoke", "../../examples/hello-c/hello.wasm", "--input", "@../../testdata/modules/name.json")
+	code, out, errs := runCLI(t, "invoke", "../../examples/hello-c/hello.wasm", "--input", "@../../testdata/modules/name.json")
 	if code != 0 || out != `{"greeting":"Hello, file!"}`+"\n" {
 		t.Fatalf("exit %d stdout %q stderr %q", code, out, errs)
 	}
@@ -137,13 +137,13 @@ func TestInputFromFileAndStdin(t *testing.T) {
 }
 
 func TestInspect(t *testing.T) {
-	code, out, _ := packrun(t, "inspect", "../../examples/hello-wat-multivalue/hello.wasm")
+	code, out, _ := runCLI(t, "inspect", "../../examples/hello-wat-multivalue/hello.wasm")
 	for _, want := range []string{"pack:     local.hello.wat-multivalue", "nodes:    example.hello", "multi-value", "ABI:      1"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("exit %d, output lacks %q:\n%s", code, want, out)
 		}
 	}
-	code, out, _ = packrun(t, "inspect", "../../examples/hello-go/hello.wasm", "--json")
+	code, out, _ = runCLI(t, "inspect", "../../examples/hello-go/hello.wasm", "--json")
 	var info struct {
 		PackName string
 		Nodes    []string
@@ -153,7 +153,7 @@ func TestInspect(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &info); code != 0 || err != nil || info.PackName != "local.hello.go" || !info.Reactor || len(info.Imports) == 0 {
 		t.Fatalf("exit %d %v: %s", code, err, out)
 	}
-	code, out, _ = packrun(t, "inspect", "--host", "--json")
+	code, out, _ = runCLI(t, "inspect", "--host", "--json")
 	var host struct {
 		ABIVersions []string
 		Engine      string
@@ -162,7 +162,7 @@ func TestInspect(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &host); code != 0 || err != nil || host.ABIVersions[0] != "1.0" || !strings.HasPrefix(host.Engine, "wazero") || host.Namespaces[0].Name != "openwop" {
 		t.Fatalf("exit %d %v: %s", code, err, out)
 	}
-	if code, _, errs := packrun(t, "inspect", "--host", "x.wasm"); code != 64 {
+	if code, _, errs := runCLI(t, "inspect", "--host", "x.wasm"); code != 64 {
 		t.Fatalf("inspect --host with a module: exit %d %s", code, errs)
 	}
 }

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
 
 	"github.com/packrun/packrun/abi"
-	"github.com/packrun/packrun/runtime"
 )
 
 func version() string {
@@ -21,36 +17,6 @@ func version() string {
 }
 
 func abiList() string { return abi.ServedList() }
-
-// newRuntime opens a runtime with the compilation cache under the home,
-// which it creates owner-only first (the home too, if missing).
-func (a *app) newRuntime(ctx context.Context, poolSize int) (*runtime.Runtime, error) {
-	if err := os.MkdirAll(a.cacheDir(), 0o700); err != nil {
-		return nil, err
-	}
-	cfg := runtime.NewConfig().WithCacheDir(a.cacheDir()).WithPoolSize(poolSize)
-	return runtime.New(ctx, cfg)
-}
-
-// loadModule reads and loads a module file. On error the runtime is closed.
-func (a *app) loadModule(ctx context.Context, path string, l runtime.Limits, poolSize int) (*runtime.Runtime, *runtime.Module, error) {
-	wasm, err := readModule(path)
-	if _, ok := errors.AsType[*runtime.LoadError](err); ok {
-		return nil, nil, err
-	} else if err != nil {
-		return nil, nil, withCode(exitUsage, err)
-	}
-	rt, err := a.newRuntime(ctx, poolSize)
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := rt.Load(ctx, wasm, runtime.LoadOptions{Name: path, Limits: l})
-	if err != nil {
-		rt.Close(ctx)
-		return nil, nil, err
-	}
-	return rt, m, nil
-}
 
 // parseSize parses a byte size: 65536, 64KiB, 16MiB, 1GiB, 100MB, 10kB.
 func parseSize(s string) (uint64, error) {
@@ -81,5 +47,3 @@ func parseSize(s string) (uint64, error) {
 	}
 	return n * mult, nil
 }
-
-var limitsNone runtime.Limits

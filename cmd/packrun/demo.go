@@ -13,13 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/examples"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/dispatch"
-	"github.com/packrun/packrun/internal/replay"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/registry"
-	"github.com/packrun/packrun/runtime"
 )
 
 func (a *app) demoCommand() *cobra.Command {
@@ -82,78 +80,63 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	if err := policy.AddKey("demo", pub, []string{"local.*"}); err != nil {
 		return err
 	}
-	if err := a.makeHome(); err != nil {
+	if err := os.MkdirAll(a.home, 0o700); err != nil {
 		return err
 	}
 	if err := policy.Save(a.trustPath("")); err != nil {
 		return err
 	}
 	step("generated an ECDSA P-256 key and trusted it for local.*")
-	st, err := a.openStore(ctx)
-	if err != nil {
-		return err
-	}
-	var installed []string
-	for _, dir := range examples.DemoPacks() {
-		src := filepath.Join(work, dir)
-		sub, _ := fs.Sub(examples.Demo, dir)
-		if err := os.CopyFS(src, sub); err != nil {
-			st.Close()
-			return err
-		}
-		archive, err := packs.Pack(src)
-		if err != nil {
-			st.Close()
-			return err
-		}
-		arch, err := packs.Read(strings.NewReader(string(archive)), packs.DefaultLimits())
-		if err != nil {
-			st.Close()
-			return err
-		}
-		bundle, prov, err := registry.Sign(ctx, archive, arch.Manifest.Name, signer, registry.SignOptions{BuilderID: "local:packrun-demo", SourceDigest: arch.SourceDigest()})
-		if err != nil {
-			st.Close()
-			return err
-		}
-		p, _, err := st.Install(ctx, policy, registry.InstallRequest{Archive: archive, Bundle: bundle, Provenance: prov}, registry.InstallOptions{Check: a.checkModules})
-		if err != nil {
-			st.Close()
-			return refusal(err)
-		}
-		installed = append(installed, p.Ref())
-		step("packed, signed (Sigstore bundle + SLSA provenance), verified and installed %s", p.Ref())
-	}
-	if err := a.refreshTaskTypes(ctx, st, nil); err != nil {
-		st.Close()
-		return err
-	}
-	st.Close()
-
 	// 2. An adapter: a local script.
 	adapters := `{"adapters":[{"adapter_id":"wordcount","kind":"script","command":"wc","extra_args":["-w"],"timeout_ms":5000,"env":{"PATH":"/usr/bin:/bin"}}]}`
 	if err := os.WriteFile(filepath.Join(a.home, "adapters.json"), []byte(adapters), 0o644); err != nil {
 		return err
 	}
-	step("configured the script adapter wordcount (wc -w)")
-
-	// 3. The dispatcher, in-process.
-	env, err := a.openHost(ctx, 2, 2)
+	h, err := a.open(ctx, readWrite, packrun.Config{PoolSize: 2, Workers: 2})
 	if err != nil {
 		return err
 	}
-	defer env.Close(context.Background())
+	defer h.Close(context.Background())
+	var installed []string
+	for _, dir := range examples.DemoPacks() {
+		src := filepath.Join(work, dir)
+		sub, _ := fs.Sub(examples.Demo, dir)
+		if err := os.CopyFS(src, sub); err != nil {
+			return err
+		}
+		archive, err := packs.Pack(src)
+		if err != nil {
+			return err
+		}
+		arch, err := packs.Read(strings.NewReader(string(archive)), packs.DefaultLimits())
+		if err != nil {
+			return err
+		}
+		bundle, prov, err := registry.Sign(ctx, archive, arch.Manifest.Name, signer, registry.SignOptions{BuilderID: "local:packrun-demo", SourceDigest: arch.SourceDigest()})
+		if err != nil {
+			return err
+		}
+		p, _, err := h.Install(ctx, registry.Signed{Archive: archive, Bundle: bundle, Provenance: prov}, packrun.InstallOptions{Policy: policy})
+		if err != nil {
+			return err
+		}
+		installed = append(installed, p.Ref())
+		step("packed, signed (Sigstore bundle + SLSA provenance), verified and installed %s", p.Ref())
+	}
+	step("configured the script adapter wordcount (wc -w)")
+
+	// 3. The dispatcher, in-process.
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- env.dispatcher.Run(runCtx) }()
+	go func() { done <- h.Run(runCtx) }()
 	stopDispatcher := sync.OnceFunc(func() { stop(); <-done })
 	defer stopDispatcher()
 
 	// 4. Work: skills through the queue, a sensor triggered directly.
-	b := env.backend
+	b := h.Store()
 	var ids []string
 	enqueue := func(taskType, payload string, priority int) error {
-		t, err := b.Enqueue(ctx, host.TaskIntent{TaskType: taskType, Source: "demo", Priority: host.Priority(priority), Payload: json.RawMessage(payload)}, host.EnqueueOptions{})
+		t, err := h.Enqueue(ctx, host.TaskIntent{TaskType: taskType, Source: "demo", Priority: host.Priority(priority), Payload: json.RawMessage(payload)}, host.EnqueueOptions{})
 		if err != nil {
 			return err
 		}
@@ -168,13 +151,13 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 			return err
 		}
 	}
-	env.dispatcher.Wake()
 	step("enqueued 3 tasks: hello.c ×2, demo.count")
 	for _, obs := range []string{"all quiet on node 2", "disk error on node 3 during nightly backup"} {
-		att, res, err := env.dispatcher.Invoke(ctx, dispatch.InvokeRequest{Pack: "local.demo", Node: "demo.sensor", Input: json.RawMessage(fmt.Sprintf(`{"observation":%q}`, obs))})
+		inv, err := h.InvokePack(ctx, "local.demo", packrun.InvokeRequest{Node: "demo.sensor", Input: json.RawMessage(fmt.Sprintf(`{"observation":%q}`, obs))})
 		if err != nil {
 			return err
 		}
+		att, res := inv.Attempt, inv.Result
 		step("sensor observed %q -> %s (attempt %s)", obs, res.Output, att.AttemptID)
 	}
 	// The counter again, to show memory persisting across attempts.
@@ -183,7 +166,6 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 			return err
 		}
 	}
-	env.dispatcher.Wake()
 
 	// 5. Wait for every task, including the one the sensor raised.
 	deadline := time.Now().Add(time.Minute)
@@ -216,31 +198,16 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	}
 
 	// 6. Replay every attempt; verify the evidence.
-	atts, err := b.ListAttempts(ctx, host.AttemptFilter{Limit: 1000})
+	sum, err := h.ReplayAll(ctx, packrun.ReplayFilter{}, packrun.ReplayOptions{}, nil)
 	if err != nil {
 		return err
 	}
-	r := &replayer{a: a, env: env, mods: map[string]*runtime.Module{}}
-	identical, diverged := 0, 0
-	for _, at := range atts {
-		t, err := replay.FromAttempt(at)
-		if err != nil {
-			return err
-		}
-		m, err := r.module(ctx, t)
-		if err != nil {
-			return err
-		}
-		v, err := replay.Run(ctx, m, t)
-		if err != nil {
-			return err
-		}
-		if v.Identical {
-			identical++
-		} else {
-			diverged++
-			printVerdict(w, v)
-		}
+	if sum.CouldNotRun > 0 {
+		return fmt.Errorf("replay: %d attempts could not run: %s", sum.CouldNotRun, strings.Join(sum.Errors, "; "))
+	}
+	identical, diverged := sum.Identical, sum.Diverged
+	for _, v := range sum.Divergences {
+		printVerdict(w, v)
 	}
 	chain, err := b.VerifyChain(ctx)
 	if err != nil {
@@ -258,7 +225,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		types = append(types, fmt.Sprintf("%s ×%d", t, byType[t]))
 	}
 	row("tasks", fmt.Sprintf("%d completed, %d failed (%s; demo.summarize was raised by the sensor)", byStatus[host.TaskCompleted], len(tasks)-byStatus[host.TaskCompleted], strings.Join(types, ", ")))
-	row("attempts", fmt.Sprintf("%d recorded (every task attempt and sensor trigger, with its full host-call trace)", len(atts)))
+	row("attempts", fmt.Sprintf("%d recorded (every task attempt and sensor trigger, with its full host-call trace)", sum.Total))
 	memory := "counters/ada = ?"
 	if count != nil {
 		memory = "counters/ada = " + string(count.Value) + " (TTL 1h)"

@@ -430,14 +430,14 @@ print the path of DIR/dist/<name>-<version>.pack.`,
 func writePack(dir string) (string, error) {
 	src, err := packs.Collect(dir)
 	if err != nil {
-		return "", refusal(err)
+		return "", err
 	}
 	var buf bytes.Buffer
 	if _, err := src.WriteTo(&buf); err != nil {
-		return "", refusal(err)
+		return "", err
 	}
 	if _, err := packs.Read(bytes.NewReader(buf.Bytes()), packs.DefaultLimits()); err != nil {
-		return "", refusal(err)
+		return "", err
 	}
 	m := src.Manifest
 	out := filepath.Join(dir, "dist", m.Name+"-"+m.Version+".pack")

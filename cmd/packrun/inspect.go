@@ -2,8 +2,11 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
+	packrun "github.com/packrun/packrun"
+	"github.com/packrun/packrun/runtime"
 	"github.com/spf13/cobra"
 )
 
@@ -26,12 +29,14 @@ func (a *app) inspectCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if host {
-				rt, err := a.newRuntime(ctx, 0)
+				var h runtime.HostInfo
+				err := a.withHost(cmd, readWrite, func(ph *packrun.Host) (err error) {
+					h, err = ph.Describe(ctx)
+					return err
+				})
 				if err != nil {
 					return err
 				}
-				defer rt.Close(ctx)
-				h := rt.Host()
 				if asJSON {
 					return writeJSON(a.stdout, h)
 				}
@@ -53,16 +58,17 @@ func (a *app) inspectCommand() *cobra.Command {
 				}
 				return nil
 			}
-			if !isModuleFile(args[0]) {
+			if fi, err := os.Stat(args[0]); (err != nil || fi.IsDir()) && !strings.HasSuffix(args[0], ".wasm") {
 				return a.inspectInstalled(ctx, args[0], asJSON)
 			}
-			rt, m, err := a.loadModule(ctx, args[0], limitsNone, 0)
+			var info runtime.ModuleInfo
+			err := a.withHost(cmd, readWrite, func(h *packrun.Host) (err error) {
+				info, err = h.InspectModule(ctx, args[0])
+				return err
+			})
 			if err != nil {
 				return a.refused(err, asJSON)
 			}
-			defer rt.Close(ctx)
-			defer m.Close(ctx)
-			info := m.Info()
 			if asJSON {
 				return writeJSON(a.stdout, info)
 			}

@@ -1,11 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/dispatch"
 	"io"
 	"os"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/runtime"
 )
@@ -121,7 +121,7 @@ func (a *app) readInput(spec string) (json.RawMessage, error) {
 		b = []byte(spec)
 	}
 	if err != nil {
-		return nil, usageError("--input: %v", err)
+		return nil, fmt.Errorf("--input: %w", err)
 	}
 	if len(b) > maxInputBytes {
 		return nil, usageError("--input: larger than %d bytes", maxInputBytes)
@@ -134,27 +134,6 @@ func (a *app) readInput(spec string) (json.RawMessage, error) {
 
 const maxInputBytes = 64 << 20
 
-// tooLarge is readFileLimited's error for a file over its limit.
-type tooLarge struct{ limit int64 }
-
-func (e *tooLarge) Error() string { return fmt.Sprintf("larger than %d bytes", e.limit) }
-
-// readModule reads a module file. One larger than the host's module size
-// limit is a refusal naming that limit (exit 5), found without reading it.
-func readModule(path string) ([]byte, error) {
-	limit := runtime.DefaultModuleLimits().ModuleBytes
-	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > int64(limit) {
-		se := &runtime.ShapeError{Limit: "module bytes", Max: int64(limit), Observed: fi.Size()}
-		return nil, &runtime.LoadError{Code: runtime.CodeModuleLimit, Module: path, Msg: se.Error(), Err: se}
-	}
-	b, err := readFileLimited(path, int64(limit))
-	if _, ok := errors.AsType[*tooLarge](err); ok { // it grew while being read
-		se := &runtime.ShapeError{Limit: "module bytes", Max: int64(limit), Observed: int64(limit) + 1}
-		return nil, &runtime.LoadError{Code: runtime.CodeModuleLimit, Module: path, Msg: se.Error(), Err: se}
-	}
-	return b, err
-}
-
 func readFileLimited(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -166,14 +145,14 @@ func readFileLimited(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s: %w", path, &tooLarge{limit})
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
 	}
 	return b, nil
 }
 
 // invokeJSON is the --json shape of an invocation.
 type invokeJSON struct {
-	AttemptID   string             `json:"attemptId,omitempty"`
+	AttemptID   string             `json:"attempt_id,omitempty"`
 	Outcome     string             `json:"outcome"`
 	Node        string             `json:"node,omitempty"`
 	Output      json.RawMessage    `json:"output"`
@@ -184,9 +163,9 @@ type invokeJSON struct {
 	Stdout      string             `json:"stdout"`
 	Stderr      string             `json:"stderr"`
 	Truncated   []string           `json:"truncated,omitempty"`
-	HostCalls   int                `json:"hostCalls"`
-	MemoryBytes uint64             `json:"memoryBytes"`
-	DurationMs  float64            `json:"durationMs"`
+	HostCalls   int                `json:"host_calls"`
+	MemoryBytes uint64             `json:"memory_bytes"`
+	DurationMs  float64            `json:"duration_ms"`
 }
 
 // refusalJSON is the --json shape of a module refused at load.
@@ -196,11 +175,8 @@ type refusalJSON struct {
 	Items   []string `json:"items,omitempty"`
 }
 
-func (a *app) invoke(cmd *cobra.Command, path, node string, f invokeFlags) error {
+func (a *app) invoke(cmd *cobra.Command, target, node string, f invokeFlags) error {
 	ctx := cmd.Context()
-	if err := host.CheckTenant("invoke", f.tenant); err != nil {
-		return withCode(exitUsage, err)
-	}
 	limits, err := a.limits(f.maxMemory, f.timeout, f.maxOutput, f.hostCalls, f.hostMem)
 	if err != nil {
 		return err
@@ -216,54 +192,26 @@ func (a *app) invoke(cmd *cobra.Command, path, node string, f invokeFlags) error
 		}
 		resume = append(resume, json.RawMessage(r))
 	}
-	env, err := a.openHost(ctx, 0, 1)
+	if f.attempt < 0 {
+		return usageError("--attempt %d: must be 0 or more", f.attempt)
+	}
+	h, err := a.open(ctx, readWrite, packrun.Config{Workers: 1})
 	if err != nil {
 		return err
 	}
-	defer env.Close(ctx)
-	inv := runtime.Invocation{
-		Node: node, Input: input, RunID: f.runID, NodeID: f.nodeID, TenantID: f.tenant,
-		Attempt: f.attempt, Resume: resume,
-	}
-	var att *host.Attempt
-	var res *runtime.Result
-	switch {
-	case isModuleFile(path):
-		wasm, rerr := readModule(path)
-		if _, ok := errors.AsType[*runtime.LoadError](rerr); ok {
-			return a.refused(rerr, f.json)
-		} else if rerr != nil {
-			return withCode(exitUsage, rerr)
-		}
-		m, lerr := env.rt.Load(ctx, wasm, runtime.LoadOptions{Name: path, Limits: limits})
-		if lerr != nil {
-			return a.refused(lerr, f.json)
-		}
-		a.rememberModule(wasm, m.Info().SHA256)
-		defer m.Close(ctx)
-		att, res, err = env.dispatcher.InvokeModule(ctx, m, inv)
-	case strings.HasSuffix(path, ".pack") || strings.HasSuffix(path, ".tgz"):
-		_, arch, verr := a.verified(ctx, path, f.pack)
-		if verr != nil {
-			return verr
-		}
-		att, res, err = env.dispatcher.InvokeArchive(ctx, arch, a.invokeRequest(inv, limits))
-	default:
-		req := a.invokeRequest(inv, limits)
-		req.Pack = path
-		att, res, err = env.dispatcher.Invoke(ctx, req)
-	}
+	defer h.Close(context.Background())
+	inv, err := h.Invoke(ctx, target, packrun.InvokeRequest{
+		Node: node, Input: input, Tenant: f.tenant, RunID: f.runID, NodeID: f.nodeID,
+		Attempt: f.attempt, Resume: resume, Limits: limits, Trust: f.pack.files(),
+	})
 	if err != nil {
-		if errors.Is(err, runtime.ErrUnknownNode) {
-			return withCode(exitUsage, err)
-		}
 		if errors.Is(err, runtime.ErrRefused) {
 			return a.refused(err, f.json)
 		}
-		return refusal(err)
+		return err
 	}
-	a.log.Debug("recorded attempt", "attempt", att.AttemptID)
-	a.log.Debug("invoked", "module", path, "node", res.Node, "outcome", res.Outcome, "duration", res.Duration, "hostCalls", res.HostCalls)
+	att, res := inv.Attempt, inv.Result
+	a.log.Debug("invoked", "target", target, "node", res.Node, "attempt", att.AttemptID, "outcome", res.Outcome, "duration", res.Duration, "hostCalls", res.HostCalls)
 	if f.json {
 		return a.printInvokeJSON(res, att.AttemptID)
 	}
@@ -368,21 +316,4 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
-}
-
-// isModuleFile says whether an invoke target is a raw module: a .wasm path,
-// or any existing file that is not a .pack or openwop .tgz.
-func isModuleFile(path string) bool {
-	if strings.HasSuffix(path, ".pack") || strings.HasSuffix(path, ".tgz") {
-		return false
-	}
-	if strings.HasSuffix(path, ".wasm") {
-		return true
-	}
-	fi, err := os.Stat(path)
-	return err == nil && !fi.IsDir()
-}
-
-func (a *app) invokeRequest(inv runtime.Invocation, limits runtime.Limits) dispatch.InvokeRequest {
-	return dispatch.InvokeRequest{Node: inv.Node, Input: inv.Input, Tenant: inv.TenantID, RunID: inv.RunID, NodeID: inv.NodeID, Attempt: inv.Attempt, Resume: inv.Resume, Limits: limits}
 }

@@ -2,10 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
-	"github.com/packrun/packrun/internal/dispatch"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,37 +11,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/registry"
 )
-
-// refusal maps trust, format and conflict errors to exit 5.
-func refusal(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return err
-	}
-	if errors.Is(err, registry.ErrUntrusted) || errors.Is(err, packs.ErrInvalidPack) || errors.Is(err, registry.ErrConflict) {
-		return withCode(exitRefused, fmt.Errorf("refused: %w", err))
-	}
-	if errors.Is(err, registry.ErrNotInstalled) || errors.Is(err, dispatch.ErrPackNotInstalled) {
-		return withCode(exitUsage, err)
-	}
-	return err
-}
 
 func (a *app) trustPath(flag string) string {
 	if flag != "" {
 		return flag
 	}
 	return filepath.Join(a.home, "trust.json")
-}
-
-func (a *app) openStore(ctx context.Context) (*registry.Store, error) {
-	return registry.OpenStore(ctx, a.home)
 }
 
 func (a *app) keysCommand() *cobra.Command {
@@ -84,16 +60,16 @@ Packing the same directory twice gives identical bytes. The default output is
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := packs.Collect(args[0])
 			if err != nil {
-				return refusal(err)
+				return err
 			}
 			var buf bytes.Buffer
 			if _, err := src.WriteTo(&buf); err != nil {
-				return refusal(err)
+				return err
 			}
 			b := buf.Bytes()
 			arch, err := packs.Read(bytes.NewReader(b), packs.DefaultLimits())
 			if err != nil {
-				return refusal(err)
+				return err
 			}
 			if len(src.Skipped) > 0 {
 				a.log.Info("not packed (not a module, pack.json or under assets/)", "files", strings.Join(src.Skipped, ", "))
@@ -116,11 +92,7 @@ Packing the same directory twice gives identical bytes. The default output is
 }
 
 func readPackFile(path string) ([]byte, error) {
-	b, err := readFileLimited(path, packs.DefaultLimits().ArchiveBytes)
-	if err != nil {
-		return nil, withCode(exitUsage, err)
-	}
-	return b, nil
+	return readFileLimited(path, packs.DefaultLimits().ArchiveBytes)
 }
 
 func (a *app) signCommand() *cobra.Command {
@@ -143,7 +115,7 @@ Statement with a SLSA Provenance v1 predicate). Both verify offline with cosign:
 			}
 			arch, err := packs.Read(strings.NewReader(string(b)), packs.DefaultLimits())
 			if err != nil {
-				return refusal(err)
+				return err
 			}
 			signer, err := registry.LoadPrivateKey(key)
 			if err != nil {
@@ -188,59 +160,9 @@ func (f *bundleFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.unsafe, "allow-unsigned-unsafe", false, "UNSAFE: accept a pack that has no signature at all")
 }
 
-// optional reads a file if it exists; a path given explicitly must exist.
-func optional(explicit, dflt string) ([]byte, error) {
-	path := explicit
-	if path == "" {
-		path = dflt
-	}
-	b, err := readFileLimited(path, 1<<20)
-	if err != nil {
-		if explicit == "" && errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, withCode(exitUsage, err)
-	}
-	return b, nil
-}
-
-// request reads a pack file, the signatures found beside it (or named by
-// flags) and the trust policy.
-func (a *app) request(path string, f bundleFlags) (registry.InstallRequest, *registry.Policy, error) {
-	var req registry.InstallRequest
-	var err error
-	if req.Archive, err = readPackFile(path); err != nil {
-		return req, nil, err
-	}
-	policy, err := registry.LoadPolicy(a.trustPath(f.trust))
-	if err != nil {
-		return req, nil, withCode(exitRefused, err)
-	}
-	if req.Signature, err = optional(f.signature, path+".sig"); err != nil {
-		return req, nil, err
-	}
-	if req.Signature == nil {
-		if req.Bundle, err = optional(f.bundle, path+".sigstore.json"); err != nil {
-			return req, nil, err
-		}
-		if req.Provenance, err = optional(f.provenance, path+".provenance.sigstore.json"); err != nil {
-			return req, nil, err
-		}
-	}
-	return req, policy, nil
-}
-
-// verified reads a pack file and its signatures and verifies them.
-func (a *app) verified(ctx context.Context, path string, f bundleFlags) (*registry.Verdict, *packs.Archive, error) {
-	req, policy, err := a.request(path, f)
-	if err != nil {
-		return nil, nil, err
-	}
-	v, arch, err := registry.VerifyRequest(ctx, policy, req, registry.VerifyOptions{AllowUnsignedUnsafe: f.unsafe})
-	if err != nil {
-		return nil, nil, refusal(err)
-	}
-	return v, arch, nil
+// files are the pack file options of a command.
+func (f *bundleFlags) files() packrun.PackFiles {
+	return packrun.PackFiles{Bundle: f.bundle, Provenance: f.provenance, Signature: f.signature, TrustFile: f.trust, AllowUnsignedUnsafe: f.unsafe}
 }
 
 func (a *app) verifyCommand() *cobra.Command {
@@ -251,7 +173,9 @@ func (a *app) verifyCommand() *cobra.Command {
 		Short: "Verify a pack's signature, provenance, namespace permission, manifest and module digests",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			v, arch, err := a.verified(cmd.Context(), args[0], f)
+			files := f.files()
+			files.TrustFile = a.trustPath(f.trust)
+			v, arch, err := packrun.VerifyFile(cmd.Context(), args[0], files)
 			if err != nil {
 				return err
 			}

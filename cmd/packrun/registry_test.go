@@ -82,7 +82,7 @@ func TestSignedPackFlow(t *testing.T) {
 			t.Fatalf("invoke %s: %q", target, out)
 		}
 	}
-	if code, _, errs := h.run("invoke", "local.hello.c@2"); code != 64 || !strings.Contains(errs, "not installed") {
+	if code, _, errs := h.run("invoke", "local.hello.c@2"); code != 66 || !strings.Contains(errs, "not installed (installed: 1.0.0)") {
 		t.Fatalf("invoke missing version: exit %d %s", code, errs)
 	}
 
@@ -122,7 +122,7 @@ func TestSignedPackFlow(t *testing.T) {
 	}
 
 	h.ok("uninstall", "local.hello.c")
-	if code, _, _ := h.run("invoke", "local.hello.c"); code != 64 {
+	if code, _, _ := h.run("invoke", "local.hello.c"); code != 66 {
 		t.Fatalf("invoke after uninstall: exit %d", code)
 	}
 }
@@ -130,7 +130,7 @@ func TestSignedPackFlow(t *testing.T) {
 func TestPackRefusesBadDirectory(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "pack.json"), []byte(`{"name":"Bad Name","version":"1"}`), 0o644)
-	code, _, errs := packrun(t, "pack", dir)
+	code, _, errs := runCLI(t, "pack", dir)
 	if code != 5 || !strings.Contains(errs, "$.name") || !strings.Contains(errs, "$.version") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}

@@ -60,7 +60,9 @@ func attemptID(t *testing.T, h homeCLI, args ...string) string {
 	if code != 0 && code != 3 {
 		t.Fatalf("%v: exit %d %s", args, code, errs)
 	}
-	var v struct{ AttemptID string }
+	var v struct {
+		AttemptID string `json:"attempt_id"`
+	}
 	if err := json.Unmarshal([]byte(out), &v); err != nil || v.AttemptID == "" {
 		t.Fatalf("%v: %v %s", args, err, out)
 	}

@@ -10,10 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/packrun/packrun/internal/api"
-	"github.com/packrun/packrun/internal/dispatch"
+	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/internal/heapfloor"
-	"github.com/packrun/packrun/packs"
 )
 
 // maxWorkers bounds --workers: each task running holds an instance and
@@ -48,7 +46,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			if workers < 1 || workers > maxWorkers {
 				return withCode(exitUsage, fmt.Errorf("--workers %d: must be between 1 and %d", workers, maxWorkers))
 			}
-			heapfloor.Raise(dispatch.HeapFloor)
+			heapfloor.Raise(packrun.HeapFloor)
 			// A stop asked for while starting up is a clean stop, not a
 			// failure: whatever start-up did is whole (each step commits
 			// atomically) or not done.
@@ -58,29 +56,23 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 				}
 				return err
 			}
-			env, err := a.openHost(ctx, 2, workers)
+			h, err := a.open(ctx, readWrite, packrun.Config{PoolSize: 2, Workers: workers})
 			if err != nil {
 				return stopped(err)
 			}
-			defer env.Close(context.Background())
-			if err := syncTaskTypes(ctx, env.store, env.backend); err != nil {
-				return stopped(err)
-			}
+			defer h.Close(context.Background())
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return withCode(exitUsage, fmt.Errorf("--addr %s: %w", addr, err))
 			}
-			handler := api.New(api.Config{
-				Backend:    env.backend,
-				Dispatcher: env.dispatcher,
-				Packs:      a.packInfos(env),
-				Host:       env.rt.Host(),
-				Log:        func(msg string, kv ...any) { a.log.Error(msg, kv...) },
-				// On a loopback address, requests must name a loopback
-				// Host (DNS rebinding); the listener's address is the one
-				// --addr resolved to.
-				Addr: ln.Addr().String(),
-			})
+			// On a loopback address, requests must name a loopback Host
+			// (DNS rebinding); the listener's address is the one --addr
+			// resolved to.
+			handler, err := h.Handler(ctx, packrun.HandlerOptions{Addr: ln.Addr().String()})
+			if err != nil {
+				ln.Close()
+				return stopped(err)
+			}
 			// A client gets 10 s for its headers and a minute for its
 			// whole request (bodies are capped too), and an idle
 			// keep-alive connection is closed after two minutes, so slow
@@ -96,7 +88,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			dispatchCtx, stopDispatch := context.WithCancel(ctx)
 			defer stopDispatch()
 			dispatchDone := make(chan error, 1)
-			go func() { dispatchDone <- env.dispatcher.Run(dispatchCtx) }()
+			go func() { dispatchDone <- h.Run(dispatchCtx) }()
 			dispatching := true
 			select {
 			case err = <-serveErr:
@@ -128,25 +120,4 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:7070", "listen address")
 	cmd.Flags().IntVar(&workers, "workers", 8, "tasks run at once (they mostly wait on durable commits, so more than the cores helps)")
 	return cmd
-}
-
-func (a *app) packInfos(env *hostEnv) func(ctx context.Context) ([]api.PackInfo, error) {
-	return func(ctx context.Context) ([]api.PackInfo, error) {
-		all, err := env.store.List(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]api.PackInfo, 0, len(all))
-		for _, p := range all {
-			info := api.PackInfo{Name: p.Name, Version: p.Version, SHA256: p.SHA256, Signer: p.Signer, InstalledAt: p.InstalledAt}
-			if m, err := packs.DecodeManifest(p.Manifest); err == nil {
-				for _, n := range m.Nodes {
-					info.Nodes = append(info.Nodes, n.TypeID)
-					info.TaskTypes = append(info.TaskTypes, n.TaskTypes...)
-				}
-			}
-			out = append(out, info)
-		}
-		return out, nil
-	}
 }

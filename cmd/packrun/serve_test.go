@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/sqlite"
 )
 
 // servedHome prepares a home with the C hello pack installed (task type
@@ -31,14 +31,14 @@ func servedHome(t *testing.T) (home, bin string) {
 }
 
 // homeStore opens home's host store for the test, closed when it ends.
-func homeStore(t testing.TB, home string) *sqlite.Store {
+func homeStore(t testing.TB, home string) host.Backend {
 	t.Helper()
-	st, err := openHomeStore(context.Background(), home)
+	h, err := packrun.Open(context.Background(), home, packrun.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	t.Cleanup(func() { h.Close(context.Background()) })
+	return h.Store()
 }
 
 func enqueueN(t *testing.T, home string, n int) []string {

@@ -7,12 +7,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	packrun "github.com/packrun/packrun"
+	"github.com/packrun/packrun/host"
 	"github.com/spf13/cobra"
-
-	"github.com/packrun/packrun/abi"
-	"github.com/packrun/packrun/packs"
-	"github.com/packrun/packrun/registry"
-	"github.com/packrun/packrun/runtime"
 )
 
 func (a *app) installCommand() *cobra.Command {
@@ -30,27 +27,17 @@ FILE.pack.provenance.sigstore.json unless given.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			req, policy, err := a.request(args[0], f)
+			h, err := a.open(ctx, readWrite, packrun.Config{})
 			if err != nil {
 				return err
 			}
-			st, err := a.openStore(ctx)
+			defer h.Close(context.Background())
+			p, already, err := h.InstallFile(ctx, args[0], f.files())
 			if err != nil {
-				return err
-			}
-			defer st.Close()
-			p, already, err := st.Install(ctx, policy, req, registry.InstallOptions{
-				VerifyOptions: registry.VerifyOptions{AllowUnsignedUnsafe: f.unsafe},
-				Check:         a.checkModules,
-			})
-			if err != nil {
-				return refusal(err)
-			}
-			if err := a.refreshTaskTypes(ctx, st, nil); err != nil {
 				return err
 			}
 			if asJSON {
-				return writeJSON(a.stdout, map[string]any{"installed": p, "alreadyInstalled": already})
+				return writeJSON(a.stdout, map[string]any{"installed": p, "already_installed": already})
 			}
 			if already {
 				fmt.Fprintf(a.stdout, "%s already installed (sha256 %s)\n", p.Ref(), p.SHA256)
@@ -65,51 +52,6 @@ FILE.pack.provenance.sigstore.json unless given.`,
 	return cmd
 }
 
-// checkModules loads every module of a pack and checks it serves the
-// manifest's nodes under the manifest's name. It also warms the
-// compilation cache.
-func (a *app) checkModules(ctx context.Context, arch *packs.Archive) error {
-	m := arch.Manifest
-	if v := m.ABI(); !abi.Serves(v.Major) || v.Minor > abi.Newest().Minor {
-		return withCode(exitRefused, fmt.Errorf("refused: %s@%s needs host ABI %s; this host serves %s", m.Name, m.Version, v, abi.ServedList()))
-	}
-	rt, err := a.newRuntime(ctx, 0)
-	if err != nil {
-		return err
-	}
-	defer rt.Close(ctx)
-	for _, mod := range m.Runtime.Modules {
-		wasm, _ := arch.File(mod.Path)
-		lm, err := rt.Load(ctx, wasm, runtime.LoadOptions{Name: m.Name + "/" + mod.Path, Limits: packLimits(m), PackName: m.Name, Exports: m.Exports(mod.Path)})
-		if err != nil {
-			return withCode(exitRefused, fmt.Errorf("refused: %w", err))
-		}
-		info := lm.Info()
-		lm.Close(ctx)
-		if info.PackName != m.Name {
-			return withCode(exitRefused, fmt.Errorf("refused: %s: module %s says its pack is %q", m.Name, mod.Path, info.PackName))
-		}
-		for _, n := range m.Nodes {
-			if nm, _ := m.NodeModule(n.TypeID); nm.Path != mod.Path {
-				continue
-			}
-			found := false
-			for _, id := range info.Nodes {
-				found = found || id == n.TypeID
-			}
-			if !found {
-				return withCode(exitRefused, fmt.Errorf("refused: %s: manifest node %q is not exported by %s (it has %s)", m.Name, n.TypeID, mod.Path, strings.Join(info.Nodes, ", ")))
-			}
-		}
-	}
-	return nil
-}
-
-func packLimits(m *packs.Manifest) runtime.Limits {
-	l := m.Limits()
-	return runtime.Limits{MemoryBytes: l.MemoryBytes, Timeout: l.Timeout, OutputBytes: l.OutputBytes, HostCalls: l.HostCalls}
-}
-
 func (a *app) listCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -117,18 +59,17 @@ func (a *app) listCommand() *cobra.Command {
 		Short: "List installed packs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := a.openStore(cmd.Context())
-			if err != nil {
+			var all []*host.InstalledPack
+			err := a.withHost(cmd, readOnly, func(h *packrun.Host) (err error) {
+				all, err = h.Packs(cmd.Context())
 				return err
-			}
-			defer st.Close()
-			all, err := st.List(cmd.Context())
+			})
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				if all == nil {
-					all = []*registry.Installed{}
+					all = []*host.InstalledPack{}
 				}
 				return writeJSON(a.stdout, all)
 			}
@@ -145,23 +86,18 @@ func (a *app) listCommand() *cobra.Command {
 }
 
 func (a *app) inspectInstalled(ctx context.Context, ref string, asJSON bool) error {
-	st, err := a.openStore(ctx)
+	h, err := a.open(ctx, readOnly, packrun.Config{})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	p, err := st.Resolve(ctx, ref)
+	defer h.Close(context.Background())
+	p, m, err := h.Pack(ctx, ref)
 	if err != nil {
-		return refusal(err)
+		return err
 	}
 	if asJSON {
 		return writeJSON(a.stdout, p)
 	}
-	arch, err := st.Open(ctx, p)
-	if err != nil {
-		return err
-	}
-	m := arch.Manifest
 	w := a.stdout
 	fmt.Fprintf(w, "pack:       %s\n", p.Ref())
 	fmt.Fprintf(w, "sha256:     %s (%s)\n", p.SHA256, human(uint64(p.Size)))
@@ -192,20 +128,12 @@ func (a *app) uninstallCommand() *cobra.Command {
 		Short: "Remove an installed pack (every version without @VERSION)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := a.openStore(cmd.Context())
-			if err != nil {
+			var removed []*host.InstalledPack
+			err := a.withHost(cmd, readOnly, func(h *packrun.Host) (err error) {
+				removed, err = h.Uninstall(cmd.Context(), args[0])
 				return err
-			}
-			defer st.Close()
-			removed, err := st.Uninstall(cmd.Context(), args[0])
+			})
 			if err != nil {
-				return refusal(err)
-			}
-			var names []string
-			for _, p := range removed {
-				names = append(names, p.Name)
-			}
-			if err := a.refreshTaskTypes(cmd.Context(), st, names); err != nil {
 				return err
 			}
 			for _, p := range removed {
@@ -226,14 +154,13 @@ func (a *app) exportCommand() *cobra.Command {
 			if out == "" {
 				return usageError("export needs -o DIR")
 			}
-			st, err := a.openStore(cmd.Context())
+			var paths []string
+			err := a.withHost(cmd, readOnly, func(h *packrun.Host) (err error) {
+				paths, err = h.Export(cmd.Context(), args[0], out)
+				return err
+			})
 			if err != nil {
 				return err
-			}
-			defer st.Close()
-			paths, err := st.Export(cmd.Context(), args[0], out)
-			if err != nil {
-				return refusal(err)
 			}
 			for _, p := range paths {
 				fmt.Fprintln(a.stdout, p)
@@ -243,23 +170,4 @@ func (a *app) exportCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&out, "out", "o", "", "output directory")
 	return cmd
-}
-
-// refreshTaskTypes re-derives the task-type registry from installed packs;
-// names whose last version was removed lose their routes.
-func (a *app) refreshTaskTypes(ctx context.Context, st *registry.Store, removed []string) error {
-	b, err := a.openBackend(ctx)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	for _, name := range removed {
-		if _, err := st.Resolve(ctx, name); err == nil {
-			continue
-		}
-		if err := b.SetPackTaskTypes(ctx, name, nil); err != nil {
-			return err
-		}
-	}
-	return syncTaskTypes(ctx, st, b)
 }

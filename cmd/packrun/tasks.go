@@ -13,25 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
-	"github.com/packrun/packrun/internal/sqlite"
 )
-
-// hostError maps host store errors to exit codes.
-func hostError(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, host.ErrNotFound):
-		return withCode(exitUsage, err)
-	case errors.Is(err, host.ErrValidation), errors.Is(err, host.ErrTooLarge):
-		return withCode(exitUsage, err)
-	case errors.Is(err, host.ErrConflict):
-		return withCode(exitRefused, err)
-	}
-	return err
-}
 
 func (a *app) tasksCommand() *cobra.Command {
 	tasks := &cobra.Command{Use: "tasks", Short: "Enqueue, list, show and cancel tasks"}
@@ -64,15 +49,15 @@ func (a *app) tasksCommand() *cobra.Command {
 			if delay > 0 {
 				intent.AvailableAt = time.Now().Add(delay).UTC().Format(time.RFC3339Nano)
 			}
-			return a.withBackend(cmd, func(b *sqlite.Store) error {
+			return a.withBackend(cmd, readWrite, func(b host.Backend) error {
 				// As the API does: a task nothing serves is refused, not
 				// queued to fail.
 				if _, err := b.Resolve(cmd.Context(), taskType); err != nil {
-					return hostError(err)
+					return err
 				}
 				t, err := b.Enqueue(cmd.Context(), intent, host.EnqueueOptions{MaxAttempts: maxAttempts})
 				if err != nil {
-					return hostError(err)
+					return err
 				}
 				fmt.Fprintln(a.stdout, t.TaskID)
 				return nil
@@ -100,10 +85,10 @@ func (a *app) tasksCommand() *cobra.Command {
 			if limit < 1 {
 				return usageError("--limit %d: must be at least 1", limit)
 			}
-			return a.withBackend(cmd, func(b *sqlite.Store) error {
+			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
 				ts, err := b.ListTasks(cmd.Context(), host.TaskFilter{Status: host.TaskStatus(status), Limit: limit})
 				if err != nil {
-					return hostError(err)
+					return err
 				}
 				if asJSON {
 					if ts == nil {
@@ -129,10 +114,10 @@ func (a *app) tasksCommand() *cobra.Command {
 		Short: "Show one task (JSON)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withBackend(cmd, func(b *sqlite.Store) error {
+			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
 				t, err := b.Task(cmd.Context(), args[0])
 				if err != nil {
-					return hostError(err)
+					return err
 				}
 				return writeJSON(a.stdout, t)
 			})
@@ -143,10 +128,10 @@ func (a *app) tasksCommand() *cobra.Command {
 		Short: "Cancel a task (a running one is canceled when its attempt ends)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withBackend(cmd, func(b *sqlite.Store) error {
+			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
 				t, err := b.Cancel(cmd.Context(), args[0])
 				if err != nil {
-					return hostError(err)
+					return err
 				}
 				if t.CancelRequested && t.Status == host.TaskRunning {
 					fmt.Fprintf(a.stdout, "%s: cancel requested (running)\n", t.TaskID)
@@ -182,10 +167,10 @@ func (a *app) attemptsCommand() *cobra.Command {
 			if since > 0 {
 				f.Since = time.Now().Add(-since)
 			}
-			return a.withBackend(cmd, func(b *sqlite.Store) error {
+			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
 				as, err := b.ListAttempts(cmd.Context(), f)
 				if err != nil {
-					return hostError(err)
+					return err
 				}
 				if asJSON {
 					if as == nil {
@@ -214,10 +199,10 @@ func (a *app) attemptsCommand() *cobra.Command {
 		Short: "Show one attempt: input, output, outcome, logs, events, trace",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withBackend(cmd, func(b *sqlite.Store) error {
+			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
 				at, err := b.Attempt(cmd.Context(), args[0])
 				if err != nil {
-					return hostError(err)
+					return err
 				}
 				if showJSON {
 					return writeJSON(a.stdout, at)
@@ -269,7 +254,7 @@ check exits 5.`,
 			if bundlePath != "" {
 				return a.verifyBundle(cmd.Context(), bundlePath, asJSON)
 			}
-			return a.withBackend(cmd, func(b *sqlite.Store) error {
+			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
 				r, err := b.VerifyChain(cmd.Context())
 				if err != nil {
 					return err
@@ -299,10 +284,10 @@ check exits 5.`,
 			if out == "" {
 				return usageError("evidence export needs -o FILE")
 			}
-			return a.withBackend(cmd, func(b *sqlite.Store) error {
+			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
 				bundle, err := b.ExportAttempt(cmd.Context(), args[0])
 				if err != nil {
-					return hostError(err)
+					return err
 				}
 				data, err := json.MarshalIndent(bundle, "", "  ")
 				if err != nil {
@@ -349,12 +334,12 @@ func (a *app) verifyBundle(ctx context.Context, path string, asJSON bool) error 
 	}
 	rep := bundleReport{OK: true, Attempt: b.Attempt.AttemptID, Events: len(b.Events), Artifacts: len(b.Artifacts)}
 	if _, err := os.Stat(filepath.Join(a.home, "packrun.db")); err == nil {
-		st, err := openHomeStore(ctx, a.home)
+		h, err := a.open(ctx, readOnly, packrun.Config{})
 		if err != nil {
 			return err
 		}
-		defer st.Close()
-		rep.InStore, err = matchesStore(ctx, st, b)
+		defer h.Close(context.Background())
+		rep.InStore, err = matchesStore(ctx, h.Store(), b)
 		if err != nil {
 			return refuse(err)
 		}
@@ -373,7 +358,7 @@ func (a *app) verifyBundle(ctx context.Context, path string, asJSON bool) error 
 // matchesStore compares a verified bundle with the store's record of its
 // attempt: false if the store does not hold the attempt, an error if it
 // holds something else.
-func matchesStore(ctx context.Context, st *sqlite.Store, b *host.Bundle) (bool, error) {
+func matchesStore(ctx context.Context, st host.Backend, b *host.Bundle) (bool, error) {
 	rec, err := st.Attempt(ctx, b.Attempt.AttemptID)
 	if errors.Is(err, host.ErrNotFound) {
 		return false, nil
@@ -412,22 +397,19 @@ func (a *app) memoryCommand() *cobra.Command {
 		}
 		return host.Scope{Tenant: tenant, Namespace: ns}, nil
 	}
-	with := func(f func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error) func(*cobra.Command, []string) error {
+	with := func(acc access, f func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
 			s, err := scope()
 			if err != nil {
 				return err
 			}
-			b, err := a.openBackend(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			return hostError(f(cmd, &hostBackend{b}, s, args))
+			return a.withBackend(cmd, acc, func(b host.Backend) error {
+				return f(cmd, &hostBackend{b}, s, args)
+			})
 		}
 	}
 	get := &cobra.Command{Use: "get KEY", Short: "Print a value", Args: cobra.ExactArgs(1),
-		RunE: with(func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error {
+		RunE: with(readOnly, func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error {
 			e, err := b.Get(cmd.Context(), s, args[0])
 			if err != nil {
 				return err
@@ -438,7 +420,7 @@ func (a *app) memoryCommand() *cobra.Command {
 	var ttl time.Duration
 	var secret bool
 	put := &cobra.Command{Use: "put KEY JSON [--ttl 1h] [--secret]", Short: "Store a value", Args: cobra.ExactArgs(2),
-		RunE: with(func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error {
+		RunE: with(readWrite, func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error {
 			if !json.Valid([]byte(args[1])) {
 				return usageError("value %q is not JSON (quote strings: '\"text\"')", args[1])
 			}
@@ -447,7 +429,7 @@ func (a *app) memoryCommand() *cobra.Command {
 	put.Flags().DurationVar(&ttl, "ttl", 0, "expire after this long")
 	put.Flags().BoolVar(&secret, "secret", false, "redact this value in evidence and logs")
 	list := &cobra.Command{Use: "list [PREFIX]", Short: "List keys", Args: cobra.MaximumNArgs(1),
-		RunE: with(func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error {
+		RunE: with(readOnly, func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error {
 			prefix := ""
 			if len(args) == 1 {
 				prefix = args[0]
@@ -462,7 +444,7 @@ func (a *app) memoryCommand() *cobra.Command {
 			return nil
 		})}
 	del := &cobra.Command{Use: "delete KEY", Short: "Delete a value", Args: cobra.ExactArgs(1),
-		RunE: with(func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error {
+		RunE: with(readOnly, func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error {
 			return b.Delete(cmd.Context(), s, args[0])
 		})}
 	mem.AddCommand(get, put, list, del)

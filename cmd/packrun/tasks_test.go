@@ -47,7 +47,7 @@ func TestTasksCommands(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{[]string{"--type", "nobody.serves"}, 64, `resolve task type nobody.serves: no installed pack serves this task type; install one that does, or set an override`},
+		{[]string{"--type", "nobody.serves"}, 66, `resolve task type nobody.serves: no installed pack serves this task type; install one that does, or set an override`},
 		{[]string{"--type", "hello.c", "--delay", "-5m"}, 64, "--delay -5m0s: must not be negative"},
 		{[]string{"--type", "hello.c", "--max-attempts", "0"}, 64, "--max-attempts 0: must be at least 1"},
 		{[]string{"--type", "hello.c", "--max-attempts", "1000"}, 64, "max_attempts: must be between 1 and 100"},
@@ -83,9 +83,18 @@ func TestTasksCommands(t *testing.T) {
 	if out := h.ok("tasks", "list", "--status", "pending"); !strings.Contains(out, id) || strings.Contains(out, later) {
 		t.Fatalf("pending:\n%s", out)
 	}
-	for _, args := range [][]string{{"tasks", "list", "--limit", "0"}, {"attempts", "list", "--limit", "-1"}, {"tasks", "show", "task_nope"}, {"tasks", "list", "--status", "done"}} {
-		if code, _, errs := h.run(args...); code != 64 || strings.Count(strings.TrimSpace(errs), "\n") > 1 {
-			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"tasks", "list", "--limit", "0"}, 64}, {[]string{"attempts", "list", "--limit", "-1"}, 64},
+		{[]string{"tasks", "show", "task_nope"}, 66}, {[]string{"tasks", "list", "--status", "done"}, 64},
+	} {
+		code, _, errs := h.run(c.args...)
+		lines := strings.Split(strings.TrimSpace(errs), "\n")
+		// One line, and for a usage error a second naming the subcommand's help.
+		if code != c.code || code == 64 && (len(lines) != 2 || !strings.HasPrefix(lines[1], "Run 'packrun "+c.args[0]+" ")) || code != 64 && len(lines) != 1 {
+			t.Errorf("%v: exit %d (want %d), stderr %q", c.args, code, c.code, errs)
 		}
 	}
 }

@@ -68,19 +68,6 @@ func (s *server) invoke(w http.ResponseWriter, r *http.Request) error {
 		return refuse(http.StatusBadRequest, CodeInvalid, "input", "input: must be a JSON object")
 	}
 	ctx := r.Context()
-	if s.cfg.Packs != nil {
-		list, err := s.cfg.Packs(ctx)
-		if err != nil {
-			return err
-		}
-		found := false
-		for _, p := range list {
-			found = found || p.Name == name
-		}
-		if !found {
-			return refuse(http.StatusNotFound, CodeNotFound, "pack", fmt.Sprintf("pack %q is not installed", name))
-		}
-	}
 	att, res, err := s.cfg.Dispatcher.Invoke(ctx, dispatch.InvokeRequest{Pack: req.Pack, Node: req.Node, Input: req.Input, Tenant: req.Tenant})
 	if err != nil {
 		var le *runtime.LoadError

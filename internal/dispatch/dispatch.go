@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -34,7 +33,7 @@ const HeapFloor = 64 << 20
 
 // ErrPackNotInstalled is wrapped by PackSource when a reference names no
 // installed pack.
-var ErrPackNotInstalled = errors.New("pack not installed")
+var ErrPackNotInstalled = host.ErrPackNotInstalled
 
 // Config configures a Dispatcher.
 type Config struct {
@@ -255,24 +254,11 @@ func (d *Dispatcher) load(ctx context.Context, arch *packs.Archive, node string,
 			return nil, ctx.Err()
 		}
 	}
+	if err := CheckABI(m); err != nil {
+		return nil, err
+	}
 	wasm, _ := arch.File(mod.Path)
-	pl := m.Limits()
-	limits := runtime.Limits{MemoryBytes: pl.MemoryBytes, Timeout: pl.Timeout, OutputBytes: pl.OutputBytes, HostCalls: pl.HostCalls}
-	if override.MemoryBytes != 0 {
-		limits.MemoryBytes = override.MemoryBytes
-	}
-	if override.Timeout != 0 {
-		limits.Timeout = override.Timeout
-	}
-	if override.OutputBytes != 0 {
-		limits.OutputBytes = override.OutputBytes
-	}
-	if override.HostCalls != 0 {
-		limits.HostCalls = override.HostCalls
-	}
-	limits.HostMemoryBytes = override.HostMemoryBytes // packs do not set it: the host's default applies
-	rm, err := d.cfg.Runtime.Load(ctx, wasm, runtime.LoadOptions{Name: m.Name + "@" + m.Version + "/" + mod.Path, Limits: limits,
-		PackName: m.Name, Exports: m.Exports(mod.Path)})
+	rm, err := d.cfg.Runtime.Load(ctx, wasm, LoadOptions(m, mod, override))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,280 @@
+package packrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/blobs"
+	"github.com/packrun/packrun/internal/dispatch"
+	"github.com/packrun/packrun/packs"
+	"github.com/packrun/packrun/runtime"
+)
+
+// InvokeRequest is one invocation of a node.
+type InvokeRequest struct {
+	// Node is the node's typeId; it may be empty when there is one node.
+	Node string
+	// Input is the node's input (default {}).
+	Input json.RawMessage
+	// Tenant is the tenant the node runs for (default "default").
+	Tenant string
+	// RunID seeds openwop_random with NodeID and Attempt (default: a new
+	// random id).
+	RunID string
+	// NodeID is the node's id within the run (default: the typeId).
+	NodeID string
+	// Attempt is the attempt number (default 1; it must not be negative).
+	Attempt int
+	// Resume holds the values the node's next openwop_interrupt calls
+	// return, in order.
+	Resume []json.RawMessage
+	// Limits override the pack's own (zero fields keep them); each must be
+	// within the host maxima (runtime.MaxLimits), or the request fails with
+	// ErrUsage before anything runs.
+	Limits runtime.Limits
+	// Trust verifies a .pack file target (ignored otherwise).
+	Trust PackFiles
+}
+
+// Invocation is a recorded invocation: the evidence record and the
+// runtime's result (logs, stdout, stderr, events, timing).
+type Invocation struct {
+	Attempt *host.Attempt
+	Result  *runtime.Result
+}
+
+// check validates what can be checked before anything runs.
+func (req *InvokeRequest) check() error {
+	if req.Tenant == "" {
+		req.Tenant = "default"
+	}
+	if err := host.CheckTenant("invoke", req.Tenant); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if req.Attempt < 0 {
+		return fmt.Errorf("%w: attempt %d: must be 0 or more", ErrUsage, req.Attempt)
+	}
+	if m := req.Limits.MemoryBytes; m != 0 && m < 64<<10 {
+		return fmt.Errorf("%w: memory limit %d bytes is below one 64 KiB page", ErrUsage, m)
+	}
+	if err := req.Limits.CheckMax(runtime.MaxLimits()); err != nil {
+		return fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if len(req.Input) > 0 && !json.Valid(req.Input) {
+		return fmt.Errorf("%w: input is not valid JSON", ErrUsage)
+	}
+	for i, r := range req.Resume {
+		if !json.Valid(r) {
+			return fmt.Errorf("%w: resume value %d is not valid JSON", ErrUsage, i+1)
+		}
+	}
+	return nil
+}
+
+func (req *InvokeRequest) dispatch(pack string) dispatch.InvokeRequest {
+	return dispatch.InvokeRequest{Pack: pack, Node: req.Node, Input: req.Input, Tenant: req.Tenant, RunID: req.RunID,
+		NodeID: req.NodeID, Attempt: req.Attempt, Resume: req.Resume, Limits: req.Limits}
+}
+
+// Invoke runs one node of target and records the attempt. target is a
+// module file (.wasm, or any file that is not a .pack or .tgz), a pack
+// file (.pack, or an openwop .tgz, verified against the trust policy
+// first, with req.Trust) or an installed pack NAME, NAME@VERSION or
+// NAME@RANGE (the newest matching version runs).
+//
+// What the node did (completed, suspended, failed, breached a limit) is in
+// the Invocation, not the error: the error is for invocations that could
+// not run (a bad request, a module refused at load, an unknown pack or
+// node, the store failing).
+func (h *Host) Invoke(ctx context.Context, target string, req InvokeRequest) (*Invocation, error) {
+	switch kind, err := targetKind(target); {
+	case err != nil:
+		return nil, err
+	case kind == targetModule:
+		if err := req.check(); err != nil {
+			return nil, err
+		}
+		wasm, err := ReadModule(target)
+		if err != nil {
+			return nil, err
+		}
+		return h.InvokeModule(ctx, wasm, target, req)
+	case kind == targetPackFile:
+		if err := req.check(); err != nil {
+			return nil, err
+		}
+		_, arch, err := h.VerifyFile(ctx, target, req.Trust)
+		if err != nil {
+			return nil, err
+		}
+		return h.InvokeArchive(ctx, arch, req)
+	default:
+		return h.InvokePack(ctx, target, req)
+	}
+}
+
+type targetKindT int
+
+const (
+	targetInstalled targetKindT = iota
+	targetModule
+	targetPackFile
+)
+
+// targetKind tells what an invoke target names. A directory is neither a
+// module nor a pack: it is refused with what to do instead.
+func targetKind(target string) (targetKindT, error) {
+	if strings.HasSuffix(target, ".pack") || strings.HasSuffix(target, ".tgz") {
+		return targetPackFile, nil
+	}
+	fi, err := os.Stat(target)
+	switch {
+	case err == nil && fi.IsDir():
+		return 0, fmt.Errorf("%w: %s is a directory: invoke its module (a .wasm file) or pack it first (packrun pack %s)", ErrUsage, target, target)
+	case err == nil:
+		return targetModule, nil
+	case strings.HasSuffix(target, ".wasm") || strings.ContainsAny(target, `/\`):
+		return 0, fmt.Errorf("%w: %s: no such file", ErrNotFound, target)
+	}
+	return targetInstalled, nil
+}
+
+// InvokePack runs one node of the installed pack ref names (NAME,
+// NAME@VERSION or NAME@RANGE) and records the attempt.
+func (h *Host) InvokePack(ctx context.Context, ref string, req InvokeRequest) (*Invocation, error) {
+	if err := req.check(); err != nil {
+		return nil, err
+	}
+	_, d, err := h.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	att, res, err := d.Invoke(ctx, req.dispatch(ref))
+	if err != nil {
+		return nil, err
+	}
+	return &Invocation{att, res}, nil
+}
+
+// InvokeArchive runs one node of a pack archive (one the caller verified:
+// see VerifyFile) and records the attempt.
+func (h *Host) InvokeArchive(ctx context.Context, arch *packs.Archive, req InvokeRequest) (*Invocation, error) {
+	if err := req.check(); err != nil {
+		return nil, err
+	}
+	_, d, err := h.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	att, res, err := d.InvokeArchive(ctx, arch, req.dispatch(""))
+	if err != nil {
+		return nil, err
+	}
+	return &Invocation{att, res}, nil
+}
+
+// InvokeModule runs one node of a bare module (no pack: nothing is
+// granted) and records the attempt. The module's bytes are kept in the
+// home, by digest, so the attempt can be replayed. name identifies the
+// module in errors.
+func (h *Host) InvokeModule(ctx context.Context, wasm []byte, name string, req InvokeRequest) (*Invocation, error) {
+	if err := req.check(); err != nil {
+		return nil, err
+	}
+	rt, d, err := h.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := rt.Load(ctx, wasm, runtime.LoadOptions{Name: name, Limits: runtime.DefaultLimits().Merge(req.Limits)})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close(ctx)
+	if err := h.rememberModule(wasm); err != nil {
+		return nil, err
+	}
+	att, res, err := d.InvokeModule(ctx, m, runtime.Invocation{Node: req.Node, Input: req.Input, RunID: req.RunID,
+		NodeID: req.NodeID, TenantID: req.Tenant, Attempt: max(req.Attempt, 1), Resume: req.Resume})
+	if err != nil {
+		return nil, err
+	}
+	return &Invocation{att, res}, nil
+}
+
+// modules keeps the bytes of bare modules invoked, by digest, so their
+// attempts can be replayed.
+func (h *Host) modules() blobs.Dir {
+	return blobs.Dir{Path: filepath.Join(h.home, "modules", "sha256"), TmpPrefix: ".tmp-"}
+}
+
+// rememberModule stores a bare module's bytes durably before its attempt
+// is recorded: an attempt that names a module must be replayable.
+func (h *Host) rememberModule(wasm []byte) error {
+	d := h.modules()
+	if err := os.MkdirAll(d.Path, 0o700); err != nil {
+		return fmt.Errorf("keep module for replay: %w", err)
+	}
+	if _, err := d.Put(wasm); err != nil {
+		return fmt.Errorf("keep module for replay: %w", err)
+	}
+	return nil
+}
+
+// ReadModule reads a module file. One larger than the host's module size
+// limit is refused (a *runtime.LoadError with code module_limit), found
+// without reading it; a missing file wraps ErrNotFound.
+func ReadModule(path string) ([]byte, error) {
+	limit := runtime.DefaultModuleLimits().ModuleBytes
+	tooBig := func(observed int64) error {
+		se := &runtime.ShapeError{Limit: "module bytes", Max: int64(limit), Observed: observed}
+		return &runtime.LoadError{Code: runtime.CodeModuleLimit, Module: path, Msg: se.Error(), Err: se}
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > int64(limit) {
+		return nil, tooBig(fi.Size())
+	}
+	b, err := readFileLimited(path, int64(limit))
+	if _, ok := errors.AsType[*TooLargeError](err); ok { // it grew while being read
+		return nil, tooBig(int64(limit) + 1)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s: no such file", ErrNotFound, path)
+	}
+	return b, err
+}
+
+// InspectModule loads the module file at path and describes it (ABI, pack
+// name, nodes, imports, exports, memory). A module refused at load is a
+// *runtime.LoadError.
+func (h *Host) InspectModule(ctx context.Context, path string) (runtime.ModuleInfo, error) {
+	wasm, err := ReadModule(path)
+	if err != nil {
+		return runtime.ModuleInfo{}, err
+	}
+	rt, err := h.Runtime(ctx)
+	if err != nil {
+		return runtime.ModuleInfo{}, err
+	}
+	m, err := rt.Load(ctx, wasm, runtime.LoadOptions{Name: path})
+	if err != nil {
+		return runtime.ModuleInfo{}, err
+	}
+	defer m.Close(ctx)
+	return m.Info(), nil
+}
+
+// Describe says what this host serves: ABI versions, import namespaces,
+// default and maximum limits, module limits, engine.
+func (h *Host) Describe(ctx context.Context) (runtime.HostInfo, error) {
+	rt, err := h.Runtime(ctx)
+	if err != nil {
+		return runtime.HostInfo{}, err
+	}
+	return rt.Host(), nil
+}

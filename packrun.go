@@ -1,0 +1,211 @@
+// Package packrun embeds the packrun host in a Go program: open a home
+// (a directory holding the store, the compilation cache and the trust
+// policy) and invoke nodes, install and export signed packs, run the task
+// dispatcher, serve the HTTP API and replay recorded attempts.
+//
+//	h, err := packrun.Open(ctx, "/var/lib/packrun", packrun.Config{})
+//	if err != nil { ... }
+//	defer h.Close(ctx)
+//	inv, err := h.Invoke(ctx, "vendor.acme.hello@^1", packrun.InvokeRequest{Input: []byte(`{"name":"Ada"}`)})
+//
+// The CLI (cmd/packrun) and the HTTP API are built on this package only;
+// every rule an attempt follows (the limits it runs under, how a pack's
+// module is loaded, which ABI versions run, where a task type routes, a
+// pack's configuration) is applied here or below, once. See
+// docs/ARCHITECTURE.md for the layout and the walk of one invocation.
+package packrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/adapters"
+	"github.com/packrun/packrun/internal/dispatch"
+	"github.com/packrun/packrun/internal/sqlite"
+	"github.com/packrun/packrun/runtime"
+)
+
+// Config configures a Host. The zero value is ready to use.
+type Config struct {
+	// Workers is how many tasks the dispatcher runs at once (default 2).
+	Workers int
+	// PoolSize is how many prepared instances the runtime keeps per module
+	// (0: the runtime's default).
+	PoolSize int
+	// RunnerID names this host in task claims and attempts (default
+	// "packrun-" and 8 random hex digits).
+	RunnerID string
+	// Logger receives the host's log lines (default: none).
+	Logger hclog.Logger
+	// SecretKeyFile holds the key sealing secret memory values (default
+	// $PACKRUN_SECRET_KEY_FILE, else <home>/secret.key).
+	SecretKeyFile string
+	// TrustFile is the trust policy (default <home>/trust.json).
+	TrustFile string
+	// MustExist makes Open fail with ErrNoHome when home does not exist,
+	// rather than create it: commands that only read should not turn a
+	// mistyped path into a new, empty home.
+	MustExist bool
+}
+
+// Host is one packrun home opened: its store (the only owner of
+// packrun.db), the WebAssembly runtime, the adapters and the dispatcher.
+// It is safe for concurrent use. Close it when done.
+type Host struct {
+	home  string
+	cfg   Config
+	log   hclog.Logger
+	store *sqlite.Store
+	index *packIndex
+
+	packConfig map[string]json.RawMessage // config.json, read at Open
+	adapters   *adapters.Registry
+
+	engineOnce sync.Once
+	engineErr  error
+	rt         *runtime.Runtime
+	dispatcher *dispatch.Dispatcher
+	started    atomic.Pointer[dispatch.Dispatcher] // the dispatcher, once engine has run
+
+	closeOnce sync.Once
+}
+
+// Open opens (creating it, owner-only, unless cfg.MustExist) the packrun
+// home at home. The runtime is started on first use, so commands that only
+// read the store do not pay for it.
+func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
+	if home == "" {
+		return nil, errors.New("open: no home directory given")
+	}
+	if cfg.MustExist {
+		fi, err := os.Stat(home)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s", ErrNoHome, home)
+		} else if err != nil {
+			return nil, err
+		} else if !fi.IsDir() {
+			return nil, fmt.Errorf("%w: %s is not a directory", ErrNoHome, home)
+		}
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, fmt.Errorf("open home: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.SecretKeyFile == "" {
+		cfg.SecretKeyFile = os.Getenv(sqlite.SecretKeyEnv)
+	}
+	if cfg.TrustFile == "" {
+		cfg.TrustFile = filepath.Join(home, "trust.json")
+	}
+	h := &Host{home: home, cfg: cfg, log: cfg.Logger}
+	var err error
+	if h.packConfig, err = readPackConfig(filepath.Join(home, PackConfigFile)); err != nil {
+		return nil, err
+	}
+	acfg, err := adapters.LoadConfig(filepath.Join(home, adapters.ConfigFileName))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if h.adapters, err = adapters.NewRegistry(acfg, filepath.Join(home, adapters.EvidenceDirName)); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	h.store, err = sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{
+		// Artifacts live apart from pack blobs: uninstall sweeps
+		// blobs/sha256 of anything no installed pack refers to.
+		BlobDir:       filepath.Join(home, "artifacts", "sha256"),
+		PackBlobDir:   filepath.Join(home, "blobs", "sha256"),
+		SecretKeyFile: cfg.SecretKeyFile,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.index = newPackIndex(h.store)
+	return h, nil
+}
+
+// Home is the directory the host was opened on.
+func (h *Host) Home() string { return h.home }
+
+// Store is the host's store, as the interfaces of package host: tasks,
+// attempts and events, memory, task types, installed packs.
+func (h *Host) Store() host.Backend { return h.store }
+
+// engine starts the runtime and the dispatcher, once.
+func (h *Host) engine(ctx context.Context) (*runtime.Runtime, *dispatch.Dispatcher, error) {
+	h.engineOnce.Do(func() {
+		cache := filepath.Join(h.home, "cache")
+		if err := os.MkdirAll(cache, 0o700); err != nil {
+			h.engineErr = err
+			return
+		}
+		rt, err := runtime.New(ctx, runtime.NewConfig().WithCacheDir(cache).WithPoolSize(h.cfg.PoolSize))
+		if err != nil {
+			h.engineErr = err
+			return
+		}
+		h.rt = rt
+		h.dispatcher = dispatch.New(dispatch.Config{
+			Backend: h.store, Packs: h.index, Runtime: rt, Adapters: h.adapters,
+			PackConfig: func(pack string) json.RawMessage { return h.packConfig[pack] },
+			Workers:    h.cfg.Workers, RunnerID: h.cfg.RunnerID,
+			Log: func(msg string, kv ...any) { h.log.Info(msg, kv...) },
+		})
+		h.started.Store(h.dispatcher)
+	})
+	return h.rt, h.dispatcher, h.engineErr
+}
+
+// Runtime returns the host's WebAssembly runtime, starting it if needed.
+func (h *Host) Runtime(ctx context.Context) (*runtime.Runtime, error) {
+	rt, _, err := h.engine(ctx)
+	return rt, err
+}
+
+// Close stops the runtime and closes the store. Calling it again does
+// nothing.
+func (h *Host) Close(ctx context.Context) error {
+	var err error
+	h.closeOnce.Do(func() {
+		if h.dispatcher != nil {
+			h.dispatcher.Close(ctx)
+		}
+		if h.rt != nil {
+			h.rt.Close(ctx)
+		}
+		err = h.store.Close()
+	})
+	return err
+}
+
+// PackConfigFile is the file in the home holding each pack's
+// configuration ({"<pack name>": {...}}), what config_get reads.
+const PackConfigFile = "config.json"
+
+// readPackConfig reads the pack configuration file; a missing file is an
+// empty configuration, a malformed one an ErrConfig naming it.
+func readPackConfig(path string) (map[string]json.RawMessage, error) {
+	b, err := readFileLimited(path, 1<<20)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(b, &all); err != nil {
+		return nil, fmt.Errorf("%w: %s: want an object of pack names to their configuration: %v", ErrConfig, path, err)
+	}
+	return all, nil
+}

@@ -1,0 +1,363 @@
+package packrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/dispatch"
+	"github.com/packrun/packrun/packs"
+	"github.com/packrun/packrun/registry"
+	"github.com/packrun/packrun/runtime"
+)
+
+// PackFiles says where a pack file's signatures are and how to judge them.
+type PackFiles struct {
+	// Bundle is the Sigstore bundle over the archive (default
+	// FILE.sigstore.json beside the pack).
+	Bundle string
+	// Provenance is the provenance bundle (default
+	// FILE.provenance.sigstore.json beside the pack).
+	Provenance string
+	// Signature is the detached Ed25519 signature of an openwop registry
+	// .tgz (default FILE.sig beside it); when present, it is verified
+	// instead of the bundles.
+	Signature string
+	// TrustFile is the trust policy (default the host's Config.TrustFile).
+	TrustFile string
+	// AllowUnsignedUnsafe accepts a pack that has no signature at all.
+	AllowUnsignedUnsafe bool
+}
+
+// MaxPackFileBytes bounds a pack file read from disk: the archive limit.
+var maxPackFileBytes = packs.DefaultLimits().ArchiveBytes
+
+// ReadSigned reads a pack file and the signatures beside it (or where f
+// says). A missing pack file wraps ErrNotFound; a missing default
+// signature file is simply absent, a missing explicit one is an error.
+func ReadSigned(path string, f PackFiles) (registry.Signed, error) {
+	var s registry.Signed
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return s, fmt.Errorf("%w: %s: no such file", ErrNotFound, path)
+	case err != nil:
+		return s, err
+	case fi.IsDir():
+		return s, fmt.Errorf("%w: %s is a directory; build a pack from it with 'packrun pack %s'", ErrUsage, path, path)
+	}
+	if s.Archive, err = readFileLimited(path, maxPackFileBytes); err != nil {
+		return s, err
+	}
+	optional := func(explicit, dflt string) ([]byte, error) {
+		p := explicit
+		if p == "" {
+			p = dflt
+		}
+		b, err := readFileLimited(p, 16<<20)
+		if errors.Is(err, fs.ErrNotExist) {
+			if explicit != "" {
+				return nil, fmt.Errorf("%w: %s: no such file", ErrNotFound, explicit)
+			}
+			return nil, nil
+		}
+		return b, err
+	}
+	if s.Signature, err = optional(f.Signature, path+".sig"); err != nil {
+		return s, err
+	}
+	if s.Signature == nil {
+		if s.Bundle, err = optional(f.Bundle, path+".sigstore.json"); err != nil {
+			return s, err
+		}
+		if s.Provenance, err = optional(f.Provenance, path+".provenance.sigstore.json"); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// Policy loads the trust policy (file "" is the host's).
+func (h *Host) Policy(file string) (*registry.Policy, error) {
+	if file == "" {
+		file = h.cfg.TrustFile
+	}
+	return registry.LoadPolicy(file)
+}
+
+// VerifyFile verifies a pack file against the trust policy without
+// installing it, and returns the verdict and the opened archive.
+func (h *Host) VerifyFile(ctx context.Context, path string, f PackFiles) (*registry.Verdict, *packs.Archive, error) {
+	if f.TrustFile == "" {
+		f.TrustFile = h.cfg.TrustFile
+	}
+	return VerifyFile(ctx, path, f)
+}
+
+// VerifyFile verifies a pack file and its signatures (ReadSigned) against
+// the trust policy in f.TrustFile, which it needs, without a Host.
+func VerifyFile(ctx context.Context, path string, f PackFiles) (*registry.Verdict, *packs.Archive, error) {
+	if f.TrustFile == "" {
+		return nil, nil, fmt.Errorf("%w: verify %s: no trust policy file given", ErrUsage, path)
+	}
+	s, err := ReadSigned(path, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	policy, err := registry.LoadPolicy(f.TrustFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	return registry.VerifyRequest(ctx, policy, s, registry.VerifyOptions{AllowUnsignedUnsafe: f.AllowUnsignedUnsafe})
+}
+
+// InstallOptions adjust Install.
+type InstallOptions struct {
+	// Policy judges the signatures (nil: the host's trust policy).
+	Policy *registry.Policy
+	// AllowUnsignedUnsafe accepts a pack that has no signature at all.
+	AllowUnsignedUnsafe bool
+}
+
+// Install verifies a signed pack against the trust policy and, only if it
+// is trusted and well-formed and every module loads and serves the nodes
+// its manifest declares, stores it and routes its task types. Installing
+// the identical pack again changes nothing (already is true); a different
+// pack under the same name@version wraps host.ErrPackConflict.
+func (h *Host) Install(ctx context.Context, s registry.Signed, opts InstallOptions) (p *host.InstalledPack, already bool, err error) {
+	policy := opts.Policy
+	if policy == nil {
+		if policy, err = h.Policy(""); err != nil {
+			return nil, false, err
+		}
+	}
+	verdict, arch, err := registry.VerifyRequest(ctx, policy, s, registry.VerifyOptions{AllowUnsignedUnsafe: opts.AllowUnsignedUnsafe})
+	if err != nil {
+		return nil, false, err
+	}
+	if err := h.checkModules(ctx, arch); err != nil {
+		return nil, false, err
+	}
+	rec := &host.InstalledPack{
+		Name: arch.Manifest.Name, Version: arch.Manifest.Version, SHA256: arch.SHA256, Size: arch.Size,
+		Signer: verdict.Signer, KeyID: verdict.KeyID, Manifest: arch.ManifestBytes,
+		InstalledAt: time.Now().UTC().Truncate(time.Millisecond),
+	}
+	if pr := verdict.Provenance; pr != nil {
+		rec.Provenance = &host.PackProvenance{BuilderID: pr.BuilderID, BuildType: pr.BuildType, SourceDigest: pr.SourceDigest, BuiltAt: pr.BuiltAt, Signer: pr.Signer}
+	}
+	p, already, err = h.store.InstallPack(ctx, rec, host.PackBlobs{Archive: s.Archive, Bundle: s.Bundle, Provenance: s.Provenance, Signature: s.Signature})
+	if err != nil {
+		return nil, false, err
+	}
+	if err := h.routeTaskTypes(ctx, p.Name); err != nil {
+		return p, already, err
+	}
+	return p, already, nil
+}
+
+// InstallFile is Install of a pack file and its signatures (ReadSigned).
+func (h *Host) InstallFile(ctx context.Context, path string, f PackFiles) (*host.InstalledPack, bool, error) {
+	s, err := ReadSigned(path, f)
+	if err != nil {
+		return nil, false, err
+	}
+	var policy *registry.Policy
+	if f.TrustFile != "" {
+		if policy, err = h.Policy(f.TrustFile); err != nil {
+			return nil, false, err
+		}
+	}
+	return h.Install(ctx, s, InstallOptions{Policy: policy, AllowUnsignedUnsafe: f.AllowUnsignedUnsafe})
+}
+
+// checkModules loads every module of a pack (warming the compilation
+// cache) and checks it serves the manifest's nodes under the manifest's
+// name, with the ABI check and load options every later load uses.
+func (h *Host) checkModules(ctx context.Context, arch *packs.Archive) error {
+	m := arch.Manifest
+	if err := dispatch.CheckABI(m); err != nil {
+		return err
+	}
+	rt, err := h.Runtime(ctx)
+	if err != nil {
+		return err
+	}
+	for _, mod := range m.Runtime.Modules {
+		wasm, _ := arch.File(mod.Path)
+		lm, err := rt.Load(ctx, wasm, dispatch.LoadOptions(m, mod, noOverride))
+		if err != nil {
+			return err
+		}
+		info := lm.Info()
+		lm.Close(ctx)
+		if info.PackName != m.Name {
+			return fmt.Errorf("%w: %s: module %s says its pack is %q", ErrRefusedPack, m.Name, mod.Path, info.PackName)
+		}
+		for _, n := range m.Nodes {
+			if nm, _ := m.NodeModule(n.TypeID); nm.Path != mod.Path {
+				continue
+			}
+			if !slices.Contains(info.Nodes, n.TypeID) {
+				return fmt.Errorf("%w: %s: manifest node %q is not exported by %s (it has %s)", ErrRefusedPack, m.Name, n.TypeID, mod.Path, strings.Join(info.Nodes, ", "))
+			}
+		}
+	}
+	return nil
+}
+
+// ErrRefusedPack is wrapped when a pack's modules do not match its
+// manifest.
+var ErrRefusedPack = fmt.Errorf("%w: modules do not match the manifest", packs.ErrInvalidPack)
+
+// routeTaskTypes routes the task types of names' newest installed
+// versions (a name with none left loses its routes). Operator overrides
+// still win.
+func (h *Host) routeTaskTypes(ctx context.Context, names ...string) error {
+	for _, name := range names {
+		var routes []host.TaskTypeRoute
+		if ps, err := h.index.match(ctx, name); err == nil {
+			for _, n := range ps[0].manifest.Nodes {
+				for _, tt := range n.TaskTypes {
+					routes = append(routes, host.TaskTypeRoute{TaskTypeSpec: host.TaskTypeSpec{TaskType: tt}, Pack: name, Node: n.TypeID})
+				}
+			}
+		} else if !errors.Is(err, host.ErrPackNotInstalled) {
+			return err
+		}
+		if err := h.store.SetPackTaskTypes(ctx, name, routes); err != nil {
+			return fmt.Errorf("route task types of %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// routeAllTaskTypes routes every installed pack's task types (serve does
+// it at start, for stores written by older versions).
+func (h *Host) routeAllTaskTypes(ctx context.Context) error {
+	all, err := h.index.list(ctx)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, p := range all {
+		if len(names) == 0 || names[len(names)-1] != p.rec.Name {
+			names = append(names, p.rec.Name)
+		}
+	}
+	return h.routeTaskTypes(ctx, names...)
+}
+
+// Packs lists the installed packs, by name, newest version first.
+func (h *Host) Packs(ctx context.Context) ([]*host.InstalledPack, error) {
+	all, err := h.index.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*host.InstalledPack, len(all))
+	for i, p := range all {
+		out[i] = p.rec
+	}
+	return out, nil
+}
+
+// Pack returns the installed pack ref names (NAME, NAME@VERSION,
+// NAME@RANGE: the newest match) with its decoded manifest.
+func (h *Host) Pack(ctx context.Context, ref string) (*host.InstalledPack, *packs.Manifest, error) {
+	p, err := h.index.resolve(ctx, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p.rec, p.manifest, nil
+}
+
+// OpenPack returns the archive of the installed pack ref names.
+func (h *Host) OpenPack(ctx context.Context, ref string) (*packs.Archive, error) {
+	return h.index.Open(ctx, ref)
+}
+
+// Uninstall removes the packs ref names (every version of a bare NAME),
+// their task-type routes when no version is left, and the blobs nothing
+// refers to any more.
+func (h *Host) Uninstall(ctx context.Context, ref string) ([]*host.InstalledPack, error) {
+	ps, err := h.index.match(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]*host.InstalledPack, len(ps))
+	for i, p := range ps {
+		recs[i] = p.rec
+	}
+	if err := h.store.UninstallPacks(ctx, recs); err != nil {
+		return nil, err
+	}
+	name, _ := ParseRef(ref)
+	return recs, h.routeTaskTypes(ctx, name)
+}
+
+// Export writes the installed pack ref names and its bundles into dir,
+// byte-identical to what was installed: NAME-VERSION.pack,
+// .pack.sigstore.json and .pack.provenance.sigstore.json (or .pack.sig).
+// It returns the paths written.
+func (h *Host) Export(ctx context.Context, ref, dir string) ([]string, error) {
+	p, err := h.index.resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	r := p.rec
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	base := filepath.Join(dir, r.Name+"-"+r.Version+".pack")
+	files := []struct{ path, digest string }{{base, r.SHA256}, {base + ".sigstore.json", r.BundleSHA256}, {base + ".provenance.sigstore.json", r.ProvenanceSHA256}}
+	var written []string
+	for _, f := range files {
+		if f.digest == "" {
+			continue
+		}
+		b, err := h.store.PackBlob(ctx, f.digest)
+		if err != nil {
+			return written, fmt.Errorf("export %s: %w", r.Ref(), err)
+		}
+		if err := writeAtomic(f.path, b, 0o644); err != nil {
+			return written, fmt.Errorf("export %s: %w", r.Ref(), err)
+		}
+		written = append(written, f.path)
+	}
+	return written, nil
+}
+
+// writeAtomic writes b to path through a synced temporary file renamed
+// into place.
+func writeAtomic(path string, b []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.Write(b)
+	if werr == nil {
+		werr = tmp.Chmod(mode)
+	}
+	if werr == nil {
+		werr = tmp.Sync()
+	}
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+	}
+	return werr
+}
+
+var noOverride runtime.Limits

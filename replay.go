@@ -1,0 +1,281 @@
+package packrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/dispatch"
+	"github.com/packrun/packrun/internal/replay"
+	"github.com/packrun/packrun/packs"
+	"github.com/packrun/packrun/runtime"
+)
+
+// Trace is a portable record of one attempt (packrun-trace/v1): the module
+// digest, the input, every host call with its result, the expected result.
+type Trace = replay.Trace
+
+// ReplayVerdict is the result of one replay: identical, or the first
+// divergence.
+type ReplayVerdict = replay.Verdict
+
+// MaxTraceBytes bounds a trace file read with ParseTrace.
+const MaxTraceBytes = replay.MaxTraceBytes
+
+// ParseTrace decodes a trace file from untrusted bytes, checking its digest.
+func ParseTrace(b []byte) (*Trace, error) { return replay.Parse(b) }
+
+// ReplayOptions adjust a replay.
+type ReplayOptions struct {
+	// Against runs the attempt on another version instead of the recorded
+	// module: an installed NAME@VERSION (or NAME@RANGE, or NAME) or a pack
+	// FILE.pack (verified with Trust).
+	Against string
+	Trust   PackFiles
+}
+
+// replayer loads the modules replays need, once each.
+type replayer struct {
+	h    *Host
+	rt   *runtime.Runtime
+	opts ReplayOptions
+
+	mu      sync.Mutex
+	against *packs.Archive // opts.Against, opened once
+	mods    map[string]*runtime.Module
+}
+
+func (h *Host) replayer(ctx context.Context, opts ReplayOptions) (*replayer, error) {
+	rt, err := h.Runtime(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := &replayer{h: h, rt: rt, opts: opts, mods: map[string]*runtime.Module{}}
+	if opts.Against != "" {
+		if strings.HasSuffix(opts.Against, ".pack") || strings.HasSuffix(opts.Against, ".tgz") {
+			_, r.against, err = h.VerifyFile(ctx, opts.Against, opts.Trust)
+		} else {
+			r.against, err = h.index.Open(ctx, opts.Against)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *replayer) close(ctx context.Context) {
+	for _, m := range r.mods {
+		m.Close(ctx)
+	}
+}
+
+// recordedLimits are the limits an attempt ran under, as recorded.
+func recordedLimits(raw json.RawMessage) runtime.Limits {
+	var li runtime.LimitsInfo
+	if json.Unmarshal(raw, &li) != nil {
+		return runtime.Limits{}
+	}
+	return li.Limits()
+}
+
+// module loads the module a trace replays on, once per (module, node).
+func (r *replayer) module(ctx context.Context, t *Trace) (*runtime.Module, error) {
+	key := t.ModuleSHA256 + "|" + t.Node
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m, ok := r.mods[key]; ok {
+		return m, nil
+	}
+	limits := recordedLimits(t.Limits)
+	var wasm []byte
+	var opts runtime.LoadOptions
+	pack := func(arch *packs.Archive, mod packs.Module) {
+		wasm, _ = arch.File(mod.Path)
+		opts = dispatch.LoadOptions(arch.Manifest, mod, limits)
+	}
+	switch {
+	case r.against != nil:
+		m := r.against.Manifest
+		mod, ok := m.NodeModule(t.Node)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s@%s has no node %q", runtime.ErrUnknownNode, m.Name, m.Version, t.Node)
+		}
+		if err := dispatch.CheckABI(m); err != nil {
+			return nil, err
+		}
+		pack(r.against, mod)
+	case t.Pack != "":
+		arch, err := r.h.index.Open(ctx, t.Pack)
+		if err != nil {
+			return nil, fmt.Errorf("recorded pack %s: %w", t.Pack, err)
+		}
+		for _, mod := range arch.Manifest.Runtime.Modules {
+			if mod.SHA256 == t.ModuleSHA256 {
+				pack(arch, mod)
+			}
+		}
+		if wasm == nil {
+			return nil, fmt.Errorf("installed %s has no module with sha256 %s", t.Pack, t.ModuleSHA256)
+		}
+	default:
+		b, err := r.h.modules().Get(t.ModuleSHA256)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: module %s is not kept in this home (replay against NAME@VERSION or FILE.pack)", ErrNotFound, t.ModuleSHA256)
+		} else if err != nil {
+			return nil, err
+		}
+		wasm = b
+		opts = runtime.LoadOptions{Name: t.ModuleSHA256[:12], Limits: limits}
+	}
+	m, err := r.rt.Load(ctx, wasm, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.mods[key] = m
+	return m, nil
+}
+
+func (r *replayer) run(ctx context.Context, t *Trace) (*ReplayVerdict, error) {
+	m, err := r.module(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return replay.Run(ctx, m, t)
+}
+
+// Replay re-executes one recorded attempt from its trace, with no side
+// effects (every host call is served from the trace; nothing is recorded),
+// and reports whether it behaved identically.
+func (h *Host) Replay(ctx context.Context, attemptID string, opts ReplayOptions) (*ReplayVerdict, error) {
+	t, err := h.Trace(ctx, attemptID)
+	if err != nil {
+		return nil, err
+	}
+	return h.ReplayTrace(ctx, t, opts)
+}
+
+// ReplayTrace re-executes a trace (ParseTrace, or Trace).
+func (h *Host) ReplayTrace(ctx context.Context, t *Trace, opts ReplayOptions) (*ReplayVerdict, error) {
+	r, err := h.replayer(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close(ctx)
+	return r.run(ctx, t)
+}
+
+// Trace returns the portable trace of a recorded attempt.
+func (h *Host) Trace(ctx context.Context, attemptID string) (*Trace, error) {
+	att, err := h.store.Attempt(ctx, attemptID)
+	if err != nil {
+		return nil, err
+	}
+	return replay.FromAttempt(att)
+}
+
+// ReplayFilter selects the recorded attempts ReplayAll replays.
+type ReplayFilter struct {
+	// Pack selects attempts of this pack: NAME or NAME@VERSION.
+	Pack string
+	// TaskType selects attempts of tasks of this type.
+	TaskType string
+	// Since selects attempts started at or after this time.
+	Since time.Time
+}
+
+// ReplaySummary is what ReplayAll found.
+type ReplaySummary struct {
+	Total       int              `json:"total"`
+	Identical   int              `json:"identical"`
+	Diverged    int              `json:"diverged"`
+	CouldNotRun int              `json:"could_not_run"`
+	Divergences []*ReplayVerdict `json:"divergences,omitempty"` // the first MaxListed
+	Errors      []string         `json:"errors,omitempty"`      // the first MaxListed: "ATTEMPT_ID: why"
+	DurationMs  float64          `json:"duration_ms"`
+}
+
+// MaxListed is how many divergences and errors a ReplaySummary lists.
+const MaxListed = 5
+
+// ReplayAll replays every recorded attempt filter selects (with
+// opts.Against: only the attempts of that pack's name, on that version).
+// progress, if not nil, is called after each attempt.
+func (h *Host) ReplayAll(ctx context.Context, filter ReplayFilter, opts ReplayOptions, progress func(done, total int)) (*ReplaySummary, error) {
+	r, err := h.replayer(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close(ctx)
+	af := host.AttemptFilter{Pack: filter.Pack, Since: filter.Since, Limit: 1_000_000}
+	atts, err := h.store.ListAttempts(ctx, af)
+	if err != nil {
+		return nil, err
+	}
+	keep := func(*host.Attempt) bool { return true }
+	if filter.TaskType != "" {
+		tasks, err := h.store.ListTasks(ctx, host.TaskFilter{TaskType: filter.TaskType, Limit: 1_000_000})
+		if err != nil {
+			return nil, err
+		}
+		ids := map[string]bool{}
+		for _, t := range tasks {
+			ids[t.TaskID] = true
+		}
+		keep = func(a *host.Attempt) bool { return ids[a.TaskID] }
+	}
+	if r.against != nil {
+		name := r.against.Manifest.Name
+		prev := keep
+		keep = func(a *host.Attempt) bool {
+			n, _ := ParseRef(a.Pack)
+			return n == name && prev(a)
+		}
+	}
+	kept := atts[:0]
+	for _, a := range atts {
+		if keep(a) {
+			kept = append(kept, a)
+		}
+	}
+	start := time.Now()
+	sum := &ReplaySummary{Total: len(kept)}
+	for i, a := range kept {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		t, err := replay.FromAttempt(a)
+		var v *ReplayVerdict
+		if err == nil {
+			v, err = r.run(ctx, t)
+		}
+		switch {
+		case err != nil:
+			sum.CouldNotRun++
+			if len(sum.Errors) < MaxListed {
+				sum.Errors = append(sum.Errors, a.AttemptID+": "+strings.Join(strings.Fields(err.Error()), " "))
+			}
+		case v.Identical:
+			sum.Identical++
+		default:
+			sum.Diverged++
+			if len(sum.Divergences) < MaxListed {
+				sum.Divergences = append(sum.Divergences, v)
+			}
+		}
+		if progress != nil {
+			progress(i+1, len(kept))
+		}
+	}
+	sum.DurationMs = float64(time.Since(start).Microseconds()) / 1000
+	return sum, nil
+}
+
+// ErrInvalidTrace is matched by every refusal of a trace file.
+var ErrInvalidTrace = replay.ErrInvalidTrace
