@@ -48,3 +48,21 @@ func readFileLimited(path string, limit int64) ([]byte, error) {
 type TooLargeError struct{ Limit int64 }
 
 func (e *TooLargeError) Error() string { return fmt.Sprintf("larger than %d bytes", e.Limit) }
+
+// kindError is an error of one of the kinds above whose message stands on
+// its own (errors.Is matches the kind; the message does not repeat it).
+type kindError struct {
+	kind error
+	msg  string
+}
+
+func (e *kindError) Error() string        { return e.msg }
+func (e *kindError) Is(target error) bool { return target == e.kind }
+
+func usageErr(format string, args ...any) error {
+	return &kindError{ErrUsage, fmt.Sprintf(format, args...)}
+}
+
+func notFound(format string, args ...any) error {
+	return &kindError{ErrNotFound, fmt.Sprintf(format, args...)}
+}

@@ -112,13 +112,13 @@ func ParseRef(ref string) (name, constraint string) {
 func (x *packIndex) match(ctx context.Context, ref string) ([]*indexedPack, error) {
 	name, constraint := ParseRef(ref)
 	if name == "" {
-		return nil, fmt.Errorf("%w: %q: no pack name", ErrUsage, ref)
+		return nil, usageErr("%q: no pack name", ref)
 	}
 	var c *semver.Constraints
 	if constraint != "" {
 		if _, err := semver.StrictNewVersion(constraint); err != nil {
 			if c, err = semver.NewConstraint(constraint); err != nil {
-				return nil, fmt.Errorf("%w: %q: %q is neither a version nor a range (e.g. 1.2.0, ^1.2)", ErrUsage, ref, constraint)
+				return nil, usageErr("%q: %q is neither a version nor a range (e.g. 1.2.0, ^1.2)", ref, constraint)
 			}
 		}
 	}

@@ -56,23 +56,23 @@ func (req *InvokeRequest) check() error {
 		req.Tenant = "default"
 	}
 	if err := host.CheckTenant("invoke", req.Tenant); err != nil {
-		return fmt.Errorf("%w: %v", ErrUsage, err)
+		return usageErr("%v", err)
 	}
 	if req.Attempt < 0 {
-		return fmt.Errorf("%w: attempt %d: must be 0 or more", ErrUsage, req.Attempt)
+		return usageErr("attempt %d: must be 0 or more", req.Attempt)
 	}
 	if m := req.Limits.MemoryBytes; m != 0 && m < 64<<10 {
-		return fmt.Errorf("%w: memory limit %d bytes is below one 64 KiB page", ErrUsage, m)
+		return usageErr("memory limit %d bytes is below one 64 KiB page", m)
 	}
 	if err := req.Limits.CheckMax(runtime.MaxLimits()); err != nil {
-		return fmt.Errorf("%w: %v", ErrUsage, err)
+		return usageErr("%v", err)
 	}
 	if len(req.Input) > 0 && !json.Valid(req.Input) {
-		return fmt.Errorf("%w: input is not valid JSON", ErrUsage)
+		return usageErr("input is not valid JSON")
 	}
 	for i, r := range req.Resume {
 		if !json.Valid(r) {
-			return fmt.Errorf("%w: resume value %d is not valid JSON", ErrUsage, i+1)
+			return usageErr("resume value %d is not valid JSON", i+1)
 		}
 	}
 	return nil
@@ -137,11 +137,11 @@ func targetKind(target string) (targetKindT, error) {
 	fi, err := os.Stat(target)
 	switch {
 	case err == nil && fi.IsDir():
-		return 0, fmt.Errorf("%w: %s is a directory: invoke its module (a .wasm file) or pack it first (packrun pack %s)", ErrUsage, target, target)
+		return 0, usageErr("%s is a directory: invoke its module (a .wasm file) or pack it first (packrun pack %s)", target, target)
 	case err == nil:
 		return targetModule, nil
 	case strings.HasSuffix(target, ".wasm") || strings.ContainsAny(target, `/\`):
-		return 0, fmt.Errorf("%w: %s: no such file", ErrNotFound, target)
+		return 0, notFound("%s: no such file", target)
 	}
 	return targetInstalled, nil
 }
@@ -244,7 +244,7 @@ func ReadModule(path string) ([]byte, error) {
 		return nil, tooBig(int64(limit) + 1)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s: no such file", ErrNotFound, path)
+		return nil, notFound("%s: no such file", path)
 	}
 	return b, err
 }

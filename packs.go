@@ -47,11 +47,11 @@ func ReadSigned(path string, f PackFiles) (registry.Signed, error) {
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return s, fmt.Errorf("%w: %s: no such file", ErrNotFound, path)
+		return s, notFound("%s: no such file", path)
 	case err != nil:
 		return s, err
 	case fi.IsDir():
-		return s, fmt.Errorf("%w: %s is a directory; build a pack from it with 'packrun pack %s'", ErrUsage, path, path)
+		return s, usageErr("%s is a directory; build a pack from it with 'packrun pack %s'", path, path)
 	}
 	if s.Archive, err = readFileLimited(path, maxPackFileBytes); err != nil {
 		return s, err
@@ -64,7 +64,7 @@ func ReadSigned(path string, f PackFiles) (registry.Signed, error) {
 		b, err := readFileLimited(p, 16<<20)
 		if errors.Is(err, fs.ErrNotExist) {
 			if explicit != "" {
-				return nil, fmt.Errorf("%w: %s: no such file", ErrNotFound, explicit)
+				return nil, notFound("%s: no such file", explicit)
 			}
 			return nil, nil
 		}
@@ -105,7 +105,7 @@ func (h *Host) VerifyFile(ctx context.Context, path string, f PackFiles) (*regis
 // the trust policy in f.TrustFile, which it needs, without a Host.
 func VerifyFile(ctx context.Context, path string, f PackFiles) (*registry.Verdict, *packs.Archive, error) {
 	if f.TrustFile == "" {
-		return nil, nil, fmt.Errorf("%w: verify %s: no trust policy file given", ErrUsage, path)
+		return nil, nil, usageErr("verify %s: no trust policy file given", path)
 	}
 	s, err := ReadSigned(path, f)
 	if err != nil {

@@ -127,7 +127,7 @@ func (r *replayer) module(ctx context.Context, t *Trace) (*runtime.Module, error
 	default:
 		b, err := r.h.modules().Get(t.ModuleSHA256)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: module %s is not kept in this home (replay against NAME@VERSION or FILE.pack)", ErrNotFound, t.ModuleSHA256)
+			return nil, notFound("module %s is not kept in this home (replay against NAME@VERSION or FILE.pack)", t.ModuleSHA256)
 		} else if err != nil {
 			return nil, err
 		}

@@ -220,7 +220,11 @@ func (d *Dispatcher) load(ctx context.Context, arch *packs.Archive, node string,
 	m := arch.Manifest
 	mod, ok := m.NodeModule(node)
 	if !ok {
-		return nil, fmt.Errorf("%w: %q is not a node of %s@%s", runtime.ErrUnknownNode, node, m.Name, m.Version)
+		var nodes []string
+		for _, n := range m.Nodes {
+			nodes = append(nodes, n.TypeID)
+		}
+		return nil, fmt.Errorf("%w: %q is not a node of %s@%s (nodes: %s)", runtime.ErrUnknownNode, node, m.Name, m.Version, strings.Join(nodes, ", "))
 	}
 	key := loadKey{arch.SHA256, mod.Path, override}
 	// One load per key at a time: workers that ask for a module already

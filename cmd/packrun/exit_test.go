@@ -1,0 +1,147 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	packrun "github.com/packrun/packrun"
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/packs"
+	"github.com/packrun/packrun/registry"
+	"github.com/packrun/packrun/runtime"
+)
+
+// TestExitCodeTable: every class of error maps to the code the README
+// documents, whatever wraps it.
+func TestExitCodeTable(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("open x: %w", err) }
+	cases := []struct {
+		err  error
+		code int
+	}{
+		{nil, exitOK},
+		{errors.New("disk on fire"), exitOther},
+		{withCode(exitSuspended, nil), exitSuspended},
+		{&runtime.LoadError{Code: "init_breach", Breach: &runtime.Event{Kind: "wasm-memory"}}, exitBreached},
+		{&runtime.LoadError{Code: runtime.CodeModuleLimit}, exitRefused},
+		{wrap(registry.ErrUntrusted), exitRefused},
+		{wrap(packs.ErrInvalidPack), exitRefused},
+		{wrap(host.ErrPackConflict), exitRefused},
+		{wrap(packrun.ErrInvalidTrace), exitRefused},
+		{wrap(packrun.ErrUsage), exitUsage},
+		{wrap(host.ErrValidation), exitUsage},
+		{errors.New(`unknown flag: --frobnicate`), exitUsage},
+		{wrap(packrun.ErrNotFound), exitNotFound},
+		{wrap(packrun.ErrNoHome), exitNotFound},
+		{wrap(host.ErrPackNotInstalled), exitNotFound},
+		{wrap(host.ErrNotFound), exitNotFound},
+		{wrap(runtime.ErrUnknownNode), exitNotFound},
+		{wrap(fs.ErrNotExist), exitNotFound},
+		{wrap(packrun.ErrConfig), exitConfig},
+	}
+	for _, c := range cases {
+		if got := exitCode(c.err); got != c.code {
+			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.code)
+		}
+	}
+}
+
+// TestExitCodesAsANewUserFindsThem: what a new user tried, each with its
+// exit code, a one-line error, and for a usage error a hint naming the
+// subcommand's help.
+func TestExitCodesAsANewUserFindsThem(t *testing.T) {
+	dir := t.TempDir()
+	h := homeCLI{t, filepath.Join(dir, "home")}
+	hello := "../../examples/hello-c/hello.wasm"
+	installHello(t, h, dir)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"pack", filepath.Join(dir, "nope-dir")}, exitNotFound, "nope-dir"},
+		{[]string{"invoke", "local.hello.c@garbage"}, exitUsage, `"garbage" is neither a version nor a range`},
+		{[]string{"invoke", "local.nope"}, exitNotFound, "local.nope: not installed"},
+		{[]string{"invoke", "local.hello.c", "nope"}, exitNotFound, "(nodes: example.hello)"},
+		{[]string{"invoke", "../../examples/hello-c"}, exitUsage, "is a directory: invoke its module (a .wasm file) or pack it first"},
+		{[]string{"invoke", hello, "--max-memory", "1KiB"}, exitUsage, "below one 64 KiB page"},
+		{[]string{"invoke", hello, "--max-memory", "64GiB"}, exitUsage, "memory limit 64 GiB is above the host maximum 4 GiB"},
+		{[]string{"invoke", hello, "--timeout", "1h"}, exitUsage, "timeout limit 1h0m0s is above the host maximum"},
+		{[]string{"invoke", hello, "--attempt", "-1"}, exitUsage, "--attempt -1: must be 0 or more"},
+		{[]string{"invoke", hello, "--input", "@" + filepath.Join(dir, "missing.json")}, exitNotFound, "missing.json"},
+		{[]string{"attempts", "show", "att_nope"}, exitNotFound, "not found"},
+		{[]string{"tasks", "show", "task_nope"}, exitNotFound, "not found"},
+		{[]string{"memory", "get", "nokey", "--namespace", "x"}, exitNotFound, "not found"},
+		{[]string{"replay", "att_nope"}, exitNotFound, "not found"},
+		{[]string{"inspect", "local.nope"}, exitNotFound, "not installed"},
+		{[]string{"export", "local.nope", "-o", dir}, exitNotFound, "not installed"},
+		{[]string{"list", "--home", filepath.Join(dir, "typo")}, exitNotFound, "packrun home does not exist: " + filepath.Join(dir, "typo")},
+		{[]string{"tasks", "list", "--home", filepath.Join(dir, "typo")}, exitNotFound, "packrun home does not exist"},
+	}
+	for _, c := range cases {
+		code, out, errs := h.run(c.args...)
+		lines := strings.Split(strings.TrimRight(errs, "\n"), "\n")
+		switch {
+		case code != c.code || !strings.Contains(lines[0], c.want):
+			t.Errorf("%v: exit %d (want %d), stderr %q (want %q)", c.args, code, c.code, errs, c.want)
+		case code == exitUsage && (len(lines) != 2 || lines[1] != "Run 'packrun "+c.args[0]+" --help' for usage."):
+			t.Errorf("%v: usage hint: %q", c.args, errs)
+		case code != exitUsage && len(lines) != 1:
+			t.Errorf("%v: want one line, got %q", c.args, errs)
+		case c.code != exitOK && out != "":
+			t.Errorf("%v: stdout %q", c.args, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "typo")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a read-only command created the mistyped home: %v", err)
+	}
+}
+
+// installHello packs, signs, trusts and installs examples/hello-c.
+func installHello(t *testing.T, h homeCLI, dir string) {
+	t.Helper()
+	key, pack := filepath.Join(dir, "k"), filepath.Join(dir, "hello.pack")
+	h.ok("keys", "generate", "--out", key)
+	h.ok("pack", "../../examples/hello-c", "-o", pack)
+	h.ok("sign", pack, "--key", key+".key")
+	h.ok("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
+	h.ok("install", pack)
+}
+
+// TestReplayAllExitCodes: nothing diverged but some attempts could not
+// run exits 1, not 6, and says how many errors it did not list;
+// --against replays only that pack's attempts; no progress bar is drawn
+// when stderr is not a terminal.
+func TestReplayAllExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	h := homeCLI{t, filepath.Join(dir, "home")}
+	installHello(t, h, dir)
+	for i := range 7 {
+		h.ok("invoke", "local.hello.c", "--input", fmt.Sprintf(`{"name":"n%d"}`, i))
+	}
+	h.ok("invoke", "../../examples/hello-go/hello.wasm", "--input", `{"name":"bare"}`)
+
+	code, out, errs := h.run("replay", "--all", "--against", "local.hello.c@1.0.0", "--json")
+	var sum packrun.ReplaySummary
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || code != 0 || sum.Total != 7 || sum.Identical != 7 {
+		t.Fatalf("--against: exit %d %s %s (want the 7 attempts of local.hello.c only)", code, out, errs)
+	}
+	if errs != "" {
+		t.Errorf("stderr is not a terminal, yet: %q", errs)
+	}
+
+	h.ok("uninstall", "local.hello.c")
+	code, out, errs = h.run("replay", "--all")
+	if code != exitOther || !strings.Contains(errs, "7 of 8 attempts could not be replayed (none diverged)") {
+		t.Fatalf("could not run: exit %d, stderr %q", code, errs)
+	}
+	if strings.Count(out, "could not run att_") != packrun.MaxListed || !strings.Contains(out, "... and 2 more could not run") {
+		t.Errorf("summary:\n%s", out)
+	}
+}
