@@ -42,7 +42,7 @@ var exitCodes = []struct {
 	{exitUsage, isAny(packrun.ErrUsage, host.ErrValidation, host.ErrTooLarge)},
 	{exitConfig, isAny(packrun.ErrConfig)},
 	{exitRefused, isAny(runtime.ErrRefused, registry.ErrUntrusted, packs.ErrInvalidPack, packs.ErrInvalidManifest,
-		host.ErrPackConflict, host.ErrConflict, packrun.ErrInvalidTrace)},
+		host.ErrPackConflict, host.ErrConflict, packrun.ErrInvalidTrace, packrun.ErrInvalidBundle)},
 }
 
 func isAny(targets ...error) func(error) bool {

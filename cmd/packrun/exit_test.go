@@ -34,6 +34,7 @@ func TestExitCodeTable(t *testing.T) {
 		{wrap(packs.ErrInvalidPack), exitRefused},
 		{wrap(host.ErrPackConflict), exitRefused},
 		{wrap(packrun.ErrInvalidTrace), exitRefused},
+		{wrap(packrun.ErrInvalidBundle), exitRefused},
 		{wrap(packrun.ErrUsage), exitUsage},
 		{wrap(host.ErrValidation), exitUsage},
 		{errors.New(`unknown flag: --frobnicate`), exitUsage},

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	packrun "github.com/packrun/packrun"
-	"github.com/packrun/packrun/internal/replay"
 )
 
 func (a *app) replayCommand() *cobra.Command {
@@ -109,7 +108,7 @@ func (a *app) printReplay(v *packrun.ReplayVerdict, asJSON bool) error {
 	return nil
 }
 
-func printVerdict(w io.Writer, v *replay.Verdict) {
+func printVerdict(w io.Writer, v *packrun.ReplayVerdict) {
 	if v.Identical {
 		fmt.Fprintf(w, "identical: attempt %s (%s, %.2f ms)\n", v.AttemptID, v.Got.Outcome, v.DurationMs)
 		return

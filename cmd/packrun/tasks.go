@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 
 	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/evidence"
 )
 
 func (a *app) tasksCommand() *cobra.Command {
@@ -320,16 +318,13 @@ type bundleReport struct {
 // verifyBundle checks an exported bundle on its own and, when this home's
 // store holds its attempt, against the store's record.
 func (a *app) verifyBundle(ctx context.Context, path string, asJSON bool) error {
-	data, err := readFileLimited(path, evidence.MaxBundleBytes)
+	data, err := readFileLimited(path, packrun.MaxBundleBytes)
 	if err != nil {
-		return withCode(exitUsage, err)
+		return err
 	}
 	refuse := func(err error) error { return withCode(exitRefused, fmt.Errorf("%s: %w", path, err)) }
-	b, err := evidence.DecodeBundle(data)
+	b, err := packrun.VerifyBundle(data)
 	if err != nil {
-		return refuse(err)
-	}
-	if err := evidence.VerifyBundle(b); err != nil {
 		return refuse(err)
 	}
 	rep := bundleReport{OK: true, Attempt: b.Attempt.AttemptID, Events: len(b.Events), Artifacts: len(b.Artifacts)}
@@ -339,7 +334,7 @@ func (a *app) verifyBundle(ctx context.Context, path string, asJSON bool) error 
 			return err
 		}
 		defer h.Close(context.Background())
-		rep.InStore, err = matchesStore(ctx, h.Store(), b)
+		rep.InStore, err = h.BundleMatches(ctx, b)
 		if err != nil {
 			return refuse(err)
 		}
@@ -353,32 +348,6 @@ func (a *app) verifyBundle(ctx context.Context, path string, asJSON bool) error 
 	}
 	fmt.Fprintf(a.stdout, "bundle intact: attempt %s, %d events, %d artifacts; %s\n", rep.Attempt, rep.Events, rep.Artifacts, where)
 	return nil
-}
-
-// matchesStore compares a verified bundle with the store's record of its
-// attempt: false if the store does not hold the attempt, an error if it
-// holds something else.
-func matchesStore(ctx context.Context, st host.Backend, b *host.Bundle) (bool, error) {
-	rec, err := st.Attempt(ctx, b.Attempt.AttemptID)
-	if errors.Is(err, host.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if rec.ContentHash != b.Attempt.ContentHash {
-		return false, fmt.Errorf("bundle: attempt %s differs from this store's record of it (content hash %s, recorded %s)", rec.AttemptID, host.ShortName(b.Attempt.ContentHash), rec.ContentHash)
-	}
-	for _, e := range b.Events {
-		got, err := st.Events(ctx, host.EventFilter{AfterSeq: e.Seq - 1, Limit: 1})
-		if err != nil {
-			return false, err
-		}
-		if len(got) == 0 || got[0].Seq != e.Seq || got[0].Hash != e.Hash {
-			return false, fmt.Errorf("bundle: event %d (%s) differs from this store's event %d", e.Seq, host.ShortName(e.Type), e.Seq)
-		}
-	}
-	return true, nil
 }
 
 func brokenText(b *host.ChainBreak) string {

@@ -1,0 +1,58 @@
+package packrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
+)
+
+// MaxBundleBytes bounds an evidence bundle VerifyBundle reads.
+const MaxBundleBytes = evidence.MaxBundleBytes
+
+// ErrInvalidBundle is matched by every refusal of an evidence bundle.
+var ErrInvalidBundle = errors.New("invalid evidence bundle")
+
+// VerifyBundle decodes an exported attempt bundle (`packrun evidence
+// export`) from untrusted bytes and verifies it on its own: the attempt's
+// content hash, every event's hash, the attempt_recorded event and every
+// artifact's digest.
+func VerifyBundle(data []byte) (*host.Bundle, error) {
+	b, err := evidence.DecodeBundle(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidBundle, err)
+	}
+	if err := evidence.VerifyBundle(b); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidBundle, err)
+	}
+	return b, nil
+}
+
+// BundleMatches compares a verified bundle with this store's record of its
+// attempt: false if the store does not hold the attempt, an error wrapping
+// ErrInvalidBundle if it holds something else.
+func (h *Host) BundleMatches(ctx context.Context, b *host.Bundle) (bool, error) {
+	st := h.store
+	rec, err := st.Attempt(ctx, b.Attempt.AttemptID)
+	if errors.Is(err, host.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if rec.ContentHash != b.Attempt.ContentHash {
+		return false, fmt.Errorf("%w: attempt %s differs from this store's record of it (content hash %s, recorded %s)", ErrInvalidBundle, rec.AttemptID, host.ShortName(b.Attempt.ContentHash), rec.ContentHash)
+	}
+	for _, e := range b.Events {
+		got, err := st.Events(ctx, host.EventFilter{AfterSeq: e.Seq - 1, Limit: 1})
+		if err != nil {
+			return false, err
+		}
+		if len(got) == 0 || got[0].Seq != e.Seq || got[0].Hash != e.Hash {
+			return false, fmt.Errorf("%w: event %d (%s) differs from this store's event %d", ErrInvalidBundle, e.Seq, host.ShortName(e.Type), e.Seq)
+		}
+	}
+	return true, nil
+}
