@@ -6,22 +6,31 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/packrun/packrun/abi"
 )
 
+// The patterns are compiled on first use rather than when the package is
+// initialised: every packrun command links this package, and most never
+// validate a manifest.
 var (
 	// namePattern: vendor.<org>.<pack>[...], community.<author>.<pack>[...], local.<pack>[...].
-	namePattern = regexp.MustCompile(`^(?:(?:vendor|community)\.[a-z0-9][a-z0-9-]*|local)(?:\.[a-z0-9][a-z0-9-]*)+$`)
+	namePattern = lazyRegexp(`^(?:(?:vendor|community)\.[a-z0-9][a-z0-9-]*|local)(?:\.[a-z0-9][a-z0-9-]*)+$`)
 	// semverPattern is the SemVer 2.0 grammar (semver.org), without a "v" prefix.
-	semverPattern = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
+	semverPattern = lazyRegexp(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
 		`(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?` +
 		`(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
 	// identPattern: typeIds, task types, adapter names, memory namespaces.
-	identPattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9][A-Za-z0-9_-]*)*$`)
-	sha256Pattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	identPattern  = lazyRegexp(`^[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9][A-Za-z0-9_-]*)*$`)
+	sha256Pattern = lazyRegexp(`^[0-9a-f]{64}$`)
 )
+
+// lazyRegexp returns a function compiling expr the first time it is called.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // Validate checks m and returns a *ValidationError listing every problem, or
 // nil. DecodeManifest calls it; call it on a Manifest built in Go.
@@ -41,7 +50,7 @@ func (m *Manifest) check(c *checker) {
 		c.add("$.name", "must not be empty")
 	case len(m.Name) > maxNameLen:
 		c.add("$.name", "longer than %d characters", maxNameLen)
-	case !namePattern.MatchString(m.Name):
+	case !namePattern().MatchString(m.Name):
 		c.add("$.name", "%s is not a pack name: use vendor.<org>.<pack>, community.<author>.<pack> or local.<pack>, segments of a-z, 0-9 and '-' starting with a letter or digit", quote(m.Name))
 	}
 	switch {
@@ -49,7 +58,7 @@ func (m *Manifest) check(c *checker) {
 		c.add("$.version", "must not be empty")
 	case len(m.Version) > maxNameLen:
 		c.add("$.version", "longer than %d characters", maxNameLen)
-	case !semverPattern.MatchString(m.Version):
+	case !semverPattern().MatchString(m.Version):
 		c.add("$.version", "%s is not a SemVer 2.0 version (MAJOR.MINOR.PATCH[-pre][+build], no \"v\")", quote(m.Version))
 	}
 	checkText(c, "$.description", m.Description)
@@ -77,7 +86,7 @@ func (m *Manifest) check(c *checker) {
 		} else if slices.ContainsFunc(r.Modules[:i], func(x Module) bool { return strings.EqualFold(x.Path, mod.Path) }) {
 			c.add(p+".path", "duplicate module %s", quote(mod.Path))
 		}
-		if !sha256Pattern.MatchString(mod.SHA256) {
+		if !sha256Pattern().MatchString(mod.SHA256) {
 			c.add(p+".sha256", "must be 64 lowercase hex digits")
 		}
 	}
@@ -96,7 +105,7 @@ func (m *Manifest) check(c *checker) {
 		switch {
 		case n.TypeID == "":
 			c.add(p+".typeId", "must not be empty")
-		case len(n.TypeID) > maxNameLen || !identPattern.MatchString(n.TypeID):
+		case len(n.TypeID) > maxNameLen || !identPattern().MatchString(n.TypeID):
 			c.add(p+".typeId", "%s is not a typeId: dot-separated segments of letters, digits, '_' and '-', at most %d characters", quote(n.TypeID), maxNameLen)
 		case slices.ContainsFunc(m.Nodes[:i], func(x Node) bool { return x.TypeID == n.TypeID }):
 			c.add(p+".typeId", "duplicate typeId %s", quote(n.TypeID))
@@ -176,7 +185,7 @@ func checkLimit(c *checker, name string, v, hi int64) {
 }
 
 func checkIdent(c *checker, p, s, what string) bool {
-	if len(s) > maxNameLen || !identPattern.MatchString(s) {
+	if len(s) > maxNameLen || !identPattern().MatchString(s) {
 		c.add(p, "%s is not a valid %s: dot-separated segments of letters, digits, '_' and '-', at most %d characters", quote(s), what, maxNameLen)
 		return false
 	}
