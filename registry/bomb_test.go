@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -118,12 +117,13 @@ func countReads(t *testing.T) *int {
 
 // A gzip bomb signed by a key the policy does not trust is refused by its
 // signature before anything is decompressed: memory stays at the size of
-// the archive, not of its content.
+// the archive, not of its content. (That a refused install stores nothing
+// is the root package's TestInstallRefusesBombs.)
 func TestUntrustedBombIsNotOpened(t *testing.T) {
 	archive := bomb(t)
 	t.Logf("bomb: %d KiB compressed, %d MiB of content", len(archive)>>10, bombEntries*bombEntry>>20)
 	ctx := context.Background()
-	f := newStore(t)
+	f := newTrusted(t)
 	stranger := newTestKey(t)
 	bundle, prov := signPack(t, stranger, archive, "vendor.acme.bomb")
 
@@ -146,9 +146,13 @@ func TestUntrustedBombIsNotOpened(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reads := countReads(t)
-			var err error
+			var (
+				v    *Verdict
+				arch *packs.Archive
+				err  error
+			)
 			n := allocated(func() {
-				_, _, err = f.store.Install(ctx, tc.policy, tc.req, InstallOptions{})
+				v, arch, err = VerifyRequest(ctx, tc.policy, tc.req, VerifyOptions{})
 			})
 			t.Logf("allocated %d KiB", n>>10)
 			checkRefusal(t, err, tc.check)
@@ -158,7 +162,7 @@ func TestUntrustedBombIsNotOpened(t *testing.T) {
 			if n > 64<<20 {
 				t.Errorf("refusing it allocated %d MiB", n>>20)
 			}
-			assertEmpty(t, f)
+			assertNothing(t, v, arch)
 		})
 	}
 }
@@ -169,7 +173,7 @@ func TestUntrustedBombIsNotOpened(t *testing.T) {
 func TestTrustedBombStopsAtTheRatio(t *testing.T) {
 	archive := bomb(t)
 	ctx := context.Background()
-	f := newStore(t)
+	f := newTrusted(t)
 	bundle, prov := signPack(t, f.key, archive, "vendor.acme.bomb")
 	regPub, regPriv, _ := ed25519.GenerateKey(rand.Reader)
 	withRegistry := NewPolicy()
@@ -188,9 +192,13 @@ func TestTrustedBombStopsAtTheRatio(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reads := countReads(t)
-			var err error
+			var (
+				v    *Verdict
+				arch *packs.Archive
+				err  error
+			)
 			n := allocated(func() {
-				_, _, err = f.store.Install(ctx, tc.policy, tc.req, InstallOptions{VerifyOptions: tc.opts})
+				v, arch, err = VerifyRequest(ctx, tc.policy, tc.req, tc.opts)
 			})
 			t.Logf("allocated %.1f MiB: %v", float64(n)/(1<<20), err)
 			if !errors.Is(err, packs.ErrTooLarge) || !strings.Contains(err.Error(), "compression ratio limit") {
@@ -202,19 +210,17 @@ func TestTrustedBombStopsAtTheRatio(t *testing.T) {
 			if n > 64<<20 {
 				t.Errorf("refusing it allocated %d MiB", n>>20)
 			}
-			assertEmpty(t, f)
+			assertNothing(t, v, arch)
 		})
 	}
 }
 
-// assertEmpty checks a refused install left nothing in the store.
-func assertEmpty(t *testing.T, f *storeFixture) {
+// assertNothing checks a refusal handed back neither a verdict nor an
+// archive: nothing a caller could go on to install or run.
+func assertNothing(t *testing.T, v *Verdict, arch *packs.Archive) {
 	t.Helper()
-	if all, err := f.store.List(context.Background()); err != nil || len(all) != 0 {
-		t.Errorf("store lists %d packs (%v)", len(all), err)
-	}
-	if entries, _ := os.ReadDir(filepath.Join(f.home, "blobs", "sha256")); len(entries) != 0 {
-		t.Errorf("%d blobs stored", len(entries))
+	if v != nil || arch != nil {
+		t.Errorf("refused, yet returned verdict %+v and archive %v", v, arch != nil)
 	}
 }
 
@@ -222,7 +228,7 @@ func assertEmpty(t *testing.T, f *storeFixture) {
 // signer is not trusted for that name; the refusal names the pack.
 func TestVerifyRequestNamespaceAfterOpening(t *testing.T) {
 	ctx := context.Background()
-	f := newStore(t)
+	f := newTrusted(t)
 	archive := buildPack(t, "vendor.other.tool", "1.0.0")
 	bundle, prov := signPack(t, f.key, archive, "vendor.other.tool")
 	regPub, regPriv, _ := ed25519.GenerateKey(rand.Reader)

@@ -14,8 +14,9 @@
 // *VerifyError that errors.Is ErrUntrusted, one line with its echoed values
 // clipped.
 //
-// It stores nothing: what it judges is a Signed (the archive and its
-// signatures, each named, as received), and the installed-pack store is the
-// host store's (host.Packs). Store, the pack store that lived here, is
-// superseded by it and will be removed.
+// It holds trust, signing and verification only, with typed inputs (a
+// Signed names the archive and each of its signatures, as received) and no
+// storage of its own: installing a verified pack, the installed-pack index
+// and the pack blobs are the host store's (host.Packs, behind
+// packrun.Host.Install).
 package registry

@@ -9,6 +9,9 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,6 +25,8 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/tlog"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/packrun/packrun/packs"
 )
 
 // testKey is an in-memory ECDSA P-256 signing key and its PEM public key.
@@ -52,6 +57,46 @@ const (
 
 func testSignOptions() SignOptions {
 	return SignOptions{BuilderID: testBuilder, SourceDigest: testSource, BuiltAt: testBuiltAt}
+}
+
+// trusted is a test key and a policy trusting it for vendor.acme.*.
+type trusted struct {
+	policy *Policy
+	key    testKey
+}
+
+func newTrusted(t testing.TB) *trusted {
+	t.Helper()
+	k := newTestKey(t)
+	p := NewPolicy()
+	if err := p.AddKey("test", k.pubPEM, []string{"vendor.acme.*"}); err != nil {
+		t.Fatal(err)
+	}
+	return &trusted{policy: p, key: k}
+}
+
+// buildPack packs the C hello example under name@version.
+func buildPack(t testing.TB, name, version string) []byte {
+	t.Helper()
+	wasm, err := os.ReadFile("../examples/hello-c/hello.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sum := sha256.Sum256(wasm)
+	manifest := fmt.Sprintf(`{"name":%q,"version":%q,"runtime":{"language":"wasm","abi":{"version":1,"minor":0},
+		"modules":[{"path":"hello.wasm","sha256":%q}]},"nodes":[{"typeId":"example.hello","kind":"node"}]}`, name, version, hex.EncodeToString(sum[:]))
+	if err := os.WriteFile(filepath.Join(dir, "pack.json"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hello.wasm"), wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := packs.Pack(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func signPack(t testing.TB, k testKey, archive []byte, name string) (bundle, provenance []byte) {

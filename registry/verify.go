@@ -135,6 +135,14 @@ func digestOrEmpty(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// short is the first 12 hex digits of a digest, for messages.
+func short(d string) string {
+	if len(d) > 12 {
+		return d[:12]
+	}
+	return d
+}
+
 // signedArchive is an archive whose signature verified (or that is
 // unsigned and let through by AllowUnsignedUnsafe), before it is opened: who
 // signed it is known, which pack it is is not yet. vouch finishes the

@@ -473,8 +473,9 @@ func TestGenerationsFileGrows(t *testing.T) {
 	}
 }
 
-// registryMigrations is a copy of the registry's migrations of packrun.db
-// (registry/store.go) as homes have them.
+// registryMigrations is a copy of the migration set ("registry") with which
+// packrun before the single store created its packs table in packrun.db,
+// as homes written then have it.
 var registryMigrations = []string{
 	`CREATE TABLE packs (
 		name TEXT NOT NULL,
@@ -492,9 +493,10 @@ var registryMigrations = []string{
 	)`,
 }
 
-// TestPacksOfAnOlderHome opens a packrun.db whose packs table the registry
-// created, with a pack in it as the registry stored it, and finds the pack
-// intact; the registry's migration then finds nothing to do.
+// TestPacksOfAnOlderHome opens a packrun.db whose packs table packrun
+// before the single store created, with a pack in it as that packrun
+// stored it, and finds the pack intact; the old migration set then finds
+// nothing to do.
 func TestPacksOfAnOlderHome(t *testing.T) {
 	home := t.TempDir()
 	path := filepath.Join(home, "packrun.db")
@@ -511,8 +513,8 @@ func TestPacksOfAnOlderHome(t *testing.T) {
 	for _, b := range [][]byte{archive, bundle} {
 		os.WriteFile(filepath.Join(blobDir, blobs.Digest(b)), b, 0o600)
 	}
-	// As registry.Store.Install wrote it: provenance is json.Marshal of an
-	// untagged struct, times RFC 3339.
+	// As packrun before the single store wrote it: provenance is
+	// json.Marshal of an untagged struct, times RFC 3339.
 	_, err = d.ExecContext(ctx, `INSERT INTO packs (name, version, archive_sha256, size, manifest, bundle_sha256, provenance_sha256, signer, key_id, provenance, installed_at)
 		VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)`,
 		"vendor.acme.old", "1.2.3", blobs.Digest(archive), len(archive), []byte(`{"name":"vendor.acme.old"}`), blobs.Digest(bundle),
@@ -556,7 +558,8 @@ func TestPacksOfAnOlderHome(t *testing.T) {
 	}
 	s.Close()
 
-	// The registry's migration (run by registry.OpenStore) is a no-op now.
+	// The old migration set (which packrun before the single store ran at
+	// every open) is a no-op now.
 	d, err = db.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
@@ -568,8 +571,8 @@ func TestPacksOfAnOlderHome(t *testing.T) {
 }
 
 // TestRegistryMigrationAfterHostStore: in a new home the host store
-// creates the packs table; registry.OpenStore, opened after it while it
-// still exists, must not try to create it again.
+// creates the packs table; packrun before the single store, opening the
+// home after it, must not try to create it again.
 func TestRegistryMigrationAfterHostStore(t *testing.T) {
 	f := newFixture(t, Options{})
 	mustInstall(t, f.Store, newTestPack("vendor.acme.a", "1.0.0", "", 100))
@@ -581,7 +584,7 @@ func TestRegistryMigrationAfterHostStore(t *testing.T) {
 	if err := db.Migrate(ctx, d, "registry", registryMigrations); err != nil {
 		t.Fatal(err)
 	}
-	// The registry's insert, which knows no signature_sha256, still fits.
+	// That packrun's insert, which knows no signature_sha256, still fits.
 	if _, err := d.ExecContext(ctx, `INSERT INTO packs (name, version, archive_sha256, size, manifest, bundle_sha256, provenance_sha256, signer, key_id, provenance, installed_at)
 		VALUES ('vendor.acme.r', '1.0.0', ?, 1, x'7b7d', NULL, NULL, 'unsigned', '', NULL, '2025-01-01T00:00:00Z')`, blobs.Digest([]byte("r"))); err != nil {
 		t.Fatal(err)

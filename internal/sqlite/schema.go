@@ -161,12 +161,12 @@ CREATE TABLE dispatch_locks (
 	// older packrun) to seal them; this keeps that look to the secret
 	// entries. Other entries pay only the check of the condition.
 	`CREATE INDEX memory_entries_secret ON memory_entries (secret) WHERE secret = 1;`,
-	// 4: the installed-pack index (host.Packs, packs.go) moves here from
-	// the registry package, which created this very table as its
-	// migration ("registry", 1): a packrun.db that has it keeps it and its
-	// rows. That migration is recorded as applied, so a registry.Store
-	// opened on this database afterwards (while it still exists) does not
-	// try to create the table again.
+	// 4: the installed-pack index (host.Packs, packs.go) moves here. In
+	// homes written by packrun before the single store, this very table was
+	// created by its own migration set ("registry", 1): a packrun.db that
+	// has it keeps it and its rows. That migration is recorded as applied,
+	// so a packrun before the single store, opened on this database
+	// afterwards, does not try to create the table again.
 	`
 CREATE TABLE IF NOT EXISTS packs (
 	name TEXT NOT NULL,
@@ -186,7 +186,8 @@ INSERT OR IGNORE INTO schema_migrations (component, version, applied_at)
 	VALUES ('registry', 1, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
 `,
 	// 5: the detached Ed25519 signature of an openwop registry pack is a
-	// blob too; the registry stored it without indexing it, so its sweep
-	// deleted it. NULL: none (and for every pack installed before).
+	// blob too; packrun before the single store kept it without indexing
+	// it, so its sweep deleted it. NULL: none (and for every pack
+	// installed before).
 	`ALTER TABLE packs ADD COLUMN signature_sha256 TEXT;`,
 }
