@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/packrun/packrun/host"
 )
 
 // Errors a Host returns, matched with errors.Is. Besides these, errors
@@ -56,8 +58,12 @@ type kindError struct {
 	msg  string
 }
 
-func (e *kindError) Error() string        { return e.msg }
-func (e *kindError) Is(target error) bool { return target == e.kind }
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Is(target error) bool {
+	// A usage error is the request's fault: to the store's and the API's
+	// eyes, a validation error (400).
+	return target == e.kind || e.kind == ErrUsage && target == host.ErrValidation
+}
 
 func usageErr(format string, args ...any) error {
 	return &kindError{ErrUsage, fmt.Sprintf(format, args...)}

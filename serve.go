@@ -7,6 +7,7 @@ import (
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/api"
 	"github.com/packrun/packrun/internal/dispatch"
+	"github.com/packrun/packrun/runtime"
 )
 
 // HeapFloor is the heap floor a process whose main work is a Host's
@@ -49,7 +50,7 @@ func (h *Host) Handler(ctx context.Context, opts HandlerOptions) (http.Handler, 
 	}
 	return api.New(api.Config{
 		Backend:      h.store,
-		Dispatcher:   d,
+		Dispatcher:   apiInvoker{h, d},
 		Packs:        h.index.packInfos,
 		Host:         rt.Host(),
 		MaxBodyBytes: opts.MaxBodyBytes,
@@ -70,3 +71,21 @@ func (h *Host) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.En
 	}
 	return t, nil
 }
+
+// apiInvoker serves POST /v1/invoke through the Host, so an API request is
+// checked and defaulted (tenant, limits, attempt) exactly as any other.
+type apiInvoker struct {
+	h *Host
+	d *dispatch.Dispatcher
+}
+
+func (a apiInvoker) Invoke(ctx context.Context, r dispatch.InvokeRequest) (*host.Attempt, *runtime.Result, error) {
+	inv, err := a.h.InvokePack(ctx, r.Pack, InvokeRequest{Node: r.Node, Input: r.Input, Tenant: r.Tenant, RunID: r.RunID,
+		NodeID: r.NodeID, Attempt: r.Attempt, Resume: r.Resume, Limits: r.Limits})
+	if err != nil {
+		return nil, nil, err
+	}
+	return inv.Attempt, inv.Result, nil
+}
+
+func (a apiInvoker) Wake() { a.d.Wake() }

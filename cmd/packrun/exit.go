@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"io/fs"
 
 	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
@@ -38,7 +37,7 @@ var exitCodes = []struct {
 		return ok && le.Breach != nil // initialisation hit a limit
 	}},
 	{exitNotFound, isAny(packrun.ErrNotFound, packrun.ErrNoHome, host.ErrPackNotInstalled, host.ErrNotFound,
-		runtime.ErrUnknownNode, registry.ErrNotFound, fs.ErrNotExist)},
+		runtime.ErrUnknownNode, registry.ErrNotFound)},
 	{exitUsage, isAny(packrun.ErrUsage, host.ErrValidation, host.ErrTooLarge)},
 	{exitConfig, isAny(packrun.ErrConfig)},
 	{exitRefused, isAny(runtime.ErrRefused, registry.ErrUntrusted, packs.ErrInvalidPack, packs.ErrInvalidManifest,

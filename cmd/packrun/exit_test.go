@@ -43,7 +43,7 @@ func TestExitCodeTable(t *testing.T) {
 		{wrap(host.ErrPackNotInstalled), exitNotFound},
 		{wrap(host.ErrNotFound), exitNotFound},
 		{wrap(runtime.ErrUnknownNode), exitNotFound},
-		{wrap(fs.ErrNotExist), exitNotFound},
+		{wrap(fs.ErrNotExist), exitOther}, // a file the store lost is not the user's missing file
 		{wrap(packrun.ErrConfig), exitConfig},
 	}
 	for _, c := range cases {

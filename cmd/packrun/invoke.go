@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -45,7 +46,7 @@ newest matching version runs). A pack's own limits apply unless flags override t
 
 typeId may be omitted when the module has one node. The node's output JSON is
 printed on stdout; with --json one object describes the whole invocation:
-{"outcome","output","error","interrupt","events","logs","durationMs",...}.
+{"attempt_id","outcome","output","error","interrupt","events","logs","duration_ms",...}.
 
 A suspended node (openwop_interrupt) exits 3 and prints its interrupt payload;
 invoke again with --resume VALUE (repeatable, one per interrupt) to resume it.`,
@@ -54,7 +55,8 @@ invoke again with --resume VALUE (repeatable, one per interrupt) to resume it.`,
 
 Exit codes: 0 completed, 2 failed (traps, host_reentered...), 3 suspended, 4 a limit
 breached (wasm-memory, wasm-execution-time, output-size, host-calls, host-memory),
-5 refused (module_limit, unknown_import, ...), 64 usage.`,
+5 refused (module_limit, unknown_import, an untrusted pack...), 64 usage, 66 not found
+(file, pack, node), 78 a malformed config.json or adapters.json in the home, 1 anything else.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			node := ""
@@ -134,8 +136,13 @@ func (a *app) readInput(spec string) (json.RawMessage, error) {
 
 const maxInputBytes = 64 << 20
 
+// readFileLimited reads a file named on the command line: a missing one
+// exits 66.
 func readFileLimited(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, withCode(exitNotFound, fmt.Errorf("%s: no such file", path))
+	}
 	if err != nil {
 		return nil, err
 	}

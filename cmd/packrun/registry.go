@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,6 +60,9 @@ Packing the same directory twice gives identical bytes. The default output is
 <dir>/dist/<name>-<version>.pack.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := os.Stat(args[0]); errors.Is(err, fs.ErrNotExist) {
+				return withCode(exitNotFound, fmt.Errorf("pack %s: no such directory", args[0]))
+			}
 			src, err := packs.Collect(args[0])
 			if err != nil {
 				return err

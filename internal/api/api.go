@@ -35,8 +35,10 @@ const MaxListLimit = 10_000
 // without Packs, no pack is listed and invoke does not check the name first.
 type Config struct {
 	Backend host.Backend
-	// Dispatcher serves POST /v1/invoke and is woken after an enqueue.
-	Dispatcher *dispatch.Dispatcher
+	// Dispatcher serves POST /v1/invoke and is woken after an enqueue: the
+	// Host (which checks the request and applies its defaults first), or a
+	// bare *dispatch.Dispatcher in tests.
+	Dispatcher Invoker
 	// Packs lists the installed packs.
 	Packs func(ctx context.Context) ([]PackInfo, error)
 	// Host describes the runtime ((*runtime.Runtime).Host()).
@@ -54,6 +56,13 @@ type Config struct {
 	// Log receives one line per request that failed with a 5xx, with the
 	// error the client does not see; may be nil.
 	Log func(msg string, kv ...any)
+}
+
+// Invoker runs one node of an installed pack outside the queue and
+// records the attempt; Wake tells idle workers a task may be available.
+type Invoker interface {
+	Invoke(ctx context.Context, req dispatch.InvokeRequest) (*host.Attempt, *runtime.Result, error)
+	Wake()
 }
 
 // PackInfo describes one installed pack in GET /v1/packs.

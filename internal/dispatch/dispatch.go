@@ -18,7 +18,7 @@ import (
 	"github.com/packrun/packrun/runtime"
 )
 
-// PackSource opens installed packs; the CLI backs it with the registry.
+// PackSource opens installed packs: the Host's in-memory pack index.
 type PackSource interface {
 	// Open returns the archive of the installed pack ref names (a name, for
 	// the newest version, or name@version). When nothing is installed under
@@ -215,7 +215,8 @@ func (d *Dispatcher) InvokeModule(ctx context.Context, m *runtime.Module, inv ru
 	return att, res, err
 }
 
-// load compiles (once per pack and node) the module serving node.
+// load compiles the module serving node, once per archive, module and
+// limits.
 func (d *Dispatcher) load(ctx context.Context, arch *packs.Archive, node string, override runtime.Limits) (*loaded, error) {
 	m := arch.Manifest
 	mod, ok := m.NodeModule(node)
