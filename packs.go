@@ -302,10 +302,13 @@ func (h *Host) Uninstall(ctx context.Context, ref string) ([]*host.InstalledPack
 	return recs, h.routeTaskTypes(ctx, name)
 }
 
-// Export writes the installed pack ref names and its bundles into dir,
-// byte-identical to what was installed: NAME-VERSION.pack,
-// .pack.sigstore.json and .pack.provenance.sigstore.json (or .pack.sig).
-// It returns the paths written.
+// Export writes the installed pack ref names and its signatures into dir,
+// byte-identical to what was installed: NAME-VERSION.pack, and beside it
+// those it was installed with of .pack.sigstore.json,
+// .pack.provenance.sigstore.json and .pack.sig (the detached Ed25519
+// signature of an openwop registry pack), where InstallFile looks for
+// them, so the export installs in another home. It returns the paths
+// written.
 func (h *Host) Export(ctx context.Context, ref, dir string) ([]string, error) {
 	p, err := h.index.resolve(ctx, ref)
 	if err != nil {
@@ -316,7 +319,8 @@ func (h *Host) Export(ctx context.Context, ref, dir string) ([]string, error) {
 		return nil, err
 	}
 	base := filepath.Join(dir, r.Name+"-"+r.Version+".pack")
-	files := []struct{ path, digest string }{{base, r.SHA256}, {base + ".sigstore.json", r.BundleSHA256}, {base + ".provenance.sigstore.json", r.ProvenanceSHA256}}
+	files := []struct{ path, digest string }{{base, r.SHA256}, {base + ".sigstore.json", r.BundleSHA256},
+		{base + ".provenance.sigstore.json", r.ProvenanceSHA256}, {base + ".sig", r.SignatureSHA256}}
 	var written []string
 	for _, f := range files {
 		if f.digest == "" {
