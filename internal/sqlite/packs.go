@@ -34,8 +34,8 @@ import (
 // packColumns are the index's columns, as scanPack reads them.
 const packColumns = `name, version, archive_sha256, size, manifest, bundle_sha256, provenance_sha256, signature_sha256, signer, key_id, provenance, installed_at`
 
-// storedProvenance is the encoding of the provenance column, which the
-// registry defined (json.Marshal of its Provenance, untagged): existing
+// storedProvenance is the encoding of the provenance column, which packrun
+// defined before the single store (json.Marshal of registry.Provenance, untagged): existing
 // rows hold it.
 type storedProvenance struct {
 	BuilderID    string
@@ -378,8 +378,8 @@ func (s *Store) sweepPackBlobs(ctx context.Context) error {
 	})
 }
 
-// legacyTmpPrefix names the temporary files of the registry's pack store,
-// which wrote into the same directory.
+// legacyTmpPrefix names the temporary files packrun wrote into this
+// directory before the single store (the registry kept its own index then).
 const legacyTmpPrefix = ".tmp-"
 
 // sweepPackTemp removes temporary files of interrupted installs older than
