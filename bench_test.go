@@ -3,7 +3,7 @@ package packrun_test
 // Benchmarks of one Host's hot path against the number of installed packs,
 // for BENCHMARKS.md ("One Host: the hot path and the pack count"):
 //
-//	go test . -run '^$' -bench 'InvokeHTTP|TaskRoundTrip' -benchtime 3s -count 1   (run 3 times: interleaved)
+//	go test . -run '^$' -bench 'InvokeHTTP|TaskRoundTrip' -benchtime 3s -count 1   (repeated: the pack counts interleave)
 //	go test . -run '^$' -bench InvokeProcess -benchtime 100x -count 3
 //
 // The subject is the C hello pack (examples/hello-c). Its module says its
