@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/packrun/packrun/host"
@@ -28,10 +29,14 @@ var (
 	ErrNotFound = errors.New("not found")
 )
 
-// readFileLimited reads at most limit bytes of path; a larger file is an
-// error naming the limit.
-func readFileLimited(path string, limit int64) ([]byte, error) {
+// ReadFile reads the file at path, at most limit bytes of it: a larger
+// file is a *TooLargeError, a missing one an error matching both
+// ErrNotFound and fs.ErrNotExist ("PATH: no such file").
+func ReadFile(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &kindError{kind: ErrNotFound, msg: path + ": no such file", cause: err}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -54,11 +59,13 @@ func (e *TooLargeError) Error() string { return fmt.Sprintf("larger than %d byte
 // kindError is an error of one of the kinds above whose message stands on
 // its own (errors.Is matches the kind; the message does not repeat it).
 type kindError struct {
-	kind error
-	msg  string
+	kind  error
+	msg   string
+	cause error // may be nil
 }
 
 func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.cause }
 func (e *kindError) Is(target error) bool {
 	// A usage error is the request's fault: to the store's and the API's
 	// eyes, a validation error (400).
@@ -66,9 +73,9 @@ func (e *kindError) Is(target error) bool {
 }
 
 func usageErr(format string, args ...any) error {
-	return &kindError{ErrUsage, fmt.Sprintf(format, args...)}
+	return &kindError{kind: ErrUsage, msg: fmt.Sprintf(format, args...)}
 }
 
 func notFound(format string, args ...any) error {
-	return &kindError{ErrNotFound, fmt.Sprintf(format, args...)}
+	return &kindError{kind: ErrNotFound, msg: fmt.Sprintf(format, args...)}
 }

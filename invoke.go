@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,30 +93,29 @@ func (req *InvokeRequest) dispatch(pack string) dispatch.InvokeRequest {
 // not run (a bad request, a module refused at load, an unknown pack or
 // node, the store failing).
 func (h *Host) Invoke(ctx context.Context, target string, req InvokeRequest) (*Invocation, error) {
-	switch kind, err := targetKind(target); {
-	case err != nil:
+	kind, err := targetKind(target)
+	if err != nil {
 		return nil, err
-	case kind == targetModule:
-		if err := req.check(); err != nil {
-			return nil, err
-		}
+	}
+	// Checked once, before the module is read or the pack verified.
+	if err := req.check(); err != nil {
+		return nil, err
+	}
+	switch kind {
+	case targetModule:
 		wasm, err := ReadModule(target)
 		if err != nil {
 			return nil, err
 		}
-		return h.InvokeModule(ctx, wasm, target, req)
-	case kind == targetPackFile:
-		if err := req.check(); err != nil {
-			return nil, err
-		}
+		return h.invokeModule(ctx, wasm, target, req)
+	case targetPackFile:
 		_, arch, err := h.VerifyFile(ctx, target, req.Trust)
 		if err != nil {
 			return nil, err
 		}
-		return h.InvokeArchive(ctx, arch, req)
-	default:
-		return h.InvokePack(ctx, target, req)
+		return h.invokeArchive(ctx, arch, req)
 	}
+	return h.invokePack(ctx, target, req)
 }
 
 type targetKindT int
@@ -152,6 +150,10 @@ func (h *Host) InvokePack(ctx context.Context, ref string, req InvokeRequest) (*
 	if err := req.check(); err != nil {
 		return nil, err
 	}
+	return h.invokePack(ctx, ref, req)
+}
+
+func (h *Host) invokePack(ctx context.Context, ref string, req InvokeRequest) (*Invocation, error) {
 	_, d, err := h.engine(ctx)
 	if err != nil {
 		return nil, err
@@ -169,6 +171,10 @@ func (h *Host) InvokeArchive(ctx context.Context, arch *packs.Archive, req Invok
 	if err := req.check(); err != nil {
 		return nil, err
 	}
+	return h.invokeArchive(ctx, arch, req)
+}
+
+func (h *Host) invokeArchive(ctx context.Context, arch *packs.Archive, req InvokeRequest) (*Invocation, error) {
 	_, d, err := h.engine(ctx)
 	if err != nil {
 		return nil, err
@@ -188,6 +194,10 @@ func (h *Host) InvokeModule(ctx context.Context, wasm []byte, name string, req I
 	if err := req.check(); err != nil {
 		return nil, err
 	}
+	return h.invokeModule(ctx, wasm, name, req)
+}
+
+func (h *Host) invokeModule(ctx context.Context, wasm []byte, name string, req InvokeRequest) (*Invocation, error) {
 	rt, d, err := h.engine(ctx)
 	if err != nil {
 		return nil, err
@@ -239,12 +249,9 @@ func ReadModule(path string) ([]byte, error) {
 	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > int64(limit) {
 		return nil, tooBig(fi.Size())
 	}
-	b, err := readFileLimited(path, int64(limit))
+	b, err := ReadFile(path, int64(limit))
 	if _, ok := errors.AsType[*TooLargeError](err); ok { // it grew while being read
 		return nil, tooBig(int64(limit) + 1)
-	}
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, notFound("%s: no such file", path)
 	}
 	return b, err
 }

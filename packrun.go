@@ -196,7 +196,7 @@ const PackConfigFile = "config.json"
 // readPackConfig reads the pack configuration file; a missing file is an
 // empty configuration, a malformed one an ErrConfig naming it.
 func readPackConfig(path string) (map[string]json.RawMessage, error) {
-	b, err := readFileLimited(path, 1<<20)
+	b, err := ReadFile(path, 1<<20)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

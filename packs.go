@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/blobs"
 	"github.com/packrun/packrun/internal/dispatch"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/registry"
@@ -53,7 +54,7 @@ func ReadSigned(path string, f PackFiles) (registry.Signed, error) {
 	case fi.IsDir():
 		return s, usageErr("%s is a directory; build a pack from it with 'packrun pack %s'", path, path)
 	}
-	if s.Archive, err = readFileLimited(path, maxPackFileBytes); err != nil {
+	if s.Archive, err = ReadFile(path, maxPackFileBytes); err != nil {
 		return s, err
 	}
 	optional := func(explicit, dflt string) ([]byte, error) {
@@ -61,11 +62,8 @@ func ReadSigned(path string, f PackFiles) (registry.Signed, error) {
 		if p == "" {
 			p = dflt
 		}
-		b, err := readFileLimited(p, 16<<20)
-		if errors.Is(err, fs.ErrNotExist) {
-			if explicit != "" {
-				return nil, notFound("%s: no such file", explicit)
-			}
+		b, err := ReadFile(p, 16<<20)
+		if errors.Is(err, fs.ErrNotExist) && explicit == "" {
 			return nil, nil
 		}
 		return b, err
@@ -330,38 +328,12 @@ func (h *Host) Export(ctx context.Context, ref, dir string) ([]string, error) {
 		if err != nil {
 			return written, fmt.Errorf("export %s: %w", r.Ref(), err)
 		}
-		if err := writeAtomic(f.path, b, 0o644); err != nil {
+		if err := blobs.WriteFile(f.path, b, 0o644); err != nil {
 			return written, fmt.Errorf("export %s: %w", r.Ref(), err)
 		}
 		written = append(written, f.path)
 	}
 	return written, nil
-}
-
-// writeAtomic writes b to path through a synced temporary file renamed
-// into place.
-func writeAtomic(path string, b []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(b)
-	if werr == nil {
-		werr = tmp.Chmod(mode)
-	}
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-	}
-	return werr
 }
 
 var noOverride runtime.Limits

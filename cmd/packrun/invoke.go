@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"strings"
 	"time"
 
@@ -118,7 +116,7 @@ func (a *app) readInput(spec string) (json.RawMessage, error) {
 	case spec == "@-":
 		b, err = io.ReadAll(io.LimitReader(a.stdin, maxInputBytes+1))
 	case strings.HasPrefix(spec, "@"):
-		b, err = readFileLimited(spec[1:], maxInputBytes)
+		b, err = packrun.ReadFile(spec[1:], maxInputBytes)
 	default:
 		b = []byte(spec)
 	}
@@ -135,27 +133,6 @@ func (a *app) readInput(spec string) (json.RawMessage, error) {
 }
 
 const maxInputBytes = 64 << 20
-
-// readFileLimited reads a file named on the command line: a missing one
-// exits 66.
-func readFileLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, withCode(exitNotFound, fmt.Errorf("%s: no such file", path))
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, limit)
-	}
-	return b, nil
-}
 
 // invokeJSON is the --json shape of an invocation.
 type invokeJSON struct {

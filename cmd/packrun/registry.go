@@ -97,7 +97,7 @@ Packing the same directory twice gives identical bytes. The default output is
 }
 
 func readPackFile(path string) ([]byte, error) {
-	return readFileLimited(path, packs.DefaultLimits().ArchiveBytes)
+	return packrun.ReadFile(path, packs.DefaultLimits().ArchiveBytes)
 }
 
 func (a *app) signCommand() *cobra.Command {
@@ -231,7 +231,7 @@ func (a *app) trustCommand() *cobra.Command {
 			if len(namespaces) == 0 {
 				return usageError("add-key needs at least one --namespace")
 			}
-			pem, err := readFileLimited(args[1], 64<<10)
+			pem, err := packrun.ReadFile(args[1], 64<<10)
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
@@ -248,7 +248,7 @@ func (a *app) trustCommand() *cobra.Command {
 				return usageError("add-registry-key needs at least one --namespace")
 			}
 			key := []byte(args[1])
-			if b, err := readFileLimited(args[1], 64<<10); err == nil {
+			if b, err := packrun.ReadFile(args[1], 64<<10); err == nil {
 				key = b
 			}
 			return edit(func(p *registry.Policy) error { return p.AddRegistryKey(args[0], key, namespaces) })

@@ -60,7 +60,7 @@ the host call index and the function or arguments expected vs made, or how the o
 				if len(args) > 0 {
 					return usageError("replay --trace takes no attempt id")
 				}
-				b, err := readFileLimited(traceFile, packrun.MaxTraceBytes)
+				b, err := packrun.ReadFile(traceFile, packrun.MaxTraceBytes)
 				if err != nil {
 					return err
 				}

@@ -318,7 +318,7 @@ type bundleReport struct {
 // verifyBundle checks an exported bundle on its own and, when this home's
 // store holds its attempt, against the store's record.
 func (a *app) verifyBundle(ctx context.Context, path string, asJSON bool) error {
-	data, err := readFileLimited(path, packrun.MaxBundleBytes)
+	data, err := packrun.ReadFile(path, packrun.MaxBundleBytes)
 	if err != nil {
 		return err
 	}

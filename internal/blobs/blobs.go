@@ -75,3 +75,43 @@ func (d Dir) Get(digest string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// WriteFile writes data to path durably and atomically: through a synced
+// temporary file beside it, renamed into place, and the directory synced,
+// so a crash leaves the old file or the new one, never a part.
+func WriteFile(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	ok = true
+	if d, err := os.Open(dir); err == nil { // make the rename durable
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
