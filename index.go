@@ -70,7 +70,8 @@ func (x *packIndex) current(ctx context.Context) (*packIndex, error) {
 	for _, r := range recs {
 		p := x.bySHA[r.SHA256]
 		if p == nil || p.rec.Name != r.Name || p.rec.Version != r.Version {
-			m, err := packs.DecodeManifest(r.Manifest)
+			// Validated at install; the index only reads it back.
+			m, err := packs.DecodeStoredManifest(r.Manifest)
 			if err != nil {
 				return nil, fmt.Errorf("installed pack %s: %w", r.Ref(), err)
 			}
@@ -190,7 +191,10 @@ func (p *indexedPack) open(ctx context.Context, s *sqlite.Store) (*packs.Archive
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", p.rec.Ref(), err)
 	}
-	a, err := packs.Read(bytes.NewReader(b), packs.DefaultLimits())
+	a, err := packs.ReadInstalled(bytes.NewReader(b), packs.DefaultLimits(), p.rec.SHA256, p.manifest)
+	if err == nil && !bytes.Equal(a.ManifestBytes, p.rec.Manifest) {
+		err = fmt.Errorf("%w: its pack.json differs from the manifest recorded at install", packs.ErrInvalidPack)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", p.rec.Ref(), err)
 	}

@@ -7,6 +7,7 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -56,6 +57,24 @@ func (a *Archive) SourceDigest() string { return digestFiles(a.Files) }
 // stops at the first limit reached.
 // Refusals are *FormatError, matched by ErrInvalidPack.
 func Read(r io.Reader, lim Limits) (*Archive, error) {
+	return read(r, lim, "", nil)
+}
+
+// ReadInstalled reads an archive Read accepted before and that is known by
+// its digest, such as an installed pack's blob: the bytes must hash to
+// sha256, and m is the manifest decoded when it was installed, so the
+// manifest is not validated again (no schema compiled, no pattern matched).
+// Limits, the archive's structure and the modules' digests are checked as
+// Read checks them; a digest that differs is a *FormatError matched by
+// ErrInvalidPack.
+func ReadInstalled(r io.Reader, lim Limits, sha256 string, m *Manifest) (*Archive, error) {
+	if m == nil {
+		return nil, errors.New("packs.ReadInstalled: no manifest")
+	}
+	return read(r, lim, sha256, m)
+}
+
+func read(r io.Reader, lim Limits, want string, m *Manifest) (*Archive, error) {
 	lim = lim.orDefault()
 	h := sha256.New()
 	src := &capReader{r: r, max: lim.ArchiveBytes, h: h}
@@ -76,7 +95,10 @@ func Read(r io.Reader, lim Limits) (*Archive, error) {
 		return nil, formatErr("", nil, "%d bytes of data after the gzip stream", n)
 	}
 	a := &Archive{Files: files, SHA256: hex.EncodeToString(h.Sum(nil)), Size: src.n}
-	if err := a.check(); err != nil {
+	if want != "" && a.SHA256 != want {
+		return nil, formatErr("", nil, "archive has sha256 %s, not the %s it was installed as", a.SHA256, want)
+	}
+	if err := a.check(m); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -199,16 +221,18 @@ func readTar(br *bufio.Reader, src *capReader, lim Limits) ([]File, error) {
 	return files, nil
 }
 
-// check validates the manifest and that the files are exactly what it
-// declares.
-func (a *Archive) check() error {
+// check validates the manifest (unless m, decoded before, is given) and
+// that the files are exactly what it declares.
+func (a *Archive) check(m *Manifest) error {
 	mb, ok := a.File(ManifestName)
 	if !ok {
 		return formatErr(ManifestName, nil, "missing; every pack has a manifest at its root")
 	}
-	m, err := DecodeManifest(mb)
-	if err != nil {
-		return formatErr(ManifestName, err, "invalid manifest")
+	if m == nil {
+		var err error
+		if m, err = DecodeManifest(mb); err != nil {
+			return formatErr(ManifestName, err, "invalid manifest")
+		}
 	}
 	a.Manifest, a.ManifestBytes = m, mb
 	for _, f := range a.Files {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -431,5 +432,71 @@ func TestPackKeepsToTheCompressionRatio(t *testing.T) {
 	_, err := Pack(writeDir(t, files))
 	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "compression ratio limit") {
 		t.Fatalf("err = %v, want the compression ratio limit", err)
+	}
+}
+
+// An installed pack's blob is read again without validating its manifest:
+// ReadInstalled returns what Read returns, and refuses bytes that are not
+// the ones installed or whose modules do not match.
+func TestReadInstalled(t *testing.T) {
+	data := craft(t, validEntries(t)...)
+	want, err := Read(bytes.NewReader(data), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := DecodeStoredManifest(want.ManifestBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadInstalled(bytes.NewReader(data), Limits{}, want.SHA256, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ReadInstalled = %+v, want %+v", got, want)
+	}
+	other := craft(t, append(validEntries(t), reg("assets/x", []byte("x")))...)
+	if _, err := ReadInstalled(bytes.NewReader(other), Limits{}, want.SHA256, m); !errors.Is(err, ErrInvalidPack) || !strings.Contains(err.Error(), "not the "+want.SHA256) {
+		t.Errorf("other bytes: %v", err)
+	}
+	bad := craft(t, validEntries(t)[0], reg("m.wasm", []byte("\x00asm\x01\x00\x00\x00tampered")))
+	if _, err := ReadInstalled(bytes.NewReader(bad), Limits{}, sha(bad), m); !errors.Is(err, ErrInvalidPack) {
+		t.Errorf("module digest: %v", err)
+	}
+}
+
+// DecodeStoredManifest gives what DecodeManifest gives for every manifest
+// DecodeManifest accepts: the examples, and one using every field.
+func TestDecodeStoredManifest(t *testing.T) {
+	paths, _ := filepath.Glob("../examples/*/pack.json")
+	docs := [][]byte{[]byte(`{
+	  "name": "vendor.acme.full", "version": "1.2.3-rc.1+b", "description": "d", "license": "MIT",
+	  "runtime": {"language": "wasm", "abi": {"version": 1, "minor": 0},
+	    "modules": [{"path": "a.wasm", "sha256": "` + sum0 + `"}],
+	    "limits": {"memoryPages": 2, "timeoutMs": 5, "outputBytes": 7, "hostCalls": 9}},
+	  "nodes": [{"typeId": "a.b", "kind": "skill", "module": "a.wasm", "export": "run", "description": "x",
+	    "inputSchema": {"type": "object",  "properties": {"z": {"type": "string"}, "a": {"enum": [1, 2.5, "x"]}}},
+	    "outputSchema": true, "taskTypes": ["t.one", "t.two"]}],
+	  "grants": {"services": ["memory", "adapters"], "adapters": ["http"], "memoryNamespaces": ["ns"]}
+	}`)}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, b)
+	}
+	for _, b := range docs {
+		want, err := DecodeManifest(b)
+		if err != nil {
+			t.Fatalf("%.60s: %v", b, err)
+		}
+		got, err := DecodeStoredManifest(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("DecodeStoredManifest(%.60s)\n got %+v\nwant %+v", b, got, want)
+		}
 	}
 }

@@ -1,16 +1,18 @@
 package packs
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/packrun/packrun/internal/strictjson"
-	"github.com/packrun/packrun/internal/textclip"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/packrun/packrun/internal/strictjson"
+	"github.com/packrun/packrun/internal/textclip"
 )
 
 // maxDepth bounds JSON nesting in pack.json (schemas included).
@@ -40,6 +42,30 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 		return nil, &ValidationError{Problems: c.problems}
 	}
 	return m, nil
+}
+
+// DecodeStoredManifest decodes a manifest DecodeManifest accepted before,
+// such as the one the store kept when the pack was installed, without
+// validating it again: no schema is compiled and no pattern matched. Use
+// DecodeManifest for anything that did not pass it.
+func DecodeStoredManifest(b []byte) (*Manifest, error) {
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("stored manifest: %w", err)
+	}
+	for i, n := range m.Nodes {
+		for _, s := range []*json.RawMessage{&m.Nodes[i].InputSchema, &m.Nodes[i].OutputSchema} {
+			if *s == nil {
+				continue
+			}
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, *s); err != nil {
+				return nil, fmt.Errorf("stored manifest: node %s: %w", n.TypeID, err)
+			}
+			*s = buf.Bytes()
+		}
+	}
+	return &m, nil
 }
 
 // checker collects problems: at most one per path, and none below a path

@@ -27,6 +27,13 @@ const valid = `{
   "nodes": [{"typeId": "example.hello", "kind": "node"}]
 }`
 
+// noLoader refuses every external reference, for the reference compiler.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("external reference %s is not allowed", url)
+}
+
 func compilePackSchema(t testing.TB) *jsonschema.Schema {
 	t.Helper()
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(Schema()))
