@@ -12,7 +12,7 @@ import (
 
 // HeapFloor is the heap floor a process whose main work is a Host's
 // dispatcher should keep (internal/heapfloor): measured with
-// BenchmarkAttempts, it lifts attempts with full evidence by about 45 %.
+// BenchmarkEvidenceCost, it lifts attempts with full evidence by about 45 %.
 const HeapFloor = dispatch.HeapFloor
 
 // Run runs the dispatcher until ctx is done: it takes the store's

@@ -188,7 +188,7 @@ func BenchmarkVerifyChain(b *testing.B) {
 }
 
 // helloAttempt is an attempt the size of the C hello node's (≈ 900 bytes
-// as JSON): what BenchmarkAttempts in internal/dispatch records.
+// as JSON): what BenchmarkEvidenceCost in internal/dispatch records.
 func helloAttempt() *host.Attempt {
 	now := time.Now()
 	return &host.Attempt{RunnerID: "packrun-bench", Pack: "local.hello.c@1.0.0", ModuleSHA256: "c986462a2c268d7fa0873b694d0c2c93a54ca4b818b48b59f9a86c87540b31f8",
@@ -203,7 +203,7 @@ func helloAttempt() *host.Attempt {
 
 // BenchmarkRecordAttemptParallel: the store's side of an attempt with full
 // evidence (validate, hash, chain, insert, durable commit), 32 callers per
-// CPU; the ceiling the writer puts on BenchmarkAttempts. "round-trip"
+// CPU; the ceiling the writer puts on BenchmarkEvidenceCost. "round-trip"
 // validates and hashes the attempt the same way and then waits for a
 // commit of the writer without storing anything: the floor of any design
 // in which the caller waits for its evidence to be durable.
