@@ -153,7 +153,13 @@ func (r *replayer) run(ctx context.Context, t *Trace) (*ReplayVerdict, error) {
 // Replay re-executes one recorded attempt from its trace, with no side
 // effects (every host call is served from the trace; nothing is recorded),
 // and reports whether it behaved identically.
+//
+// The attempt is checked against the event that recorded it first: one
+// that was changed is refused with an error matching ErrTampered.
 func (h *Host) Replay(ctx context.Context, attemptID string, opts ReplayOptions) (*ReplayVerdict, error) {
+	if err := h.store.VerifyAttempt(ctx, attemptID); err != nil {
+		return nil, err
+	}
 	t, err := h.Trace(ctx, attemptID)
 	if err != nil {
 		return nil, err
@@ -192,10 +198,13 @@ type ReplayFilter struct {
 
 // ReplaySummary is what ReplayAll found.
 type ReplaySummary struct {
-	Total       int              `json:"total"`
-	Identical   int              `json:"identical"`
-	Diverged    int              `json:"diverged"`
-	CouldNotRun int              `json:"could_not_run"`
+	Total       int `json:"total"`
+	Identical   int `json:"identical"`
+	Diverged    int `json:"diverged"`
+	CouldNotRun int `json:"could_not_run"`
+	// Tampered counts the attempts of CouldNotRun that no longer match
+	// the event that recorded them (ErrTampered): they were not replayed.
+	Tampered    int              `json:"tampered"`
 	Divergences []*ReplayVerdict `json:"divergences,omitempty"` // the first MaxListed
 	Errors      []string         `json:"errors,omitempty"`      // the first MaxListed: "ATTEMPT_ID: why"
 	DurationMs  float64          `json:"duration_ms"`
@@ -204,63 +213,64 @@ type ReplaySummary struct {
 // MaxListed is how many divergences and errors a ReplaySummary lists.
 const MaxListed = 5
 
+// replayPage is how many attempts ReplayAll holds at once: it reads the
+// store a page at a time, so its memory does not grow with the store.
+const replayPage = 256
+
 // ReplayAll replays every recorded attempt filter selects (with
 // opts.Against: only the attempts of that pack's name, on that version).
-// progress, if not nil, is called after each attempt.
+// Each attempt is checked against the event that recorded it first; one
+// that was changed is not replayed and counts as could-not-run, with the
+// reason. progress, if not nil, is called after each attempt; total is
+// the number of attempts selected when the replay began.
 func (h *Host) ReplayAll(ctx context.Context, filter ReplayFilter, opts ReplayOptions, progress func(done, total int)) (*ReplaySummary, error) {
 	r, err := h.replayer(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer r.close(ctx)
-	af := host.AttemptFilter{Pack: filter.Pack, Since: filter.Since, Limit: 1_000_000}
-	atts, err := h.store.ListAttempts(ctx, af)
-	if err != nil {
-		return nil, err
-	}
-	keep := func(*host.Attempt) bool { return true }
-	if filter.TaskType != "" {
-		tasks, err := h.store.ListTasks(ctx, host.TaskFilter{TaskType: filter.TaskType, Limit: 1_000_000})
-		if err != nil {
-			return nil, err
-		}
-		ids := map[string]bool{}
-		for _, t := range tasks {
-			ids[t.TaskID] = true
-		}
-		keep = func(a *host.Attempt) bool { return ids[a.TaskID] }
-	}
+	af := host.AttemptFilter{Pack: filter.Pack, TaskType: filter.TaskType, Since: filter.Since}
+	start := time.Now()
+	sum := &ReplaySummary{}
 	if r.against != nil {
 		name := r.against.Manifest.Name
-		prev := keep
-		keep = func(a *host.Attempt) bool {
-			n, _ := ParseRef(a.Pack)
-			return n == name && prev(a)
+		if af.Pack == "" {
+			af.Pack = name
+		} else if n, _ := ParseRef(af.Pack); n != name {
+			return sum, nil // another pack's attempts: none can run on this one
 		}
 	}
-	kept := atts[:0]
-	for _, a := range atts {
-		if keep(a) {
-			kept = append(kept, a)
-		}
-	}
-	start := time.Now()
-	sum := &ReplaySummary{Total: len(kept)}
-	for i, a := range kept {
-		if err := ctx.Err(); err != nil {
+	total := 0
+	if progress != nil {
+		if total, err = h.store.CountAttempts(ctx, af); err != nil {
 			return nil, err
 		}
-		t, err := replay.FromAttempt(a)
+	}
+	fail := func(id string, err error) {
+		sum.CouldNotRun++
+		if errors.Is(err, host.ErrTampered) {
+			sum.Tampered++
+		}
+		if len(sum.Errors) < MaxListed {
+			sum.Errors = append(sum.Errors, id+": "+strings.Join(strings.Fields(err.Error()), " "))
+		}
+	}
+	err = h.eachAttempt(ctx, af, func(a *host.Attempt) error {
+		sum.Total++
 		var v *ReplayVerdict
+		err := h.store.VerifyAttempt(ctx, a.AttemptID)
+		var t *Trace
+		if err == nil {
+			t, err = replay.FromAttempt(a)
+		}
 		if err == nil {
 			v, err = r.run(ctx, t)
 		}
 		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
 		case err != nil:
-			sum.CouldNotRun++
-			if len(sum.Errors) < MaxListed {
-				sum.Errors = append(sum.Errors, a.AttemptID+": "+strings.Join(strings.Fields(err.Error()), " "))
-			}
+			fail(a.AttemptID, err)
 		case v.Identical:
 			sum.Identical++
 		default:
@@ -270,11 +280,36 @@ func (h *Host) ReplayAll(ctx context.Context, filter ReplayFilter, opts ReplayOp
 			}
 		}
 		if progress != nil {
-			progress(i+1, len(kept))
+			progress(sum.Total, max(total, sum.Total))
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	sum.DurationMs = float64(time.Since(start).Microseconds()) / 1000
 	return sum, nil
+}
+
+// eachAttempt calls fn with every attempt f selects, newest first, reading
+// them a page at a time.
+func (h *Host) eachAttempt(ctx context.Context, f host.AttemptFilter, fn func(*host.Attempt) error) error {
+	f.Limit = replayPage
+	for {
+		page, err := h.store.ListAttempts(ctx, f)
+		if err != nil {
+			return err
+		}
+		for _, a := range page {
+			if err := fn(a); err != nil {
+				return err
+			}
+		}
+		if len(page) < f.Limit {
+			return nil
+		}
+		f.BeforeSeq = page[len(page)-1].EventSeq
+	}
 }
 
 // ErrInvalidTrace is matched by every refusal of a trace file.

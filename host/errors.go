@@ -40,6 +40,9 @@ var (
 	// is full — and nothing of it was stored; the same call may succeed
 	// once there is room (Retryable).
 	ErrUnavailable = errors.New("unavailable")
+	// ErrTampered: stored evidence no longer matches what was recorded
+	// (a *ChainBreak says where); nothing is served from it.
+	ErrTampered = errors.New("evidence tampered")
 )
 
 // Error is the error every host service returns. Its message is one line:

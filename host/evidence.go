@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/packrun/packrun/abi"
@@ -22,6 +23,8 @@ type Evidence interface {
 	Attempt(ctx context.Context, attemptID string) (*Attempt, error)
 	// ListAttempts returns attempts, most recently recorded first.
 	ListAttempts(ctx context.Context, f AttemptFilter) ([]*Attempt, error)
+	// CountAttempts counts the attempts f selects (f.Limit is ignored).
+	CountAttempts(ctx context.Context, f AttemptFilter) (int, error)
 
 	// PutArtifact stores content-addressed bytes and their ArtifactRecord
 	// (event artifact_recorded). Storing the same name again for the same
@@ -41,6 +44,11 @@ type Evidence interface {
 	// VerifyChain walks the whole chain and reports the first broken link.
 	// A broken chain is a report, not an error.
 	VerifyChain(ctx context.Context) (*ChainReport, error)
+	// VerifyAttempt checks one stored attempt against the event that
+	// recorded it: the event's own hash, and the attempt's content against
+	// the hash the event chained. A mismatch is a *ChainBreak (matched by
+	// ErrTampered) returned as the error.
+	VerifyAttempt(ctx context.Context, attemptID string) error
 
 	// ExportAttempt returns a self-contained bundle of one attempt (with its
 	// trace), its artifacts (with their bytes) and its events;
@@ -94,11 +102,15 @@ type Attempt struct {
 
 // AttemptFilter selects attempts for ListAttempts; zero fields match all.
 type AttemptFilter struct {
-	TaskID string
-	Pack   string // "name" (any version) or "name@version"
-	Tenant string
-	Since  time.Time // started at or after
-	Limit  int       // 0 means 100
+	TaskID   string
+	TaskType string // attempts of tasks of this type
+	Pack     string // "name" (any version) or "name@version"
+	Tenant   string
+	Since    time.Time // started at or after
+	// BeforeSeq, if not 0, selects attempts recorded before this event
+	// seq: pass the last EventSeq of a page to read the next one.
+	BeforeSeq int64
+	Limit     int // 0 means 100
 }
 
 // ArtifactRole is ArtifactRecord.role.
@@ -225,6 +237,16 @@ type ChainBreak struct {
 	Problem    string `json:"problem"` // one of the Break* constants
 	Detail     string `json:"detail"`
 }
+
+func (b *ChainBreak) Error() string {
+	if b.Seq > 0 {
+		return fmt.Sprintf("evidence tampered at event %d: %s", b.Seq, b.Detail)
+	}
+	return "evidence tampered: " + b.Detail
+}
+
+// Is makes a *ChainBreak match ErrTampered.
+func (b *ChainBreak) Is(target error) bool { return target == ErrTampered }
 
 // Bundle is an exported attempt.
 type Bundle struct {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -144,5 +145,51 @@ func TestReplayAllExitCodes(t *testing.T) {
 	}
 	if strings.Count(out, "could not run att_") != packrun.MaxListed || !strings.Contains(out, "... and 2 more could not run") {
 		t.Errorf("summary:\n%s", out)
+	}
+}
+
+// Tampering is a refusal (exit 5) everywhere: an attempt row edited
+// consistently (its content_hash column recomputed) is found by evidence
+// verify, and replay refuses to replay it, alone or in --all.
+func TestTamperingIsARefusal(t *testing.T) {
+	dir := t.TempDir()
+	h := homeCLI{t, filepath.Join(dir, "home")}
+	installHello(t, h, dir)
+	h.ok("invoke", "local.hello.c", "--input", `{"name":"a"}`)
+	h.ok("invoke", "local.hello.c", "--input", `{"name":"b"}`)
+	var atts []struct {
+		AttemptID string `json:"attempt_id"`
+	}
+	if err := json.Unmarshal([]byte(h.ok("attempts", "list", "--json")), &atts); err != nil || len(atts) != 2 {
+		t.Fatalf("attempts: %v %v", atts, err)
+	}
+	victim := atts[0].AttemptID
+	if out := h.ok("replay", victim); !strings.Contains(out, "identical") {
+		t.Fatalf("replay before tampering: %s", out)
+	}
+
+	db, err := sql.Open("sqlite3", filepath.Join(h.home, "packrun.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`DROP TRIGGER task_attempts_no_update`,
+		`UPDATE task_attempts SET output = '{"greeting":"Hello, mallory!"}', content_hash = '` + strings.Repeat("0", 64) + `' WHERE attempt_id = '` + victim + `'`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	if code, _, errs := h.run("evidence", "verify"); code != exitRefused || !strings.Contains(errs, victim) {
+		t.Errorf("evidence verify: exit %d, %q (want 5 naming %s)", code, errs, victim)
+	}
+	if code, _, errs := h.run("replay", victim); code != exitRefused || !strings.Contains(errs, "evidence tampered") || !strings.Contains(errs, victim) {
+		t.Errorf("replay: exit %d, %q (want 5: evidence tampered, naming %s)", code, errs, victim)
+	}
+	code, out, errs := h.run("replay", "--all")
+	if code != exitRefused || !strings.Contains(errs, "1 of 2 attempts were changed after they were recorded") || !strings.Contains(out, "could not run "+victim) {
+		t.Errorf("replay --all: exit %d\n%s\n%s", code, out, errs)
 	}
 }

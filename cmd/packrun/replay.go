@@ -173,6 +173,8 @@ func (a *app) replayAll(ctx context.Context, h *packrun.Host, filter packrun.Rep
 		}
 	}
 	switch {
+	case sum.Tampered > 0:
+		return withCode(exitRefused, fmt.Errorf("%d of %d attempts were changed after they were recorded and were not replayed; run 'packrun evidence verify'", sum.Tampered, sum.Total))
 	case sum.Diverged > 0:
 		return withCode(exitDiverged, nil)
 	case sum.CouldNotRun > 0:

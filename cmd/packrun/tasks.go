@@ -265,7 +265,7 @@ check exits 5.`,
 					fmt.Fprintf(a.stdout, "evidence intact: %d events, %d attempts, %d artifacts; head %s\n", r.Events, r.Attempts, r.Artifacts, r.Head)
 				}
 				if !r.OK {
-					return withCode(exitFailed, fmt.Errorf("evidence chain broken at seq %d: %s", r.Broken.Seq, brokenText(r.Broken)))
+					return withCode(exitRefused, fmt.Errorf("evidence chain broken at seq %d: %s", r.Broken.Seq, brokenText(r.Broken)))
 				}
 				return nil
 			})

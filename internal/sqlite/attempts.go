@@ -271,12 +271,21 @@ func (s *Store) Attempt(ctx context.Context, attemptID string) (*host.Attempt, e
 }
 
 // ListAttempts implements host.Evidence.
-func (s *Store) ListAttempts(ctx context.Context, f host.AttemptFilter) ([]*host.Attempt, error) {
-	q := `SELECT ` + attemptColumns + ` FROM task_attempts WHERE 1`
+// attemptWhere is the WHERE clause of f and its arguments.
+func attemptWhere(f host.AttemptFilter) (string, []any) {
+	q := ` WHERE 1`
 	var args []any
 	if f.TaskID != "" {
 		q += ` AND task_id = ?`
 		args = append(args, f.TaskID)
+	}
+	if f.TaskType != "" {
+		q += ` AND task_id IN (SELECT task_id FROM tasks WHERE task_type = ?)`
+		args = append(args, f.TaskType)
+	}
+	if f.BeforeSeq > 0 {
+		q += ` AND event_seq < ?`
+		args = append(args, f.BeforeSeq)
 	}
 	if f.Pack != "" {
 		if strings.Contains(f.Pack, "@") {
@@ -294,6 +303,23 @@ func (s *Store) ListAttempts(ctx context.Context, f host.AttemptFilter) ([]*host
 		q += ` AND started_at >= ?`
 		args = append(args, ts(f.Since))
 	}
+	return q, args
+}
+
+// CountAttempts implements host.Evidence.
+func (s *Store) CountAttempts(ctx context.Context, f host.AttemptFilter) (int, error) {
+	where, args := attemptWhere(f)
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM task_attempts`+where, args...).Scan(&n); err != nil {
+		return 0, host.Wrap("count attempts", "", err)
+	}
+	return n, nil
+}
+
+// ListAttempts implements host.Evidence.
+func (s *Store) ListAttempts(ctx context.Context, f host.AttemptFilter) ([]*host.Attempt, error) {
+	where, args := attemptWhere(f)
+	q := `SELECT ` + attemptColumns + ` FROM task_attempts` + where
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100

@@ -78,6 +78,43 @@ func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport) (*host.Cha
 	return nil, rows.Err()
 }
 
+// VerifyAttempt implements host.Evidence.
+func (s *Store) VerifyAttempt(ctx context.Context, attemptID string) error {
+	const op = "verify attempt"
+	var seq int64
+	err := s.db.QueryRowContext(ctx, `SELECT event_seq FROM task_attempts WHERE attempt_id = ?`, attemptID).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return host.Wrap(op, attemptID, host.ErrNotFound)
+	}
+	if err != nil {
+		return host.Wrap(op, attemptID, err)
+	}
+	unchained := &host.ChainBreak{AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
+		Detail: fmt.Sprintf("attempt %s is stored but no attempt_recorded event chains it", attemptID)}
+	e, err := scanEvent(s.db.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM runtime_events WHERE seq = ?`, seq))
+	if errors.Is(err, sql.ErrNoRows) {
+		return unchained
+	}
+	if err != nil {
+		return host.Wrap(op, attemptID, err)
+	}
+	if e.Type != host.EventAttemptRecorded || e.AttemptID != attemptID {
+		return unchained
+	}
+	if evidence.HashEvent(e) != e.Hash {
+		return &host.ChainBreak{Seq: e.Seq, Type: e.Type, AttemptID: attemptID, Problem: host.BreakEventHash,
+			Detail: fmt.Sprintf("event %d (%s) was changed after it was appended: its fields no longer match its hash", e.Seq, e.Type)}
+	}
+	brk, err := s.checkAttempt(ctx, e)
+	if err != nil {
+		return host.Wrap(op, attemptID, err)
+	}
+	if brk != nil {
+		return brk
+	}
+	return nil
+}
+
 func (s *Store) checkAttempt(ctx context.Context, e *host.Event) (*host.ChainBreak, error) {
 	var d struct {
 		ContentHash string `json:"content_hash"`

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -363,5 +365,76 @@ func TestListAttemptsAndEvents(t *testing.T) {
 	evs, _ := f.Events(ctx, host.EventFilter{Type: host.EventAttemptRecorded, AfterSeq: 1})
 	if len(evs) != 2 || evs[0].Seq != 2 {
 		t.Fatalf("filtered events: %d", len(evs))
+	}
+}
+
+// VerifyAttempt checks one attempt against the event that recorded it,
+// without walking the chain: what replay relies on before it replays.
+func TestVerifyAttempt(t *testing.T) {
+	f := newFixture(t, Options{})
+	a, _ := seedEvidence(t, f)
+	if err := f.VerifyAttempt(ctx, a.AttemptID); err != nil {
+		t.Fatalf("intact attempt: %v", err)
+	}
+	if err := f.VerifyAttempt(ctx, "nope"); !errors.Is(err, host.ErrNotFound) {
+		t.Fatalf("unknown attempt: %v", err)
+	}
+	forged := *a
+	forged.Output = []byte(`{"answer":43}`)
+	for _, tc := range []struct {
+		name, sql, problem string
+	}{
+		{"output edited", `UPDATE task_attempts SET output = '{"answer":43}'`, host.BreakAttemptHash},
+		{"output and content_hash edited together", `UPDATE task_attempts SET output = '{"answer":43}', content_hash = '` + evidence.HashAttempt(&forged) + `'`, host.BreakAttemptHash},
+		{"recording event edited", `UPDATE runtime_events SET data = '{}' WHERE type = 'attempt_recorded'`, host.BreakEventHash},
+		{"recording event deleted", `DELETE FROM runtime_events WHERE type = 'attempt_recorded'`, host.BreakAttemptUnchain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Options{})
+			a, _ := seedEvidence(t, f)
+			tamper(t, f, tc.sql)
+			err := f.VerifyAttempt(ctx, a.AttemptID)
+			brk, ok := errors.AsType[*host.ChainBreak](err)
+			if !ok || !errors.Is(err, host.ErrTampered) || brk.Problem != tc.problem || brk.AttemptID != a.AttemptID {
+				t.Fatalf("got %v (%+v), want a %s break naming %s", err, brk, tc.problem, a.AttemptID)
+			}
+		})
+	}
+}
+
+// Attempts are read a page at a time with BeforeSeq; CountAttempts counts
+// what the same filter selects.
+func TestAttemptPages(t *testing.T) {
+	f := newFixture(t, Options{})
+	for i := range 7 {
+		a := &host.Attempt{AttemptID: fmt.Sprintf("att-%d", i), Pack: "local.demo@1.0.0", ModuleSHA256: strings.Repeat("ab", 32), Node: "n",
+			RunID: "r", Attempt: 1, ABIVersion: "1.0", Input: json.RawMessage(`{}`), Output: json.RawMessage(`{}`), Outcome: abi.Completed}
+		if err := f.RecordAttempt(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seen []string
+	filter := host.AttemptFilter{Pack: "local.demo", Limit: 3}
+	for {
+		page, err := f.ListAttempts(ctx, filter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range page {
+			seen = append(seen, a.AttemptID)
+		}
+		if len(page) < filter.Limit {
+			break
+		}
+		filter.BeforeSeq = page[len(page)-1].EventSeq
+	}
+	if strings.Join(seen, ",") != "att-6,att-5,att-4,att-3,att-2,att-1,att-0" {
+		t.Fatalf("pages: %v", seen)
+	}
+	if n, err := f.CountAttempts(ctx, host.AttemptFilter{Pack: "local.demo", Limit: 1}); err != nil || n != 7 {
+		t.Fatalf("count = %d, %v", n, err)
+	}
+	if n, err := f.CountAttempts(ctx, host.AttemptFilter{Pack: "local.other"}); err != nil || n != 0 {
+		t.Fatalf("count of another pack = %d, %v", n, err)
 	}
 }
