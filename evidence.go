@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/sqlite"
 )
 
 // MaxBundleBytes bounds an evidence bundle VerifyBundle reads.
@@ -55,4 +58,41 @@ func (h *Host) BundleMatches(ctx context.Context, b *host.Bundle) (bool, error) 
 		}
 	}
 	return true, nil
+}
+
+// VerifyChain walks the evidence hash chain (host.Evidence.VerifyChain,
+// which also checks the head against the store's signed checkpoint) and,
+// if pin is not nil, checks that the chain still holds the head an
+// operator recorded elsewhere: an event at pin.Seq with pin.Hash. A broken
+// chain is a report (ChainReport.Broken), not an error.
+func (h *Host) VerifyChain(ctx context.Context, pin *host.ChainHead) (*host.ChainReport, error) {
+	rep, err := h.store.VerifyChain(ctx)
+	if err != nil || !rep.OK || pin == nil {
+		return rep, err
+	}
+	var hashAt string
+	if pin.Seq <= rep.HeadSeq {
+		evs, err := h.store.Events(ctx, host.EventFilter{AfterSeq: pin.Seq - 1, Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		if len(evs) == 1 && evs[0].Seq == pin.Seq {
+			hashAt = evs[0].Hash
+		}
+	}
+	if brk := sqlite.CheckHead(rep, hashAt, *pin, "the pinned head names"); brk != nil {
+		rep.OK, rep.Broken = false, brk
+	}
+	return rep, nil
+}
+
+// ParseHead parses a pinned head, "SEQ:HASH" (as `packrun evidence verify`
+// prints it).
+func ParseHead(s string) (*host.ChainHead, error) {
+	seq, hash, ok := strings.Cut(s, ":")
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if !ok || err != nil || n < 1 || len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
+		return nil, usageErr("head %q is not SEQ:HASH (an event's seq and its 64 hex digit hash, as 'packrun evidence verify' prints them)", s)
+	}
+	return &host.ChainHead{Seq: n, Hash: hash}, nil
 }

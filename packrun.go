@@ -50,6 +50,10 @@ type Config struct {
 	// SecretKeyFile holds the key sealing secret memory values (default
 	// $PACKRUN_SECRET_KEY_FILE, else <home>/secret.key).
 	SecretKeyFile string
+	// HostKeyFile holds the Ed25519 key signing the evidence head
+	// checkpoints (default $PACKRUN_HOST_KEY_FILE, else <home>/host.key).
+	// Keep it apart from packrun.db where you can.
+	HostKeyFile string
 	// TrustFile is the trust policy (default <home>/trust.json).
 	TrustFile string
 	// MustExist makes Open fail with ErrNoHome when home does not exist,
@@ -80,6 +84,10 @@ type Host struct {
 	closeOnce sync.Once
 }
 
+// HostKeyEnv names the environment variable Open reads for
+// Config.HostKeyFile when it is empty.
+const HostKeyEnv = "PACKRUN_HOST_KEY_FILE"
+
 // Open opens (creating it, owner-only, unless cfg.MustExist) the packrun
 // home at home. The runtime is started on first use, so commands that only
 // read the store do not pay for it.
@@ -106,6 +114,9 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 	if cfg.SecretKeyFile == "" {
 		cfg.SecretKeyFile = os.Getenv(sqlite.SecretKeyEnv)
 	}
+	if cfg.HostKeyFile == "" {
+		cfg.HostKeyFile = os.Getenv(HostKeyEnv)
+	}
 	if cfg.TrustFile == "" {
 		cfg.TrustFile = filepath.Join(home, "trust.json")
 	}
@@ -127,6 +138,7 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 		BlobDir:       filepath.Join(home, "artifacts", "sha256"),
 		PackBlobDir:   filepath.Join(home, "blobs", "sha256"),
 		SecretKeyFile: cfg.SecretKeyFile,
+		HostKeyFile:   cfg.HostKeyFile,
 	})
 	if err != nil {
 		return nil, err

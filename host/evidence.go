@@ -210,7 +210,11 @@ type ChainReport struct {
 	Events    int64  `json:"events"`   // events checked
 	Attempts  int64  `json:"attempts"` // attempt contents re-hashed
 	Artifacts int64  `json:"artifacts"`
-	Head      string `json:"head"` // hash of the last event; anchor it elsewhere to detect truncation
+	Head      string `json:"head"`     // hash of the last event; anchor it elsewhere to detect truncation
+	HeadSeq   int64  `json:"head_seq"` // seq of the last event
+	// Checkpoint is the signed head the store anchored outside the
+	// database that the chain was checked against; nil if there is none.
+	Checkpoint *ChainHead `json:"checkpoint,omitempty"`
 	// Broken is the first broken link, nil when OK.
 	Broken *ChainBreak `json:"broken,omitempty"`
 }
@@ -226,7 +230,17 @@ const (
 	BreakArtifactHash    = "artifact_hash"     // the artifact record no longer matches its event
 	BreakArtifactMissing = "artifact_missing"
 	BreakArtifactUnchain = "artifact_unchained"
+	BreakCheckpoint      = "checkpoint"   // the head checkpoint is unreadable or not signed by the host key
+	BreakHeadRewound     = "head_rewound" // the chain ends before, or differs at, an anchored head: newest events were removed or rewritten
 )
+
+// ChainHead is a point of the chain: an event's seq and hash, as a signed
+// checkpoint or an operator's pin records it.
+type ChainHead struct {
+	Seq  int64     `json:"seq"`
+	Hash string    `json:"hash"`
+	Time time.Time `json:"time,omitzero"`
+}
 
 // ChainBreak names the first broken link.
 type ChainBreak struct {

@@ -193,3 +193,55 @@ func TestTamperingIsARefusal(t *testing.T) {
 		t.Errorf("replay --all: exit %d\n%s\n%s", code, out, errs)
 	}
 }
+
+// Deleting the newest attempt with its events leaves a whole chain: the
+// signed checkpoint finds the cut, and so does a pinned head when the
+// checkpoint is removed as well.
+func TestEvidenceVerifyFindsACutChain(t *testing.T) {
+	dir := t.TempDir()
+	h := homeCLI{t, filepath.Join(dir, "home")}
+	installHello(t, h, dir)
+	h.ok("invoke", "local.hello.c", "--input", `{"name":"a"}`)
+	out := h.ok("evidence", "verify")
+	if !strings.Contains(out, "checked against the host's signed checkpoint") {
+		t.Fatalf("verify: %s", out)
+	}
+	_, head, ok := strings.Cut(out, "\nhead ")
+	head, _, _ = strings.Cut(head, "\n")
+	if !ok {
+		t.Fatalf("no head line: %s", out)
+	}
+	h.ok("evidence", "verify", "--head", head)
+	if code, _, errs := h.run("evidence", "verify", "--head", "12:nothex"); code != exitUsage || !strings.Contains(errs, "is not SEQ:HASH") {
+		t.Errorf("bad --head: exit %d %q", code, errs)
+	}
+
+	var atts []struct {
+		AttemptID string `json:"attempt_id"`
+		EventSeq  int64  `json:"event_seq"`
+	}
+	if err := json.Unmarshal([]byte(h.ok("attempts", "list", "--json")), &atts); err != nil || len(atts) != 1 {
+		t.Fatalf("attempts: %v %v", atts, err)
+	}
+	db, err := sql.Open("sqlite3", filepath.Join(h.home, "packrun.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`DROP TRIGGER task_attempts_no_delete`, `DROP TRIGGER runtime_events_no_delete`,
+		`DELETE FROM task_attempts WHERE attempt_id = '` + atts[0].AttemptID + `'`,
+		`DELETE FROM runtime_events WHERE attempt_id = '` + atts[0].AttemptID + `'`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	if code, _, errs := h.run("evidence", "verify"); code != exitRefused || !strings.Contains(errs, "were removed") {
+		t.Errorf("cut chain: exit %d %q", code, errs)
+	}
+	os.Remove(filepath.Join(h.home, "evidence-head.json"))
+	if code, _, errs := h.run("evidence", "verify", "--head", head); code != exitRefused || !strings.Contains(errs, "pinned head") {
+		t.Errorf("cut chain, checkpoint removed, head pinned: exit %d %q", code, errs)
+	}
+}

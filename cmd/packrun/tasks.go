@@ -235,7 +235,7 @@ func orDash(s string) string {
 func (a *app) evidenceCommand() *cobra.Command {
 	ev := &cobra.Command{Use: "evidence", Short: "Verify and export the tamper-evident evidence log"}
 	var asJSON bool
-	var bundlePath string
+	var bundlePath, headFlag string
 	verify := &cobra.Command{
 		Use:   "verify [--json] [--bundle FILE]",
 		Short: "Walk the evidence hash chain and report the first broken link, or check an exported bundle",
@@ -246,14 +246,28 @@ attempt's content hash, every event's hash, the event that chains the attempt, a
 artifact's digest. If this home's store holds the same attempt, the bundle must also match
 what the store recorded (its attempt and its events, hash for hash); otherwise the bundle
 is checked on its own, which shows it is whole, not who made it. A bundle that fails any
-check exits 5.`,
+check exits 5.
+
+The chain alone cannot show that its newest events were not removed together. The store
+anchors its head after each commit in evidence-head.json, signed with the host key
+(host.key, or $PACKRUN_HOST_KEY_FILE: keep it apart from the database), and verify
+checks the chain against it. For an anchor no one with access to the home can move,
+record the "head SEQ:HASH" line printed here somewhere else and pass it later with
+--head. A broken chain exits 5.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if bundlePath != "" {
 				return a.verifyBundle(cmd.Context(), bundlePath, asJSON)
 			}
-			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
-				r, err := b.VerifyChain(cmd.Context())
+			var pin *host.ChainHead
+			if headFlag != "" {
+				var err error
+				if pin, err = packrun.ParseHead(headFlag); err != nil {
+					return err
+				}
+			}
+			return a.withHost(cmd, readOnly, func(h *packrun.Host) error {
+				r, err := h.VerifyChain(cmd.Context(), pin)
 				if err != nil {
 					return err
 				}
@@ -262,7 +276,16 @@ check exits 5.`,
 						return err
 					}
 				} else if r.OK {
-					fmt.Fprintf(a.stdout, "evidence intact: %d events, %d attempts, %d artifacts; head %s\n", r.Events, r.Attempts, r.Artifacts, r.Head)
+					fmt.Fprintf(a.stdout, "evidence intact: %d events, %d attempts, %d artifacts\nhead %d:%s\n", r.Events, r.Attempts, r.Artifacts, r.HeadSeq, r.Head)
+					switch {
+					case r.Checkpoint != nil:
+						fmt.Fprintf(a.stdout, "checked against the host's signed checkpoint of event %d (%s)\n", r.Checkpoint.Seq, r.Checkpoint.Time.Format(time.RFC3339))
+					case r.Events > 0:
+						fmt.Fprintln(a.stdout, "no signed head checkpoint: events removed from the end of the chain would not show")
+					}
+					if pin != nil {
+						fmt.Fprintf(a.stdout, "holds the pinned head %d:%.12s…\n", pin.Seq, pin.Hash)
+					}
 				}
 				if !r.OK {
 					return withCode(exitRefused, fmt.Errorf("evidence chain broken at seq %d: %s", r.Broken.Seq, brokenText(r.Broken)))
@@ -272,6 +295,7 @@ check exits 5.`,
 		},
 	}
 	verify.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	verify.Flags().StringVar(&headFlag, "head", "", "also check that the chain holds this head, SEQ:HASH, recorded earlier (as printed here)")
 	verify.Flags().StringVar(&bundlePath, "bundle", "", "check this exported bundle instead of the store's chain")
 	var out string
 	export := &cobra.Command{

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
@@ -21,13 +22,24 @@ import (
 func (s *Store) VerifyChain(ctx context.Context) (*host.ChainReport, error) {
 	const op = "verify chain"
 	rep := &host.ChainReport{Head: evidence.GenesisHash}
-	brk, err := s.walkChain(ctx, rep)
-	if err != nil {
-		return nil, host.Wrap(op, "", err)
+	// The checkpoint is read before the chain, so that a head another
+	// process commits meanwhile is never newer than the chain walked.
+	cp, brk := s.checkCheckpoint()
+	var anchor *host.ChainHead
+	if cp != nil {
+		t, _ := time.Parse(time.RFC3339Nano, cp.Time)
+		anchor = &host.ChainHead{Seq: cp.Seq, Hash: cp.Hash, Time: t}
+		rep.Checkpoint = anchor
 	}
 	if brk == nil {
-		brk, err = s.findUnchained(ctx)
-		if err != nil {
+		var err error
+		if brk, err = s.walkChain(ctx, rep, anchor); err != nil {
+			return nil, host.Wrap(op, "", err)
+		}
+	}
+	if brk == nil {
+		var err error
+		if brk, err = s.findUnchained(ctx); err != nil {
 			return nil, host.Wrap(op, "", err)
 		}
 	}
@@ -36,13 +48,29 @@ func (s *Store) VerifyChain(ctx context.Context) (*host.ChainReport, error) {
 	return rep, nil
 }
 
-func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport) (*host.ChainBreak, error) {
+// CheckHead reports whether the chain holds head: an event at head.Seq with
+// head.Hash. A chain that ends before it, or differs there, lost or
+// rewrote its newest events. what names the anchor in the message.
+func CheckHead(rep *host.ChainReport, hashAt string, head host.ChainHead, what string) *host.ChainBreak {
+	switch {
+	case rep.HeadSeq < head.Seq:
+		return &host.ChainBreak{Seq: head.Seq, Problem: host.BreakHeadRewound,
+			Detail: fmt.Sprintf("the chain ends at event %d, but %s event %d (%.12s…): events after %d were removed", rep.HeadSeq, what, head.Seq, head.Hash, rep.HeadSeq)}
+	case hashAt != head.Hash:
+		return &host.ChainBreak{Seq: head.Seq, Problem: host.BreakHeadRewound,
+			Detail: fmt.Sprintf("event %d hashes to %.12s…, but %s it as %.12s…: the chain was rewritten", head.Seq, hashAt, what, head.Hash)}
+	}
+	return nil
+}
+
+func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport, anchor *host.ChainHead) (*host.ChainBreak, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+eventColumns+` FROM runtime_events ORDER BY seq`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	prev, want := evidence.GenesisHash, int64(1)
+	var anchorHash string
 	for rows.Next() {
 		e, err := scanEvent(rows)
 		if err != nil {
@@ -73,9 +101,18 @@ func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport) (*host.Cha
 		}
 		prev, want = e.Hash, want+1
 		rep.Events++
-		rep.Head = e.Hash
+		rep.Head, rep.HeadSeq = e.Hash, e.Seq
+		if anchor != nil && e.Seq == anchor.Seq {
+			anchorHash = e.Hash
+		}
 	}
-	return nil, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if anchor != nil {
+		return CheckHead(rep, anchorHash, *anchor, "the host's signed checkpoint of "+anchor.Time.Format(time.RFC3339)+" anchored"), nil
+	}
+	return nil, nil
 }
 
 // VerifyAttempt implements host.Evidence.

@@ -60,6 +60,15 @@ type Options struct {
 	// database. It is created (0600) when the first secret is stored. Back
 	// it up apart from the database: without it the secrets cannot be read.
 	SecretKeyFile string
+	// HostKeyFile holds the host's Ed25519 key (64 hex digits of seed)
+	// that signs the evidence head checkpoints (checkpoint.go). Default:
+	// host.key beside the database; created (0600) with the first
+	// checkpoint. Keep it where whoever can edit the database cannot: a
+	// checkpoint signed with a key the attacker holds proves nothing.
+	HostKeyFile string
+	// CheckpointFile is where the signed head checkpoint is written.
+	// Default: evidence-head.json beside the database.
+	CheckpointFile string
 }
 
 func (o Options) withDefaults(path string) Options {
@@ -71,6 +80,12 @@ func (o Options) withDefaults(path string) Options {
 	}
 	if o.SecretKeyFile == "" {
 		o.SecretKeyFile = filepath.Join(filepath.Dir(path), "secret.key")
+	}
+	if o.HostKeyFile == "" {
+		o.HostKeyFile = filepath.Join(filepath.Dir(path), "host.key")
+	}
+	if o.CheckpointFile == "" {
+		o.CheckpointFile = filepath.Join(filepath.Dir(path), "evidence-head.json")
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -113,6 +128,10 @@ type Store struct {
 	mc     *memCache   // memory entries read (memCache)
 	routes *routeCache // task types resolved (routeCache)
 	keys   *keyring    // seals secret memory values (secrets.go)
+	// hostKey signs, and cp writes, the evidence head checkpoints
+	// (checkpoint.go).
+	hostKey *hostKey
+	cp      *checkpointer
 	// uninstalling serialises UninstallPacks within this Store, so that
 	// no other uninstall's deletion shares a batch with a sweep of pack
 	// blobs (see sweepPackBlobs).
@@ -154,13 +173,20 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
-	w, err := startWriter(ctx, d, opts.MaxBatchOps, opts.BatchDelay)
+	hk := &hostKey{path: opts.HostKeyFile}
+	cp := newCheckpointer(opts.CheckpointFile, hk, opts.Now)
+	w, err := startWriter(ctx, d, opts.MaxBatchOps, opts.BatchDelay, cp.offer)
 	if err != nil {
+		cp.close()
 		gens.close()
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
-	s := &Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), keys: keys}
+	s := &Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), keys: keys, hostKey: hk, cp: cp}
+	if err := s.seedCheckpoint(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open host store: anchor the evidence head: %w", err)
+	}
 	s.sweepTemp()
 	s.sweepPackTemp()
 	return s, nil
@@ -184,6 +210,9 @@ func (s *Store) Close() error {
 	werr := s.w.close()
 	if werr == errAlreadyClosed {
 		return nil
+	}
+	if err := s.cp.close(); err != nil && werr == nil {
+		werr = fmt.Errorf("write the evidence head checkpoint: %w", err)
 	}
 	if err := s.db.Close(); err != nil && werr == nil {
 		werr = err

@@ -52,6 +52,9 @@ type wtx struct {
 	// dirty: the running operation's statements changed rows (or one
 	// failed), so its failure needs the transaction rolled back.
 	dirty bool
+	// onHead is told the chain head each commit that appended events
+	// leaves (the head checkpoint, checkpoint.go).
+	onHead func(eventHead)
 }
 
 type eventHead struct {
@@ -200,7 +203,7 @@ type writer struct {
 	closed bool
 }
 
-func startWriter(ctx context.Context, d *sql.DB, maxOps int, delay time.Duration) (*writer, error) {
+func startWriter(ctx context.Context, d *sql.DB, maxOps int, delay time.Duration, onHead func(eventHead)) (*writer, error) {
 	conn, err := d.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -239,7 +242,7 @@ func startWriter(ctx context.Context, d *sql.DB, maxOps int, delay time.Duration
 		conn.Close()
 		return nil, err
 	}
-	w := &writer{conn: conn, x: &wtx{conn: conn, stmts: map[string]*sql.Stmt{}}, cache: &stmtCache{db: d, m: map[string]*sql.Stmt{}}, ops: make(chan *op, 4*maxOps), stopped: make(chan struct{}), maxOps: maxOps, delay: delay}
+	w := &writer{conn: conn, x: &wtx{conn: conn, stmts: map[string]*sql.Stmt{}, onHead: onHead}, cache: &stmtCache{db: d, m: map[string]*sql.Stmt{}}, ops: make(chan *op, 4*maxOps), stopped: make(chan struct{}), maxOps: maxOps, delay: delay}
 	go w.run()
 	return w, nil
 }
@@ -460,6 +463,9 @@ func (x *wtx) commit() error {
 	if _, err := x.Exec(`COMMIT`); err != nil {
 		x.rollback()
 		return err
+	}
+	if x.head != nil && x.onHead != nil {
+		x.onHead(*x.head)
 	}
 	return nil
 }
