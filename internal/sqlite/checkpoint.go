@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,9 +32,11 @@ import (
 // the checkpointed event, or whose event there has another hash.
 //
 // Checkpoints are coalesced (at most one write per checkpointEvery while
-// the store runs) and written without fsync; Close writes the final head
-// durably. After a crash the file may name an older head than the
-// database's, which only weakens the check for the last few events.
+// the store runs, and the last head at Close) and replaced by a rename
+// without fsync: they are not worth a sync on every short-lived process.
+// After a crash the file may name an older head than the database's, or be
+// unreadable; either only weakens the check (an unreadable checkpoint counts
+// as none and is replaced at the next open, as a deleted one is).
 
 // checkpointFormat is the first line of the signed text and the file's
 // "format" field.
@@ -68,14 +71,10 @@ type hostKey struct {
 func (k *hostKey) load(create bool) (ed25519.PrivateKey, error) {
 	b, err := os.ReadFile(k.path)
 	if errors.Is(err, os.ErrNotExist) && create {
-		seed := make([]byte, ed25519.SeedSize)
-		if _, err := rand.Read(seed); err != nil {
-			return nil, err
-		}
-		if err := blobs.WriteFile(k.path, []byte(hex.EncodeToString(seed)+"\n"), 0o600); err != nil {
+		if err := k.create(); err != nil {
 			return nil, fmt.Errorf("create host key %s: %w", k.path, err)
 		}
-		return ed25519.NewKeyFromSeed(seed), nil
+		b, err = os.ReadFile(k.path) // ours, or the one another process made first
 	}
 	if err != nil {
 		return nil, fmt.Errorf("host key %s: %w", k.path, err)
@@ -85,6 +84,30 @@ func (k *hostKey) load(create bool) (ed25519.PrivateKey, error) {
 		return nil, fmt.Errorf("host key %s is not a packrun host key (want %d hex digits)", k.path, 2*ed25519.SeedSize)
 	}
 	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+// create writes a new key unless another process has: the key is written
+// (synced) under a temporary name and linked into place, which fails if
+// the name exists.
+func (k *hostKey) create() error {
+	seed := make([]byte, ed25519.SeedSize)
+	if _, err := rand.Read(seed); err != nil {
+		return err
+	}
+	tmp := fmt.Sprintf("%s.new-%d-%x", k.path, os.Getpid(), seed[:4])
+	if err := blobs.WriteFile(tmp, []byte(hex.EncodeToString(seed)+"\n"), 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, k.path); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(k.path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // signing returns the key, creating it if needed; the result is kept.
@@ -105,11 +128,12 @@ type checkpointer struct {
 	writing sync.Mutex // held by write
 	written int64      // seq of the last checkpoint this process wrote
 	wake    chan struct{}
+	stop    chan struct{} // closed by close: no more waiting between writes
 	done    chan struct{}
 }
 
 func newCheckpointer(path string, key *hostKey, now func() time.Time) *checkpointer {
-	c := &checkpointer{path: path, key: key, now: now, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &checkpointer{path: path, key: key, now: now, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go c.run()
 	return c
 }
@@ -129,22 +153,33 @@ func (c *checkpointer) offer(h eventHead) {
 
 func (c *checkpointer) run() {
 	defer close(c.done)
-	for range c.wake {
-		c.write(false)
-		time.Sleep(checkpointEvery)
+	pause := time.NewTimer(0)
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.wake:
+		}
+		c.write()
+		pause.Reset(checkpointEvery)
+		select {
+		case <-c.stop:
+			return
+		case <-pause.C:
+		}
 	}
 }
 
-// close stops the loop and writes the last head durably.
+// close stops the loop and writes the last head, if it is not written yet.
 func (c *checkpointer) close() error {
-	close(c.wake)
+	close(c.stop)
 	<-c.done
-	return c.write(true)
+	return c.write()
 }
 
 // write signs and writes the latest head unless the file already holds it
 // or a newer one (another process sharing the store may have written it).
-func (c *checkpointer) write(durable bool) error {
+func (c *checkpointer) write() error {
 	c.writing.Lock()
 	defer c.writing.Unlock()
 	c.mu.Lock()
@@ -165,26 +200,33 @@ func (c *checkpointer) write(durable bool) error {
 		PublicKey: hex.EncodeToString(key.Public().(ed25519.PublicKey))}
 	cp.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(key, cp.signedText()))
 	data, _ := json.Marshal(cp)
-	data = append(data, '\n')
-	if durable {
-		err = blobs.WriteFile(c.path, data, 0o644)
-	} else {
-		err = writeQuick(c.path, data)
-	}
-	if err == nil {
+	if err = replaceFile(c.path, append(data, '\n')); err == nil {
 		c.written = h.seq
 	}
 	return err
 }
 
-// writeQuick replaces path with data through a temporary file and a
-// rename, without syncing.
-func writeQuick(path string, data []byte) error {
-	tmp := path + ".tmp-" + strconv.Itoa(os.Getpid())
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+// replaceFile replaces path with data through a temporary file in its
+// directory and a rename, without syncing.
+func replaceFile(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".evidence-head-*")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
 // readCheckpoint reads and decodes the checkpoint file, without checking
@@ -205,14 +247,13 @@ func readCheckpoint(path string) (*Checkpoint, error) {
 // host key. It returns nil, nil when there is none.
 func (s *Store) checkCheckpoint() (*Checkpoint, *host.ChainBreak) {
 	cp, err := readCheckpoint(s.opts.CheckpointFile)
-	if errors.Is(err, os.ErrNotExist) {
+	if err != nil {
+		// None, or cut short by a crash: as good as deleted, which an
+		// attacker can do as well. The report then has no checkpoint.
 		return nil, nil
 	}
 	forged := func(detail string) *host.ChainBreak {
 		return &host.ChainBreak{Problem: host.BreakCheckpoint, Detail: detail}
-	}
-	if err != nil {
-		return nil, forged(err.Error())
 	}
 	key, err := s.hostKey.load(false)
 	if err != nil {
@@ -226,9 +267,10 @@ func (s *Store) checkCheckpoint() (*Checkpoint, *host.ChainBreak) {
 }
 
 // seedCheckpoint anchors the current head of a store that has events but
-// no checkpoint yet (one written before checkpoints existed).
+// no readable checkpoint (one written before checkpoints existed, or whose
+// file a crash cut short).
 func (s *Store) seedCheckpoint(ctx context.Context) error {
-	if _, err := os.Stat(s.opts.CheckpointFile); !errors.Is(err, os.ErrNotExist) {
+	if _, err := readCheckpoint(s.opts.CheckpointFile); err == nil {
 		return nil
 	}
 	var h eventHead
@@ -242,5 +284,5 @@ func (s *Store) seedCheckpoint(ctx context.Context) error {
 	s.cp.mu.Lock()
 	s.cp.latest = h
 	s.cp.mu.Unlock()
-	return s.cp.write(true)
+	return s.cp.write()
 }

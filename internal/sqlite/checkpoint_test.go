@@ -1,18 +1,20 @@
 package sqlite
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/packrun/packrun/host"
 )
 
-// reopen closes the fixture's store (which writes the head checkpoint
-// durably) and opens the database again, as the next process would.
+// reopen closes the fixture's store (which writes the last head
+// checkpoint) and opens the database again, as the next process would.
 func reopen(t *testing.T, f *fixture) *fixture {
 	t.Helper()
 	if err := f.Close(); err != nil {
@@ -41,6 +43,9 @@ func TestCheckpointFindsACutChain(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(filepath.Dir(f.path), "host.key")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("host key mode: %v %v", fi.Mode(), err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(f.path), "*.new-*")); len(left) > 0 {
+		t.Fatalf("temporary key files left: %v", left)
 	}
 
 	// The attacker removes the attempt and every event from its recording on.
@@ -102,6 +107,18 @@ func TestCheckpointSeededAndKeptCurrent(t *testing.T) {
 	if err != nil || !rep.OK || rep.Checkpoint == nil || rep.Checkpoint.Seq != rep.HeadSeq {
 		t.Fatalf("old store not anchored on open: %+v %+v (%v)", rep, rep.Broken, err)
 	}
+	// A checkpoint a crash cut short counts as none, not as forged, and is
+	// replaced at the next open.
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(`{"format":"packrun.evid`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f = reopen(t, f)
+	if rep, err := f.VerifyChain(ctx); err != nil || !rep.OK || rep.Checkpoint == nil || rep.Checkpoint.Seq != rep.HeadSeq {
+		t.Fatalf("cut-short checkpoint: %+v %+v (%v)", rep, rep.Broken, err)
+	}
 	e, err := f.AppendEvent(ctx, host.Event{Type: "custom.note", Data: json.RawMessage(`{}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -122,4 +139,24 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("condition not met within 5s")
+}
+
+// Two stores opened at once on a new home agree on one host key: the
+// checkpoint either writes verifies.
+func TestHostKeyCreatedOnce(t *testing.T) {
+	dir := t.TempDir()
+	keys := make([]ed25519.PrivateKey, 8)
+	var wg sync.WaitGroup
+	for i := range keys {
+		wg.Go(func() {
+			k := &hostKey{path: filepath.Join(dir, "host.key")}
+			keys[i], _ = k.signing()
+		})
+	}
+	wg.Wait()
+	for i, k := range keys {
+		if k == nil || !k.Equal(keys[0]) {
+			t.Fatalf("key %d differs from key 0", i)
+		}
+	}
 }
