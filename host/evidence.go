@@ -98,6 +98,12 @@ type Attempt struct {
 	// Set by RecordAttempt.
 	ContentHash string `json:"content_hash,omitempty"` // evidence.HashAttempt
 	EventSeq    int64  `json:"event_seq,omitempty"`    // seq of its attempt_recorded event
+
+	// Compact, set by a caller, promises that every JSON field is valid
+	// and already in its stored form (evidence.CompactJSON's): the store
+	// then neither validates nor compacts them again. The dispatcher sets
+	// it for JSON it validated where it entered or marshalled itself.
+	Compact bool `json:"-"`
 }
 
 // AttemptFilter selects attempts for ListAttempts; zero fields match all.

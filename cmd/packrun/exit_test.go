@@ -173,8 +173,10 @@ func TestTamperingIsARefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
-		`DROP TRIGGER task_attempts_no_update`,
-		`UPDATE task_attempts SET output = '{"greeting":"Hello, mallory!"}', content_hash = '` + strings.Repeat("0", 64) + `' WHERE attempt_id = '` + victim + `'`,
+		`DROP TRIGGER attempt_records_no_update`,
+		// The output's bytes in the record, edited in place.
+		fmt.Sprintf(`UPDATE attempt_records SET record = substr(record, 1, instr(record, X'%[1]x') - 1) || X'%[2]x' || substr(record, instr(record, X'%[1]x') + %[3]d) WHERE attempt_id = '%[4]s'`,
+			"Hello, b!", "Hello, m!", len("Hello, b!"), victim),
 	} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
@@ -228,8 +230,8 @@ func TestEvidenceVerifyFindsACutChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
-		`DROP TRIGGER task_attempts_no_delete`, `DROP TRIGGER runtime_events_no_delete`,
-		`DELETE FROM task_attempts WHERE attempt_id = '` + atts[0].AttemptID + `'`,
+		`DROP TRIGGER attempt_records_no_delete`, `DROP TRIGGER runtime_events_no_delete`,
+		`DELETE FROM attempt_records WHERE attempt_id = '` + atts[0].AttemptID + `'`,
 		`DELETE FROM runtime_events WHERE attempt_id = '` + atts[0].AttemptID + `'`,
 	} {
 		if _, err := db.Exec(q); err != nil {

@@ -128,10 +128,11 @@ func HashEvent(e *host.Event) string {
 	return c.sum()
 }
 
-// HashAttempt is the content hash of an attempt: the sha256 of the
-// canonical encoding of every field except ContentHash and EventSeq, in
-// declaration order (JSON fields as CompactJSON, times as host.TimeLayout).
-func HashAttempt(a *host.Attempt) string {
+// HashAttemptV1 is the content hash attempts were recorded with before the
+// lean record (see RecordV1): the sha256 of the canonical encoding of
+// every field except ContentHash and EventSeq, in declaration order (JSON
+// fields as CompactJSON, times as host.TimeLayout).
+func HashAttemptV1(a *host.Attempt) string {
 	c := newCanon("packrun.attempt.v1")
 	for _, s := range []string{a.AttemptID, a.TaskID, a.RunnerID, a.Pack, a.ModuleSHA256, a.Node, a.Tenant, a.RunID} {
 		c.str(s)
@@ -189,6 +190,52 @@ func DecodeBundle(b []byte) (*host.Bundle, error) {
 	return &bun, nil
 }
 
+// AttemptEvent is the attempt_recorded event of an attempt recorded at seq
+// after the entry hashed prev: the store keeps no row for it (the attempt's
+// record is the chain entry) and builds it when events are read. Everything
+// in it derives from the attempt and its link, so a bundle's copy is
+// checked by building it again.
+func AttemptEvent(a *host.Attempt, seq int64, prev string) *host.Event {
+	return &host.Event{Seq: seq, Time: a.EndedAt, Type: host.EventAttemptRecorded, TaskID: a.TaskID, AttemptID: a.AttemptID,
+		Data: attemptEventData(a), PrevHash: prev, Hash: LinkAttempt(seq, prev, a.ContentHash)}
+}
+
+func attemptEventData(a *host.Attempt) []byte {
+	// Keys in sorted order, as the attempt_recorded events stored before
+	// the lean record had them.
+	d, _ := json.Marshal(struct {
+		Attempt     int    `json:"attempt"`
+		ContentHash string `json:"content_hash"`
+		ExitStatus  string `json:"exit_status"`
+		Node        string `json:"node"`
+		Outcome     string `json:"outcome"`
+		Pack        string `json:"pack"`
+		RetryClass  string `json:"retry_class"`
+		Tenant      string `json:"tenant"`
+	}{a.Attempt, a.ContentHash, string(a.ExitStatus), a.Node, string(a.Outcome), a.Pack, string(a.RetryClass), a.Tenant})
+	return d
+}
+
+// LegacyAttemptEvent is the attempt_recorded event of a version 1 record,
+// as it was stored; hash is the record's stored link (which HashEvent of
+// the result must reproduce).
+func LegacyAttemptEvent(a *host.Attempt, l *Legacy, seq int64, prev, hash string) *host.Event {
+	return &host.Event{Seq: seq, Time: l.EventTime, Type: host.EventAttemptRecorded, TaskID: a.TaskID, AttemptID: a.AttemptID,
+		Data: l.EventData, PrevHash: prev, Hash: hash}
+}
+
+// CheckAttempt reports whether a's content hash matches its content, under
+// the lean record's hash or the one before it.
+func CheckAttempt(a *host.Attempt) bool {
+	return HashAttempt(a) == a.ContentHash || HashAttemptV1(a) == a.ContentHash
+}
+
+// sameEvent reports whether two events are equal field for field.
+func sameEvent(x, y *host.Event) bool {
+	return x.Seq == y.Seq && x.Time.Equal(y.Time) && x.Type == y.Type && x.TaskID == y.TaskID && x.AttemptID == y.AttemptID &&
+		bytes.Equal(CompactJSON(x.Data), CompactJSON(y.Data)) && x.PrevHash == y.PrevHash && x.Hash == y.Hash
+}
+
 // VerifyBundle checks an exported bundle on its own: the attempt's content
 // hash, every event's hash, the attempt_recorded event's content hash and
 // every artifact's digest and size. Events are checked one by one (a bundle
@@ -201,27 +248,36 @@ func VerifyBundle(b *host.Bundle) error {
 		return fmt.Errorf("bundle: no attempt")
 	}
 	a := b.Attempt
-	if got := HashAttempt(a); got != a.ContentHash {
-		return fmt.Errorf("bundle: attempt %s: content hash %s does not match its content (%s)", host.ShortName(a.AttemptID), host.ShortName(a.ContentHash), got)
+	if !CheckAttempt(a) {
+		return fmt.Errorf("bundle: attempt %s: content hash %s does not match its content (%s)", host.ShortName(a.AttemptID), host.ShortName(a.ContentHash), HashAttempt(a))
 	}
 	chained := false
 	for i, e := range b.Events {
 		if e == nil {
 			return fmt.Errorf("bundle: events[%d] is null", i)
 		}
-		if got := HashEvent(e); got != e.Hash {
+		own := e.Type == host.EventAttemptRecorded && e.AttemptID == a.AttemptID
+		switch {
+		case HashEvent(e) == e.Hash:
+			if own {
+				// Recorded before the lean record: the event was stored
+				// and names the content hash.
+				var d struct {
+					ContentHash string `json:"content_hash"`
+				}
+				json.Unmarshal(e.Data, &d)
+				if d.ContentHash != a.ContentHash {
+					return fmt.Errorf("bundle: event %d records content hash %s for attempt %s, not %s", e.Seq, host.ShortName(d.ContentHash), host.ShortName(a.AttemptID), host.ShortName(a.ContentHash))
+				}
+			}
+		case own:
+			if !sameEvent(e, AttemptEvent(a, e.Seq, e.PrevHash)) {
+				return fmt.Errorf("bundle: event %d (%s) does not match attempt %s: the event or the attempt was changed", e.Seq, e.Type, host.ShortName(a.AttemptID))
+			}
+		default:
 			return fmt.Errorf("bundle: event %d (%s): hash does not match its fields", e.Seq, host.ShortName(e.Type))
 		}
-		if e.Type == host.EventAttemptRecorded && e.AttemptID == a.AttemptID {
-			var d struct {
-				ContentHash string `json:"content_hash"`
-			}
-			json.Unmarshal(e.Data, &d)
-			if d.ContentHash != a.ContentHash {
-				return fmt.Errorf("bundle: event %d records content hash %s for attempt %s, not %s", e.Seq, host.ShortName(d.ContentHash), host.ShortName(a.AttemptID), host.ShortName(a.ContentHash))
-			}
-			chained = true
-		}
+		chained = chained || own
 	}
 	if !chained {
 		return fmt.Errorf("bundle: no attempt_recorded event for attempt %s", host.ShortName(a.AttemptID))

@@ -135,8 +135,9 @@ func TestCanonicalHashesAreStable(t *testing.T) {
 	e := &host.Event{Seq: 7, Time: tm, Type: "task_claimed", TaskID: "t1", Data: json.RawMessage(`{ "a" : "<b>" }`), PrevHash: GenesisHash}
 	a := &host.Attempt{AttemptID: "a1", Attempt: 2, Input: json.RawMessage(`{"x": 1}`), Outcome: abi.Failed,
 		Error: &abi.Error{Code: "c", Message: "m"}, Stdout: []byte{0, 1}, StartedAt: tm, EndedAt: tm}
-	got := fmt.Sprintf("%s %s", HashEvent(e), HashAttempt(a))
-	const want = "392085ab10007ec2c003e8d2b50086e5b92f6d1d99141bf46cc45ed9efc41840 7da160ed3acfd9310f60bafd6bc9b8b322b68a3a339d956da62429f0a692b7cf"
+	got := fmt.Sprintf("%s %s %s %s", HashEvent(e), HashAttemptV1(a), HashAttempt(a), LinkAttempt(7, GenesisHash, HashAttempt(a)))
+	const want = "392085ab10007ec2c003e8d2b50086e5b92f6d1d99141bf46cc45ed9efc41840 7da160ed3acfd9310f60bafd6bc9b8b322b68a3a339d956da62429f0a692b7cf" +
+		" 11bc21584b42fab495fc5fdcab951ad720984636ccbf2e001c10be4df6fe3637 dd3183961896babc6a4671aa3abe9fb3793aec854fd7ea640d11162820db346b"
 	if got != want {
 		t.Fatalf("canonical hashes changed:\n got %s\nwant %s", got, want)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -61,26 +62,34 @@ func (s *Store) normalizeAttempt(a *host.Attempt) error {
 	default:
 		return host.Invalid(op, "retry_class", "must be none, retryable or permanent")
 	}
-	for _, f := range []struct {
-		name string
-		v    *json.RawMessage
-	}{
-		{"input", &a.Input}, {"output", &a.Output}, {"interrupt", &a.Interrupt}, {"logs", &a.Logs},
-		{"events", &a.Events}, {"trace", &a.Trace}, {"limits", &a.Limits},
-		{"adapter_calls", &a.AdapterCalls}, {"diagnostics", &a.Diagnostics},
-	} {
-		if len(*f.v) == 0 {
-			*f.v = nil
-			continue
+	if !a.Compact {
+		for _, f := range []struct {
+			name string
+			v    *json.RawMessage
+		}{
+			{"input", &a.Input}, {"output", &a.Output}, {"interrupt", &a.Interrupt}, {"logs", &a.Logs},
+			{"events", &a.Events}, {"trace", &a.Trace}, {"limits", &a.Limits},
+			{"adapter_calls", &a.AdapterCalls}, {"diagnostics", &a.Diagnostics},
+		} {
+			if len(*f.v) == 0 {
+				continue
+			}
+			if !json.Valid(*f.v) {
+				return host.Invalid(op, f.name, "is not valid JSON")
+			}
+			*f.v = evidence.CompactJSON(*f.v)
 		}
-		if !json.Valid(*f.v) {
-			return host.Invalid(op, f.name, "is not valid JSON")
+	}
+	for _, v := range []*json.RawMessage{&a.Input, &a.Output, &a.Interrupt, &a.Logs, &a.Events, &a.Trace, &a.Limits, &a.AdapterCalls, &a.Diagnostics} {
+		if len(*v) == 0 {
+			*v = nil
 		}
-		*f.v = evidence.CompactJSON(*f.v)
 	}
 	if a.Error != nil {
 		e := *a.Error
-		if len(e.Details) > 0 {
+		if len(e.Details) == 0 {
+			e.Details = nil
+		} else if !a.Compact {
 			if !json.Valid(e.Details) {
 				return host.Invalid(op, "error.details", "is not valid JSON")
 			}
@@ -105,7 +114,6 @@ func (s *Store) normalizeAttempt(a *host.Attempt) error {
 	if a.EndedAt.Before(a.StartedAt) {
 		return host.Invalid(op, "ended_at", "is before started_at")
 	}
-	a.ContentHash = evidence.HashAttempt(a)
 	return nil
 }
 
@@ -135,79 +143,70 @@ func (s *Store) RecordAttempt(ctx context.Context, a *host.Attempt) error {
 	return nil
 }
 
-// errAttemptExists: recordAttempt found the attempt id taken. The event it
-// had appended is undone with the operation (see op).
+// errAttemptExists: recordAttempt found the attempt id taken.
 var errAttemptExists = errors.New("attempt already recorded")
 
-// attemptRow is a normalized attempt with its row's arguments and its
-// event's data built by the caller, so that the single writer, which every
-// write of the store waits for, only chains and inserts.
+// attemptRow is a normalized attempt with its record encoded and hashed by
+// the caller, so that the single writer, which every write of the store
+// waits for, only links it into the chain and appends it.
 type attemptRow struct {
-	a     *host.Attempt
-	args  []any  // the INSERT's arguments; the last, event_seq, is set by recordAttempt
-	event []byte // the attempt_recorded event's data
+	a      *host.Attempt
+	record []byte
 }
 
-const insertAttempt = `INSERT OR FAIL INTO task_attempts (attempt_id, task_id, runner_id, pack, pack_name, module_sha256, node, tenant, run_id, attempt, abi_version,
-	input, output, interrupt, outcome, error, exit_status, retry_class, stdout, stderr, logs, events, trace, limits, adapter_calls, diagnostics,
-	started_at, ended_at, content_hash, event_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+// The attempt's row: its record, its link in the chain and copies of the
+// record's header fields for the indexes and filters (checked against the
+// record by evidence verify).
+const insertAttempt = `INSERT OR FAIL INTO attempt_records (seq, attempt_id, task_id, attempt, tenant, pack, started_at, record, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// prepareAttempt normalizes a (see normalizeAttempt) and builds its row.
+// prepareAttempt normalizes a (see normalizeAttempt), encodes its record
+// and sets its content hash.
 func (s *Store) prepareAttempt(a *host.Attempt) (*attemptRow, error) {
 	if err := s.normalizeAttempt(a); err != nil {
 		return nil, err
 	}
-	var errJSON []byte
-	if a.Error != nil {
-		errJSON, _ = json.Marshal(a.Error)
-	}
-	packName, _, _ := strings.Cut(a.Pack, "@")
-	event := (&evData{}).
-		int("attempt", int64(a.Attempt)).str("content_hash", a.ContentHash).str("exit_status", string(a.ExitStatus)).
-		str("node", a.Node).str("outcome", string(a.Outcome)).str("pack", a.Pack).
-		str("retry_class", string(a.RetryClass)).str("tenant", a.Tenant).bytes()
-	return &attemptRow{a: a, event: event, args: []any{
-		a.AttemptID, a.TaskID, a.RunnerID, a.Pack, packName, a.ModuleSHA256, a.Node, a.Tenant, a.RunID, a.Attempt, a.ABIVersion,
-		rawText(a.Input), rawText(a.Output), rawText(a.Interrupt), string(a.Outcome), string(errJSON), string(a.ExitStatus), string(a.RetryClass),
-		nonNil(a.Stdout), nonNil(a.Stderr), rawText(a.Logs), rawText(a.Events), rawText(a.Trace), rawText(a.Limits), rawText(a.AdapterCalls), rawText(a.Diagnostics),
-		ts(a.StartedAt), ts(a.EndedAt), a.ContentHash, int64(0),
-	}}, nil
+	rec := evidence.AppendRecord(make([]byte, 0, evidence.RecordSize(a)), a)
+	a.ContentHash = evidence.HashRecord(rec)
+	return &attemptRow{a: a, record: rec}, nil
 }
 
-// recordAttempt chains and inserts a prepared attempt inside a write
-// transaction, setting its EventSeq. Recording is optimistic: an attempt
-// id is new almost always, so the row is inserted without looking first,
-// and a taken id (the primary key refuses it) fails the operation with
-// errAttemptExists for sameAttempt to examine. It may run more than once
-// for one row (see op): it only ever sets the row's last argument.
+// recordAttempt links a prepared attempt into the chain and appends it
+// inside a write transaction, setting its EventSeq. Recording is
+// optimistic: an attempt id is new almost always, so the row is inserted
+// without looking first, and a taken id (the unique index refuses it)
+// fails the operation with errAttemptExists for sameAttempt to examine. It
+// may run more than once for one row (see op).
 func (s *Store) recordAttempt(tx *wtx, row *attemptRow) error {
 	a := row.a
-	e := &host.Event{Type: host.EventAttemptRecorded, TaskID: a.TaskID, AttemptID: a.AttemptID, Data: row.event}
-	if err := s.appendEvent(tx, e); err != nil {
+	head, err := tx.chainHead()
+	if err != nil {
 		return err
 	}
-	row.args[len(row.args)-1] = e.Seq
-	_, err := tx.Exec(insertAttempt, row.args...)
+	seq := head.seq + 1
+	link := evidence.LinkAttempt(seq, head.hash, a.ContentHash)
+	_, err = tx.Exec(insertAttempt, seq, a.AttemptID, a.TaskID, a.Attempt, a.Tenant, a.Pack, ts(a.StartedAt), row.record, head.hash, link)
 	var se sqlite3.Error
 	if errors.As(err, &se) && (se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey || se.ExtendedCode == sqlite3.ErrConstraintUnique) {
 		return errAttemptExists
 	}
 	if err != nil {
+		tx.head = nil
 		return err
 	}
-	a.EventSeq = e.Seq
+	tx.head = &eventHead{seq: seq, hash: link}
+	a.EventSeq = seq
 	return nil
 }
 
 // sameAttempt decides a record of an attempt id that is already taken:
 // the same content recorded again is a no-op, anything else a conflict.
 func (s *Store) sameAttempt(ctx context.Context, a *host.Attempt) error {
-	var hash string
+	var rec []byte
 	var seq int64
-	if err := s.queryRow(ctx, `SELECT content_hash, event_seq FROM task_attempts WHERE attempt_id = ?`, a.AttemptID).Scan(&hash, &seq); err != nil {
+	if err := s.queryRow(ctx, `SELECT record, seq FROM attempt_records WHERE attempt_id = ?`, a.AttemptID).Scan(&rec, &seq); err != nil {
 		return err
 	}
-	if hash != a.ContentHash {
+	if len(rec) == 0 || rec[0] != evidence.RecordV2 || evidence.HashRecord(rec) != a.ContentHash {
 		return host.Errorf("record attempt", a.AttemptID, host.ErrConflict, "already recorded with different content; attempts are immutable")
 	}
 	a.EventSeq = seq
@@ -221,40 +220,25 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-const attemptColumns = `attempt_id, task_id, runner_id, pack, module_sha256, node, tenant, run_id, attempt, abi_version,
-	input, output, interrupt, outcome, error, exit_status, retry_class, stdout, stderr, logs, events, trace, limits, adapter_calls, diagnostics,
-	started_at, ended_at, content_hash, event_seq`
+const attemptColumns = `seq, record`
 
 // scanAttempt reads a row back into the exact form it was hashed in.
 func scanAttempt(row interface{ Scan(...any) error }) (*host.Attempt, error) {
-	var a host.Attempt
-	var input, output, interrupt, outcome, errJSON, exit, retry, logs, events, trace, limits, calls, diag, started, ended string
-	if err := row.Scan(&a.AttemptID, &a.TaskID, &a.RunnerID, &a.Pack, &a.ModuleSHA256, &a.Node, &a.Tenant, &a.RunID, &a.Attempt, &a.ABIVersion,
-		&input, &output, &interrupt, &outcome, &errJSON, &exit, &retry, &a.Stdout, &a.Stderr, &logs, &events, &trace, &limits, &calls, &diag,
-		&started, &ended, &a.ContentHash, &a.EventSeq); err != nil {
+	var seq int64
+	var rec []byte
+	if err := row.Scan(&seq, &rec); err != nil {
 		return nil, err
 	}
-	a.Input, a.Output, a.Interrupt = textRaw(input), textRaw(output), textRaw(interrupt)
-	a.Logs, a.Events, a.Trace, a.Limits, a.AdapterCalls, a.Diagnostics = textRaw(logs), textRaw(events), textRaw(trace), textRaw(limits), textRaw(calls), textRaw(diag)
-	a.Outcome, a.ExitStatus, a.RetryClass = abi.Outcome(outcome), host.ExitStatus(exit), host.RetryClass(retry)
-	if errJSON != "" {
-		a.Error = new(abi.Error)
-		if err := json.Unmarshal([]byte(errJSON), a.Error); err != nil {
-			return &a, err
-		}
+	a, _, err := evidence.DecodeRecord(rec)
+	if err != nil {
+		return nil, fmt.Errorf("attempt at seq %d: %w", seq, err)
 	}
-	if len(a.Stdout) == 0 {
-		a.Stdout = nil
-	}
-	if len(a.Stderr) == 0 {
-		a.Stderr = nil
-	}
-	a.StartedAt, a.EndedAt = parseTS(started), parseTS(ended)
-	return &a, nil
+	a.EventSeq = seq
+	return a, nil
 }
 
 func (s *Store) attempt(ctx context.Context, q queryer, id string) (*host.Attempt, error) {
-	a, err := scanAttempt(q.QueryRowContext(ctx, `SELECT `+attemptColumns+` FROM task_attempts WHERE attempt_id = ?`, id))
+	a, err := scanAttempt(q.QueryRowContext(ctx, `SELECT `+attemptColumns+` FROM attempt_records WHERE attempt_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, host.Errorf("get attempt", id, host.ErrNotFound, "")
 	}
@@ -284,16 +268,17 @@ func attemptWhere(f host.AttemptFilter) (string, []any) {
 		args = append(args, f.TaskType)
 	}
 	if f.BeforeSeq > 0 {
-		q += ` AND event_seq < ?`
+		q += ` AND seq < ?`
 		args = append(args, f.BeforeSeq)
 	}
 	if f.Pack != "" {
 		if strings.Contains(f.Pack, "@") {
 			q += ` AND pack = ?`
+			args = append(args, f.Pack)
 		} else {
-			q += ` AND pack_name = ?`
+			q += ` AND substr(pack, 1, ?) = ?`
+			args = append(args, len(f.Pack)+1, f.Pack+"@")
 		}
-		args = append(args, f.Pack)
 	}
 	if f.Tenant != "" {
 		q += ` AND tenant = ?`
@@ -310,7 +295,7 @@ func attemptWhere(f host.AttemptFilter) (string, []any) {
 func (s *Store) CountAttempts(ctx context.Context, f host.AttemptFilter) (int, error) {
 	where, args := attemptWhere(f)
 	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM task_attempts`+where, args...).Scan(&n); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM attempt_records`+where, args...).Scan(&n); err != nil {
 		return 0, host.Wrap("count attempts", "", err)
 	}
 	return n, nil
@@ -319,12 +304,12 @@ func (s *Store) CountAttempts(ctx context.Context, f host.AttemptFilter) (int, e
 // ListAttempts implements host.Evidence.
 func (s *Store) ListAttempts(ctx context.Context, f host.AttemptFilter) ([]*host.Attempt, error) {
 	where, args := attemptWhere(f)
-	q := `SELECT ` + attemptColumns + ` FROM task_attempts` + where
+	q := `SELECT ` + attemptColumns + ` FROM attempt_records` + where
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100
 	}
-	q += ` ORDER BY event_seq DESC LIMIT ?`
+	q += ` ORDER BY seq DESC LIMIT ?`
 	args = append(args, limit)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {

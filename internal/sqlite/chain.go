@@ -63,51 +63,125 @@ func CheckHead(rep *host.ChainReport, hashAt string, head host.ChainHead, what s
 	return nil
 }
 
+// chainEntry is one entry of the chain: a stored event, or an attempt
+// (whose row is its entry; its attempt_recorded event is built from it).
+type chainEntry struct {
+	seq int64
+	ev  *host.Event
+	at  *attemptEntry
+}
+
+type attemptEntry struct {
+	attemptID, taskID, tenant, pack, startedAt string
+	attempt                                    int64
+	record                                     []byte
+	prev, hash                                 string
+}
+
+func (e *chainEntry) hash() string {
+	if e.ev != nil {
+		return e.ev.Hash
+	}
+	return e.at.hash
+}
+
+const attemptEntryColumns = `seq, attempt_id, task_id, attempt, tenant, pack, started_at, record, prev_hash, hash`
+
+func scanAttemptEntry(row interface{ Scan(...any) error }) (*chainEntry, error) {
+	var at attemptEntry
+	e := &chainEntry{at: &at}
+	err := row.Scan(&e.seq, &at.attemptID, &at.taskID, &at.attempt, &at.tenant, &at.pack, &at.startedAt, &at.record, &at.prev, &at.hash)
+	return e, err
+}
+
+// cursor reads one table's chain entries in seq order.
+type cursor struct {
+	rows *sql.Rows
+	scan func(*sql.Rows) (*chainEntry, error)
+	next *chainEntry
+}
+
+func (c *cursor) advance() error {
+	c.next = nil
+	if !c.rows.Next() {
+		return c.rows.Err()
+	}
+	e, err := c.scan(c.rows)
+	c.next = e
+	return err
+}
+
 func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport, anchor *host.ChainHead) (*host.ChainBreak, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+eventColumns+` FROM runtime_events ORDER BY seq`)
+	// Both tables are read in one transaction, so they are read as of one
+	// moment.
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	prev, want := evidence.GenesisHash, int64(1)
-	var anchorHash string
-	for rows.Next() {
-		e, err := scanEvent(rows)
+	defer tx.Rollback()
+	evRows, err := tx.QueryContext(ctx, `SELECT `+eventColumns+` FROM runtime_events ORDER BY seq`)
+	if err != nil {
+		return nil, err
+	}
+	defer evRows.Close()
+	atRows, err := tx.QueryContext(ctx, `SELECT `+attemptEntryColumns+` FROM attempt_records WHERE seq > 0 ORDER BY seq`)
+	if err != nil {
+		return nil, err
+	}
+	defer atRows.Close()
+	evs := &cursor{rows: evRows, scan: func(r *sql.Rows) (*chainEntry, error) {
+		ev, err := scanEvent(r)
 		if err != nil {
 			return nil, err
 		}
-		brk := func(problem, format string, args ...any) *host.ChainBreak {
-			return &host.ChainBreak{Seq: e.Seq, Type: e.Type, AttemptID: e.AttemptID, Problem: problem, Detail: fmt.Sprintf(format, args...)}
+		return &chainEntry{seq: ev.Seq, ev: ev}, nil
+	}}
+	ats := &cursor{rows: atRows, scan: func(r *sql.Rows) (*chainEntry, error) { return scanAttemptEntry(r) }}
+	if err := evs.advance(); err != nil {
+		return nil, err
+	}
+	if err := ats.advance(); err != nil {
+		return nil, err
+	}
+	c := s.newChecker(ctx)
+	prev, want := evidence.GenesisHash, int64(1)
+	var anchorHash string
+	for evs.next != nil || ats.next != nil {
+		var e *chainEntry
+		switch {
+		case evs.next != nil && ats.next != nil && evs.next.seq == ats.next.seq:
+			at := ats.next.at
+			return &host.ChainBreak{Seq: ats.next.seq, AttemptID: at.attemptID, Problem: host.BreakAttemptUnchain,
+				Detail: fmt.Sprintf("attempt %s claims place %d in the chain, which event %d (%s) holds: it was inserted behind the chain's back", at.attemptID, ats.next.seq, evs.next.seq, evs.next.ev.Type)}, nil
+		case ats.next == nil || (evs.next != nil && evs.next.seq < ats.next.seq):
+			e = evs.next
+			err = evs.advance()
+		default:
+			e = ats.next
+			err = ats.advance()
+		}
+		if err != nil {
+			return nil, err
+		}
+		if e.seq != want {
+			return &host.ChainBreak{Seq: e.seq, Problem: host.BreakSeqGap, Detail: fmt.Sprintf("expected event %d, found %d: events were removed", want, e.seq)}, nil
+		}
+		brk, err := c.check(e, prev)
+		if brk != nil || err != nil {
+			return brk, err
 		}
 		switch {
-		case e.Seq != want:
-			return brk(host.BreakSeqGap, "expected event %d, found %d: events were removed", want, e.Seq), nil
-		case e.PrevHash != prev:
-			return brk(host.BreakPrevHash, "prev_hash %.12s… is not the hash of event %d (%.12s…): the chain was rewritten", e.PrevHash, e.Seq-1, prev), nil
-		case evidence.HashEvent(e) != e.Hash:
-			return brk(host.BreakEventHash, "event %d (%s) was changed after it was appended: its fields no longer match its hash", e.Seq, e.Type), nil
-		}
-		switch e.Type {
-		case host.EventAttemptRecorded:
-			if b, err := s.checkAttempt(ctx, e); b != nil || err != nil {
-				return b, err
-			}
+		case e.at != nil:
 			rep.Attempts++
-		case host.EventArtifactRecorded:
-			if b, err := s.checkArtifact(ctx, e); b != nil || err != nil {
-				return b, err
-			}
+		case e.ev.Type == host.EventArtifactRecorded:
 			rep.Artifacts++
 		}
-		prev, want = e.Hash, want+1
+		prev, want = e.hash(), want+1
 		rep.Events++
-		rep.Head, rep.HeadSeq = e.Hash, e.Seq
-		if anchor != nil && e.Seq == anchor.Seq {
-			anchorHash = e.Hash
+		rep.Head, rep.HeadSeq = prev, e.seq
+		if anchor != nil && e.seq == anchor.Seq {
+			anchorHash = prev
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	if anchor != nil {
 		return CheckHead(rep, anchorHash, *anchor, "the host's signed checkpoint of "+anchor.Time.Format(time.RFC3339)+" anchored"), nil
@@ -115,66 +189,177 @@ func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport, anchor *ho
 	return nil, nil
 }
 
-// VerifyAttempt implements host.Evidence.
+// checker checks chain entries one at a time.
+type checker struct {
+	s   *Store
+	ctx context.Context
+}
+
+func (s *Store) newChecker(ctx context.Context) *checker { return &checker{s: s, ctx: ctx} }
+
+// check checks one entry against the hash of the entry before it.
+func (c *checker) check(e *chainEntry, prev string) (*host.ChainBreak, error) {
+	if e.at != nil {
+		return checkAttemptEntry(e, prev), nil
+	}
+	ev := e.ev
+	brk := func(problem, format string, args ...any) *host.ChainBreak {
+		return &host.ChainBreak{Seq: ev.Seq, Type: ev.Type, AttemptID: ev.AttemptID, Problem: problem, Detail: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case ev.PrevHash != prev:
+		return brk(host.BreakPrevHash, "prev_hash %.12s… is not the hash of event %d (%.12s…): the chain was rewritten", ev.PrevHash, ev.Seq-1, prev), nil
+	case evidence.HashEvent(ev) != ev.Hash:
+		return brk(host.BreakEventHash, "event %d (%s) was changed after it was appended: its fields no longer match its hash", ev.Seq, ev.Type), nil
+	}
+	switch ev.Type {
+	case host.EventAttemptRecorded:
+		// Attempts are chained by their own rows; a stored
+		// attempt_recorded event is one whose attempt was gone when the
+		// store moved to attempt records.
+		return brk(host.BreakAttemptMissing, "attempt %s, recorded at event %d, is no longer stored", ev.AttemptID, ev.Seq), nil
+	case host.EventArtifactRecorded:
+		return c.s.checkArtifact(c.ctx, ev)
+	}
+	return nil, nil
+}
+
+// checkAttemptEntry checks an attempt's row: its indexed columns against
+// its record, and its record against its link in the chain.
+func checkAttemptEntry(e *chainEntry, prev string) *host.ChainBreak {
+	at := e.at
+	brk := func(format string, args ...any) *host.ChainBreak {
+		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: at.attemptID, Problem: host.BreakAttemptHash, Detail: fmt.Sprintf(format, args...)}
+	}
+	if at.prev != prev {
+		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: at.attemptID, Problem: host.BreakPrevHash,
+			Detail: fmt.Sprintf("prev_hash %.12s… is not the hash of event %d (%.12s…): the chain was rewritten", at.prev, e.seq-1, prev)}
+	}
+	h, err := evidence.ReadHeader(at.record)
+	if err != nil {
+		return brk("attempt %s, recorded at event %d, was changed: its record no longer reads (%v)", at.attemptID, e.seq, err)
+	}
+	if string(h.AttemptID) != at.attemptID || string(h.TaskID) != at.taskID || h.Attempt != at.attempt ||
+		string(h.Tenant) != at.tenant || string(h.Pack) != at.pack || ts(h.StartedAt) != at.startedAt {
+		return brk("attempt %s, recorded at event %d, was changed: its columns no longer match its record", at.attemptID, e.seq)
+	}
+	if h.Version == evidence.RecordV1 {
+		return checkLegacyAttempt(e, prev)
+	}
+	if evidence.LinkAttempt(e.seq, prev, evidence.HashRecord(at.record)) != at.hash {
+		return brk("attempt %s, recorded at event %d, was changed after it was recorded: its record no longer matches its hash in the chain", at.attemptID, e.seq)
+	}
+	return nil
+}
+
+// checkLegacyAttempt checks an attempt recorded before attempt records: its
+// event, as stored then, and its content against the hash the event chained.
+func checkLegacyAttempt(e *chainEntry, prev string) *host.ChainBreak {
+	at := e.at
+	a, l, err := evidence.DecodeRecord(at.record)
+	if err != nil {
+		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: at.attemptID, Problem: host.BreakAttemptHash,
+			Detail: fmt.Sprintf("attempt %s, recorded at event %d, was changed: its record no longer reads (%v)", at.attemptID, e.seq, err)}
+	}
+	ev := evidence.LegacyAttemptEvent(a, l, e.seq, prev, at.hash)
+	if evidence.HashEvent(ev) != ev.Hash {
+		return &host.ChainBreak{Seq: e.seq, Type: ev.Type, AttemptID: at.attemptID, Problem: host.BreakEventHash,
+			Detail: fmt.Sprintf("event %d (%s) was changed after it was appended: its fields no longer match its hash", e.seq, ev.Type)}
+	}
+	var d struct {
+		ContentHash string `json:"content_hash"`
+	}
+	json.Unmarshal(l.EventData, &d)
+	if got := evidence.HashAttemptV1(a); got != d.ContentHash || l.ContentHash != d.ContentHash {
+		return &host.ChainBreak{Seq: e.seq, Type: ev.Type, AttemptID: at.attemptID, Problem: host.BreakAttemptHash,
+			Detail: fmt.Sprintf("attempt %s was changed after it was recorded: its content hashes to %.12s…, event %d chained %.12s…", at.attemptID, got, e.seq, d.ContentHash)}
+	}
+	return nil
+}
+
+// VerifyAttempt implements host.Evidence: it checks the attempt's row
+// against its link, and the entry after it against the attempt's link (so
+// that a row rewritten with a link to match is found too).
 func (s *Store) VerifyAttempt(ctx context.Context, attemptID string) error {
 	const op = "verify attempt"
-	var seq int64
-	err := s.db.QueryRowContext(ctx, `SELECT event_seq FROM task_attempts WHERE attempt_id = ?`, attemptID).Scan(&seq)
+	e, err := scanAttemptEntry(s.db.QueryRowContext(ctx, `SELECT `+attemptEntryColumns+` FROM attempt_records WHERE attempt_id = ?`, attemptID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return host.Wrap(op, attemptID, host.ErrNotFound)
 	}
 	if err != nil {
 		return host.Wrap(op, attemptID, err)
 	}
-	unchained := &host.ChainBreak{AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
-		Detail: fmt.Sprintf("attempt %s is stored but no attempt_recorded event chains it", attemptID)}
-	e, err := scanEvent(s.db.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM runtime_events WHERE seq = ?`, seq))
-	if errors.Is(err, sql.ErrNoRows) {
-		return unchained
+	if e.seq <= 0 {
+		return &host.ChainBreak{AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
+			Detail: fmt.Sprintf("attempt %s is stored but no place in the chain is its", attemptID)}
 	}
-	if err != nil {
+	if dup, err := s.eventAt(ctx, e.seq); err != nil {
 		return host.Wrap(op, attemptID, err)
+	} else if dup != nil {
+		return &host.ChainBreak{Seq: e.seq, AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
+			Detail: fmt.Sprintf("attempt %s claims place %d in the chain, which event %d (%s) holds: it was inserted behind the chain's back", attemptID, e.seq, e.seq, dup.Type)}
 	}
-	if e.Type != host.EventAttemptRecorded || e.AttemptID != attemptID {
-		return unchained
+	prev := evidence.GenesisHash
+	if e.seq > 1 {
+		before, err := s.entryAt(ctx, e.seq-1)
+		if err != nil {
+			return host.Wrap(op, attemptID, err)
+		}
+		if before == nil {
+			return &host.ChainBreak{Seq: e.seq - 1, Problem: host.BreakSeqGap, Detail: fmt.Sprintf("event %d, before attempt %s, is missing: events were removed", e.seq-1, attemptID)}
+		}
+		prev = before.hash()
 	}
-	if evidence.HashEvent(e) != e.Hash {
-		return &host.ChainBreak{Seq: e.Seq, Type: e.Type, AttemptID: attemptID, Problem: host.BreakEventHash,
-			Detail: fmt.Sprintf("event %d (%s) was changed after it was appended: its fields no longer match its hash", e.Seq, e.Type)}
-	}
-	brk, err := s.checkAttempt(ctx, e)
-	if err != nil {
-		return host.Wrap(op, attemptID, err)
-	}
-	if brk != nil {
+	c := s.newChecker(ctx)
+	if brk, err := c.check(e, prev); brk != nil || err != nil {
+		if err != nil {
+			return host.Wrap(op, attemptID, err)
+		}
 		return brk
+	}
+	next, err := s.entryAt(ctx, e.seq+1)
+	if err != nil {
+		return host.Wrap(op, attemptID, err)
+	}
+	if next != nil {
+		if brk, err := c.check(next, e.hash()); brk != nil || err != nil {
+			if err != nil {
+				return host.Wrap(op, attemptID, err)
+			}
+			if brk.Problem == host.BreakPrevHash {
+				return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: attemptID, Problem: host.BreakAttemptHash,
+					Detail: fmt.Sprintf("attempt %s, recorded at event %d, was changed after it was recorded: event %d no longer follows it (its hash was recomputed to match)", attemptID, e.seq, e.seq+1)}
+			}
+		}
+	} else if cp, _ := s.checkCheckpoint(); cp != nil && cp.Seq == e.seq && cp.Hash != e.hash() {
+		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: attemptID, Problem: host.BreakHeadRewound,
+			Detail: fmt.Sprintf("attempt %s, at the head (event %d), hashes to %.12s…, but the host's signed checkpoint anchored %.12s…: it was rewritten", attemptID, e.seq, e.hash(), cp.Hash)}
 	}
 	return nil
 }
 
-func (s *Store) checkAttempt(ctx context.Context, e *host.Event) (*host.ChainBreak, error) {
-	var d struct {
-		ContentHash string `json:"content_hash"`
+// eventAt is the stored event at seq, or nil.
+func (s *Store) eventAt(ctx context.Context, seq int64) (*host.Event, error) {
+	ev, err := scanEvent(s.db.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM runtime_events WHERE seq = ?`, seq))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
 	}
-	json.Unmarshal(e.Data, &d)
-	brk := &host.ChainBreak{Seq: e.Seq, Type: e.Type, AttemptID: e.AttemptID}
-	a, err := scanAttempt(s.db.QueryRowContext(ctx, `SELECT `+attemptColumns+` FROM task_attempts WHERE attempt_id = ?`, e.AttemptID))
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		brk.Problem, brk.Detail = host.BreakAttemptMissing, fmt.Sprintf("attempt %s, recorded at event %d, is no longer stored", e.AttemptID, e.Seq)
-		return brk, nil
-	case err != nil && a == nil:
-		return nil, err
-	case err != nil:
-		brk.Problem, brk.Detail = host.BreakAttemptHash, fmt.Sprintf("attempt %s, recorded at event %d, was changed: a column is no longer readable (%v)", e.AttemptID, e.Seq, err)
-		return brk, nil
+	return ev, err
+}
+
+// entryAt is the chain entry at seq, or nil.
+func (s *Store) entryAt(ctx context.Context, seq int64) (*chainEntry, error) {
+	if ev, err := s.eventAt(ctx, seq); ev != nil || err != nil {
+		if ev == nil {
+			return nil, err
+		}
+		return &chainEntry{seq: seq, ev: ev}, nil
 	}
-	if got := evidence.HashAttempt(a); got != d.ContentHash || a.ContentHash != d.ContentHash || a.EventSeq != e.Seq {
-		brk.Problem = host.BreakAttemptHash
-		brk.Detail = fmt.Sprintf("attempt %s was changed after it was recorded: its content hashes to %.12s…, event %d chained %.12s…", e.AttemptID, got, e.Seq, d.ContentHash)
-		return brk, nil
+	e, err := scanAttemptEntry(s.db.QueryRowContext(ctx, `SELECT `+attemptEntryColumns+` FROM attempt_records WHERE seq = ?`, seq))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
 	}
-	return nil, nil
+	return e, err
 }
 
 func (s *Store) checkArtifact(ctx context.Context, e *host.Event) (*host.ChainBreak, error) {
@@ -202,13 +387,13 @@ func (s *Store) checkArtifact(ctx context.Context, e *host.Event) (*host.ChainBr
 	return nil, nil
 }
 
-// findUnchained reports the first attempt or artifact whose row does not
-// point at its own recording event (inserted behind the chain's back).
+// findUnchained reports the first attempt or artifact that no place in the
+// chain is (an attempt carried over from before attempt records without
+// its event), or whose row does not point at its own recording event
+// (inserted behind the chain's back).
 func (s *Store) findUnchained(ctx context.Context) (*host.ChainBreak, error) {
 	var id string
-	err := s.db.QueryRowContext(ctx, `SELECT a.attempt_id FROM task_attempts a
-		LEFT JOIN runtime_events e ON e.seq = a.event_seq AND e.type = 'attempt_recorded' AND e.attempt_id = a.attempt_id
-		WHERE e.seq IS NULL LIMIT 1`).Scan(&id)
+	err := s.db.QueryRowContext(ctx, `SELECT attempt_id FROM attempt_records WHERE seq <= 0 LIMIT 1`).Scan(&id)
 	if err == nil {
 		return &host.ChainBreak{AttemptID: id, Problem: host.BreakAttemptUnchain, Detail: fmt.Sprintf("attempt %s is stored but no attempt_recorded event chains it", id)}, nil
 	}

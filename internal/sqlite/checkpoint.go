@@ -274,7 +274,7 @@ func (s *Store) seedCheckpoint(ctx context.Context) error {
 		return nil
 	}
 	var h eventHead
-	err := s.db.QueryRowContext(ctx, `SELECT seq, hash FROM runtime_events ORDER BY seq DESC LIMIT 1`).Scan(&h.seq, &h.hash)
+	err := s.db.QueryRowContext(ctx, headQuery).Scan(&h.seq, &h.hash)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}

@@ -49,7 +49,7 @@ func TestCheckpointFindsACutChain(t *testing.T) {
 	}
 
 	// The attacker removes the attempt and every event from its recording on.
-	tamper(t, f, `DELETE FROM task_attempts WHERE attempt_id = '`+a.AttemptID+`'`,
+	tamper(t, f, `DELETE FROM attempt_records WHERE attempt_id = '`+a.AttemptID+`'`,
 		`DELETE FROM artifacts`, `DELETE FROM runtime_events WHERE seq >= `+itoa(a.EventSeq))
 	rep, err = f.VerifyChain(ctx)
 	if err != nil {

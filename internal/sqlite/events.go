@@ -5,38 +5,49 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
 )
 
+// headQuery reads the chain's head: its newest entry, an event or an
+// attempt (both share one sequence).
+const headQuery = `SELECT seq, hash FROM (SELECT seq, hash FROM runtime_events ORDER BY seq DESC LIMIT 1)
+	UNION ALL SELECT seq, hash FROM (SELECT seq, hash FROM attempt_records ORDER BY seq DESC LIMIT 1)
+	ORDER BY seq DESC LIMIT 1`
+
+// chainHead is the chain's head as of this transaction: read from the
+// database once per transaction (the write lock keeps it from moving under
+// it), then followed as entries are appended.
+func (x *wtx) chainHead() (eventHead, error) {
+	if x.head != nil {
+		return *x.head, nil
+	}
+	h := eventHead{hash: evidence.GenesisHash}
+	err := x.QueryRow(headQuery).Scan(&h.seq, &h.hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = nil
+	}
+	return h, err
+}
+
 // appendEvent appends e to the chain inside a write transaction: it reads
 // the head, assigns seq, time and hashes, and fills them into e. The write
 // transaction (BEGIN IMMEDIATE) makes the read-then-append atomic across
 // processes.
 func (s *Store) appendEvent(tx *wtx, e *host.Event) error {
-	var seq int64
-	var prev string
-	if tx.head != nil {
-		seq, prev = tx.head.seq, tx.head.hash
-	} else {
-		// The write transaction holds the lock, so the head cannot move
-		// under it: read it once per transaction.
-		err := tx.QueryRow(`SELECT seq, hash FROM runtime_events ORDER BY seq DESC LIMIT 1`).Scan(&seq, &prev)
-		if errors.Is(err, sql.ErrNoRows) {
-			seq, prev, err = 0, evidence.GenesisHash, nil
-		}
-		if err != nil {
-			return err
-		}
+	head, err := tx.chainHead()
+	if err != nil {
+		return err
 	}
-	e.Seq = seq + 1
+	e.Seq = head.seq + 1
 	e.Time = s.now()
-	e.PrevHash = prev
+	e.PrevHash = head.hash
 	e.Data = evidence.CompactJSON(e.Data)
 	e.Hash = evidence.HashEvent(e)
-	_, err := tx.Exec(`INSERT OR FAIL INTO runtime_events (seq, time, type, task_id, attempt_id, data, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err = tx.Exec(`INSERT OR FAIL INTO runtime_events (seq, time, type, task_id, attempt_id, data, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.Seq, ts(e.Time), e.Type, e.TaskID, e.AttemptID, string(e.Data), e.PrevHash, e.Hash)
 	if err != nil {
 		tx.head = nil
@@ -101,40 +112,99 @@ func scanEvent(row interface{ Scan(...any) error }) (*host.Event, error) {
 	return &e, nil
 }
 
-// Events implements host.Evidence.
+// Events implements host.Evidence. The attempt_recorded events are not
+// rows of their own: each is built from its attempt's record (see
+// evidence.AttemptEvent), and merged with the stored events in seq order.
 func (s *Store) Events(ctx context.Context, f host.EventFilter) ([]*host.Event, error) {
-	q := `SELECT ` + eventColumns + ` FROM runtime_events WHERE seq > ?`
-	args := []any{f.AfterSeq}
-	if f.TaskID != "" {
-		q += ` AND task_id = ?`
-		args = append(args, f.TaskID)
-	}
-	if f.AttemptID != "" {
-		q += ` AND attempt_id = ?`
-		args = append(args, f.AttemptID)
-	}
-	if f.Type != "" {
-		q += ` AND type = ?`
-		args = append(args, f.Type)
-	}
+	const op = "list events"
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 1000
 	}
-	q += ` ORDER BY seq LIMIT ?`
-	args = append(args, limit)
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, host.Wrap("list events", "", err)
+	where, args := ` WHERE seq > ?`, []any{f.AfterSeq}
+	if f.TaskID != "" {
+		where += ` AND task_id = ?`
+		args = append(args, f.TaskID)
 	}
-	defer rows.Close()
-	var out []*host.Event
+	if f.AttemptID != "" {
+		where += ` AND attempt_id = ?`
+		args = append(args, f.AttemptID)
+	}
+	var stored []*host.Event
+	evWhere, evArgs := where, args[:len(args):len(args)]
+	if f.Type != "" {
+		evWhere += ` AND type = ?`
+		evArgs = append(evArgs, f.Type)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+eventColumns+` FROM runtime_events`+evWhere+` ORDER BY seq LIMIT ?`, append(evArgs, limit)...)
+	if err != nil {
+		return nil, host.Wrap(op, "", err)
+	}
 	for rows.Next() {
 		e, err := scanEvent(rows)
 		if err != nil {
-			return nil, host.Wrap("list events", "", err)
+			rows.Close()
+			return nil, host.Wrap(op, "", err)
 		}
-		out = append(out, e)
+		stored = append(stored, e)
 	}
-	return out, host.Wrap("list events", "", rows.Err())
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, host.Wrap(op, "", err)
+	}
+	var recorded []*host.Event
+	if f.Type == "" || f.Type == host.EventAttemptRecorded {
+		rows, err := s.db.QueryContext(ctx, `SELECT seq, record, prev_hash, hash FROM attempt_records`+where+` ORDER BY seq LIMIT ?`, append(args, limit)...)
+		if err != nil {
+			return nil, host.Wrap(op, "", err)
+		}
+		for rows.Next() {
+			var seq int64
+			var rec []byte
+			var prev, hash string
+			if err := rows.Scan(&seq, &rec, &prev, &hash); err != nil {
+				rows.Close()
+				return nil, host.Wrap(op, "", err)
+			}
+			e, err := attemptEvent(seq, rec, prev, hash)
+			if err != nil {
+				rows.Close()
+				return nil, host.Wrap(op, "", err)
+			}
+			recorded = append(recorded, e)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, host.Wrap(op, "", err)
+		}
+	}
+	out := make([]*host.Event, 0, min(limit, len(stored)+len(recorded)))
+	for len(out) < limit && (len(stored) > 0 || len(recorded) > 0) {
+		if len(recorded) == 0 || (len(stored) > 0 && stored[0].Seq < recorded[0].Seq) {
+			out, stored = append(out, stored[0]), stored[1:]
+		} else {
+			out, recorded = append(out, recorded[0]), recorded[1:]
+		}
+	}
+	return out, nil
+}
+
+// attemptEvent is the attempt_recorded event of the record at seq, with
+// the hashes stored beside it. A version 1 record carries the event it was
+// recorded with.
+func attemptEvent(seq int64, rec []byte, prev, hash string) (*host.Event, error) {
+	a, l, err := evidence.DecodeRecord(rec)
+	if err != nil {
+		return nil, fmt.Errorf("attempt at seq %d: %w", seq, err)
+	}
+	var e *host.Event
+	if l != nil {
+		e = evidence.LegacyAttemptEvent(a, l, seq, prev, hash)
+	} else {
+		e = evidence.AttemptEvent(a, seq, prev)
+		// The stored link, not the one the record implies: a changed
+		// record then shows as an event whose hash does not match.
+		e.Hash = hash
+	}
+	return e, nil
 }

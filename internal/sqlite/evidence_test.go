@@ -49,11 +49,34 @@ func seedEvidence(t *testing.T, f *fixture) (*host.Attempt, *host.Artifact) {
 	return a, art
 }
 
+// recordEdit returns the SQL that replaces attempt id's record with the
+// record of the attempt as edit changes it, as an attacker who knows the
+// format would; with relink it also recomputes the attempt's link in the
+// chain to match.
+func recordEdit(t *testing.T, f *fixture, id string, edit func(*host.Attempt), relink bool) string {
+	t.Helper()
+	a, err := f.Attempt(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(a)
+	rec := evidence.AppendRecord(nil, a)
+	q := fmt.Sprintf(`UPDATE attempt_records SET record = X'%x'`, rec)
+	if relink {
+		var prev string
+		if err := f.db.QueryRow(`SELECT prev_hash FROM attempt_records WHERE attempt_id = ?`, id).Scan(&prev); err != nil {
+			t.Fatal(err)
+		}
+		q += `, hash = '` + evidence.LinkAttempt(a.EventSeq, prev, evidence.HashRecord(rec)) + `'`
+	}
+	return q + ` WHERE attempt_id = '` + id + `'`
+}
+
 // tamper runs SQL directly on the database, as an attacker with file access
 // would, after dropping the append-only triggers.
 func tamper(t *testing.T, f *fixture, stmts ...string) {
 	t.Helper()
-	for _, drop := range []string{"runtime_events_no_update", "runtime_events_no_delete", "task_attempts_no_update", "task_attempts_no_delete"} {
+	for _, drop := range []string{"runtime_events_no_update", "runtime_events_no_delete", "attempt_records_no_update", "attempt_records_no_delete"} {
 		if _, err := f.db.Exec(`DROP TRIGGER IF EXISTS ` + drop); err != nil {
 			t.Fatal(err)
 		}
@@ -104,35 +127,48 @@ func TestVerifyChainFindsTampering(t *testing.T) {
 			e, _ := f.Events(ctx, host.EventFilter{AfterSeq: 1, Limit: 1})
 			forged := *e[0]
 			forged.Data = []byte(`{"forged":true}`)
+			// The attempt after it no longer links to it.
 			return 3, []string{`UPDATE runtime_events SET data = '{"forged":true}', hash = '` + evidence.HashEvent(&forged) + `' WHERE seq = 2`}
 		}, host.BreakPrevHash},
+		{"event re-hashed before an event", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			e, _ := f.Events(ctx, host.EventFilter{AfterSeq: 4, Limit: 1})
+			forged := *e[0]
+			forged.Data = []byte(`{"forged":true}`)
+			return 6, []string{`UPDATE runtime_events SET data = '{"forged":true}', hash = '` + evidence.HashEvent(&forged) + `' WHERE seq = 5`}
+		}, host.BreakPrevHash},
 		{"event deleted", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
-			return 4, []string{`DELETE FROM runtime_events WHERE seq = 3`}
+			return 5, []string{`DELETE FROM runtime_events WHERE seq = 4`}
 		}, host.BreakSeqGap},
 		{"attempt output edited", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
-			return a.EventSeq, []string{`UPDATE task_attempts SET output = '{"answer":43}' WHERE attempt_id = 'att-1'`}
+			return a.EventSeq, []string{recordEdit(t, f, "att-1", func(a *host.Attempt) { a.Output = []byte(`{"answer":43}`) }, false)}
 		}, host.BreakAttemptHash},
-		{"attempt output and its content_hash column edited", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
-			b := *a
-			b.Output = []byte(`{"answer":43}`)
-			return a.EventSeq, []string{`UPDATE task_attempts SET output = '{"answer":43}', content_hash = '` + evidence.HashAttempt(&b) + `' WHERE attempt_id = 'att-1'`}
-		}, host.BreakAttemptHash},
+		{"attempt output edited and relinked", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			// The entry after it still names the old link.
+			return a.EventSeq + 1, []string{recordEdit(t, f, "att-1", func(a *host.Attempt) { a.Output = []byte(`{"answer":43}`) }, true)}
+		}, host.BreakPrevHash},
 		{"attempt trace edited", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
-			return a.EventSeq, []string{`UPDATE task_attempts SET trace = '[]' WHERE attempt_id = 'att-1'`}
+			return a.EventSeq, []string{recordEdit(t, f, "att-1", func(a *host.Attempt) { a.Trace = []byte(`[]`) }, false)}
 		}, host.BreakAttemptHash},
 		{"attempt stdout edited", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
-			return a.EventSeq, []string{`UPDATE task_attempts SET stdout = X'00' WHERE attempt_id = 'att-1'`}
+			return a.EventSeq, []string{recordEdit(t, f, "att-1", func(a *host.Attempt) { a.Stdout = []byte{0} }, false)}
 		}, host.BreakAttemptHash},
-		{"attempt error made unreadable", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
-			return a.EventSeq, []string{`UPDATE task_attempts SET error = '{' WHERE attempt_id = 'att-1'`}
+		{"attempt record made unreadable", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			return a.EventSeq, []string{`UPDATE attempt_records SET record = substr(record, 1, 20) WHERE attempt_id = 'att-1'`}
+		}, host.BreakAttemptHash},
+		{"attempt record byte flipped", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			return a.EventSeq, []string{`UPDATE attempt_records SET record = substr(record, 1, 60) || X'00' || substr(record, 62) WHERE attempt_id = 'att-1'`}
+		}, host.BreakAttemptHash},
+		{"attempt moved to another task", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			return a.EventSeq, []string{`UPDATE attempt_records SET task_id = 'task-other' WHERE attempt_id = 'att-1'`}
 		}, host.BreakAttemptHash},
 		{"attempt deleted", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
-			return a.EventSeq, []string{`DELETE FROM task_attempts WHERE attempt_id = 'att-1'`}
-		}, host.BreakAttemptMissing},
+			return a.EventSeq + 1, []string{`DELETE FROM attempt_records WHERE attempt_id = 'att-1'`}
+		}, host.BreakSeqGap},
 		{"attempt inserted behind the chain", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
-			return 0, []string{`INSERT INTO task_attempts SELECT 'att-forged', task_id, runner_id, pack, pack_name, module_sha256, node, tenant, run_id, attempt, abi_version,
-				input, output, interrupt, outcome, error, exit_status, retry_class, stdout, stderr, logs, events, trace, limits, adapter_calls, diagnostics,
-				started_at, ended_at, content_hash, event_seq FROM task_attempts WHERE attempt_id = 'att-1'`}
+			return a.EventSeq + 1, []string{`INSERT INTO attempt_records SELECT seq + 1, 'att-forged', task_id, attempt, tenant, pack, started_at, record, prev_hash, hash FROM attempt_records WHERE attempt_id = 'att-1'`}
+		}, host.BreakAttemptUnchain},
+		{"attempt inserted out of the chain", func(t *testing.T, f *fixture, a *host.Attempt, _ *host.Artifact) (int64, []string) {
+			return 0, []string{`INSERT INTO attempt_records SELECT -7, 'att-forged', task_id, attempt, tenant, pack, started_at, record, prev_hash, hash FROM attempt_records WHERE attempt_id = 'att-1'`}
 		}, host.BreakAttemptUnchain},
 		{"artifact digest edited", func(t *testing.T, f *fixture, a *host.Attempt, art *host.Artifact) (int64, []string) {
 			evs, _ := f.Events(ctx, host.EventFilter{Type: host.EventArtifactRecorded})
@@ -169,8 +205,8 @@ func TestEvidenceIsAppendOnly(t *testing.T) {
 	for _, q := range []string{
 		`UPDATE runtime_events SET data = '{}' WHERE seq = 1`,
 		`DELETE FROM runtime_events WHERE seq = 1`,
-		`UPDATE task_attempts SET output = '{}'`,
-		`DELETE FROM task_attempts`,
+		`UPDATE attempt_records SET record = X'00'`,
+		`DELETE FROM attempt_records`,
 	} {
 		if _, err := f.db.Exec(q); err == nil {
 			t.Errorf("%s: allowed", q)
@@ -379,20 +415,25 @@ func TestVerifyAttempt(t *testing.T) {
 	if err := f.VerifyAttempt(ctx, "nope"); !errors.Is(err, host.ErrNotFound) {
 		t.Fatalf("unknown attempt: %v", err)
 	}
-	forged := *a
-	forged.Output = []byte(`{"answer":43}`)
 	for _, tc := range []struct {
-		name, sql, problem string
+		name, problem string
+		sql           func(f *fixture) string
 	}{
-		{"output edited", `UPDATE task_attempts SET output = '{"answer":43}'`, host.BreakAttemptHash},
-		{"output and content_hash edited together", `UPDATE task_attempts SET output = '{"answer":43}', content_hash = '` + evidence.HashAttempt(&forged) + `'`, host.BreakAttemptHash},
-		{"recording event edited", `UPDATE runtime_events SET data = '{}' WHERE type = 'attempt_recorded'`, host.BreakEventHash},
-		{"recording event deleted", `DELETE FROM runtime_events WHERE type = 'attempt_recorded'`, host.BreakAttemptUnchain},
+		{"output edited", host.BreakAttemptHash, func(f *fixture) string {
+			return recordEdit(t, f, "att-1", func(a *host.Attempt) { a.Output = []byte(`{"answer":43}`) }, false)
+		}},
+		// The entry after it then no longer links to it.
+		{"output edited and relinked", host.BreakAttemptHash, func(f *fixture) string {
+			return recordEdit(t, f, "att-1", func(a *host.Attempt) { a.Output = []byte(`{"answer":43}`) }, true)
+		}},
+		{"column edited", host.BreakAttemptHash, func(*fixture) string { return `UPDATE attempt_records SET tenant = 'other'` }},
+		{"moved out of the chain", host.BreakAttemptUnchain, func(*fixture) string { return `UPDATE attempt_records SET seq = -1` }},
+		{"moved onto an event", host.BreakAttemptUnchain, func(*fixture) string { return `UPDATE attempt_records SET seq = seq + 1` }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, Options{})
 			a, _ := seedEvidence(t, f)
-			tamper(t, f, tc.sql)
+			tamper(t, f, tc.sql(f))
 			err := f.VerifyAttempt(ctx, a.AttemptID)
 			brk, ok := errors.AsType[*host.ChainBreak](err)
 			if !ok || !errors.Is(err, host.ErrTampered) || brk.Problem != tc.problem || brk.AttemptID != a.AttemptID {

@@ -244,9 +244,11 @@ func TestRedactSecretsReadFromMemory(t *testing.T) {
 	if err := f.RecordAttempt(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	var out string
-	f.db.QueryRow(`SELECT output || stdout FROM task_attempts`).Scan(&out)
-	if strings.Contains(out, "sk-live") {
+	var out []byte
+	if err := f.db.QueryRow(`SELECT record FROM attempt_records`).Scan(&out); err != nil || len(out) == 0 {
+		t.Fatalf("no record stored: %v", err)
+	}
+	if strings.Contains(string(out), "sk-live") {
 		t.Fatal("secret reached evidence")
 	}
 }

@@ -312,7 +312,7 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 		} else if in.AttemptID != "" {
 			var attTask string
 			var attNum int
-			err = tx.QueryRow(`SELECT task_id, attempt FROM task_attempts WHERE attempt_id = ?`, in.AttemptID).Scan(&attTask, &attNum)
+			err = tx.QueryRow(`SELECT task_id, attempt FROM attempt_records WHERE attempt_id = ?`, in.AttemptID).Scan(&attTask, &attNum)
 			if errors.Is(err, sql.ErrNoRows) {
 				return host.Invalid(op, "attempt_id", "no attempt %s is recorded; record the attempt before finishing the task", in.AttemptID)
 			}

@@ -163,6 +163,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
+	if _, err := moveLegacyAttempts(ctx, d); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("open host store: carry attempts over to attempt records: %w", err)
+	}
 	keys := &keyring{path: opts.SecretKeyFile, db: d}
 	if err := sealPlaintextSecrets(ctx, d, keys); err != nil {
 		d.Close()
