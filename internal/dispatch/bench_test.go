@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -102,13 +103,14 @@ func BenchmarkEvidenceCost(b *testing.B) {
 			mode mode
 		}{{"on", evidence}, {"built-not-stored", builtNotStored}, {"off", noEvidence}} {
 			b.Run(node.name+m.name, func(b *testing.B) {
-				d, _ := benchEnv(b, arch)
+				d, st := benchEnv(b, arch)
 				ctx := context.Background()
 				l, err := d.load(ctx, arch, "example.hello", runtime.Limits{})
 				if err != nil {
 					b.Fatal(err)
 				}
 				b.SetParallelism(node.par)
+				cpu0 := processCPU()
 				b.ResetTimer()
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
@@ -128,9 +130,23 @@ func BenchmarkEvidenceCost(b *testing.B) {
 					}
 				})
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "attempts/s")
+				b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/attempt")
+				if ws := st.WriterStats(); ws.Commits > 0 && m.mode == evidence {
+					b.ReportMetric(float64(ws.Ops)/float64(ws.Commits), "ops/commit")
+					b.ReportMetric(float64(ws.CPU.Nanoseconds())/1000/float64(ws.Ops), "writer-cpu-µs/attempt")
+				}
 			})
 		}
 	}
+}
+
+// processCPU is the CPU time (user and system) the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkQueueRoundTrip: enqueue -> claim -> run a no-op node -> finish,

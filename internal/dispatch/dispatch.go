@@ -14,6 +14,7 @@ import (
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/adapters"
+	"github.com/packrun/packrun/internal/evidence"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )
@@ -302,6 +303,18 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 	att.Input = svc.redactor.Bytes(orEmptyObject(inv.Input))
 	att.StartedAt, att.EndedAt = started, started.Add(res.Duration)
 	att.Limits = l.limits // shared by the module's attempts: read only
+	if svc.redactor.Len() == 0 {
+		// Nothing was redacted, so every JSON field is as it was
+		// validated: the input by the runtime where it entered, the
+		// output and interrupt by the runtime's decoder, the rest
+		// marshalled here. Put the guest's in stored form once, and spare
+		// the store validating them again.
+		att.Input, att.Output, att.Interrupt = evidence.CompactJSON(att.Input), evidence.CompactJSON(att.Output), evidence.CompactJSON(att.Interrupt)
+		if att.Error != nil {
+			att.Error.Details = evidence.CompactJSON(att.Error.Details)
+		}
+		att.Compact = true
+	}
 	if !record {
 		return att, res, svc, nil
 	}

@@ -479,3 +479,22 @@ func TestAttemptPages(t *testing.T) {
 		t.Fatalf("count of another pack = %d, %v", n, err)
 	}
 }
+
+// A write is acknowledged only once the WAL is synced; an fsync that fails
+// fails the writes it was to make durable and every write after it.
+func TestSyncFailureRefusesWrites(t *testing.T) {
+	f := newFixture(t, Options{})
+	if _, err := f.AppendEvent(ctx, host.Event{Type: "custom.before"}); err != nil {
+		t.Fatal(err)
+	}
+	// The next fsync fails (the file it would sync is gone from reach).
+	f.w.syncq <- committed{} // wait until sync is idle: it takes this first
+	f.w.wal.Close()
+	_, err := f.AppendEvent(ctx, host.Event{Type: "custom.after"})
+	if err == nil || !strings.Contains(err.Error(), "sync the database to disk") {
+		t.Fatalf("write after a failed fsync: %v", err)
+	}
+	if err := f.RecordAttempt(ctx, &host.Attempt{Outcome: abi.Completed}); err == nil || !strings.Contains(err.Error(), "refuses writes until it is opened again") {
+		t.Fatalf("later write: %v", err)
+	}
+}

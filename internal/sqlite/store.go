@@ -179,7 +179,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	hk := &hostKey{path: opts.HostKeyFile}
 	cp := newCheckpointer(opts.CheckpointFile, hk, opts.Now)
-	w, err := startWriter(ctx, d, opts.MaxBatchOps, opts.BatchDelay, cp.offer)
+	w, err := startWriter(ctx, d, path+"-wal", opts.MaxBatchOps, opts.BatchDelay, cp.offer)
 	if err != nil {
 		cp.close()
 		gens.close()

@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	goruntime "runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,9 +55,10 @@ type wtx struct {
 	// dirty: the running operation's statements changed rows (or one
 	// failed), so its failure needs the transaction rolled back.
 	dirty bool
-	// onHead is told the chain head each commit that appended events
-	// leaves (the head checkpoint, checkpoint.go).
-	onHead func(eventHead)
+	// committed is the chain head the last COMMIT left, if it appended
+	// to the chain; the writer tells onHead once it is on disk (the head
+	// checkpoint, checkpoint.go).
+	committed *eventHead
 }
 
 type eventHead struct {
@@ -201,16 +205,46 @@ type writer struct {
 
 	mu     sync.RWMutex // held for reading while sending, for writing to close
 	closed bool
+
+	// The WAL is synced by sync, a goroutine of its own, so the next batch
+	// runs while the last one is synced: run hands each committed batch
+	// over on syncq (one waits there at most), and sync acknowledges its
+	// operations once an fsync of the WAL that began after the commit has
+	// returned.
+	walPath  string
+	wal      *os.File
+	onHead   func(eventHead)
+	syncq    chan committed
+	synced   chan struct{} // closed when sync returns
+	syncFail atomic.Pointer[error]
+
+	// commits and committed count the transactions committed and the
+	// operations they carried, cpu the CPU time (ns) the writer's thread
+	// spent running them (WriterStats).
+	commits, committed, cpu atomic.Int64
 }
 
-func startWriter(ctx context.Context, d *sql.DB, maxOps int, delay time.Duration, onHead func(eventHead)) (*writer, error) {
+// WriterStats is what the store's single writer has done.
+type WriterStats struct {
+	Commits int64         // write transactions run
+	Ops     int64         // operations they carried: Ops ÷ Commits is the mean group commit
+	CPU     time.Duration // CPU time of the writer's thread running them (Linux; 0 elsewhere)
+}
+
+// WriterStats reports what the store's writer has done since Open.
+func (s *Store) WriterStats() WriterStats {
+	return WriterStats{Commits: s.w.commits.Load(), Ops: s.w.committed.Load(), CPU: time.Duration(s.w.cpu.Load())}
+}
+
+func startWriter(ctx context.Context, d *sql.DB, walPath string, maxOps int, delay time.Duration, onHead func(eventHead)) (*writer, error) {
 	conn, err := d.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	// internal/db opens with synchronous=NORMAL, which in WAL mode does not
-	// sync at commit. The writer acknowledges only durable commits.
-	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = FULL`); err != nil {
+	// sync at commit: the writer syncs the WAL itself, off the committing
+	// thread (see sync), and acknowledges only durable commits.
+	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -242,8 +276,11 @@ func startWriter(ctx context.Context, d *sql.DB, maxOps int, delay time.Duration
 		conn.Close()
 		return nil, err
 	}
-	w := &writer{conn: conn, x: &wtx{conn: conn, stmts: map[string]*sql.Stmt{}, onHead: onHead}, cache: &stmtCache{db: d, m: map[string]*sql.Stmt{}}, ops: make(chan *op, 4*maxOps), stopped: make(chan struct{}), maxOps: maxOps, delay: delay}
+	w := &writer{conn: conn, x: &wtx{conn: conn, stmts: map[string]*sql.Stmt{}}, cache: &stmtCache{db: d, m: map[string]*sql.Stmt{}},
+		ops: make(chan *op, 4*maxOps), stopped: make(chan struct{}), maxOps: maxOps, delay: delay,
+		walPath: walPath, onHead: onHead, syncq: make(chan committed, 1), synced: make(chan struct{})}
 	go w.run()
+	go w.sync()
 	return w, nil
 }
 
@@ -256,6 +293,9 @@ func startWriter(ctx context.Context, d *sql.DB, maxOps int, delay time.Duration
 func (w *writer) do(ctx context.Context, fn func(tx *wtx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if p := w.syncFail.Load(); p != nil {
+		return *p
 	}
 	o := &op{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	w.mu.RLock()
@@ -302,6 +342,10 @@ func (w *writer) close() error {
 	close(w.ops) // no sender holds the read lock now
 	w.mu.Unlock()
 	<-w.stopped
+	<-w.synced
+	if w.wal != nil {
+		w.wal.Close()
+	}
 	w.cache.close()
 	for _, st := range w.x.stmts {
 		st.Close()
@@ -311,6 +355,7 @@ func (w *writer) close() error {
 
 func (w *writer) run() {
 	defer close(w.stopped)
+	defer close(w.syncq)
 	batch := make([]*op, 0, w.maxOps)
 	for first := range w.ops {
 		batch = append(batch[:0], first)
@@ -342,17 +387,27 @@ func (w *writer) run() {
 				}
 			}
 		}
-		w.commit(batch)
+		// On one thread for the commit, so that its CPU time can be read.
+		goruntime.LockOSThread()
+		t0 := threadCPU()
+		results := w.commit(batch)
+		w.cpu.Add(threadCPU() - t0)
+		goruntime.UnlockOSThread()
+		w.commits.Add(1)
+		w.committed.Add(int64(len(batch)))
+		w.syncq <- committed{ops: batch, results: results, head: w.x.committed}
+		batch = make([]*op, 0, w.maxOps) // the last one is sync's now
 		if !open {
 			return
 		}
 	}
 }
 
-// commit runs a batch in one transaction and reports to every caller.
-func (w *writer) commit(batch []*op) {
+// commit runs a batch in one transaction and returns each operation's
+// result; the caller acknowledges them once the commit is on disk.
+func (w *writer) commit(batch []*op) []error {
 	x := w.x
-	x.head = nil
+	x.head, x.committed = nil, nil
 	defer x.afterTouched()
 	if len(batch) == 1 {
 		// A batch of one: on failure the whole transaction is rolled back.
@@ -367,8 +422,7 @@ func (w *writer) commit(batch []*op) {
 				err = fmt.Errorf("commit: %w", err)
 			}
 		}
-		o.done <- err
-		return
+		return []error{err}
 	}
 	results := make([]error, len(batch))
 	decided := make([]bool, len(batch)) // results[i] is final
@@ -430,9 +484,77 @@ func (w *writer) commit(batch []*op) {
 		undecided(nil)
 		break
 	}
-	for i, o := range batch {
-		o.done <- results[i]
+	return results
+}
+
+// committed is a batch run and committed, not yet on disk.
+type committed struct {
+	ops     []*op
+	results []error
+	head    *eventHead
+}
+
+// sync makes committed batches durable and acknowledges them: one fsync of
+// the WAL for every batch that waits when it starts. A failed fsync fails
+// those batches and every write after it: what they committed may or may
+// not be on disk, and a later fsync succeeding would not say which
+// (PostgreSQL learned this the hard way), so the store refuses writes
+// until it is opened again.
+func (w *writer) sync() {
+	defer close(w.synced)
+	var waiting []committed
+	for c := range w.syncq {
+		waiting = append(waiting[:0], c)
+	more:
+		for {
+			select {
+			case c, ok := <-w.syncq:
+				if !ok {
+					break more
+				}
+				waiting = append(waiting, c)
+			default:
+				break more
+			}
+		}
+		var err error
+		if p := w.syncFail.Load(); p != nil {
+			err = *p
+		} else if err = w.syncWAL(); err != nil {
+			err = fmt.Errorf("sync the database to disk: %w; the store refuses writes until it is opened again", err)
+			w.syncFail.Store(&err)
+		}
+		var head *eventHead
+		for _, c := range waiting {
+			for i, o := range c.ops {
+				r := c.results[i]
+				if r == nil {
+					r = err
+				}
+				o.done <- r
+			}
+			if c.head != nil {
+				head = c.head
+			}
+		}
+		if head != nil && err == nil && w.onHead != nil {
+			w.onHead(*head)
+		}
 	}
+}
+
+// syncWAL fsyncs the database's WAL, where every commit is until a
+// checkpoint copies it (and SQLite syncs the WAL before that, and the
+// database after).
+func (w *writer) syncWAL() error {
+	if w.wal == nil {
+		f, err := os.OpenFile(w.walPath, os.O_RDWR, 0)
+		if err != nil {
+			return err
+		}
+		w.wal = f
+	}
+	return w.wal.Sync()
 }
 
 // touch marks the transaction as changing data cached under generation g:
@@ -464,9 +586,7 @@ func (x *wtx) commit() error {
 		x.rollback()
 		return err
 	}
-	if x.head != nil && x.onHead != nil {
-		x.onHead(*x.head)
-	}
+	x.committed = x.head
 	return nil
 }
 
