@@ -20,8 +20,9 @@ var ErrInvalidBundle = errors.New("invalid evidence bundle")
 
 // VerifyBundle decodes an exported attempt bundle (`packrun evidence
 // export`) from untrusted bytes and verifies it on its own: the attempt's
-// content hash, every event's hash, the attempt_recorded event and every
-// artifact's digest.
+// content hash, every event's hash, the attempt_recorded event, every
+// artifact's digest, and the seal's signature if it has one (whether the
+// sealing host is trusted is CheckBundleSeal's question).
 func VerifyBundle(data []byte) (*host.Bundle, error) {
 	b, err := evidence.DecodeBundle(data)
 	if err != nil {
@@ -29,6 +30,12 @@ func VerifyBundle(data []byte) (*host.Bundle, error) {
 	}
 	if err := evidence.VerifyBundle(b); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidBundle, err)
+	}
+	if b.Seal != nil {
+		// The signature on its own; whose key it is, CheckBundleSeal.
+		if err := CheckBundleSeal(b, nil, SealPolicy{}); err != nil {
+			return nil, err
+		}
 	}
 	return b, nil
 }

@@ -275,6 +275,18 @@ type Bundle struct {
 	Attempt    *Attempt         `json:"attempt"`
 	Artifacts  []BundleArtifact `json:"artifacts"`
 	Events     []*Event         `json:"events"`
+	// Seal is the exporting host's signature over the rest (see Seal).
+	Seal *Seal `json:"seal,omitempty"`
+}
+
+// Seal is a host's Ed25519 signature over the digest of an exported file
+// (an evidence bundle, a trace): without the host key, a file edited and
+// given a matching digest again does not verify. HostKey names the key;
+// whether it is a key the reader trusts is the reader's decision (its own
+// host's key, or one it was told).
+type Seal struct {
+	HostKey   string `json:"host_key"`  // hex Ed25519 public key
+	Signature string `json:"signature"` // base64 Ed25519 signature
 }
 
 // BundleFormat identifies the bundle layout.

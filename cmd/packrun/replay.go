@@ -19,6 +19,7 @@ func (a *app) replayCommand() *cobra.Command {
 	var against, traceFile, pack, taskType string
 	var since time.Duration
 	var f bundleFlags
+	var seals sealFlags
 	cmd := &cobra.Command{
 		Use:   "replay ATTEMPT_ID | --trace FILE | --all",
 		Short: "Re-execute recorded attempts from their trace and report identical or the first divergence",
@@ -28,7 +29,8 @@ evidence. The result is identical (exit 0) or diverged (exit 6) with the first d
 the host call index and the function or arguments expected vs made, or how the output differs.
 
   --pack NAME@VERSION|FILE.pack  replay against another version of the pack
-  --trace FILE                   replay a trace exported with 'packrun trace export'
+  --trace FILE                   replay a trace exported with 'packrun trace export': it must be
+                                 sealed by this host's key or one named with --host-key
   --all                          replay many attempts (filters: --pack NAME[@VERSION] selects
                                  recorded attempts, --task-type, --since; --against runs them on
                                  another version) and print a summary`,
@@ -65,6 +67,9 @@ the host call index and the function or arguments expected vs made, or how the o
 					return err
 				}
 				t, err := packrun.ParseTrace(b)
+				if err == nil {
+					err = h.CheckTraceSeal(t, seals.policy())
+				}
 				if err != nil {
 					return fmt.Errorf("%s: %w", traceFile, err)
 				}
@@ -91,7 +96,23 @@ the host call index and the function or arguments expected vs made, or how the o
 	fl.StringVar(&taskType, "task-type", "", "with --all: only attempts of tasks of this type")
 	fl.DurationVar(&since, "since", 0, "with --all: only attempts started within this duration")
 	f.register(cmd)
+	seals.register(cmd, "trace")
 	return cmd
+}
+
+// sealFlags are the flags that say which sealed files a command accepts.
+type sealFlags struct {
+	hostKeys      []string
+	allowUnsealed bool
+}
+
+func (s *sealFlags) register(cmd *cobra.Command, what string) {
+	cmd.Flags().StringSliceVar(&s.hostKeys, "host-key", nil, "also trust a "+what+" sealed by this host key (hex, as 'packrun evidence verify' prints it; repeatable)")
+	cmd.Flags().BoolVar(&s.allowUnsealed, "allow-unsealed", false, "accept a "+what+" without a seal (exported by a packrun from before seals): its digest alone does not show an edit")
+}
+
+func (s *sealFlags) policy() packrun.SealPolicy {
+	return packrun.SealPolicy{HostKeys: s.hostKeys, AllowUnsealed: s.allowUnsealed}
 }
 
 func (a *app) printReplay(v *packrun.ReplayVerdict, asJSON bool) error {
@@ -236,11 +257,7 @@ func (a *app) traceCommand() *cobra.Command {
 				return usageError("trace export needs -o FILE")
 			}
 			return a.withHost(cmd, readOnly, func(h *packrun.Host) error {
-				t, err := h.Trace(cmd.Context(), args[0])
-				if err != nil {
-					return err
-				}
-				data, err := t.Marshal()
+				data, err := h.ExportTrace(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}

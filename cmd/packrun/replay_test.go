@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/packrun/packrun"
 )
 
 // probeHome installs the probe module as local.probe (with memory, adapters
@@ -166,5 +168,65 @@ func TestReplayAfterInterleavedInvocations(t *testing.T) {
 	code, out, _ := h.run("replay", "--all", "--json")
 	if json.Unmarshal([]byte(out), &sum); code != 0 || sum.Identical != 100 {
 		t.Fatalf("replay --all of 100 interleaved: exit %d %s", code, out)
+	}
+}
+
+// A trace edited and given a matching digest again (a forged tenant,
+// attempt id, module digest, limits or output) no longer carries a valid
+// seal: replay refuses it with exit 5. So does a trace with no seal, or one
+// sealed by a host this one does not trust.
+func TestResealedTraceIsRefused(t *testing.T) {
+	h, _ := probeHome(t)
+	id := attemptID(t, h, "invoke", "local.probe", "probe.state")
+	dir := t.TempDir()
+	tf := filepath.Join(dir, "t.json")
+	h.ok("trace", "export", id, "-o", tf)
+	raw, _ := os.ReadFile(tf)
+	reseal := func(edit func(*packrun.Trace)) string {
+		tr, err := packrun.ParseTrace(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(tr)
+		b, err := tr.Marshal(nil) // a new digest, the old seal
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, "forged.json")
+		os.WriteFile(p, b, 0o644)
+		return p
+	}
+	for name, edit := range map[string]func(*packrun.Trace){
+		"tenant":        func(tr *packrun.Trace) { tr.Tenant = "mallory" },
+		"attempt id":    func(tr *packrun.Trace) { tr.AttemptID = "att_forged" },
+		"module digest": func(tr *packrun.Trace) { tr.ModuleSHA256 = strings.Repeat("0", 64) },
+		"limits":        func(tr *packrun.Trace) { tr.Limits = json.RawMessage(`{"timeoutMs":1}`) },
+		"output":        func(tr *packrun.Trace) { tr.Expected.Output = json.RawMessage(`{"forged":true}`) },
+	} {
+		if code, _, errs := h.run("replay", "--trace", reseal(edit)); code != 5 || !strings.Contains(errs, "seal does not verify") {
+			t.Errorf("%s edited and resealed: exit %d %q", name, code, errs)
+		}
+	}
+	unsealed := reseal(func(tr *packrun.Trace) { tr.Seal = nil })
+	if code, _, errs := h.run("replay", "--trace", unsealed); code != 5 || !strings.Contains(errs, "not sealed by a host key") {
+		t.Errorf("unsealed: exit %d %q", code, errs)
+	}
+	if out := h.ok("replay", "--trace", unsealed, "--allow-unsealed"); !strings.HasPrefix(out, "identical") {
+		t.Errorf("unsealed, allowed: %q", out)
+	}
+	// Another home has another host key.
+	other, _ := probeHome(t)
+	other.ok("invoke", "local.probe", "probe.state")
+	if code, _, errs := other.run("replay", "--trace", tf); code != 5 || !strings.Contains(errs, "not this host's key") {
+		t.Errorf("another host's trace: exit %d %q", code, errs)
+	}
+	var key string
+	for _, line := range strings.Split(h.ok("evidence", "verify"), "\n") {
+		if k, ok := strings.CutPrefix(line, "host key "); ok {
+			key, _, _ = strings.Cut(k, " ")
+		}
+	}
+	if out := other.ok("replay", "--trace", tf, "--host-key", key); !strings.HasPrefix(out, "identical") {
+		t.Errorf("another host's trace, its key trusted: %q", out)
 	}
 }

@@ -236,6 +236,7 @@ func (a *app) evidenceCommand() *cobra.Command {
 	ev := &cobra.Command{Use: "evidence", Short: "Verify and export the tamper-evident evidence log"}
 	var asJSON bool
 	var bundlePath, headFlag string
+	var seals sealFlags
 	verify := &cobra.Command{
 		Use:   "verify [--json] [--bundle FILE]",
 		Short: "Walk the evidence hash chain and report the first broken link, or check an exported bundle",
@@ -244,9 +245,11 @@ func (a *app) evidenceCommand() *cobra.Command {
 With --bundle FILE, check a bundle written by 'packrun evidence export' instead: the
 attempt's content hash, every event's hash, the event that chains the attempt, and every
 artifact's digest. If this home's store holds the same attempt, the bundle must also match
-what the store recorded (its attempt and its events, hash for hash); otherwise the bundle
-is checked on its own, which shows it is whole, not who made it. A bundle that fails any
-check exits 5.
+what the store recorded (its attempt and its events, hash for hash). Every bundle is
+sealed by the host that exported it (an Ed25519 signature with its host key, so an edit
+cannot be hidden by recomputing the hashes); the seal must be by this host's key or one
+passed with --host-key (with neither, as on a machine without a store, any host's seal is
+accepted and its key printed). A bundle that fails any check exits 5.
 
 The chain alone cannot show that its newest events were not removed together. The store
 anchors its head after each commit in evidence-head.json, signed with the host key
@@ -257,7 +260,7 @@ record the "head SEQ:HASH" line printed here somewhere else and pass it later wi
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if bundlePath != "" {
-				return a.verifyBundle(cmd.Context(), bundlePath, asJSON)
+				return a.verifyBundle(cmd.Context(), bundlePath, seals.policy(), asJSON)
 			}
 			var pin *host.ChainHead
 			if headFlag != "" {
@@ -286,6 +289,9 @@ record the "head SEQ:HASH" line printed here somewhere else and pass it later wi
 					if pin != nil {
 						fmt.Fprintf(a.stdout, "holds the pinned head %d:%.12s…\n", pin.Seq, pin.Hash)
 					}
+					if key, err := h.HostKey(); err == nil && key != "" {
+						fmt.Fprintf(a.stdout, "host key %s (seals its checkpoints, traces and bundles)\n", key)
+					}
 				}
 				if !r.OK {
 					return withCode(exitRefused, fmt.Errorf("evidence chain broken at seq %d: %s", r.Broken.Seq, brokenText(r.Broken)))
@@ -297,6 +303,7 @@ record the "head SEQ:HASH" line printed here somewhere else and pass it later wi
 	verify.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	verify.Flags().StringVar(&headFlag, "head", "", "also check that the chain holds this head, SEQ:HASH, recorded earlier (as printed here)")
 	verify.Flags().StringVar(&bundlePath, "bundle", "", "check this exported bundle instead of the store's chain")
+	seals.register(verify, "bundle")
 	var out string
 	export := &cobra.Command{
 		Use:   "export ATTEMPT -o FILE",
@@ -337,11 +344,15 @@ type bundleReport struct {
 	// InStore: this home's store holds the attempt, and the bundle matches
 	// its record.
 	InStore bool `json:"in_store"`
+	// SealedBy is the host key that sealed the bundle ("" if unsealed and
+	// allowed); Trusted, whether it was checked against a trusted key.
+	SealedBy string `json:"sealed_by"`
+	Trusted  bool   `json:"trusted"`
 }
 
 // verifyBundle checks an exported bundle on its own and, when this home's
 // store holds its attempt, against the store's record.
-func (a *app) verifyBundle(ctx context.Context, path string, asJSON bool) error {
+func (a *app) verifyBundle(ctx context.Context, path string, p packrun.SealPolicy, asJSON bool) error {
 	data, err := packrun.ReadFile(path, packrun.MaxBundleBytes)
 	if err != nil {
 		return err
@@ -352,16 +363,26 @@ func (a *app) verifyBundle(ctx context.Context, path string, asJSON bool) error 
 		return refuse(err)
 	}
 	rep := bundleReport{OK: true, Attempt: b.Attempt.AttemptID, Events: len(b.Events), Artifacts: len(b.Artifacts)}
+	trusted := p.HostKeys
 	if _, err := os.Stat(filepath.Join(a.home, "packrun.db")); err == nil {
 		h, err := a.open(ctx, readOnly, packrun.Config{})
 		if err != nil {
 			return err
 		}
 		defer h.Close(context.Background())
+		if trusted, err = h.TrustedKeys(p); err != nil {
+			return err
+		}
 		rep.InStore, err = h.BundleMatches(ctx, b)
 		if err != nil {
 			return refuse(err)
 		}
+	}
+	if err := packrun.CheckBundleSeal(b, trusted, p); err != nil {
+		return refuse(err)
+	}
+	if b.Seal != nil {
+		rep.SealedBy, rep.Trusted = b.Seal.HostKey, len(trusted) > 0
 	}
 	if asJSON {
 		return writeJSON(a.stdout, rep)
@@ -371,6 +392,14 @@ func (a *app) verifyBundle(ctx context.Context, path string, asJSON bool) error 
 		where = "matches this store's record"
 	}
 	fmt.Fprintf(a.stdout, "bundle intact: attempt %s, %d events, %d artifacts; %s\n", rep.Attempt, rep.Events, rep.Artifacts, where)
+	switch {
+	case rep.SealedBy == "":
+		fmt.Fprintln(a.stdout, "not sealed (accepted with --allow-unsealed): an edit with its hashes recomputed would not show")
+	case rep.Trusted:
+		fmt.Fprintf(a.stdout, "sealed by host key %.16s…, a trusted key\n", rep.SealedBy)
+	default:
+		fmt.Fprintf(a.stdout, "sealed by host key %s: pass --host-key with the key of the host you expect to check who sealed it\n", rep.SealedBy)
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -167,11 +168,44 @@ func TestVerifyBundle(t *testing.T) {
 		}
 		e.Hash = evidence.HashEvent(e)
 	}
-	forged, _ := json.Marshal(b)
 	forgedFile := filepath.Join(dir, "forged.json")
-	os.WriteFile(forgedFile, forged, 0o644)
-	if out := elsewhere.ok("evidence", "verify", "--bundle", forgedFile); !strings.Contains(out, "checked on its own") {
-		t.Fatalf("forgery checked on its own: %q", out)
+	write := func(b *host.Bundle) {
+		forged, _ := json.Marshal(b)
+		os.WriteFile(forgedFile, forged, 0o644)
+	}
+	// Its seal no longer verifies, wherever it is checked.
+	write(b)
+	if code, _, errs := elsewhere.run("evidence", "verify", "--bundle", forgedFile); code != 5 || !strings.Contains(errs, "seal does not verify") {
+		t.Fatalf("resealed forgery elsewhere: exit %d, %q", code, errs)
+	}
+	// Without a seal it is refused, unless unsealed bundles are allowed
+	// (then it is whole on its own, which is all such a bundle can show).
+	seal := b.Seal
+	b.Seal = nil
+	write(b)
+	if code, _, errs := elsewhere.run("evidence", "verify", "--bundle", forgedFile); code != 5 || !strings.Contains(errs, "not sealed by a host key") {
+		t.Fatalf("unsealed forgery: exit %d, %q", code, errs)
+	}
+	if out := elsewhere.ok("evidence", "verify", "--bundle", forgedFile, "--allow-unsealed"); !strings.Contains(out, "checked on its own") || !strings.Contains(out, "not sealed") {
+		t.Fatalf("unsealed forgery allowed: %q", out)
+	}
+	// Sealed again with another key: accepted where no key is trusted (and
+	// the key printed), refused where the real host's key is.
+	_, other, _ := ed25519.GenerateKey(nil)
+	digest, _ := evidence.BundleDigest(b)
+	b.Seal = evidence.SealDigest(other, host.BundleFormat, digest)
+	write(b)
+	if out := elsewhere.ok("evidence", "verify", "--bundle", forgedFile); !strings.Contains(out, "sealed by host key "+b.Seal.HostKey) {
+		t.Fatalf("forgery sealed by another key, nothing trusted: %q", out)
+	}
+	if code, _, errs := elsewhere.run("evidence", "verify", "--bundle", forgedFile, "--host-key", seal.HostKey); code != 5 || !strings.Contains(errs, "not this host's key nor one passed with --host-key") {
+		t.Fatalf("forgery sealed by another key, real key trusted: exit %d, %q", code, errs)
+	}
+	if out := elsewhere.ok("evidence", "verify", "--bundle", file, "--host-key", seal.HostKey); !strings.Contains(out, "a trusted key") {
+		t.Fatalf("the real bundle, its key trusted: %q", out)
+	}
+	if out := h.ok("evidence", "verify"); !strings.Contains(out, "host key "+seal.HostKey) {
+		t.Fatalf("evidence verify does not print the host key: %q", out)
 	}
 	if code, _, errs := h.run("evidence", "verify", "--bundle", forgedFile); code != 5 || !strings.Contains(errs, "differs from this store's record") {
 		t.Fatalf("forgery against the store: exit %d, %q", code, errs)

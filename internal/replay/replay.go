@@ -55,8 +55,11 @@ type Trace struct {
 	Calls        []runtime.Call  `json:"calls"`
 	Expected     Expected        `json:"expected"`
 	// Digest is the sha256 of the file's canonical content without this
-	// field; a file whose digest does not match was edited.
+	// field and the seal; a file whose digest does not match was edited.
 	Digest string `json:"digest"`
+	// Seal is the exporting host's signature over Digest: a file edited
+	// and given a matching digest again does not verify.
+	Seal *host.Seal `json:"seal,omitempty"`
 }
 
 // FromAttempt builds the trace of a recorded attempt.
@@ -79,7 +82,7 @@ func FromAttempt(a *host.Attempt) (*Trace, error) {
 
 func (t *Trace) digest() (string, error) {
 	c := *t
-	c.Digest = ""
+	c.Digest, c.Seal = "", nil
 	b, err := json.Marshal(&c)
 	if err != nil {
 		return "", err
@@ -88,13 +91,19 @@ func (t *Trace) digest() (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// Marshal encodes the trace as a file, with its digest.
-func (t *Trace) Marshal() ([]byte, error) {
+// Marshal encodes the trace as a file, with its digest and, if seal is
+// not nil, sealed by it.
+func (t *Trace) Marshal(seal func(kind, digest string) (*host.Seal, error)) ([]byte, error) {
 	d, err := t.digest()
 	if err != nil {
 		return nil, err
 	}
 	t.Digest = d
+	if seal != nil {
+		if t.Seal, err = seal(Format, d); err != nil {
+			return nil, err
+		}
+	}
 	b, err := json.MarshalIndent(t, "", " ")
 	if err != nil {
 		return nil, err

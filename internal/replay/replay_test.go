@@ -23,7 +23,7 @@ func sample(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := tr.Marshal()
+	b, err := tr.Marshal(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -357,5 +357,12 @@ func (s *Store) ExportAttempt(ctx context.Context, attemptID string) (*host.Bund
 		}
 		after = evs[len(evs)-1].Seq
 	}
+	digest, err := evidence.BundleDigest(b)
+	if err != nil {
+		return nil, host.Wrap(op, attemptID, err)
+	}
+	if b.Seal, err = s.SealDigest(host.BundleFormat, digest); err != nil {
+		return nil, host.Wrap(op, attemptID, err)
+	}
 	return b, nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/blobs"
+	"github.com/packrun/packrun/internal/evidence"
 )
 
 // Head checkpoints anchor the evidence chain outside the database. The hash
@@ -114,6 +115,30 @@ func (k *hostKey) create() error {
 func (k *hostKey) signing() (ed25519.PrivateKey, error) {
 	k.once.Do(func() { k.key, k.err = k.load(true) })
 	return k.key, k.err
+}
+
+// SealDigest seals the digest of an exported file of the given kind (an
+// evidence bundle, a trace) with the host key, creating the key if the
+// host has none yet.
+func (s *Store) SealDigest(kind, digest string) (*host.Seal, error) {
+	key, err := s.hostKey.signing()
+	if err != nil {
+		return nil, err
+	}
+	return evidence.SealDigest(key, kind, digest), nil
+}
+
+// HostPublicKey is the host key's public half (hex), "" if the host has no
+// key yet.
+func (s *Store) HostPublicKey() (string, error) {
+	key, err := s.hostKey.load(false)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(key.Public().(ed25519.PublicKey)), nil
 }
 
 // checkpointer writes the newest committed head, coalescing.
