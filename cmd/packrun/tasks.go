@@ -144,6 +144,9 @@ func (a *app) tasksCommand() *cobra.Command {
 	return tasks
 }
 
+// attemptsPage is how many attempts `attempts list` reads at a time.
+var attemptsPage = 256
+
 func (a *app) attemptsCommand() *cobra.Command {
 	attempts := &cobra.Command{Use: "attempts", Short: "Inspect recorded attempts (evidence)"}
 	var taskID, pack, tenant string
@@ -166,22 +169,54 @@ func (a *app) attemptsCommand() *cobra.Command {
 				f.Since = time.Now().Add(-since)
 			}
 			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
-				as, err := b.ListAttempts(cmd.Context(), f)
-				if err != nil {
-					return err
+				// A page at a time, printed as it comes: memory stays flat
+				// however many attempts --limit asks for.
+				var w *tabwriter.Writer
+				if asJSON {
+					fmt.Fprint(a.stdout, "[")
+				} else {
+					w = tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+					fmt.Fprintln(w, "ATTEMPT\tTASK\tPACK\tNODE\tOUTCOME\tSTARTED")
+				}
+				n := 0
+				for left := limit; left > 0; {
+					f.Limit = min(left, attemptsPage)
+					page, err := b.ListAttempts(cmd.Context(), f)
+					if err != nil {
+						return err
+					}
+					for _, at := range page {
+						if asJSON {
+							raw, err := json.Marshal(at)
+							if err != nil {
+								return err
+							}
+							if n > 0 {
+								fmt.Fprint(a.stdout, ",")
+							}
+							fmt.Fprintf(a.stdout, "\n%s", raw)
+						} else {
+							fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", at.AttemptID, orDash(at.TaskID), orDash(at.Pack), at.Node, at.Outcome, at.StartedAt.Local().Format(time.DateTime))
+						}
+						n++
+					}
+					if w != nil {
+						// Columns are sized per page.
+						if err := w.Flush(); err != nil {
+							return err
+						}
+					}
+					left -= len(page)
+					if len(page) < f.Limit {
+						break
+					}
+					f.BeforeSeq = page[len(page)-1].EventSeq
 				}
 				if asJSON {
-					if as == nil {
-						as = []*host.Attempt{}
-					}
-					return writeJSON(a.stdout, as)
+					_, err := fmt.Fprint(a.stdout, "\n]\n")
+					return err
 				}
-				w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "ATTEMPT\tTASK\tPACK\tNODE\tOUTCOME\tSTARTED")
-				for _, at := range as {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", at.AttemptID, orDash(at.TaskID), orDash(at.Pack), at.Node, at.Outcome, at.StartedAt.Local().Format(time.DateTime))
-				}
-				return w.Flush()
+				return nil
 			})
 		},
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -216,5 +217,37 @@ func TestVerifyBundle(t *testing.T) {
 		if code, _, errs := h.run("evidence", "verify", "--bundle", p); code != 5 || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
 			t.Errorf("%q: exit %d, %q", bad, code, errs)
 		}
+	}
+}
+
+// attempts list reads a page at a time and prints as it goes: the pages
+// join into one list, newest first, cut at --limit.
+func TestAttemptsListPages(t *testing.T) {
+	dir := t.TempDir()
+	h := homeCLI{t, filepath.Join(dir, "home")}
+	installHello(t, h, dir)
+	for i := range 5 {
+		h.ok("invoke", "local.hello.c", "--input", fmt.Sprintf(`{"name":"n%d"}`, i))
+	}
+	defer func(n int) { attemptsPage = n }(attemptsPage)
+	attemptsPage = 2
+	var all []host.Attempt
+	if err := json.Unmarshal([]byte(h.ok("attempts", "list", "--json")), &all); err != nil || len(all) != 5 {
+		t.Fatalf("all: %d %v", len(all), err)
+	}
+	for i, a := range all {
+		if want := fmt.Sprintf(`{"name":"n%d"}`, 4-i); string(a.Input) != want {
+			t.Fatalf("attempt %d has input %s, want %s (newest first)", i, a.Input, want)
+		}
+	}
+	var four []host.Attempt
+	if err := json.Unmarshal([]byte(h.ok("attempts", "list", "--json", "--limit", "3")), &four); err != nil || len(four) != 3 || four[2].AttemptID != all[2].AttemptID {
+		t.Fatalf("--limit 3: %d %v", len(four), err)
+	}
+	if rows := strings.Count(strings.TrimSpace(h.ok("attempts", "list")), "\n"); rows != 5 {
+		t.Fatalf("table: %d rows", rows)
+	}
+	if out := h.ok("attempts", "list", "--json", "--pack", "local.none"); strings.TrimSpace(out) != "[\n]" {
+		t.Fatalf("empty list: %q", out)
 	}
 }
