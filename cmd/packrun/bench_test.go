@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -187,3 +189,69 @@ func BenchmarkServeDrain(b *testing.B) {
 // drainTasks is large enough that serve's start-up (≈ 0.1 s) is a small
 // part of the drain.
 const drainTasks = 5000
+
+// BenchmarkEvidenceAt100k: `packrun evidence verify` and `packrun replay
+// --all` as processes over a store of 100,000 recorded C hello attempts
+// (PACKRUN_BENCH_ATTEMPTS overrides the count), reporting entries or
+// attempts per second and the process's peak resident memory.
+func BenchmarkEvidenceAt100k(b *testing.B) {
+	n := 100_000
+	if v, err := strconv.Atoi(os.Getenv("PACKRUN_BENCH_ATTEMPTS")); err == nil && v > 0 {
+		n = v
+	}
+	dir := b.TempDir()
+	bin := buildPackrun(b, dir)
+	home := filepath.Join(dir, "home")
+	cli := func(args ...string) {
+		if out, err := exec.Command(bin, append([]string{"--home", home}, args...)...).CombinedOutput(); err != nil {
+			b.Fatalf("packrun %v: %v\n%s", args, err, out)
+		}
+	}
+	key := filepath.Join(dir, "k")
+	pack := filepath.Join(dir, "hello.pack")
+	cli("keys", "generate", "--out", key)
+	cli("pack", "../../examples/hello-c", "-o", pack)
+	cli("sign", pack, "--key", key+".key")
+	cli("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
+	cli("install", pack)
+	ctx := context.Background()
+	h, err := packrun.Open(ctx, home, packrun.Config{PoolSize: 2, Workers: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for w := 0; w < 64; w++ {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				if _, err := h.InvokePack(ctx, "local.hello.c", packrun.InvokeRequest{Input: json.RawMessage(fmt.Sprintf(`{"name":"n%d"}`, i))}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	h.Close(ctx)
+	for _, tc := range []struct {
+		name string
+		args []string
+		unit string
+	}{
+		{"verify", []string{"evidence", "verify"}, "entries/s"},
+		{"replay-all", []string{"replay", "--all"}, "attempts/s"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var peak int64
+			for i := 0; i < b.N; i++ {
+				cmd := exec.Command(bin, append([]string{"--home", home}, tc.args...)...)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("packrun %v: %v\n%s", tc.args, err, out)
+				}
+				peak = max(peak, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), tc.unit)
+			b.ReportMetric(float64(peak)/1024, "peak-MB")
+		})
+	}
+}

@@ -86,16 +86,21 @@ func BenchmarkEvidenceCost(b *testing.B) {
 		builtNotStored
 		noEvidence
 	)
+	big := json.RawMessage(`{"name":"` + strings.Repeat("x", 10_000) + `"}`)
 	for _, node := range []struct {
 		name, module, pack string
 		par                int // goroutines per CPU
+		input              json.RawMessage
 	}{
 		// Many C attempts in flight (128), as a busy host has: commits
 		// are grouped, so durability is paid per batch, not per row.
-		{"", "../../examples/hello-c/hello.wasm", "local.hello.c", benchPar()},
+		{"", "../../examples/hello-c/hello.wasm", "local.hello.c", benchPar(), helloInput},
 		// A Go invocation takes milliseconds of CPU: 8 in flight keep both
 		// cores busy and still share commits.
-		{"go/", "../../examples/hello-go/hello.wasm", "local.hello.go", 4},
+		{"go/", "../../examples/hello-go/hello.wasm", "local.hello.go", 4, helloInput},
+		// The C node with a 10 KB input (and so a 10 KB greeting): what
+		// evidence costs as attempts grow (cpu-µs/attempt, on - off).
+		{"10k/", "../../examples/hello-c/hello.wasm", "local.hello.c", benchPar(), big},
 	} {
 		arch := benchPack(b, node.module, node.pack, `{"typeId":"example.hello","kind":"node"}`, "")
 		for _, m := range []struct {
@@ -117,11 +122,11 @@ func BenchmarkEvidenceCost(b *testing.B) {
 						var err error
 						switch m.mode {
 						case evidence:
-							_, _, err = d.Invoke(ctx, InvokeRequest{Pack: node.pack, Input: helloInput})
+							_, _, err = d.Invoke(ctx, InvokeRequest{Pack: node.pack, Input: node.input})
 						case builtNotStored:
-							_, _, _, err = d.run(ctx, l, "example.hello", runtime.Invocation{Node: "example.hello", Input: helloInput, RunID: newID(), Attempt: 1}, "", false)
+							_, _, _, err = d.run(ctx, l, "example.hello", runtime.Invocation{Node: "example.hello", Input: node.input, RunID: newID(), Attempt: 1}, "", false)
 						case noEvidence:
-							_, err = l.mod.Invoke(ctx, runtime.Invocation{Input: helloInput, RunID: "r"})
+							_, err = l.mod.Invoke(ctx, runtime.Invocation{Input: node.input, RunID: "r"})
 						}
 						if err != nil {
 							b.Error(err)
