@@ -70,13 +70,7 @@ func BenchmarkReplayAll10k(b *testing.B) {
 			b.Fatalf("packrun %v: exit %d %s", args, code, errb.String())
 		}
 	}
-	key := filepath.Join(dir, "k")
-	pack := filepath.Join(dir, "hello.pack")
-	cli("keys", "generate", "--out", key)
-	cli("pack", "../../examples/hello-c", "-o", pack)
-	cli("sign", pack, "--key", key+".key")
-	cli("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
-	cli("install", pack)
+	installHelloC(cli, dir)
 	ctx := context.Background()
 	h, err := packrun.Open(ctx, home, packrun.Config{PoolSize: 2, Workers: 2})
 	if err != nil {
@@ -108,6 +102,18 @@ func BenchmarkReplayAll10k(b *testing.B) {
 		b.Fatalf("summary %+v", sum)
 	}
 	b.ReportMetric(float64(sum.Identical), "attempts")
+}
+
+// installHelloC signs and installs the C hello pack through cli (packrun
+// with its home set), with a key and the pack written to dir.
+func installHelloC(cli func(args ...string), dir string) {
+	key := filepath.Join(dir, "k")
+	pack := filepath.Join(dir, "hello.pack")
+	cli("keys", "generate", "--out", key)
+	cli("pack", "../../examples/hello-c", "-o", pack)
+	cli("sign", pack, "--key", key+".key")
+	cli("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
+	cli("install", pack)
 }
 
 // BenchmarkServeDrain: `packrun serve` as a process working through 5,000
@@ -207,13 +213,7 @@ func BenchmarkEvidenceAt100k(b *testing.B) {
 			b.Fatalf("packrun %v: %v\n%s", args, err, out)
 		}
 	}
-	key := filepath.Join(dir, "k")
-	pack := filepath.Join(dir, "hello.pack")
-	cli("keys", "generate", "--out", key)
-	cli("pack", "../../examples/hello-c", "-o", pack)
-	cli("sign", pack, "--key", key+".key")
-	cli("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
-	cli("install", pack)
+	installHelloC(cli, dir)
 	ctx := context.Background()
 	h, err := packrun.Open(ctx, home, packrun.Config{PoolSize: 2, Workers: 2})
 	if err != nil {
