@@ -106,6 +106,22 @@ type Attempt struct {
 	Compact bool `json:"-"`
 }
 
+// JSONField is one of an attempt's JSON fields, by its JSON name.
+type JSONField struct {
+	Name  string
+	Value *json.RawMessage
+}
+
+// JSONFields are the attempt's JSON fields (error.details aside), for code
+// that treats them alike: validating, compacting, hashing.
+func (a *Attempt) JSONFields() [9]JSONField {
+	return [9]JSONField{
+		{"input", &a.Input}, {"output", &a.Output}, {"interrupt", &a.Interrupt}, {"logs", &a.Logs},
+		{"events", &a.Events}, {"trace", &a.Trace}, {"limits", &a.Limits},
+		{"adapter_calls", &a.AdapterCalls}, {"diagnostics", &a.Diagnostics},
+	}
+}
+
 // AttemptFilter selects attempts for ListAttempts; zero fields match all.
 type AttemptFilter struct {
 	TaskID   string

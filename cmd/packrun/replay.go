@@ -250,7 +250,7 @@ func (a *app) traceCommand() *cobra.Command {
 	var out string
 	export := &cobra.Command{
 		Use:   "export ATTEMPT_ID -o FILE",
-		Short: "Write a self-contained, versioned trace file (module digest, input, host calls, expected output)",
+		Short: "Write a self-contained, versioned trace file (module digest, input, host calls, expected output), sealed with the host key",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -133,8 +132,8 @@ func HashRecord(rec []byte) string {
 // bundle.
 func HashAttempt(a *host.Attempt) string {
 	c := *a
-	for _, v := range []*json.RawMessage{&c.Input, &c.Output, &c.Interrupt, &c.Logs, &c.Events, &c.Trace, &c.Limits, &c.AdapterCalls, &c.Diagnostics} {
-		*v = CompactJSON(*v)
+	for _, f := range c.JSONFields() {
+		*f.Value = CompactJSON(*f.Value)
 	}
 	if c.Error != nil {
 		e := *c.Error

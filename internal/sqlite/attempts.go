@@ -62,27 +62,15 @@ func (s *Store) normalizeAttempt(a *host.Attempt) error {
 	default:
 		return host.Invalid(op, "retry_class", "must be none, retryable or permanent")
 	}
-	if !a.Compact {
-		for _, f := range []struct {
-			name string
-			v    *json.RawMessage
-		}{
-			{"input", &a.Input}, {"output", &a.Output}, {"interrupt", &a.Interrupt}, {"logs", &a.Logs},
-			{"events", &a.Events}, {"trace", &a.Trace}, {"limits", &a.Limits},
-			{"adapter_calls", &a.AdapterCalls}, {"diagnostics", &a.Diagnostics},
-		} {
-			if len(*f.v) == 0 {
-				continue
-			}
-			if !json.Valid(*f.v) {
-				return host.Invalid(op, f.name, "is not valid JSON")
-			}
-			*f.v = evidence.CompactJSON(*f.v)
-		}
-	}
-	for _, v := range []*json.RawMessage{&a.Input, &a.Output, &a.Interrupt, &a.Logs, &a.Events, &a.Trace, &a.Limits, &a.AdapterCalls, &a.Diagnostics} {
-		if len(*v) == 0 {
-			*v = nil
+	for _, f := range a.JSONFields() {
+		switch {
+		case len(*f.Value) == 0:
+			*f.Value = nil
+		case a.Compact: // the caller's promise: valid, in stored form
+		case !json.Valid(*f.Value):
+			return host.Invalid(op, f.Name, "is not valid JSON")
+		default:
+			*f.Value = evidence.CompactJSON(*f.Value)
 		}
 	}
 	if a.Error != nil {
