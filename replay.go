@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"time"
@@ -213,8 +214,8 @@ type ReplaySummary struct {
 // MaxListed is how many divergences and errors a ReplaySummary lists.
 const MaxListed = 5
 
-// replayPage is how many attempts ReplayAll holds at once: it reads the
-// store a page at a time, so its memory does not grow with the store.
+// replayPage bounds how many attempts ReplayAll holds between reading
+// and folding them: memory does not grow with the store.
 const replayPage = 256
 
 // ReplayAll replays every recorded attempt filter selects (with
@@ -255,61 +256,109 @@ func (h *Host) ReplayAll(ctx context.Context, filter ReplayFilter, opts ReplayOp
 			sum.Errors = append(sum.Errors, id+": "+strings.Join(strings.Fields(err.Error()), " "))
 		}
 	}
-	err = h.eachAttempt(ctx, af, func(a *host.Attempt) error {
+	fold := func(o replayed) {
 		sum.Total++
-		var v *ReplayVerdict
-		err := h.store.VerifyAttempt(ctx, a.AttemptID)
-		var t *Trace
-		if err == nil {
-			t, err = replay.FromAttempt(a)
-		}
-		if err == nil {
-			v, err = r.run(ctx, t)
-		}
 		switch {
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case err != nil:
-			fail(a.AttemptID, err)
-		case v.Identical:
+		case o.err != nil:
+			fail(o.id, o.err)
+		case o.v.Identical:
 			sum.Identical++
 		default:
 			sum.Diverged++
 			if len(sum.Divergences) < MaxListed {
-				sum.Divergences = append(sum.Divergences, v)
+				sum.Divergences = append(sum.Divergences, o.v)
 			}
 		}
 		if progress != nil {
 			progress(sum.Total, max(total, sum.Total))
 		}
-		return nil
-	})
-	if err != nil {
+	}
+	if err := h.replayEach(ctx, r, af, fold); err != nil {
 		return nil, err
 	}
 	sum.DurationMs = float64(time.Since(start).Microseconds()) / 1000
 	return sum, nil
 }
 
-// eachAttempt calls fn with every attempt f selects, newest first, reading
-// them a page at a time.
-func (h *Host) eachAttempt(ctx context.Context, f host.AttemptFilter, fn func(*host.Attempt) error) error {
-	f.Limit = replayPage
-	for {
-		page, err := h.store.ListAttempts(ctx, f)
-		if err != nil {
-			return err
-		}
-		for _, a := range page {
-			if err := fn(a); err != nil {
-				return err
-			}
-		}
-		if len(page) < f.Limit {
-			return nil
-		}
-		f.BeforeSeq = page[len(page)-1].EventSeq
+// replayed is one attempt's replay: its verdict, or why it could not run.
+type replayed struct {
+	id  string
+	v   *ReplayVerdict
+	err error
+}
+
+// replayEach verifies and replays every attempt f selects on one worker
+// per core while the next page is read, and passes the outcomes to fold in
+// the order the attempts were read (so the divergences a summary lists do
+// not depend on scheduling). At most replayPage attempts wait at each
+// stage, so memory stays flat however many are replayed.
+func (h *Host) replayEach(parent context.Context, r *replayer, f host.AttemptFilter, fold func(replayed)) error {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	type job struct {
+		a    *host.Attempt
+		verr error // the attempt's check against its place in the chain
+		done chan replayed
 	}
+	jobs := make(chan job, replayPage)    // to the workers
+	inOrder := make(chan job, replayPage) // to fold, as read
+	var wg sync.WaitGroup
+	for range goruntime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for j := range jobs {
+				j.done <- r.replayChecked(ctx, j.a, j.verr)
+			}
+		})
+	}
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(inOrder)
+		defer close(jobs)
+		readErr <- h.store.EachVerifiedAttempt(ctx, f, func(a *host.Attempt, verr error) error {
+			j := job{a: a, verr: verr, done: make(chan replayed, 1)}
+			select {
+			case inOrder <- j:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			jobs <- j
+			return nil
+		})
+	}()
+	for j := range inOrder {
+		o := <-j.done
+		if ctx.Err() != nil {
+			break
+		}
+		fold(o)
+	}
+	cancel()
+	for range inOrder { // let the reader finish
+	}
+	wg.Wait()
+	if err := parent.Err(); err != nil {
+		return err
+	}
+	if err := <-readErr; err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// replayChecked replays one attempt if its check against its place in
+// the chain (verr) found nothing.
+func (r *replayer) replayChecked(ctx context.Context, a *host.Attempt, verr error) replayed {
+	o := replayed{id: a.AttemptID, err: verr}
+	if o.err != nil {
+		return o
+	}
+	t, err := replay.FromAttempt(a)
+	if err != nil {
+		o.err = err
+		return o
+	}
+	o.v, o.err = r.run(ctx, t)
+	return o
 }
 
 // ErrInvalidTrace is matched by every refusal of a trace file.

@@ -49,6 +49,12 @@ type Evidence interface {
 	// the hash the event chained. A mismatch is a *ChainBreak (matched by
 	// ErrTampered) returned as the error.
 	VerifyAttempt(ctx context.Context, attemptID string) error
+	// EachVerifiedAttempt calls fn with every attempt f selects, most
+	// recently recorded first (f.Limit is ignored), and what VerifyAttempt
+	// says of it, reading a bounded page at a time. An attempt whose record
+	// no longer reads comes with only its AttemptID and EventSeq set, and
+	// its break. It stops at fn's first error and returns it.
+	EachVerifiedAttempt(ctx context.Context, f AttemptFilter, fn func(a *Attempt, verr error) error) error
 
 	// ExportAttempt returns a self-contained bundle of one attempt (with its
 	// trace), its artifacts (with their bytes) and its events;

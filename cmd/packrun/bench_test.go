@@ -208,6 +208,15 @@ func BenchmarkEvidenceAt100k(b *testing.B) {
 	dir := b.TempDir()
 	bin := buildPackrun(b, dir)
 	home := filepath.Join(dir, "home")
+	// PACKRUN_BENCH_HOME keeps the store between runs (for profiling):
+	// it is filled the first time and reused as it is after that.
+	if keep := os.Getenv("PACKRUN_BENCH_HOME"); keep != "" {
+		home = keep
+		if _, err := os.Stat(filepath.Join(home, "packrun.db")); err == nil {
+			evidenceAt(b, bin, home, n)
+			return
+		}
+	}
 	cli := func(args ...string) {
 		if out, err := exec.Command(bin, append([]string{"--home", home}, args...)...).CombinedOutput(); err != nil {
 			b.Fatalf("packrun %v: %v\n%s", args, err, out)
@@ -233,6 +242,12 @@ func BenchmarkEvidenceAt100k(b *testing.B) {
 	}
 	wg.Wait()
 	h.Close(ctx)
+	evidenceAt(b, bin, home, n)
+}
+
+// evidenceAt times `evidence verify` and `replay --all` as processes on a
+// home holding n attempts.
+func evidenceAt(b *testing.B, bin, home string, n int) {
 	for _, tc := range []struct {
 		name string
 		args []string

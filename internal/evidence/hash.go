@@ -82,19 +82,18 @@ func newCanon(tag string) *canon {
 	return c
 }
 
-func (c *canon) bytes(b []byte) {
-	c.b = strconv.AppendInt(c.b, int64(len(b)), 10)
-	c.b = append(c.b, ':')
-	c.b = append(c.b, b...)
-	c.b = append(c.b, '\n')
+func (c *canon) bytes(b []byte) { c.b = appendNetstring(c.b, b) }
+
+// appendNetstring appends "LEN:V\n". Being a plain function, it lets a
+// caller build an encoding in a buffer on its stack (LinkAttempt).
+func appendNetstring[T string | []byte](dst []byte, v T) []byte {
+	dst = strconv.AppendInt(dst, int64(len(v)), 10)
+	dst = append(dst, ':')
+	dst = append(dst, v...)
+	return append(dst, '\n')
 }
 
-func (c *canon) str(s string) {
-	c.b = strconv.AppendInt(c.b, int64(len(s)), 10)
-	c.b = append(c.b, ':')
-	c.b = append(c.b, s...)
-	c.b = append(c.b, '\n')
-}
+func (c *canon) str(s string) { c.b = appendNetstring(c.b, s) }
 
 func (c *canon) int(n int64) {
 	var tmp [20]byte

@@ -148,11 +148,14 @@ func HashAttempt(a *host.Attempt) string {
 // content hash. The writer computes only this (a few hundred nanoseconds);
 // everything else about the attempt was hashed before it got there.
 func LinkAttempt(seq int64, prev, contentHash string) string {
-	c := newCanon("packrun.attempt-link.v2")
-	c.int(seq)
-	c.str(prev)
-	c.str(contentHash)
-	return c.sum()
+	var buf [256]byte // a link's encoding fits: built on the stack
+	var n [20]byte
+	b := appendNetstring(buf[:0], "packrun.attempt-link.v2")
+	b = appendNetstring(b, strconv.AppendInt(n[:0], seq, 10))
+	b = appendNetstring(b, prev)
+	b = appendNetstring(b, contentHash)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // ErrRecord is returned for a record that does not decode.

@@ -255,7 +255,7 @@ func attemptWhere(f host.AttemptFilter) (string, []any) {
 		q += ` AND task_id IN (SELECT task_id FROM tasks WHERE task_type = ?)`
 		args = append(args, f.TaskType)
 	}
-	if f.BeforeSeq > 0 {
+	if f.BeforeSeq != 0 {
 		q += ` AND seq < ?`
 		args = append(args, f.BeforeSeq)
 	}
@@ -313,6 +313,58 @@ func (s *Store) ListAttempts(ctx context.Context, f host.AttemptFilter) ([]*host
 		out = append(out, a)
 	}
 	return out, host.Wrap("list attempts", "", rows.Err())
+}
+
+// verifyPage is how many attempts EachVerifiedAttempt reads at once.
+var verifyPage = 256
+
+// EachVerifiedAttempt implements host.Evidence. Each page is one query of
+// the attempts' rows; each attempt's place is then checked as
+// VerifyAttempt does, without reading its row again.
+func (s *Store) EachVerifiedAttempt(ctx context.Context, f host.AttemptFilter, fn func(*host.Attempt, error) error) error {
+	const op = "verify attempts"
+	for {
+		where, args := attemptWhere(f)
+		rows, err := s.db.QueryContext(ctx, `SELECT `+attemptEntryColumns+` FROM attempt_records`+where+` ORDER BY seq DESC LIMIT ?`, append(args, verifyPage)...)
+		if err != nil {
+			return host.Wrap(op, "", err)
+		}
+		var page []*chainEntry
+		for rows.Next() {
+			e, err := scanAttemptEntry(rows)
+			if err != nil {
+				rows.Close()
+				return host.Wrap(op, "", err)
+			}
+			page = append(page, e)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return host.Wrap(op, "", err)
+		}
+		for _, e := range page {
+			verr := s.verifyAttemptEntry(ctx, e)
+			if verr != nil && !errors.Is(verr, host.ErrTampered) {
+				return verr
+			}
+			a, _, err := evidence.DecodeRecord(e.at.record)
+			if err != nil {
+				a = &host.Attempt{AttemptID: e.at.attemptID}
+				if verr == nil { // a record that reads but does not decode
+					verr = &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: e.at.attemptID, Problem: host.BreakAttemptHash,
+						Detail: fmt.Sprintf("attempt %s, recorded at event %d, no longer decodes: %v", e.at.attemptID, e.seq, err)}
+				}
+			}
+			a.EventSeq = e.seq
+			if err := fn(a, verr); err != nil {
+				return err
+			}
+		}
+		if len(page) < verifyPage {
+			return nil
+		}
+		f.BeforeSeq = page[len(page)-1].seq
+	}
 }
 
 // ExportAttempt implements host.Evidence.

@@ -439,7 +439,62 @@ func TestVerifyAttempt(t *testing.T) {
 			if !ok || !errors.Is(err, host.ErrTampered) || brk.Problem != tc.problem || brk.AttemptID != a.AttemptID {
 				t.Fatalf("got %v (%+v), want a %s break naming %s", err, brk, tc.problem, a.AttemptID)
 			}
+			// Read as a stream, the attempt comes with the same break.
+			n := 0
+			if err := f.EachVerifiedAttempt(ctx, host.AttemptFilter{}, func(got *host.Attempt, verr error) error {
+				n++
+				if got.AttemptID != a.AttemptID || verr == nil || verr.Error() != err.Error() {
+					t.Errorf("streamed %s with %v, want %s with %v", got.AttemptID, verr, a.AttemptID, err)
+				}
+				return nil
+			}); err != nil || n != 1 {
+				t.Fatalf("EachVerifiedAttempt: %v after %d", err, n)
+			}
 		})
+	}
+}
+
+// EachVerifiedAttempt reads pages (here of 2) through attempts outside the
+// chain too (negative seqs), each once, newest first, each with its check.
+func TestEachVerifiedAttemptPages(t *testing.T) {
+	defer func(n int) { verifyPage = n }(verifyPage)
+	verifyPage = 2
+	f := newFixture(t, Options{})
+	for i := range 5 {
+		a := &host.Attempt{AttemptID: fmt.Sprintf("att-%d", i), Pack: "local.demo@1.0.0", ModuleSHA256: strings.Repeat("ab", 32), Node: "n",
+			RunID: "r", Attempt: 1, ABIVersion: "1.0", Input: json.RawMessage(`{}`), Output: json.RawMessage(`{}`), Outcome: abi.Completed}
+		if err := f.RecordAttempt(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tamper(t, f, `UPDATE attempt_records SET seq = -1 WHERE attempt_id = 'att-1'`, `UPDATE attempt_records SET seq = -2 WHERE attempt_id = 'att-0'`)
+	var seen []string
+	err := f.EachVerifiedAttempt(ctx, host.AttemptFilter{Pack: "local.demo"}, func(a *host.Attempt, verr error) error {
+		brk, _ := errors.AsType[*host.ChainBreak](verr)
+		switch {
+		case a.AttemptID == "att-0" || a.AttemptID == "att-1":
+			if brk == nil || brk.Problem != host.BreakAttemptUnchain {
+				t.Errorf("%s: %v, want it unchained", a.AttemptID, verr)
+			}
+		case a.AttemptID == "att-2": // the entry before it was moved
+			if brk == nil || brk.Problem != host.BreakSeqGap {
+				t.Errorf("%s: %v, want a gap before it", a.AttemptID, verr)
+			}
+		case verr != nil:
+			t.Errorf("%s: %v", a.AttemptID, verr)
+		}
+		seen = append(seen, a.AttemptID)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(seen, ",") != "att-4,att-3,att-2,att-1,att-0" {
+		t.Fatalf("read %v", seen)
+	}
+	stop := errors.New("stop")
+	if err := f.EachVerifiedAttempt(ctx, host.AttemptFilter{}, func(*host.Attempt, error) error { return stop }); err != stop {
+		t.Fatalf("fn's error: %v", err)
 	}
 }
 
