@@ -17,7 +17,7 @@ func TestHandlerInvokeGoesThroughTheHost(t *testing.T) {
 	p := probe()
 	p.extra = `"grants":{"services":["config","memory"],"memoryNamespaces":["ns"]},`
 	f.install(t, p)
-	hd, err := f.Handler(ctx, HandlerOptions{Addr: "127.0.0.1:0"})
+	hd, err := f.Handler(ctx, HandlerOptions{Addr: "127.0.0.1:0", InsecureNoAuth: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -184,7 +184,7 @@ func benchServer(b *testing.B, h *packrun.Host) (string, *http.Client) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	handler, err := h.Handler(ctx, packrun.HandlerOptions{Addr: ln.Addr().String()})
+	handler, err := h.Handler(ctx, packrun.HandlerOptions{Addr: ln.Addr().String(), InsecureNoAuth: true})
 	if err != nil {
 		ln.Close()
 		b.Fatal(err)

@@ -52,7 +52,7 @@ type Invocation struct {
 // check validates what can be checked before anything runs.
 func (req *InvokeRequest) check() error {
 	if req.Tenant == "" {
-		req.Tenant = "default"
+		req.Tenant = host.DefaultTenant
 	}
 	if err := host.CheckTenant("invoke", req.Tenant); err != nil {
 		return usageErr("%v", err)

@@ -39,6 +39,14 @@ type HandlerOptions struct {
 	Addr string
 	// MaxBodyBytes caps a request body (default 1 MiB).
 	MaxBodyBytes int64
+	// InsecureNoAuth serves every request without a token, with every
+	// scope, for the tenant it names (packrun serve --insecure-no-auth:
+	// for a laptop, on loopback only). Otherwise every route needs one of
+	// this home's tokens (CreateToken).
+	InsecureNoAuth bool
+	// RateLimit bounds each token's requests a second (burst: twice as
+	// many); 0: no limit.
+	RateLimit float64
 }
 
 // Handler is the HTTP API (/v1/tasks, /v1/attempts, /v1/invoke, /v1/packs,
@@ -56,6 +64,10 @@ func (h *Host) Handler(ctx context.Context, opts HandlerOptions) (http.Handler, 
 		MaxBodyBytes: opts.MaxBodyBytes,
 		Addr:         opts.Addr,
 		Log:          func(msg string, kv ...any) { h.log.Error(msg, kv...) },
+		Auth:         api.Auth{Authenticate: h.Authenticate, Insecure: opts.InsecureNoAuth, Rate: opts.RateLimit},
+		Replay: func(ctx context.Context, id string) (*api.ReplayVerdict, error) {
+			return h.Replay(ctx, id, ReplayOptions{})
+		},
 	}), nil
 }
 

@@ -202,6 +202,10 @@ func Priority(p int) *int { return &p }
 type EnqueueOptions struct {
 	// MaxAttempts caps the attempts (claims) of the task; 0 means 3.
 	MaxAttempts int
+	// Tenant is the tenant the task (and its attempts and follow-ups)
+	// belongs to; "" is DefaultTenant. The API sets it from the
+	// caller's token, never from the request body.
+	Tenant string
 }
 
 // TaskOutcome is the normalised result of an attempt (schema §9). Finish
@@ -249,6 +253,8 @@ type TaskRecord struct {
 	// RunnerID is the runner of the latest claim.
 	RunnerID        string `json:"runner_id,omitempty"`
 	CancelRequested bool   `json:"cancel_requested,omitempty"`
+	// Tenant is the tenant the task belongs to.
+	Tenant string `json:"tenant"`
 }
 
 // FinishInput settles a running task. AttemptID names the attempt, which
@@ -304,6 +310,7 @@ type FinishInput struct {
 type TaskFilter struct {
 	Status   TaskStatus // empty: any
 	TaskType string     // empty: any
+	Tenant   string     // empty: any
 	Limit    int        // 0 means 100
 }
 

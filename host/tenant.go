@@ -43,3 +43,7 @@ func CheckTenant(op, tenant string) error {
 	}
 	return nil
 }
+
+// DefaultTenant is the tenant of whatever names none: a task enqueued, a
+// node invoked or memory used without a tenant.
+const DefaultTenant = "default"

@@ -167,7 +167,7 @@ func BenchmarkServeDrain(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				cmd := exec.Command(bin, "--home", home, "serve", "--addr", "127.0.0.1:0", "--workers", fmt.Sprint(workers))
+				cmd := exec.Command(bin, "--home", home, "serve", "--addr", "127.0.0.1:0", "--insecure-no-auth", "--workers", fmt.Sprint(workers))
 				if err := cmd.Start(); err != nil {
 					b.Fatal(err)
 				}

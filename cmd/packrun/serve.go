@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,10 +22,12 @@ import (
 const maxWorkers = 1024
 
 func (a *app) serveCommand() *cobra.Command {
-	var addr string
+	var addr, tlsCert, tlsKey string
 	var workers int
+	var insecure bool
+	var rateLimit float64
 	cmd := &cobra.Command{
-		Use:   "serve [--addr 127.0.0.1:7070] [--workers 8]",
+		Use:   "serve [--addr 127.0.0.1:7070] [--workers 8] [--tls-cert F --tls-key F] [--insecure-no-auth]",
 		Short: "Run the dispatcher and the HTTP API",
 		Long: `Run the dispatcher (claims the next available task, invokes the node its task type
 maps to, records the attempt, applies the outcome, schedules retries) and the HTTP API:
@@ -32,6 +36,12 @@ maps to, records the attempt, applies the outcome, schedules retries) and the HT
   GET  /v1/tasks[/{id}]     list / show tasks         POST /v1/tasks/{id}:cancel
   GET  /v1/attempts/{id}    one recorded attempt      POST /v1/invoke  run a node now
   GET  /v1/packs            installed packs           GET  /.well-known/packrun  host capabilities
+
+Every route needs a bearer token made with 'packrun tokens create' (Authorization: Bearer
+<token>); a token acts for its tenant only and carries scopes (see 'packrun tokens --help').
+On a loopback address, --insecure-no-auth serves every request without a token, with every
+scope, for the tenant a request names: for a laptop only. On any other address serve refuses
+to start without an active token. --tls-cert and --tls-key serve HTTPS.
 
 One dispatcher per store holds the dispatch lock; a second one waits. Tasks a crash left
 running are reclaimed at start. SIGTERM or Ctrl-C stops claiming, lets in-flight tasks
@@ -45,6 +55,12 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			ctx := cmd.Context()
 			if workers < 1 || workers > maxWorkers {
 				return withCode(exitUsage, fmt.Errorf("--workers %d: must be between 1 and %d", workers, maxWorkers))
+			}
+			if (tlsCert == "") != (tlsKey == "") {
+				return usageError("--tls-cert and --tls-key go together")
+			}
+			if insecure && !isLoopback(addr) {
+				return usageError("--insecure-no-auth is allowed on a loopback address only (127.0.0.1, [::1], localhost); --addr %s is not one", addr)
 			}
 			heapfloor.Raise(packrun.HeapFloor)
 			// A stop asked for while starting up is a clean stop, not a
@@ -61,6 +77,18 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 				return stopped(err)
 			}
 			defer h.Close(context.Background())
+			if !insecure {
+				active, err := h.HasActiveTokens(ctx)
+				if err != nil {
+					return err
+				}
+				switch {
+				case !active && !isLoopback(addr):
+					return withCode(exitUsage, fmt.Errorf("refusing to serve on %s without authentication: this home has no active API token (create one with 'packrun tokens create')", addr))
+				case !active:
+					fmt.Fprintln(a.stderr, "packrun: this home has no active API token, so every request will be refused (401): create one with 'packrun tokens create', or run with --insecure-no-auth")
+				}
+			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return withCode(exitUsage, fmt.Errorf("--addr %s: %w", addr, err))
@@ -68,7 +96,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			// On a loopback address, requests must name a loopback Host
 			// (DNS rebinding); the listener's address is the one --addr
 			// resolved to.
-			handler, err := h.Handler(ctx, packrun.HandlerOptions{Addr: ln.Addr().String()})
+			handler, err := h.Handler(ctx, packrun.HandlerOptions{Addr: ln.Addr().String(), InsecureNoAuth: insecure, RateLimit: rateLimit})
 			if err != nil {
 				ln.Close()
 				return stopped(err)
@@ -81,9 +109,19 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			// does, within the node's own time limit.
 			srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 			serveErr := make(chan error, 1)
-			go func() { serveErr <- srv.Serve(ln) }()
-			a.log.Info("serving", "addr", ln.Addr().String(), "home", a.home)
-			fmt.Fprintf(a.stderr, "packrun serving on http://%s (home %s)\n", ln.Addr(), a.home)
+			scheme := "http"
+			if tlsCert != "" {
+				scheme = "https"
+				go func() { serveErr <- srv.ServeTLS(ln, tlsCert, tlsKey) }()
+			} else {
+				go func() { serveErr <- srv.Serve(ln) }()
+			}
+			authNote := "bearer tokens required"
+			if insecure {
+				authNote = "NO AUTHENTICATION (--insecure-no-auth)"
+			}
+			a.log.Info("serving", "addr", ln.Addr().String(), "home", a.home, "tls", tlsCert != "", "auth", !insecure)
+			fmt.Fprintf(a.stderr, "packrun serving on %s://%s (home %s; %s)\n", scheme, ln.Addr(), a.home, authNote)
 
 			dispatchCtx, stopDispatch := context.WithCancel(ctx)
 			defer stopDispatch()
@@ -118,6 +156,24 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:7070", "listen address")
+	cmd.Flags().BoolVar(&insecure, "insecure-no-auth", false, "serve without tokens, every scope, any tenant (loopback addresses only)")
+	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain)")
+	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
+	cmd.Flags().Float64Var(&rateLimit, "rate-limit", 200, "requests a second each token may make on average (twice as many at once); 0: no limit")
 	cmd.Flags().IntVar(&workers, "workers", 8, "tasks run at once (they mostly wait on durable commits, so more than the cores helps)")
 	return cmd
+}
+
+// isLoopback reports whether a listen address is a loopback one
+// (127.0.0.0/8, ::1 or localhost); ":7070" (every interface) is not.
+func isLoopback(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		h = addr
+	}
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(strings.Trim(h, "[]"))
+	return err == nil && ip.Unmap().IsLoopback()
 }

@@ -64,7 +64,7 @@ type served struct {
 
 func startServe(t *testing.T, bin, home string) served {
 	t.Helper()
-	cmd := exec.Command(bin, "--home", home, "serve", "--addr", "127.0.0.1:0")
+	cmd := exec.Command(bin, "--home", home, "serve", "--addr", "127.0.0.1:0", "--insecure-no-auth")
 	// Keep what serve says, to show it when the test fails.
 	logs := &syncBuffer{}
 	cmd.Stderr = logs

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -18,7 +19,9 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/auth"
 	"github.com/packrun/packrun/internal/dispatch"
+	"github.com/packrun/packrun/internal/replay"
 	"github.com/packrun/packrun/internal/strictjson"
 	"github.com/packrun/packrun/runtime"
 )
@@ -56,7 +59,17 @@ type Config struct {
 	// Log receives one line per request that failed with a 5xx, with the
 	// error the client does not see; may be nil.
 	Log func(msg string, kv ...any)
+	// Auth says who may call: every route needs a bearer token unless
+	// Auth.Insecure.
+	Auth Auth
+	// Replay serves POST /v1/attempts/{id}:replay (without it, 503): it
+	// checks the stored attempt against the evidence chain and re-executes
+	// it with every host call served from its trace.
+	Replay func(ctx context.Context, attemptID string) (*ReplayVerdict, error)
 }
+
+// ReplayVerdict is what a replay found (internal/replay.Verdict).
+type ReplayVerdict = replay.Verdict
 
 // Invoker runs one node of an installed pack outside the queue and
 // records the attempt; Wake tells idle workers a task may be available.
@@ -83,6 +96,7 @@ func (p PackInfo) Ref() string { return p.Name + "@" + p.Version }
 
 type server struct {
 	cfg     Config
+	limit   *limiter // nil: no rate limit
 	maxBody int64
 	// loopback: refuse requests whose Host is not a loopback name.
 	loopback bool
@@ -94,15 +108,30 @@ const maxBodyDepth = 10000
 
 // New returns the handler of the packrun HTTP API. Routes:
 //
-//	POST /v1/tasks[?max_attempts=N]             enqueue a TaskIntent → 201 TaskRecord
-//	GET  /v1/tasks[?status=&task_type=&limit=]  {"tasks":[TaskRecord...]}, newest first
-//	GET  /v1/tasks/{id}                         TaskRecord
-//	POST /v1/tasks/{id}:cancel                  TaskRecord after the cancel
-//	GET  /v1/attempts[?task_id=&pack=&tenant=&since=&limit=]  {"attempts":[Attempt...]}
-//	GET  /v1/attempts/{id}                      Attempt (the evidence record)
-//	POST /v1/invoke                             run one node of an installed pack
-//	GET  /v1/packs                              {"packs":[PackInfo...]}
-//	GET  /.well-known/packrun                   host capabilities
+//	POST /v1/tasks[?max_attempts=N]             tasks:write    enqueue a TaskIntent → 201 TaskRecord
+//	GET  /v1/tasks[?status=&task_type=&limit=]  tasks:read     {"tasks":[TaskRecord...]}, newest first
+//	GET  /v1/tasks/{id}                         tasks:read     TaskRecord
+//	POST /v1/tasks/{id}:cancel                  tasks:write    TaskRecord after the cancel
+//	GET  /v1/tasks/{id}/events                  evidence:read  {"events":[Event...]}, the task's runtime events
+//	GET  /v1/attempts[?task_id=&pack=&since=&limit=]  evidence:read  {"attempts":[Attempt...]}
+//	GET  /v1/attempts/{id}                      evidence:read  Attempt (the evidence record)
+//	POST /v1/attempts/{id}:replay               evidence:read  ReplayVerdict (no side effects)
+//	GET  /v1/artifacts/{id}                     evidence:read  Artifact
+//	GET  /v1/memory/{namespace}[?prefix=]       memory:read    {"keys":[...]}
+//	GET  /v1/memory/{namespace}/{key}           memory:read    Entry
+//	PUT  /v1/memory/{namespace}/{key}[?ttl=]    memory:write   {"value":...} → Entry
+//	DELETE /v1/memory/{namespace}/{key}         memory:write   204
+//	POST /v1/invoke                             invoke         run one node of an installed pack
+//	GET  /v1/packs                              (any token)    {"packs":[PackInfo...]}
+//	GET  /.well-known/packrun                   (any token)    host capabilities
+//
+// Every route needs a bearer token (Auth) carrying the scope shown: 401
+// without a valid one, 403 without the scope, 429 over the token's rate.
+// A token acts for its tenant only: tasks, attempts, artifacts, events and
+// memory of another tenant answer exactly as if they did not exist, lists
+// show the token's tenant's only, and a body or query naming another
+// tenant is refused. A state-changing call that succeeds leaves an
+// api_call runtime event naming the token.
 //
 // Errors are {"error":{"code","message","field"}} with a 4xx status for
 // the caller's mistakes, and nothing is stored; a 5xx carries a generic
@@ -115,7 +144,7 @@ const maxBodyDepth = 10000
 // text/plain without the browser asking first (CORS preflight). Bodies are
 // strict JSON: valid UTF-8, no duplicate key at any depth (400).
 func New(cfg Config) http.Handler {
-	s := &server{cfg: cfg, maxBody: cfg.MaxBodyBytes, loopback: isLoopbackAddr(cfg.Addr)}
+	s := &server{cfg: cfg, maxBody: cfg.MaxBodyBytes, loopback: isLoopbackAddr(cfg.Addr), limit: newLimiter(cfg.Auth.Rate, cfg.Auth.Burst)}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
@@ -125,7 +154,7 @@ func New(cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	route := func(path string, methods map[string]handler) {
 		allow := make([]string, 0, len(methods)+1)
-		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete} {
 			if methods[m] != nil || m == http.MethodHead && methods[http.MethodGet] != nil {
 				allow = append(allow, m)
 			}
@@ -142,15 +171,23 @@ func New(cfg Config) http.Handler {
 		}))
 	}
 	route("/v1/tasks", map[string]handler{
-		http.MethodGet:  takes(s.listTasks, "status", "task_type", "limit"),
-		http.MethodPost: takes(s.enqueue, "max_attempts"),
+		http.MethodGet:  scoped(auth.ScopeTasksRead, takes(s.listTasks, "status", "task_type", "limit")),
+		http.MethodPost: scoped(auth.ScopeTasksWrite, takes(s.enqueue, "max_attempts")),
 	})
-	route("/v1/tasks/{id}", map[string]handler{http.MethodGet: takes(s.getTask), http.MethodPost: takes(s.taskAction)})
-	route("/v1/attempts", map[string]handler{http.MethodGet: takes(s.listAttempts, "task_id", "pack", "tenant", "since", "limit")})
-	route("/v1/attempts/{id}", map[string]handler{http.MethodGet: takes(s.getAttempt)})
-	route("/v1/invoke", map[string]handler{http.MethodPost: takes(s.invoke)})
-	route("/v1/packs", map[string]handler{http.MethodGet: takes(s.listPacks)})
-	route("/.well-known/packrun", map[string]handler{http.MethodGet: takes(s.wellKnown)})
+	route("/v1/tasks/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.getTask)), http.MethodPost: scoped(auth.ScopeTasksWrite, takes(s.taskAction))})
+	route("/v1/tasks/{id}/events", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.taskEvents, "limit"))})
+	route("/v1/attempts", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.listAttempts, "task_id", "pack", "tenant", "since", "limit"))})
+	route("/v1/attempts/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.getAttempt)), http.MethodPost: scoped(auth.ScopeEvidenceRead, takes(s.attemptAction))})
+	route("/v1/artifacts/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.getArtifact))})
+	route("/v1/memory/{namespace}", map[string]handler{http.MethodGet: scoped(auth.ScopeMemoryRead, takes(s.listMemory, "prefix"))})
+	route("/v1/memory/{namespace}/{key}", map[string]handler{
+		http.MethodGet:    scoped(auth.ScopeMemoryRead, takes(s.getMemory)),
+		http.MethodPut:    scoped(auth.ScopeMemoryWrite, takes(s.putMemory, "ttl")),
+		http.MethodDelete: scoped(auth.ScopeMemoryWrite, takes(s.deleteMemory)),
+	})
+	route("/v1/invoke", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.invoke))})
+	route("/v1/packs", map[string]handler{http.MethodGet: scoped("", takes(s.listPacks))})
+	route("/.well-known/packrun", map[string]handler{http.MethodGet: scoped("", takes(s.wellKnown))})
 	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no route %s", r.URL.Path))
 	}))
@@ -158,7 +195,18 @@ func New(cfg Config) http.Handler {
 		if err := s.admit(r); err != nil {
 			return err
 		}
-		mux.ServeHTTP(w, r)
+		p, err := s.authenticate(r)
+		if err != nil {
+			return err
+		}
+		if s.limit != nil && !p.Insecure {
+			if ok, wait := s.limit.take(p.TokenID); !ok {
+				ae := refuse(http.StatusTooManyRequests, CodeRateLimited, "", fmt.Sprintf("token %s is over its rate of %g requests a second; retry later", p.TokenID, s.limit.rate))
+				ae.retryAfter = max(1, int(math.Ceil(wait.Seconds())))
+				return ae
+			}
+		}
+		mux.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
 		return nil
 	})
 }
@@ -272,6 +320,9 @@ func (s *server) wrap(h handler) http.Handler {
 		}
 		if ae.retryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))
+		}
+		if ae.status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="packrun"`)
 		}
 		reply(w, ae.status, errorBody{Error: ae.detail})
 	})

@@ -92,6 +92,7 @@ func newEnv(t *testing.T, backend host.Backend, mod func(*Config)) *env {
 			return []PackInfo{{Name: helloPack, Version: "1.0.0", SHA256: arch.SHA256, InstalledAt: time.Now().UTC(), Nodes: []string{helloNode}, TaskTypes: []string{helloTaskType}}}, nil
 		},
 		Host: rt.Host(),
+		Auth: Auth{Insecure: true},
 		Log: func(msg string, kv ...any) {
 			e.mu.Lock()
 			defer e.mu.Unlock()
@@ -347,7 +348,9 @@ func TestNotFoundAndMethods(t *testing.T) {
 		{"GET", "/v1/tasks/task_x:cancel", "", 405, CodeMethodNotAllowed, "POST"},
 		{"GET", "/v1/invoke", "", 405, CodeMethodNotAllowed, "POST"},
 		{"POST", "/v1/packs", "{}", 405, CodeMethodNotAllowed, "GET, HEAD"},
-		{"DELETE", "/v1/attempts/att_x", "", 405, CodeMethodNotAllowed, "GET, HEAD"},
+		{"DELETE", "/v1/attempts/att_x", "", 405, CodeMethodNotAllowed, "GET, HEAD, POST"},
+		{"POST", "/v1/attempts/att_nope:replay", "", 404, CodeNotFound, ""},
+		{"POST", "/v1/memory/ns/k", "{}", 405, CodeMethodNotAllowed, "GET, HEAD, PUT, DELETE"},
 		{"POST", "/.well-known/packrun", "{}", 405, CodeMethodNotAllowed, "GET, HEAD"},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {

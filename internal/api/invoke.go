@@ -62,6 +62,10 @@ func (s *server) invoke(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	if err := refuseTenantField(r, "tenant", req.Tenant); err != nil {
+		return err
+	}
+	req.Tenant = tenantOf(r, req.Tenant)
 	if t := bytes.TrimLeft(req.Input, " \t\r\n"); len(t) == 0 || string(t) == "null" {
 		req.Input = json.RawMessage(`{}`)
 	} else if t[0] != '{' {
@@ -85,6 +89,7 @@ func (s *server) invoke(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
+	s.recordCall(r, att.TaskID, att.AttemptID)
 	events := att.Events
 	if len(events) == 0 {
 		events = json.RawMessage(`[]`)

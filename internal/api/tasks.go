@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/auth"
 )
 
 // DefaultSource is the source of an enqueued intent that names none.
@@ -57,10 +58,12 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
+	opts.Tenant = tenantOf(r, "")
 	rec, err := s.cfg.Backend.Enqueue(ctx, in, opts)
 	if err != nil {
 		return err
 	}
+	s.recordCall(r, rec.TaskID, "")
 	if s.cfg.Dispatcher != nil {
 		s.cfg.Dispatcher.Wake()
 	}
@@ -96,6 +99,9 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f.Limit = limit
+	if p := auth.From(r.Context()); !p.Insecure {
+		f.Tenant = p.Tenant
+	}
 	tasks, err := s.cfg.Backend.ListTasks(r.Context(), f)
 	if err != nil {
 		return err
@@ -126,12 +132,32 @@ func (s *server) getTask(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Allow", http.MethodPost)
 		return refuse(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", "cancel with POST")
 	}
-	t, err := s.cfg.Backend.Task(r.Context(), id)
+	t, err := s.ownTask(r, id)
 	if err != nil {
 		return err
 	}
 	reply(w, http.StatusOK, t)
 	return nil
+}
+
+// ownTask returns a task of the caller's tenant. Another tenant's task is
+// refused exactly as one that does not exist.
+func (s *server) ownTask(r *http.Request, id string) (*host.TaskRecord, error) {
+	t, err := s.cfg.Backend.Task(r.Context(), id)
+	if err == nil && !owns(r, t.Tenant) || errors.Is(err, host.ErrNotFound) {
+		return nil, refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no task %s", host.ShortName(id)))
+	}
+	return t, err
+}
+
+// owns reports whether the caller may see what belongs to tenant ("" is
+// the default tenant).
+func owns(r *http.Request, tenant string) bool {
+	p := auth.From(r.Context())
+	if tenant == "" {
+		tenant = host.DefaultTenant
+	}
+	return p.Insecure || p.Tenant == tenant
 }
 
 // taskAction is POST /v1/tasks/{id}:<action>; ServeMux cannot match a
@@ -146,10 +172,14 @@ func (s *server) taskAction(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Allow", "GET, HEAD")
 		return refuse(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", "POST to a task needs an action: POST /v1/tasks/{id}:cancel")
 	}
+	if _, err := s.ownTask(r, id); err != nil {
+		return err
+	}
 	t, err := s.cfg.Backend.Cancel(r.Context(), id)
 	if err != nil {
 		return err
 	}
+	s.recordCall(r, t.TaskID, "")
 	reply(w, http.StatusOK, t)
 	return nil
 }
@@ -161,7 +191,13 @@ type attemptList struct {
 // listAttempts is GET /v1/attempts.
 func (s *server) listAttempts(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	f := host.AttemptFilter{TaskID: q.Get("task_id"), Pack: q.Get("pack"), Tenant: q.Get("tenant")}
+	if err := refuseTenantField(r, "tenant", q.Get("tenant")); err != nil {
+		return err
+	}
+	f := host.AttemptFilter{TaskID: q.Get("task_id"), Pack: q.Get("pack"), Tenant: tenantOf(r, q.Get("tenant"))}
+	if auth.From(r.Context()).Insecure {
+		f.Tenant = q.Get("tenant")
+	}
 	if v := q.Get("since"); v != "" {
 		t, err := time.Parse(time.RFC3339, v)
 		if err != nil {
@@ -187,10 +223,20 @@ func (s *server) listAttempts(w http.ResponseWriter, r *http.Request) error {
 
 // getAttempt is GET /v1/attempts/{id}.
 func (s *server) getAttempt(w http.ResponseWriter, r *http.Request) error {
-	a, err := s.cfg.Backend.Attempt(r.Context(), r.PathValue("id"))
+	a, err := s.ownAttempt(r, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
 	reply(w, http.StatusOK, a)
 	return nil
+}
+
+// ownAttempt returns an attempt of the caller's tenant; another tenant's
+// is refused exactly as one that does not exist.
+func (s *server) ownAttempt(r *http.Request, id string) (*host.Attempt, error) {
+	a, err := s.cfg.Backend.Attempt(r.Context(), id)
+	if err == nil && !owns(r, a.Tenant) || errors.Is(err, host.ErrNotFound) {
+		return nil, refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no attempt %s", host.ShortName(id)))
+	}
+	return a, err
 }

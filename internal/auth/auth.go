@@ -107,7 +107,6 @@ type Token struct {
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
-	LastUsed  *time.Time `json:"last_used_at,omitempty"`
 	// SecretHash is the hex SHA-256 of the secret.
 	SecretHash string `json:"-"`
 }

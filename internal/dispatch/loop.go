@@ -234,7 +234,7 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 		return
 	}
 	att, res, svc, err := d.run(ctx, l, route.Node, runtime.Invocation{
-		Node: route.Node, Input: t.Payload, RunID: t.TaskID, NodeID: route.Node, TenantID: "default", Attempt: t.AttemptCount,
+		Node: route.Node, Input: t.Payload, RunID: t.TaskID, NodeID: route.Node, TenantID: t.Tenant, Attempt: t.AttemptCount,
 	}, t.TaskID, false)
 	if err != nil {
 		fail(host.RetryRetryable, fmt.Sprintf("invoke %s: %v", route.Node, err))

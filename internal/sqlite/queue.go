@@ -15,7 +15,7 @@ import (
 
 const taskColumns = `task_id, task_type, source, subject, description, priority, payload, requested_profile_id, requested_adapter_id,
 	requested_model, skill_ids, workflow_ref, evidence_requirements, status, max_attempts, attempt_count, available_at, created_at,
-	updated_at, started_at, finished_at, outcome, last_error, parent_task_id, runner_id, cancel_requested`
+	updated_at, started_at, finished_at, outcome, last_error, parent_task_id, runner_id, cancel_requested, tenant`
 
 func scanTask(row interface{ Scan(...any) error }) (*host.TaskRecord, error) {
 	var t host.TaskRecord
@@ -23,7 +23,7 @@ func scanTask(row interface{ Scan(...any) error }) (*host.TaskRecord, error) {
 	var started, finished, outcome sql.NullString
 	if err := row.Scan(&t.TaskID, &t.TaskType, &t.Source, &t.Subject, &t.Description, &t.Priority, &payload, &t.RequestedProfileID,
 		&t.RequestedAdapterID, &t.RequestedModel, &skills, &wf, &evreq, &status, &t.MaxAttempts, &t.AttemptCount, &avail, &created,
-		&updated, &started, &finished, &outcome, &t.LastError, &t.ParentTaskID, &t.RunnerID, &t.CancelRequested); err != nil {
+		&updated, &started, &finished, &outcome, &t.LastError, &t.ParentTaskID, &t.RunnerID, &t.CancelRequested, &t.Tenant); err != nil {
 		return nil, err
 	}
 	t.Payload = json.RawMessage(payload)
@@ -86,12 +86,12 @@ func newTask(op string, in *host.TaskIntent, maxAttempts int, now time.Time) (*h
 func (s *Store) insertTask(tx *wtx, t *host.TaskRecord, attemptID string) error {
 	_, err := tx.Exec(`INSERT OR FAIL INTO tasks (task_id, task_type, source, subject, description, priority, payload, requested_profile_id,
 		requested_adapter_id, requested_model, skill_ids, workflow_ref, evidence_requirements, status, max_attempts, attempt_count,
-		available_at, created_at, updated_at, last_error, parent_task_id, runner_id, cancel_requested)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, '', ?, '', 0)`,
+		available_at, created_at, updated_at, last_error, parent_task_id, runner_id, cancel_requested, tenant)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, '', ?, '', 0, ?)`,
 		t.TaskID, t.TaskType, t.Source, t.Subject, t.Description, t.Priority, string(t.Payload), t.RequestedProfileID,
 		t.RequestedAdapterID, t.RequestedModel, jsonOrEmpty(t.SkillIDs, len(t.SkillIDs) == 0), jsonOrEmpty(t.WorkflowRef, t.WorkflowRef == nil),
 		jsonOrEmpty(t.EvidenceRequirements, t.EvidenceRequirements == nil), string(t.Status), t.MaxAttempts,
-		ts(t.AvailableAt), ts(t.CreatedAt), ts(t.UpdatedAt), t.ParentTaskID)
+		ts(t.AvailableAt), ts(t.CreatedAt), ts(t.UpdatedAt), t.ParentTaskID, t.Tenant)
 	if err != nil {
 		return err
 	}
@@ -114,6 +114,13 @@ func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.E
 	t, err := newTask(op, &intent, opts.MaxAttempts, s.now())
 	if err != nil {
 		return nil, err
+	}
+	t.Tenant = host.DefaultTenant
+	if opts.Tenant != "" {
+		if err := host.CheckTenant(op, opts.Tenant); err != nil {
+			return nil, err
+		}
+		t.Tenant = opts.Tenant
 	}
 	if err := s.w.do(ctx, func(tx *wtx) error { return s.insertTask(tx, t, "") }); err != nil {
 		return nil, host.Wrap(op, intent.TaskType, err)
@@ -187,6 +194,10 @@ func (s *Store) ListTasks(ctx context.Context, f host.TaskFilter) ([]*host.TaskR
 	if f.TaskType != "" {
 		q += ` AND task_type = ?`
 		args = append(args, f.TaskType)
+	}
+	if f.Tenant != "" {
+		q += ` AND tenant = ?`
+		args = append(args, f.Tenant)
 	}
 	limit := f.Limit
 	if limit <= 0 {
@@ -388,7 +399,7 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 				if err != nil {
 					return err
 				}
-				ft.ParentTaskID = taskID
+				ft.ParentTaskID, ft.Tenant = taskID, t.Tenant
 				if err := s.insertTask(tx, ft, in.AttemptID); err != nil {
 					return err
 				}

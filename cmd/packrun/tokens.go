@@ -1,0 +1,177 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	packrun "github.com/packrun/packrun"
+)
+
+func (a *app) tokensCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tokens",
+		Short: "Create, list and revoke the API tokens packrun serve accepts",
+		Long: `Every route of the HTTP API needs a bearer token (Authorization: Bearer <token>). A
+token acts for one tenant (what it enqueues, invokes and reads is that tenant's, whatever a
+request body says) and carries scopes:
+
+  invoke          POST /v1/invoke
+  tasks:write     enqueue and cancel tasks
+  tasks:read      read tasks
+  memory:read     read the tenant's memory
+  memory:write    write the tenant's memory
+  evidence:read   attempts, artifacts, events and replays
+  packs:admin     manage packs
+  admin           every scope (and secret memory values)
+
+A token is shown once, when it is created; only its SHA-256 is stored. Revoking one takes
+effect at the next request, in every packrun serving this home.`,
+	}
+	cmd.AddCommand(a.tokensCreateCommand(), a.tokensListCommand(), a.tokensRevokeCommand())
+	return cmd
+}
+
+func (a *app) tokensCreateCommand() *cobra.Command {
+	var tenant, scopes, name, expires string
+	cmd := &cobra.Command{
+		Use:   "create --tenant T --scopes S[,S...] [--expires 30d] [--name N]",
+		Short: "Create a token; it is printed alone on the last line (shown this once)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tenant == "" {
+				return usageError("--tenant is required: every call made with the token acts for it")
+			}
+			if scopes == "" {
+				return usageError("--scopes is required, e.g. --scopes invoke,tasks:read (see packrun tokens --help)")
+			}
+			sc, err := packrun.ParseScopes(scopes)
+			if err != nil {
+				return usageError("--scopes: %v", err)
+			}
+			var ttl time.Duration
+			if expires != "" {
+				if ttl, err = parseExpiry(expires); err != nil {
+					return usageError("--expires %q: %v", expires, err)
+				}
+			}
+			h, err := a.open(cmd.Context(), readWrite, packrun.Config{})
+			if err != nil {
+				return err
+			}
+			defer h.Close(cmd.Context())
+			secret, t, err := h.CreateToken(cmd.Context(), packrun.TokenSpec{Tenant: tenant, Scopes: sc, Name: name, TTL: ttl})
+			if err != nil {
+				return err
+			}
+			exp := "never"
+			if t.ExpiresAt != nil {
+				exp = t.ExpiresAt.Format(time.RFC3339)
+			}
+			fmt.Fprintf(a.stdout, "created token %s for tenant %s, scopes %s, expires %s\n", t.ID, t.Tenant, joinScopes(t.Scopes), exp)
+			fmt.Fprintln(a.stdout, "it is shown this once; keep it secret:")
+			fmt.Fprintln(a.stdout, secret)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&tenant, "tenant", "", "the tenant the token acts for (required)")
+	fl.StringVar(&scopes, "scopes", "", "comma-separated scopes (required): invoke, tasks:write, tasks:read, memory:read, memory:write, evidence:read, packs:admin, admin")
+	fl.StringVar(&name, "name", "", "a name for people: who or what holds the token")
+	fl.StringVar(&expires, "expires", "", "lifetime, e.g. 30d, 12h, 90m (default: never)")
+	return cmd
+}
+
+// parseExpiry reads a lifetime: a Go duration, or a whole number of days
+// ("30d").
+func parseExpiry(s string) (time.Duration, error) {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 1 || n > 3650 {
+			return 0, fmt.Errorf("want a number of days from 1 to 3650, e.g. 30d")
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("want a positive lifetime such as 30d, 12h or 90m")
+	}
+	return d, nil
+}
+
+func joinScopes(sc []packrun.Scope) string {
+	s := make([]string, len(sc))
+	for i, x := range sc {
+		s[i] = string(x)
+	}
+	return strings.Join(s, ",")
+}
+
+func (a *app) tokensListCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List the tokens (never their secrets), newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, err := a.open(cmd.Context(), readOnly, packrun.Config{})
+			if err != nil {
+				return err
+			}
+			defer h.Close(cmd.Context())
+			ts, err := h.Tokens(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if ts == nil {
+					ts = []*packrun.Token{}
+				}
+				return writeJSON(a.stdout, ts)
+			}
+			w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tNAME\tTENANT\tSCOPES\tCREATED\tSTATE")
+			now := time.Now()
+			for _, t := range ts {
+				state := "active"
+				switch {
+				case t.RevokedAt != nil:
+					state = "revoked " + t.RevokedAt.Format(time.RFC3339)
+				case t.ExpiresAt != nil && !now.Before(*t.ExpiresAt):
+					state = "expired " + t.ExpiresAt.Format(time.RFC3339)
+				case t.ExpiresAt != nil:
+					state = "expires " + t.ExpiresAt.Format(time.RFC3339)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Tenant, joinScopes(t.Scopes), t.CreatedAt.Format(time.RFC3339), state)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (a *app) tokensRevokeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a token: the next request made with it is refused",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := a.open(cmd.Context(), readWrite, packrun.Config{})
+			if err != nil {
+				return err
+			}
+			defer h.Close(cmd.Context())
+			t, err := h.RevokeToken(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "revoked token %s (tenant %s) at %s\n", t.ID, t.Tenant, t.RevokedAt.Format(time.RFC3339))
+			return nil
+		},
+	}
+}

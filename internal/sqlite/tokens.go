@@ -1,0 +1,106 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/auth"
+)
+
+const tokenColumns = `id, name, tenant, scopes, secret_hash, created_at, expires_at, revoked_at`
+
+func scanToken(row interface{ Scan(...any) error }) (*auth.Token, error) {
+	var t auth.Token
+	var scopes, created string
+	var expires, revoked sql.NullString
+	if err := row.Scan(&t.ID, &t.Name, &t.Tenant, &scopes, &t.SecretHash, &created, &expires, &revoked); err != nil {
+		return nil, err
+	}
+	for _, s := range strings.Split(scopes, ",") {
+		if s != "" {
+			t.Scopes = append(t.Scopes, auth.Scope(s))
+		}
+	}
+	t.CreatedAt = parseTS(created)
+	t.ExpiresAt, t.RevokedAt = parseNullTS(expires), parseNullTS(revoked)
+	return &t, nil
+}
+
+
+// CreateToken implements auth.Store.
+func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
+	const op = "create token"
+	if err := host.CheckTenant(op, t.Tenant); err != nil {
+		return err
+	}
+	if len(t.Name) > 200 {
+		return host.Invalid(op, "name", "is %d bytes; the limit is 200", len(t.Name))
+	}
+	scopes := make([]string, len(t.Scopes))
+	for i, sc := range t.Scopes {
+		scopes[i] = string(sc)
+	}
+	var expires any
+	if t.ExpiresAt != nil {
+		expires = ts(*t.ExpiresAt)
+	}
+	err := s.w.do(ctx, func(tx *wtx) error {
+		_, err := tx.Exec(`INSERT OR FAIL INTO api_tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)`,
+			t.ID, t.Name, t.Tenant, strings.Join(scopes, ","), t.SecretHash, ts(t.CreatedAt), expires)
+		return err
+	})
+	return host.Wrap(op, t.ID, err)
+}
+
+// Token implements auth.Store.
+func (s *Store) Token(ctx context.Context, id string) (*auth.Token, error) {
+	t, err := scanToken(s.queryRow(ctx, `SELECT `+tokenColumns+` FROM api_tokens WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, host.Errorf("get token", id, host.ErrNotFound, "")
+	}
+	return t, host.Wrap("get token", id, err)
+}
+
+// Tokens implements auth.Store.
+func (s *Store) Tokens(ctx context.Context) ([]*auth.Token, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+tokenColumns+` FROM api_tokens ORDER BY created_at DESC, id`)
+	if err != nil {
+		return nil, host.Wrap("list tokens", "", err)
+	}
+	defer rows.Close()
+	var out []*auth.Token
+	for rows.Next() {
+		t, err := scanToken(rows)
+		if err != nil {
+			return nil, host.Wrap("list tokens", "", err)
+		}
+		out = append(out, t)
+	}
+	return out, host.Wrap("list tokens", "", rows.Err())
+}
+
+// RevokeToken implements auth.Store. Revoking a revoked token keeps its
+// first revocation time.
+func (s *Store) RevokeToken(ctx context.Context, id string) (*auth.Token, error) {
+	const op = "revoke token"
+	var n int64
+	err := s.w.do(ctx, func(tx *wtx) error {
+		res, err := tx.Exec(`UPDATE api_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, ts(s.now()), id)
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, host.Wrap(op, id, err)
+	}
+	if n == 0 {
+		return nil, host.Errorf(op, id, host.ErrNotFound, "no token %s", id)
+	}
+	return s.Token(ctx, id)
+}
+
+var _ auth.Store = (*Store)(nil)
