@@ -29,7 +29,6 @@ func scanToken(row interface{ Scan(...any) error }) (*auth.Token, error) {
 	return &t, nil
 }
 
-
 // CreateToken implements auth.Store.
 func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
 	const op = "create token"
