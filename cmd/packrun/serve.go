@@ -56,6 +56,9 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			if workers < 1 || workers > maxWorkers {
 				return withCode(exitUsage, fmt.Errorf("--workers %d: must be between 1 and %d", workers, maxWorkers))
 			}
+			if rateLimit < 0 {
+				return usageError("--rate-limit %g: must be 0 (no limit) or more", rateLimit)
+			}
 			if (tlsCert == "") != (tlsKey == "") {
 				return usageError("--tls-cert and --tls-key go together")
 			}

@@ -64,7 +64,13 @@ type served struct {
 
 func startServe(t *testing.T, bin, home string) served {
 	t.Helper()
-	cmd := exec.Command(bin, "--home", home, "serve", "--addr", "127.0.0.1:0", "--insecure-no-auth")
+	return startServeWith(t, bin, home, "--insecure-no-auth")
+}
+
+// startServeWith starts serve on a free loopback port with these flags.
+func startServeWith(t *testing.T, bin, home string, flags ...string) served {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"--home", home, "serve", "--addr", "127.0.0.1:0"}, flags...)...)
 	// Keep what serve says, to show it when the test fails.
 	logs := &syncBuffer{}
 	cmd.Stderr = logs
