@@ -172,8 +172,8 @@ var client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) er
 
 type req struct {
 	method, path, token string
-	form               url.Values
-	header             map[string]string
+	form                url.Values
+	header              map[string]string
 }
 
 func do(t *testing.T, srv *httptest.Server, r req) (*http.Response, string) {
