@@ -6,6 +6,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/api"
+	"github.com/packrun/packrun/internal/console"
 	"github.com/packrun/packrun/internal/dispatch"
 	"github.com/packrun/packrun/runtime"
 )
@@ -50,12 +51,31 @@ type HandlerOptions struct {
 }
 
 // Handler is the HTTP API (/v1/tasks, /v1/attempts, /v1/invoke, /v1/packs,
-// /.well-known/packrun) as an http.Handler. It starts the runtime.
+// /.well-known/packrun) and the operator console (/console/) as an
+// http.Handler. It starts the runtime.
 func (h *Host) Handler(ctx context.Context, opts HandlerOptions) (http.Handler, error) {
 	rt, d, err := h.engine(ctx)
 	if err != nil {
 		return nil, err
 	}
+	authenticate := h.Authenticate
+	if opts.InsecureNoAuth {
+		// Any token logs in, as the default tenant with every scope.
+		authenticate = func(context.Context, string) (*Principal, error) {
+			return &Principal{Insecure: true, Tenant: host.DefaultTenant}, nil
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle(console.Prefix, api.GuardHost(opts.Addr, console.New(console.Config{
+		Backend:      consoleBackend{h},
+		Authenticate: authenticate,
+		Log:          func(msg string, kv ...any) { h.log.Error(msg, kv...) },
+	})))
+	mux.Handle("/", h.apiHandler(rt, d, opts))
+	return mux, nil
+}
+
+func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts HandlerOptions) http.Handler {
 	return api.New(api.Config{
 		Backend:      h.store,
 		Dispatcher:   apiInvoker{h, d},
@@ -68,7 +88,7 @@ func (h *Host) Handler(ctx context.Context, opts HandlerOptions) (http.Handler, 
 		Replay: func(ctx context.Context, id string) (*api.ReplayVerdict, error) {
 			return h.Replay(ctx, id, ReplayOptions{})
 		},
-	}), nil
+	})
 }
 
 // Enqueue adds a task to the queue and wakes this host's dispatcher (a

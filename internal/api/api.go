@@ -422,3 +422,18 @@ func jsonKind(goKind string) string {
 	}
 	return "an object"
 }
+
+// GuardHost serves next only for requests admit lets through by their
+// Host: on a loopback addr, a loopback name (421 otherwise, in the JSON
+// error envelope). Pages served beside the API (the console) get the same
+// guard against DNS rebinding.
+func GuardHost(addr string, next http.Handler) http.Handler {
+	s := &server{cfg: Config{Addr: addr, Log: func(string, ...any) {}}, loopback: isLoopbackAddr(addr)}
+	return s.wrap(func(w http.ResponseWriter, r *http.Request) error {
+		if s.loopback && !isLoopbackHost(r.Host) {
+			return s.admit(r)
+		}
+		next.ServeHTTP(w, r)
+		return nil
+	})
+}

@@ -8,8 +8,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
-	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
@@ -22,87 +20,11 @@ import (
 	"github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
-	"github.com/packrun/packrun/internal/console"
-	"github.com/packrun/packrun/internal/replay"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/registry"
 )
 
-// hostBackend is console.Backend over a *packrun.Host. Tasks have no
-// tenant yet: every task is the "default" tenant's.
-type hostBackend struct{ h *packrun.Host }
-
-var _ console.Backend = hostBackend{}
-
 const defaultTenant = "default"
-
-func notFound(what, id string) error {
-	return host.Errorf(what, id, host.ErrNotFound, "no %s %s", what, id)
-}
-
-func (b hostBackend) Packs(ctx context.Context) ([]console.PackView, error) {
-	ps, err := b.h.Packs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]console.PackView, 0, len(ps))
-	for _, p := range ps {
-		rec, m, err := b.h.Pack(ctx, p.Ref())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, console.PackView{Pack: rec, Manifest: m})
-	}
-	return out, nil
-}
-
-func (b hostBackend) Tasks(ctx context.Context, tenant string, f host.TaskFilter) ([]*host.TaskRecord, error) {
-	if tenant != defaultTenant {
-		return nil, nil
-	}
-	return b.h.Store().ListTasks(ctx, f)
-}
-
-func (b hostBackend) Task(ctx context.Context, tenant, id string) (*host.TaskRecord, error) {
-	if tenant != defaultTenant {
-		return nil, notFound("task", id)
-	}
-	return b.h.Store().Task(ctx, id)
-}
-
-func (b hostBackend) CancelTask(ctx context.Context, tenant, id string) (*host.TaskRecord, error) {
-	if _, err := b.Task(ctx, tenant, id); err != nil {
-		return nil, err
-	}
-	return b.h.Store().Cancel(ctx, id)
-}
-
-func (b hostBackend) Attempts(ctx context.Context, tenant string, f host.AttemptFilter) ([]*host.Attempt, error) {
-	f.Tenant = tenant
-	return b.h.Store().ListAttempts(ctx, f)
-}
-
-func (b hostBackend) Attempt(ctx context.Context, tenant, id string) (*host.Attempt, error) {
-	a, err := b.h.Store().Attempt(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if a.Tenant != tenant {
-		return nil, notFound("attempt", id)
-	}
-	return a, nil
-}
-
-func (b hostBackend) Replay(ctx context.Context, tenant, id string) (*replay.Verdict, error) {
-	if _, err := b.Attempt(ctx, tenant, id); err != nil {
-		return nil, err
-	}
-	return b.h.Replay(ctx, id, packrun.ReplayOptions{})
-}
-
-func (b hostBackend) Chain(ctx context.Context) (*host.ChainReport, error) {
-	return b.h.VerifyChain(ctx, nil)
-}
 
 // installHello signs examples/hello-c with a fresh key, trusts the key
 // for local.* in home's trust policy, and installs it.
@@ -174,7 +96,8 @@ func completedTask(t *testing.T, ctx context.Context, h *packrun.Host) *host.Tas
 	}
 }
 
-// TestConsoleInChromium drives the console in a real headless Chromium:
+// TestConsoleInChromium drives the console, served by Host.Handler as
+// packrun serve serves it, in a real headless Chromium:
 // log in with a token, see the completed task, open its attempt, replay
 // it and read "identical".
 func TestConsoleInChromium(t *testing.T) {
@@ -192,21 +115,18 @@ func TestConsoleInChromium(t *testing.T) {
 	installHello(t, ctx, h, home)
 	task := completedTask(t, ctx, h)
 
-	const token = "prt_0123456789ab_console-test-secret-0123456789"
-	operator := &auth.Principal{TokenID: "0123456789ab", Name: "operator", Tenant: defaultTenant,
-		Scopes: []auth.Scope{auth.ScopeTasksRead, auth.ScopeTasksWrite, auth.ScopeEvidenceRead}}
-	mux := http.NewServeMux()
-	mux.Handle(console.Prefix, console.New(console.Config{
-		Backend: hostBackend{h},
-		Authenticate: func(ctx context.Context, presented string) (*auth.Principal, error) {
-			if presented != token {
-				return nil, errors.New("unknown token")
-			}
-			return operator, nil
-		},
-		Log: func(msg string, kv ...any) { t.Log(append([]any{msg}, kv...)...) },
-	}))
-	srv := httptest.NewServer(mux)
+	// The console as packrun serve mounts it (Host.Handler), behind a
+	// real token of the tenant the task belongs to.
+	token, _, err := h.CreateToken(ctx, packrun.TokenSpec{Tenant: defaultTenant, Name: "operator",
+		Scopes: []packrun.Scope{auth.ScopeTasksRead, auth.ScopeTasksWrite, auth.ScopeEvidenceRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler, err := h.Handler(ctx, packrun.HandlerOptions{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(handler)
 	defer srv.Close()
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],

@@ -1,0 +1,96 @@
+package packrun
+
+import (
+	"context"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/console"
+	"github.com/packrun/packrun/internal/replay"
+)
+
+// consoleBackend is what the operator console reads and does, through the
+// Host, bound to the tenant of the token it was given: another tenant's
+// task or attempt is not found, as through the API.
+type consoleBackend struct{ h *Host }
+
+var _ console.Backend = consoleBackend{}
+
+func notFoundIn(what, id string) error {
+	return host.Errorf("get "+what, id, host.ErrNotFound, "no %s %s", what, id)
+}
+
+func sameTenant(a, b string) bool {
+	if a == "" {
+		a = host.DefaultTenant
+	}
+	if b == "" {
+		b = host.DefaultTenant
+	}
+	return a == b
+}
+
+func (b consoleBackend) Packs(ctx context.Context) ([]console.PackView, error) {
+	ps, err := b.h.Packs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]console.PackView, 0, len(ps))
+	for _, p := range ps {
+		rec, m, err := b.h.Pack(ctx, p.Ref())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, console.PackView{Pack: rec, Manifest: m})
+	}
+	return out, nil
+}
+
+func (b consoleBackend) Tasks(ctx context.Context, tenant string, f host.TaskFilter) ([]*host.TaskRecord, error) {
+	f.Tenant = tenant
+	return b.h.store.ListTasks(ctx, f)
+}
+
+func (b consoleBackend) Task(ctx context.Context, tenant, id string) (*host.TaskRecord, error) {
+	t, err := b.h.store.Task(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !sameTenant(t.Tenant, tenant) {
+		return nil, notFoundIn("task", id)
+	}
+	return t, nil
+}
+
+func (b consoleBackend) CancelTask(ctx context.Context, tenant, id string) (*host.TaskRecord, error) {
+	if _, err := b.Task(ctx, tenant, id); err != nil {
+		return nil, err
+	}
+	return b.h.store.Cancel(ctx, id)
+}
+
+func (b consoleBackend) Attempts(ctx context.Context, tenant string, f host.AttemptFilter) ([]*host.Attempt, error) {
+	f.Tenant = tenant
+	return b.h.store.ListAttempts(ctx, f)
+}
+
+func (b consoleBackend) Attempt(ctx context.Context, tenant, id string) (*host.Attempt, error) {
+	a, err := b.h.store.Attempt(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !sameTenant(a.Tenant, tenant) {
+		return nil, notFoundIn("attempt", id)
+	}
+	return a, nil
+}
+
+func (b consoleBackend) Replay(ctx context.Context, tenant, id string) (*replay.Verdict, error) {
+	if _, err := b.Attempt(ctx, tenant, id); err != nil {
+		return nil, err
+	}
+	return b.h.Replay(ctx, id, ReplayOptions{})
+}
+
+func (b consoleBackend) Chain(ctx context.Context) (*host.ChainReport, error) {
+	return b.h.VerifyChain(ctx, nil)
+}
