@@ -6,6 +6,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/api"
+	"github.com/packrun/packrun/internal/buildinfo"
 	"github.com/packrun/packrun/internal/dispatch"
 	"github.com/packrun/packrun/runtime"
 )
@@ -48,11 +49,13 @@ func (h *Host) Handler(ctx context.Context, opts HandlerOptions) (http.Handler, 
 	if err != nil {
 		return nil, err
 	}
+	build := buildinfo.Read()
 	return api.New(api.Config{
 		Backend:      h.store,
 		Dispatcher:   apiInvoker{h, d},
 		Packs:        h.index.packInfos,
 		Host:         rt.Host(),
+		Build:        &build,
 		MaxBodyBytes: opts.MaxBodyBytes,
 		Addr:         opts.Addr,
 		Log:          func(msg string, kv ...any) { h.log.Error(msg, kv...) },

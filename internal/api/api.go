@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/buildinfo"
 	"github.com/packrun/packrun/internal/dispatch"
 	"github.com/packrun/packrun/internal/strictjson"
 	"github.com/packrun/packrun/runtime"
@@ -43,6 +44,9 @@ type Config struct {
 	Packs func(ctx context.Context) ([]PackInfo, error)
 	// Host describes the runtime ((*runtime.Runtime).Host()).
 	Host runtime.HostInfo
+	// Build describes the binary, in GET /.well-known/packrun (omitted
+	// when nil).
+	Build *buildinfo.Info
 	// MaxBodyBytes caps a request body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// Addr is the address the server listens on (its listener's Addr()).
