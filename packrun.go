@@ -190,18 +190,6 @@ func (h *Host) engine(ctx context.Context) (*runtime.Runtime, *dispatch.Dispatch
 	return h.rt, h.dispatcher, h.engineErr
 }
 
-// Dispatching reports whether this host's dispatcher holds the store's
-// dispatch lock: false before Run, and while another packrun on the same
-// home holds it (this one waits as a standby).
-func (h *Host) Dispatching() bool {
-	d := h.started.Load()
-	return d != nil && d.HoldsLock()
-}
-
-// Ping checks that the store takes writes (an empty write transaction
-// commits and is synced, and the writer has not failed).
-func (h *Host) Ping(ctx context.Context) error { return h.store.Ping(ctx) }
-
 // Runtime returns the host's WebAssembly runtime, starting it if needed.
 func (h *Host) Runtime(ctx context.Context) (*runtime.Runtime, error) {
 	rt, _, err := h.engine(ctx)

@@ -32,6 +32,18 @@ func (h *Host) Run(ctx context.Context) error {
 	return d.Run(ctx)
 }
 
+// Dispatching reports whether this host's dispatcher holds the store's
+// dispatch lock: false before Run, and while another packrun on the same
+// home holds it (this one waits as a standby).
+func (h *Host) Dispatching() bool {
+	d := h.started.Load()
+	return d != nil && d.HoldsLock()
+}
+
+// Ping checks that the store takes writes (an empty write transaction
+// commits and is synced, and the writer has not failed).
+func (h *Host) Ping(ctx context.Context) error { return h.store.Ping(ctx) }
+
 // HandlerOptions configure Handler.
 type HandlerOptions struct {
 	// Addr is the address the server listens on (its listener's Addr()):

@@ -28,13 +28,29 @@ type Info struct {
 	ABIVersions []string `json:"abiVersions"`
 }
 
+// Set at link time (go build -ldflags "-X
+// github.com/packrun/packrun/internal/buildinfo.revision=..."), these
+// override what the build recorded: a release build made where the Go
+// toolchain cannot stamp the VCS state (-buildvcs=false, a git worktree)
+// names its revision this way.
+var version, revision, vcsTime, modified string
+
 // WazeroModule is the module path whose version Info.Wazero reports.
 const WazeroModule = "github.com/tetratelabs/wazero"
 
 // Read returns the running binary's build information.
 func Read() Info {
 	bi, _ := debug.ReadBuildInfo()
-	return from(bi)
+	info := from(bi)
+	for _, o := range []struct {
+		dst *string
+		v   string
+	}{{&info.Version, version}, {&info.Revision, revision}, {&info.Time, vcsTime}, {&info.Modified, modified}} {
+		if o.v != "" {
+			*o.dst = o.v
+		}
+	}
+	return info
 }
 
 func from(bi *debug.BuildInfo) Info {
