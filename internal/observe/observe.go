@@ -146,24 +146,31 @@ func (o *Observer) WriterCommit(ops int, took time.Duration) {
 func (o *Observer) Handler(src Source) http.Handler {
 	o.src.Store(&src)
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(o.m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	// The token is checked behind the mux, so that a refused request is
+	// counted under its route pattern too.
+	mux.Handle("GET /metrics", o.guard(promhttp.HandlerFor(o.m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})))
+	mux.Handle("GET /healthz", o.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", o.readyz)
+	})))
+	mux.Handle("GET /readyz", o.guard(http.HandlerFunc(o.readyz)))
 	for _, p := range Paths {
-		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+		mux.Handle(p, o.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", "GET, HEAD")
 			refuse(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s is not supported; allowed: GET, HEAD", r.Method, p))
-		})
+		})))
 	}
+	return mux
+}
+
+// guard answers 401 unless the request is authorized.
+func (o *Observer) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !o.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="packrun metrics"`)
 			refuse(w, http.StatusUnauthorized, "unauthorized", "this endpoint needs the metrics token: Authorization: Bearer <token> (serve --metrics-token)")
 			return
 		}
-		mux.ServeHTTP(w, r)
+		next.ServeHTTP(w, r)
 	})
 }
 
