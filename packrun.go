@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -60,6 +61,10 @@ type Config struct {
 	// rather than create it: commands that only read should not turn a
 	// mistyped path into a new, empty home.
 	MustExist bool
+	// Observer is told of every attempt, task start and finish, change of
+	// the dispatch lock and group commit of the store (metrics and logs:
+	// internal/observe); may be nil.
+	Observer host.Observer
 }
 
 // Host is one packrun home opened: its store (the only owner of
@@ -132,7 +137,12 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 	if h.adapters, err = adapters.NewRegistry(acfg, filepath.Join(home, adapters.EvidenceDirName)); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
+	var onCommit func(int, time.Duration)
+	if cfg.Observer != nil {
+		onCommit = cfg.Observer.WriterCommit
+	}
 	h.store, err = sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{
+		OnCommit: onCommit,
 		// Artifacts live apart from pack blobs: uninstall sweeps
 		// blobs/sha256 of anything no installed pack refers to.
 		BlobDir:       filepath.Join(home, "artifacts", "sha256"),
@@ -172,7 +182,8 @@ func (h *Host) engine(ctx context.Context) (*runtime.Runtime, *dispatch.Dispatch
 			Backend: h.store, Packs: h.index, Runtime: rt, Adapters: h.adapters,
 			PackConfig: func(pack string) json.RawMessage { return h.packConfig[pack] },
 			Workers:    h.cfg.Workers, RunnerID: h.cfg.RunnerID,
-			Log: func(msg string, kv ...any) { h.log.Info(msg, kv...) },
+			Log:      func(msg string, kv ...any) { h.log.Info(msg, kv...) },
+			Observer: h.cfg.Observer,
 		})
 		h.started.Store(h.dispatcher)
 	})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/api"
+	"github.com/packrun/packrun/internal/buildinfo"
 	"github.com/packrun/packrun/internal/console"
 	"github.com/packrun/packrun/internal/dispatch"
 	"github.com/packrun/packrun/runtime"
@@ -31,6 +32,18 @@ func (h *Host) Run(ctx context.Context) error {
 	}
 	return d.Run(ctx)
 }
+
+// Dispatching reports whether this host's dispatcher holds the store's
+// dispatch lock: false before Run, and while another packrun on the same
+// home holds it (this one waits as a standby).
+func (h *Host) Dispatching() bool {
+	d := h.started.Load()
+	return d != nil && d.HoldsLock()
+}
+
+// Ping checks that the store takes writes (an empty write transaction
+// commits and is synced, and the writer has not failed).
+func (h *Host) Ping(ctx context.Context) error { return h.store.Ping(ctx) }
 
 // HandlerOptions configure Handler.
 type HandlerOptions struct {
@@ -76,11 +89,13 @@ func (h *Host) Handler(ctx context.Context, opts HandlerOptions) (http.Handler, 
 }
 
 func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts HandlerOptions) http.Handler {
+	build := buildinfo.Read()
 	return api.New(api.Config{
 		Backend:      h.store,
 		Dispatcher:   apiInvoker{h, d},
 		Packs:        h.index.packInfos,
 		Host:         rt.Host(),
+		Build:        &build,
 		MaxBodyBytes: opts.MaxBodyBytes,
 		Addr:         opts.Addr,
 		Log:          func(msg string, kv ...any) { h.log.Error(msg, kv...) },

@@ -37,6 +37,9 @@ type Queue interface {
 	Task(ctx context.Context, taskID string) (*TaskRecord, error)
 	// ListTasks returns tasks, newest first.
 	ListTasks(ctx context.Context, f TaskFilter) ([]*TaskRecord, error)
+	// CountTasks returns how many tasks are in each status (a status with
+	// none may be absent).
+	CountTasks(ctx context.Context) (map[TaskStatus]int, error)
 	// Cancel is the operator control. A pending, retryable_failure or
 	// blocked task becomes operator_canceled at once. A running task is
 	// marked cancel_requested (event task_cancel_requested) and becomes

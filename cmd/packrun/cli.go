@@ -10,6 +10,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
+
+	"github.com/packrun/packrun/internal/buildinfo"
 )
 
 // exitError carries the exit code a command wants; its message (if any) is
@@ -39,6 +41,7 @@ type app struct {
 	stdout, stderr io.Writer
 	home           string
 	logLevel       string
+	logFormat      string
 	log            hclog.Logger
 }
 
@@ -105,9 +108,13 @@ task, attempt, key, home), 78 bad configuration file in the home.`,
 			return a.setup()
 		},
 	}
+	// --version prints what `packrun version` does.
+	root.Version = buildinfo.Read().Version
+	root.SetVersionTemplate(versionText(buildinfo.Read()))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitUsage, err) })
 	root.PersistentFlags().StringVar(&a.home, "home", "", "data directory (default $PACKRUN_HOME or ~/.packrun)")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "warn", "log level: trace, debug, info, warn, error, off")
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format: text or json (one JSON object a line)")
 	root.AddCommand(a.invokeCommand(), a.inspectCommand(), a.versionCommand(),
 		a.keysCommand(), a.packCommand(), a.signCommand(), a.verifyCommand(), a.trustCommand(),
 		a.installCommand(), a.listCommand(), a.uninstallCommand(), a.exportCommand(),
@@ -121,7 +128,10 @@ func (a *app) setup() error {
 	if lvl == hclog.NoLevel {
 		return usageError("--log-level %q: want trace, debug, info, warn, error or off", a.logLevel)
 	}
-	a.log = hclog.New(&hclog.LoggerOptions{Name: "packrun", Level: lvl, Output: a.stderr})
+	if a.logFormat != "text" && a.logFormat != "json" {
+		return usageError("--log-format %q: want text or json", a.logFormat)
+	}
+	a.log = hclog.New(&hclog.LoggerOptions{Name: "packrun", Level: lvl, Output: a.stderr, JSONFormat: a.logFormat == "json"})
 	if a.home == "" {
 		a.home = os.Getenv("PACKRUN_HOME")
 	}
@@ -138,13 +148,30 @@ func (a *app) setup() error {
 func (a *app) cacheDir() string { return filepath.Join(a.home, "cache") }
 
 func (a *app) versionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the packrun version and the ABI versions it serves",
-		Args:  cobra.NoArgs,
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version [--json]",
+		Short: "Print the packrun version, its build and the ABI versions it serves",
+		Long: `Print the packrun version and its build: VCS revision, commit time and whether the
+working tree was modified (recorded only by a build with -buildvcs=true; "unknown"
+otherwise), the Go and wazero versions, and the host ABI versions served. The same
+fields are in the "build" object of GET /.well-known/packrun.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(a.stdout, "packrun %s (host ABI %s)\n", version(), abiList())
+			info := buildinfo.Read()
+			if asJSON {
+				return writeJSON(a.stdout, info)
+			}
+			fmt.Fprint(a.stdout, versionText(info))
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the fields as one JSON object")
+	return cmd
+}
+
+// versionText is what `packrun version` and `packrun --version` print.
+func versionText(b buildinfo.Info) string {
+	return fmt.Sprintf("packrun %s (host ABI %s)\n  revision  %s\n  time      %s\n  modified  %s\n  go        %s\n  wazero    %s\n",
+		b.Version, strings.Join(b.ABIVersions, ", "), b.Revision, b.Time, b.Modified, b.Go, b.Wazero)
 }

@@ -2,21 +2,9 @@ package main
 
 import (
 	"fmt"
-	"runtime/debug"
 	"strconv"
 	"strings"
-
-	"github.com/packrun/packrun/abi"
 )
-
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
-
-func abiList() string { return abi.ServedList() }
 
 // parseSize parses a byte size: 65536, 64KiB, 16MiB, 1GiB, 100MB, 10kB.
 func parseSize(s string) (uint64, error) {

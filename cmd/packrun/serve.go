@@ -13,7 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	packrun "github.com/packrun/packrun"
+	"github.com/packrun/packrun/internal/api"
 	"github.com/packrun/packrun/internal/heapfloor"
+	"github.com/packrun/packrun/internal/observe"
 )
 
 // maxWorkers bounds --workers: each task running holds an instance and
@@ -26,6 +28,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var workers int
 	var insecure bool
 	var rateLimit float64
+	var metricsToken string
 	cmd := &cobra.Command{
 		Use:   "serve [--addr 127.0.0.1:7070] [--workers 8] [--tls-cert F --tls-key F] [--insecure-no-auth]",
 		Short: "Run the dispatcher and the HTTP API",
@@ -43,8 +46,26 @@ On a loopback address, --insecure-no-auth serves every request without a token, 
 scope, for the tenant a request names: for a laptop only. On any other address serve refuses
 to start without an active token. --tls-cert and --tls-key serve HTTPS.
 
-One dispatcher per store holds the dispatch lock; a second one waits. Tasks a crash left
-running are reclaimed at start. SIGTERM or Ctrl-C stops claiming, lets in-flight tasks
+Observability (see README.md, "Observability"):
+
+  GET /metrics   Prometheus metrics: packrun_attempts_total{pack,outcome},
+                 packrun_attempt_duration_seconds{pack}, packrun_cap_breaches_total{kind},
+                 packrun_queue_tasks{status}, packrun_dispatch_lag_seconds,
+                 packrun_store_commit_ops, packrun_store_commit_duration_seconds,
+                 packrun_http_requests_total{route,code}, packrun_http_request_duration_seconds{route},
+                 packrun_packs_installed, packrun_dispatch_lock_held, packrun_build_info
+  GET /healthz   200 {"status":"ok"} while the process is up
+  GET /readyz    200 {"status":"ready","role":"dispatcher"|"standby"} when the store takes
+                 writes (a standby serves the API too); 503 {"status":"unavailable",...} if not
+
+These three answer without a token unless --metrics-token is given; then they need
+"Authorization: Bearer TOKEN" (401 otherwise). With --log-level info, each request is
+logged (method, route pattern, status, duration, token id) and each task's start and
+finish (task, type, pack, attempt, outcome, duration); --log-format json writes JSON lines.
+
+One dispatcher per store holds the dispatch lock; a second one waits as a standby (it
+says so) and takes over when the first stops. Tasks a crash left running are reclaimed
+at start. SIGTERM or Ctrl-C stops claiming, lets in-flight tasks
 finish, and exits.
 
 The process keeps a 64 MiB heap floor so that Go's garbage collector does not run a
@@ -75,7 +96,9 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 				}
 				return err
 			}
-			h, err := a.open(ctx, readWrite, packrun.Config{PoolSize: 2, Workers: workers})
+			obs := observe.New(observe.Config{Log: a.log, Token: metricsToken, Home: a.home,
+				Announce: func(msg string) { fmt.Fprintf(a.stderr, "packrun %s\n", msg) }})
+			h, err := a.open(ctx, readWrite, packrun.Config{PoolSize: 2, Workers: workers, Observer: obs})
 			if err != nil {
 				return stopped(err)
 			}
@@ -104,6 +127,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 				ln.Close()
 				return stopped(err)
 			}
+			handler = observed(obs, h, handler, ln.Addr().String())
 			// A client gets 10 s for its headers and a minute for its
 			// whole request (bodies are capped too), and an idle
 			// keep-alive connection is closed after two minutes, so slow
@@ -163,6 +187,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain)")
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
 	cmd.Flags().Float64Var(&rateLimit, "rate-limit", 200, "requests a second each token may make on average (twice as many at once); 0: no limit")
+	cmd.Flags().StringVar(&metricsToken, "metrics-token", "", "bearer token /metrics, /healthz and /readyz require (default: none needed)")
 	cmd.Flags().IntVar(&workers, "workers", 8, "tasks run at once (they mostly wait on durable commits, so more than the cores helps)")
 	return cmd
 }
@@ -179,4 +204,28 @@ func isLoopback(addr string) bool {
 	}
 	ip, err := netip.ParseAddr(strings.Trim(h, "[]"))
 	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// observed routes /metrics, /healthz and /readyz to the observer and
+// everything else to the API, and logs and counts every request.
+//
+// On a loopback addr the three answer only requests for a loopback Host,
+// as the API does (DNS rebinding).
+func observed(obs *observe.Observer, h *packrun.Host, apiHandler http.Handler, addr string) http.Handler {
+	oh := obs.Handler(observe.Source{
+		Tasks: h.Store().CountTasks,
+		Packs: func(ctx context.Context) (int, error) {
+			p, err := h.Packs(ctx)
+			return len(p), err
+		},
+		Ping:        h.Ping,
+		Dispatching: h.Dispatching,
+	})
+	mux := http.NewServeMux()
+	oh = api.GuardHost(addr, oh)
+	for _, p := range observe.Paths {
+		mux.Handle(p, oh)
+	}
+	mux.Handle("/", apiHandler)
+	return obs.Middleware(mux)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
+	"github.com/packrun/packrun/internal/buildinfo"
 	"github.com/packrun/packrun/internal/dispatch"
 	"github.com/packrun/packrun/internal/replay"
 	"github.com/packrun/packrun/internal/strictjson"
@@ -46,6 +47,9 @@ type Config struct {
 	Packs func(ctx context.Context) ([]PackInfo, error)
 	// Host describes the runtime ((*runtime.Runtime).Host()).
 	Host runtime.HostInfo
+	// Build describes the binary, in GET /.well-known/packrun (omitted
+	// when nil).
+	Build *buildinfo.Info
 	// MaxBodyBytes caps a request body (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// Addr is the address the server listens on (its listener's Addr()).
@@ -199,6 +203,10 @@ func New(cfg Config) http.Handler {
 		if err != nil {
 			return err
 		}
+		note := auth.NoteFrom(r.Context())
+		if note != nil {
+			note.Principal = p
+		}
 		if s.limit != nil && !p.Insecure {
 			if ok, wait := s.limit.take(p.TokenID); !ok {
 				ae := refuse(http.StatusTooManyRequests, CodeRateLimited, "", fmt.Sprintf("token %s is over its rate of %g requests a second; retry later", p.TokenID, s.limit.rate))
@@ -206,7 +214,11 @@ func New(cfg Config) http.Handler {
 				return ae
 			}
 		}
-		mux.ServeHTTP(w, r.WithContext(auth.With(r.Context(), p)))
+		routed := r.WithContext(auth.With(r.Context(), p))
+		mux.ServeHTTP(w, routed)
+		if note != nil {
+			note.Route = routed.Pattern
+		}
 		return nil
 	})
 }

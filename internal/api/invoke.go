@@ -10,6 +10,7 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/buildinfo"
 	"github.com/packrun/packrun/internal/dispatch"
 	"github.com/packrun/packrun/runtime"
 )
@@ -138,6 +139,7 @@ type capabilities struct {
 	MaxLimits   runtime.LimitsInfo      `json:"maxLimits"`
 	Engine      string                  `json:"engine"`
 	Packs       []string                `json:"packs"` // name@version
+	Build       *buildinfo.Info         `json:"build,omitempty"`
 }
 
 func (s *server) wellKnown(w http.ResponseWriter, r *http.Request) error {
@@ -146,7 +148,7 @@ func (s *server) wellKnown(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h := s.cfg.Host
-	c := capabilities{ABIVersions: h.ABIVersions, Namespaces: h.Namespaces, Limits: h.Limits, MaxLimits: h.MaxLimits, Engine: h.Engine, Packs: make([]string, 0, len(list))}
+	c := capabilities{ABIVersions: h.ABIVersions, Namespaces: h.Namespaces, Limits: h.Limits, MaxLimits: h.MaxLimits, Engine: h.Engine, Packs: make([]string, 0, len(list)), Build: s.cfg.Build}
 	if c.ABIVersions == nil {
 		c.ABIVersions = []string{}
 	}

@@ -175,3 +175,27 @@ type Store interface {
 	// revoked token stays listed.
 	RevokeToken(ctx context.Context, id string) (*Token, error)
 }
+
+// Note is what the handler serving a request learns for the middleware
+// around it (request logs and metrics): who the request acted as and the
+// route it matched, both known only once the request has been routed
+// inside (where the request is a copy the middleware never sees).
+type Note struct {
+	Principal *Principal
+	Route     string // the ServeMux pattern, e.g. "GET /v1/tasks/{id}"
+}
+
+type noteKey struct{}
+
+// WithNote returns ctx carrying an empty Note for the handlers below to
+// fill in.
+func WithNote(ctx context.Context) (context.Context, *Note) {
+	n := &Note{}
+	return context.WithValue(ctx, noteKey{}, n), n
+}
+
+// NoteFrom returns the Note ctx carries, or nil.
+func NoteFrom(ctx context.Context) *Note {
+	n, _ := ctx.Value(noteKey{}).(*Note)
+	return n
+}

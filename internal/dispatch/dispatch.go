@@ -57,6 +57,9 @@ type Config struct {
 	LockTTL time.Duration
 	// Log receives one line per notable event; may be nil.
 	Log func(msg string, kv ...any)
+	// Observer is told of every attempt, task start and finish, and change
+	// of the dispatch lock (metrics, logs); may be nil.
+	Observer host.Observer
 }
 
 // Dispatcher runs tasks from the queue. It is also what serves direct
@@ -121,7 +124,34 @@ func New(cfg Config) *Dispatcher {
 	if cfg.Log == nil {
 		cfg.Log = func(string, ...any) {}
 	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
 	return &Dispatcher{cfg: cfg, wake: make(chan struct{}, 1), retryWait: 100 * time.Millisecond, modules: map[loadKey]*loaded{}}
+}
+
+// HoldsLock reports whether this dispatcher holds the store's dispatch
+// lock (false while it waits as a standby, and before Run).
+func (d *Dispatcher) HoldsLock() bool { return d.haveLock.Load() }
+
+type nopObserver struct{}
+
+func (nopObserver) AttemptDone(host.AttemptStats)   {}
+func (nopObserver) TaskStarted(host.TaskStats)      {}
+func (nopObserver) TaskFinished(host.TaskStats)     {}
+func (nopObserver) DispatchLock(bool)               {}
+func (nopObserver) WriterCommit(int, time.Duration) {}
+
+// observeAttempt tells the observer of an attempt; it allocates only for
+// an attempt that breached a limit.
+func (d *Dispatcher) observeAttempt(l *loaded, res *runtime.Result) {
+	st := host.AttemptStats{Pack: l.manifest.Name, Outcome: string(res.Outcome), Duration: res.Duration}
+	for _, e := range res.Events {
+		if e.Type == runtime.EventCapBreached {
+			st.Breaches = append(st.Breaches, e.Kind)
+		}
+	}
+	d.cfg.Observer.AttemptDone(st)
 }
 
 // Wake tells idle workers a task may be available.
@@ -295,6 +325,7 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	d.observeAttempt(l, res)
 	att := attemptOf(res, svc)
 	att.AttemptID, att.TaskID, att.RunnerID = attemptID, taskID, d.cfg.RunnerID
 	att.Pack, att.ModuleSHA256, att.Node = l.pack, l.module.SHA256, res.Node

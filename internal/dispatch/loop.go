@@ -41,6 +41,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		if !waiting {
 			waiting = true
 			d.cfg.Log("dispatch lock held by another dispatcher; waiting")
+			d.cfg.Observer.DispatchLock(false)
 		}
 		select {
 		case <-ctx.Done():
@@ -68,6 +69,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	// longer than the TTL let another dispatcher take it), workers stop
 	// claiming until the lock is ours again.
 	d.haveLock.Store(true)
+	d.cfg.Observer.DispatchLock(true)
+	defer d.haveLock.Store(false)
 	renewCtx, stopRenew := context.WithCancel(context.Background())
 	defer stopRenew()
 	go func() {
@@ -84,8 +87,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				}
 				if err != nil && d.haveLock.Swap(false) {
 					d.cfg.Log("lost the dispatch lock; not claiming until it is back", "error", err)
+					d.cfg.Observer.DispatchLock(false)
 				} else if err == nil && !d.haveLock.Swap(true) {
 					d.cfg.Log("dispatch lock regained")
+					d.cfg.Observer.DispatchLock(true)
 				}
 			}
 		}
@@ -188,13 +193,26 @@ func (d *Dispatcher) RunTask(ctx context.Context, t *host.TaskRecord) {
 // the store recovered. After stop it is left to that sweep, as after a
 // crash.
 func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.TaskRecord, settling func()) {
+	began := time.Now()
+	stats := host.TaskStats{TaskID: t.TaskID, TaskType: t.TaskType, Attempt: t.AttemptCount, Outcome: "error", Status: t.Status}
+	if t.StartedAt != nil && t.StartedAt.After(t.AvailableAt) {
+		stats.Lag = t.StartedAt.Sub(t.AvailableAt)
+	}
+	d.cfg.Observer.TaskStarted(stats)
+	defer func() {
+		stats.Duration = time.Since(began)
+		d.cfg.Observer.TaskFinished(stats)
+	}()
 	settle := func(in host.FinishInput) error {
 		if settling != nil {
 			settling()
 			settling = nil // the next task is claimed once, whatever the retries
 		}
 		return d.retry(stop, "settling task", t.TaskID, func() error {
-			_, err := d.cfg.Backend.Finish(ctx, t.TaskID, in)
+			rec, err := d.cfg.Backend.Finish(ctx, t.TaskID, in)
+			if err == nil {
+				stats.Status = rec.Status
+			}
 			return err
 		})
 	}
@@ -223,6 +241,7 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 		fail(class, fmt.Sprintf("task type %q: %v", t.TaskType, err))
 		return
 	}
+	stats.Pack = route.Pack
 	arch, err := d.cfg.Packs.Open(ctx, route.Pack)
 	if err != nil {
 		fail(host.RetryPermanent, fmt.Sprintf("task type %q: pack %s: %v", t.TaskType, route.Pack, err))
@@ -240,6 +259,7 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 		fail(host.RetryRetryable, fmt.Sprintf("invoke %s: %v", route.Node, err))
 		return
 	}
+	stats.Outcome = string(res.Outcome)
 	in := host.FinishInput{Record: att, Claimed: t, RetryClass: att.RetryClass}
 	switch res.Outcome {
 	case abi.Completed:

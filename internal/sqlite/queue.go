@@ -634,3 +634,23 @@ func (s *Store) ReclaimRunning(ctx context.Context, now time.Time) (int, error) 
 	}
 	return n, nil
 }
+
+// CountTasks implements host.Queue: one pass over the status index.
+func (s *Store) CountTasks(ctx context.Context) (map[host.TaskStatus]int, error) {
+	const op = "count tasks"
+	rows, err := s.query(ctx, `SELECT status, count(*) FROM tasks INDEXED BY tasks_status GROUP BY status`)
+	if err != nil {
+		return nil, host.Wrap(op, "", err)
+	}
+	defer rows.Close()
+	out := map[host.TaskStatus]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, host.Wrap(op, "", err)
+		}
+		out[host.TaskStatus(st)] = n
+	}
+	return out, host.Wrap(op, "", rows.Err())
+}

@@ -69,6 +69,11 @@ type Options struct {
 	// CheckpointFile is where the signed head checkpoint is written.
 	// Default: evidence-head.json beside the database.
 	CheckpointFile string
+	// OnCommit, if set, is called by the writer after each group commit
+	// with the operations it carried and how long the transaction took
+	// (BEGIN to COMMIT, before the WAL is synced). It runs on the writer's
+	// goroutine, so it must be quick: metrics, not I/O.
+	OnCommit func(ops int, took time.Duration)
 }
 
 func (o Options) withDefaults(path string) Options {
@@ -179,7 +184,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	hk := &hostKey{path: opts.HostKeyFile}
 	cp := newCheckpointer(opts.CheckpointFile, hk, opts.Now)
-	w, err := startWriter(ctx, d, path+"-wal", opts.MaxBatchOps, opts.BatchDelay, cp.offer)
+	w, err := startWriter(ctx, d, path+"-wal", opts.MaxBatchOps, opts.BatchDelay, cp.offer, opts.OnCommit)
 	if err != nil {
 		cp.close()
 		gens.close()

@@ -222,6 +222,8 @@ type writer struct {
 	// operations they carried, cpu the CPU time (ns) the writer's thread
 	// spent running them (WriterStats).
 	commits, committed, cpu atomic.Int64
+	// onCommit is Options.OnCommit (may be nil).
+	onCommit func(ops int, took time.Duration)
 }
 
 // WriterStats is what the store's single writer has done.
@@ -236,7 +238,14 @@ func (s *Store) WriterStats() WriterStats {
 	return WriterStats{Commits: s.w.commits.Load(), Ops: s.w.committed.Load(), CPU: time.Duration(s.w.cpu.Load())}
 }
 
-func startWriter(ctx context.Context, d *sql.DB, walPath string, maxOps int, delay time.Duration, onHead func(eventHead)) (*writer, error) {
+// Ping checks that the store takes writes: the writer has not failed
+// (a failed WAL sync makes it refuse every write until the store is
+// opened again) and an empty write transaction commits and is synced.
+func (s *Store) Ping(ctx context.Context) error {
+	return host.Wrap("ping", "", s.w.do(ctx, func(*wtx) error { return nil }))
+}
+
+func startWriter(ctx context.Context, d *sql.DB, walPath string, maxOps int, delay time.Duration, onHead func(eventHead), onCommit func(int, time.Duration)) (*writer, error) {
 	conn, err := d.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -278,7 +287,7 @@ func startWriter(ctx context.Context, d *sql.DB, walPath string, maxOps int, del
 	}
 	w := &writer{conn: conn, x: &wtx{conn: conn, stmts: map[string]*sql.Stmt{}}, cache: &stmtCache{db: d, m: map[string]*sql.Stmt{}},
 		ops: make(chan *op, 4*maxOps), stopped: make(chan struct{}), maxOps: maxOps, delay: delay,
-		walPath: walPath, onHead: onHead, syncq: make(chan committed, 1), synced: make(chan struct{})}
+		walPath: walPath, onHead: onHead, onCommit: onCommit, syncq: make(chan committed, 1), synced: make(chan struct{})}
 	go w.run()
 	go w.sync()
 	return w, nil
@@ -389,12 +398,19 @@ func (w *writer) run() {
 		}
 		// On one thread for the commit, so that its CPU time can be read.
 		goruntime.LockOSThread()
+		var began time.Time
+		if w.onCommit != nil {
+			began = time.Now()
+		}
 		t0 := threadCPU()
 		results := w.commit(batch)
 		w.cpu.Add(threadCPU() - t0)
 		goruntime.UnlockOSThread()
 		w.commits.Add(1)
 		w.committed.Add(int64(len(batch)))
+		if w.onCommit != nil {
+			w.onCommit(len(batch), time.Since(began))
+		}
 		w.syncq <- committed{ops: batch, results: results, head: w.x.committed}
 		batch = make([]*op, 0, w.maxOps) // the last one is sync's now
 		if !open {
