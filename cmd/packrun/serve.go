@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -83,7 +81,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			if (tlsCert == "") != (tlsKey == "") {
 				return usageError("--tls-cert and --tls-key go together")
 			}
-			if insecure && !isLoopback(addr) {
+			if insecure && !api.IsLoopbackAddr(addr) {
 				return usageError("--insecure-no-auth is allowed on a loopback address only (127.0.0.1, [::1], localhost); --addr %s is not one", addr)
 			}
 			heapfloor.Raise(packrun.HeapFloor)
@@ -109,7 +107,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 					return err
 				}
 				switch {
-				case !active && !isLoopback(addr):
+				case !active && !api.IsLoopbackAddr(addr):
 					return withCode(exitUsage, fmt.Errorf("refusing to serve on %s without authentication: this home has no active API token (create one with 'packrun tokens create')", addr))
 				case !active:
 					fmt.Fprintln(a.stderr, "packrun: this home has no active API token, so every request will be refused (401): create one with 'packrun tokens create', or run with --insecure-no-auth")
@@ -190,20 +188,6 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 	cmd.Flags().StringVar(&metricsToken, "metrics-token", "", "bearer token /metrics, /healthz and /readyz require (default: none needed)")
 	cmd.Flags().IntVar(&workers, "workers", 8, "tasks run at once (they mostly wait on durable commits, so more than the cores helps)")
 	return cmd
-}
-
-// isLoopback reports whether a listen address is a loopback one
-// (127.0.0.0/8, ::1 or localhost); ":7070" (every interface) is not.
-func isLoopback(addr string) bool {
-	h, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		h = addr
-	}
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(strings.Trim(h, "[]"))
-	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // observed routes /metrics, /healthz and /readyz to the observer and

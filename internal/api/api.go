@@ -148,7 +148,7 @@ const maxBodyDepth = 10000
 // text/plain without the browser asking first (CORS preflight). Bodies are
 // strict JSON: valid UTF-8, no duplicate key at any depth (400).
 func New(cfg Config) http.Handler {
-	s := &server{cfg: cfg, maxBody: cfg.MaxBodyBytes, loopback: isLoopbackAddr(cfg.Addr), limit: newLimiter(cfg.Auth.Rate, cfg.Auth.Burst)}
+	s := &server{cfg: cfg, maxBody: cfg.MaxBodyBytes, loopback: servesLoopback(cfg.Addr), limit: newLimiter(cfg.Auth.Rate, cfg.Auth.Burst)}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
@@ -227,14 +227,8 @@ func New(cfg Config) http.Handler {
 // Host is not a loopback name, and a request that sends a body without
 // declaring it JSON.
 func (s *server) admit(r *http.Request) error {
-	if s.loopback && !isLoopbackHost(r.Host) {
-		addr := s.cfg.Addr
-		if addr == "" {
-			addr = "a loopback address"
-		}
-		return refuse(http.StatusMisdirectedRequest, CodeMisdirected, "", fmt.Sprintf(
-			"Host %q is not a loopback name; this server listens on %s and answers only requests for localhost, 127.0.0.1 or [::1] (a guard against DNS rebinding)",
-			host.ShortName(r.Host), addr))
+	if err := s.checkHost(r); err != nil {
+		return err
 	}
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		return nil
@@ -256,12 +250,29 @@ func (s *server) admit(r *http.Request) error {
 	return nil
 }
 
-// isLoopbackAddr reports whether a listen address (host:port, or a bare
-// host) is a loopback one; an empty address counts as one.
-func isLoopbackAddr(addr string) bool {
-	if addr == "" {
-		return true
+// checkHost refuses, on a loopback server, a request whose Host is not a
+// loopback name.
+func (s *server) checkHost(r *http.Request) error {
+	if !s.loopback || isLoopbackHost(r.Host) {
+		return nil
 	}
+	addr := s.cfg.Addr
+	if addr == "" {
+		addr = "a loopback address"
+	}
+	return refuse(http.StatusMisdirectedRequest, CodeMisdirected, "", fmt.Sprintf(
+		"Host %q is not a loopback name; this server listens on %s and answers only requests for localhost, 127.0.0.1 or [::1] (a guard against DNS rebinding)",
+		host.ShortName(r.Host), addr))
+}
+
+// servesLoopback reports whether a server on addr (its listener's
+// address; "" for one not told) guards its Host as a loopback one.
+func servesLoopback(addr string) bool { return addr == "" || IsLoopbackAddr(addr) }
+
+// IsLoopbackAddr reports whether a listen address (host:port, or a bare
+// host) is a loopback one: 127.0.0.0/8, ::1 or localhost. An empty host
+// (":7070", "") is every interface, not loopback.
+func IsLoopbackAddr(addr string) bool {
 	h := addr
 	if hh, _, err := net.SplitHostPort(addr); err == nil {
 		h = hh
@@ -435,15 +446,15 @@ func jsonKind(goKind string) string {
 	return "an object"
 }
 
-// GuardHost serves next only for requests admit lets through by their
-// Host: on a loopback addr, a loopback name (421 otherwise, in the JSON
-// error envelope). Pages served beside the API (the console) get the same
-// guard against DNS rebinding.
+// GuardHost serves next only for requests whose Host the API would
+// admit: on a loopback addr, a loopback name (421 otherwise, in the JSON
+// error envelope). Pages served beside the API (the console, /metrics) get
+// the same guard against DNS rebinding.
 func GuardHost(addr string, next http.Handler) http.Handler {
-	s := &server{cfg: Config{Addr: addr, Log: func(string, ...any) {}}, loopback: isLoopbackAddr(addr)}
+	s := &server{cfg: Config{Addr: addr, Log: func(string, ...any) {}}, loopback: servesLoopback(addr)}
 	return s.wrap(func(w http.ResponseWriter, r *http.Request) error {
-		if s.loopback && !isLoopbackHost(r.Host) {
-			return s.admit(r)
+		if err := s.checkHost(r); err != nil {
+			return err
 		}
 		next.ServeHTTP(w, r)
 		return nil

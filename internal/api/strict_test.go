@@ -174,8 +174,14 @@ func TestHostHeader(t *testing.T) {
 		{"192.0.2.10:7070", false},
 	} {
 		t.Run(tc.addr, func(t *testing.T) {
-			if got := isLoopbackAddr(tc.addr); got != tc.refuses {
-				t.Fatalf("isLoopbackAddr(%q) = %v", tc.addr, got)
+			if got := servesLoopback(tc.addr); got != tc.refuses {
+				t.Fatalf("servesLoopback(%q) = %v", tc.addr, got)
+			}
+			// A listen address of "" is every interface: serve's
+			// checks (--insecure-no-auth, tokens) must not take it
+			// for loopback.
+			if got := IsLoopbackAddr(tc.addr); got != (tc.refuses && tc.addr != "") {
+				t.Fatalf("IsLoopbackAddr(%q) = %v", tc.addr, got)
 			}
 		})
 	}

@@ -194,9 +194,10 @@ func (s *server) listAttempts(w http.ResponseWriter, r *http.Request) error {
 	if err := refuseTenantField(r, "tenant", q.Get("tenant")); err != nil {
 		return err
 	}
-	f := host.AttemptFilter{TaskID: q.Get("task_id"), Pack: q.Get("pack"), Tenant: tenantOf(r, q.Get("tenant"))}
-	if auth.From(r.Context()).Insecure {
-		f.Tenant = q.Get("tenant")
+	// Without authentication, no tenant named lists every tenant's.
+	f := host.AttemptFilter{TaskID: q.Get("task_id"), Pack: q.Get("pack"), Tenant: q.Get("tenant")}
+	if p := auth.From(r.Context()); !p.Insecure {
+		f.Tenant = p.Tenant
 	}
 	if v := q.Get("since"); v != "" {
 		t, err := time.Parse(time.RFC3339, v)
