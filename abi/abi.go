@@ -16,7 +16,7 @@ type Version struct {
 func (v Version) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
 
 // served lists the ABI versions this contract defines, newest first.
-var served = []Version{{Major: 1, Minor: 0}}
+var served = []Version{{Major: 1, Minor: 1}}
 
 // Served returns the ABI versions this contract defines, newest first (a
 // copy: the set is fixed at build time).
@@ -130,7 +130,15 @@ type Func struct {
 	Required bool
 	// Doc is a one-line description, shown by `packrun inspect --host`.
 	Doc string
+	// Minor is the minor version of its namespace that added it: a pack
+	// declaring an older minor may not import it.
+	Minor int
 }
+
+// Allowed reports whether a module built for version v may import f: a
+// zero v (a bare module, which declares nothing) may import anything
+// served.
+func (f Func) Allowed(v Version) bool { return v == (Version{}) || f.Minor <= v.Minor }
 
 // Signature renders the function type, e.g. "(i32 i32) -> (i32)".
 func (f Func) Signature() string {
@@ -184,6 +192,9 @@ const (
 	HostEvidenceRecord = "evidence_record"
 	HostArtifactPut    = "artifact_put"
 	HostConfigGet      = "config_get"
+	// Added in 1.1.
+	HostSensorEmit = "sensor_emit"
+	HostAssetRead  = "asset_read"
 )
 
 // hostV1Imports is the packrun:host/v1 namespace. Every function has the
@@ -203,6 +214,11 @@ const (
 //	artifact_put    {"role","name","content_type"?,"text"?|"base64"?} -> {"artifact_id","sha256"}
 //	config_get      {"key"} -> {"value":<json>}                     11 when absent
 //
+// Since 1.1:
+//
+//	sensor_emit     a SensorEvent (seed 003 §5) -> {"event_id","status","task_id"?}  needs the sensors grant
+//	asset_read      {"path"} (relative to the pack's assets/) -> {"text"}|{"base64"}  11 when absent
+//
 // A function the pack's manifest does not grant returns StatusAccessDenied.
 var hostV1Imports = []Func{
 	{Name: HostMemoryGet, Params: i32x3, Results: ResultsI32, Doc: "read a memory entry"},
@@ -214,6 +230,8 @@ var hostV1Imports = []Func{
 	{Name: HostEvidenceRecord, Params: i32x3, Results: ResultsI32, Doc: "add a record to the attempt's evidence"},
 	{Name: HostArtifactPut, Params: i32x3, Results: ResultsI32, Doc: "store an artifact of the attempt"},
 	{Name: HostConfigGet, Params: i32x3, Results: ResultsI32, Doc: "read pack configuration"},
+	{Name: HostSensorEmit, Params: i32x3, Results: ResultsI32, Doc: "report a SensorEvent (sensors grant)", Minor: 1},
+	{Name: HostAssetRead, Params: i32x3, Results: ResultsI32, Doc: "read a file of the pack's own assets/", Minor: 1},
 }
 
 // Lookup finds a function by name in set.

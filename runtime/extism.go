@@ -54,8 +54,10 @@ func (r *Runtime) loadExtism(ctx context.Context, wasm []byte, cm wazero.Compile
 		switch mod {
 		case ModuleExtism, abi.ModuleWASI:
 		case abi.ModuleHostV1:
-			if _, ok := abi.Lookup(abi.HostV1Imports(), name); !ok {
+			if spec, ok := abi.Lookup(abi.HostV1Imports(), name); !ok {
 				unknown = append(unknown, mod+"."+name)
+			} else if !spec.Allowed(opts.ABI) {
+				return refuse(CodeBadSignature, "%s.%s was added in ABI %d.%d; the pack declares %s (raise runtime.abi.minor)", mod, name, opts.ABI.Major, spec.Minor, opts.ABI)
 			} else if !slicesEqual(f.ParamTypes(), []api.ValueType{api.ValueTypeI64}) || !slicesEqual(f.ResultTypes(), []api.ValueType{api.ValueTypeI64}) {
 				return refuse(CodeBadSignature, "%s.%s is declared %s; Extism plugins import packrun:host/v1 functions as (i64) -> (i64)", mod, name, sigOf(f))
 			}

@@ -46,8 +46,8 @@ func TestHostileLoad(t *testing.T) {
 		mentions []string
 		breach   string
 	}{
-		{"abi_version_999", CodeUnsupportedABI, []string{"999", "1.0"}, ""},
-		{"unknown_import", CodeUnknownImport, []string{"env.launch_missiles", "openwop.openwop_teleport", "ABI 1.0"}, ""},
+		{"abi_version_999", CodeUnsupportedABI, []string{"999", "1.1"}, ""},
+		{"unknown_import", CodeUnknownImport, []string{"env.launch_missiles", "openwop.openwop_teleport", "ABI 1.1"}, ""},
 		{"missing_export", CodeMissingExport, []string{"openwop_node_invoke"}, ""},
 		{"invalid_utf8_pack_name", CodeInvalidPackName, []string{"UTF-8"}, ""},
 		{"start_memory_min_too_big", CodeMemoryTooLarge, []string{"4000 pages"}, ""},
@@ -199,5 +199,24 @@ func assertHealthy(t *testing.T, r *Runtime) {
 	}
 	if n := goruntime.NumGoroutine(); n > before+1 {
 		t.Fatalf("goroutines: %d before, %d after", before, n)
+	}
+}
+
+// TestImportMinor: an import added in a later minor of its namespace is
+// refused for a pack that declares an older one, and loads otherwise.
+func TestImportMinor(t *testing.T) {
+	r := newTestRuntime(t, NewConfig())
+	wasm := fixture(t, "testdata/hostile/newer_minor_import.wasm")
+	ctx := context.Background()
+	_, err := r.Load(ctx, wasm, LoadOptions{Name: "old", ABI: abi.Version{Major: 1, Minor: 0}})
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "sensor_emit was added in ABI 1.1; the pack declares 1.0") {
+		t.Fatalf("a 1.0 pack importing sensor_emit: %v", err)
+	}
+	for _, v := range []abi.Version{{Major: 1, Minor: 1}, {}} {
+		m, err := r.Load(ctx, wasm, LoadOptions{Name: "new", ABI: v})
+		if err != nil {
+			t.Fatalf("ABI %s: %v", v, err)
+		}
+		m.Close(ctx)
 	}
 }

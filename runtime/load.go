@@ -47,6 +47,10 @@ type LoadOptions struct {
 	// module state between them. Off by default: every invocation then
 	// gets a fresh instance and depends only on its input and trace.
 	ReuseInstances bool
+	// ABI is the host ABI version the module's pack declares: an import
+	// added in a later minor is refused. Zero (a bare module) allows
+	// every import served.
+	ABI abi.Version
 }
 
 // ModuleInfo describes a loaded module.
@@ -166,7 +170,7 @@ func (r *Runtime) load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 		defer unlock() // the Extism SDK compiles it again, possibly from the same cache
 		return r.loadExtismModule(ctx, code, len(wasm), cm, opts, limits, sum)
 	}
-	v, lerr := checkImports(cm, eng, sh.otherImports)
+	v, lerr := checkImports(cm, eng, sh.otherImports, opts.ABI)
 	if lerr == nil {
 		lerr = checkMemory(cm, limits)
 	}
@@ -302,7 +306,7 @@ func (r *Runtime) loadExtismModule(ctx context.Context, wasm []byte, size int, c
 
 // checkImports refuses any import the host does not serve, listing each as
 // module.name, and works out which engine variant the module needs.
-func checkImports(cm wazero.CompiledModule, eng *engine, other []string) (variant, *LoadError) {
+func checkImports(cm wazero.CompiledModule, eng *engine, other []string, want abi.Version) (variant, *LoadError) {
 	var v variant
 	var unknown, bad []string
 	unknown = append(unknown, other...) // tables, globals, tags: never served
@@ -333,6 +337,8 @@ func checkImports(cm wazero.CompiledModule, eng *engine, other []string) (varian
 				unknown = append(unknown, qual)
 			} else if _, ok := matches(spec, f); !ok {
 				bad = append(bad, fmt.Sprintf("%s is declared %s, the host serves %s", qual, sigOf(f), spec.Signature()))
+			} else if !spec.Allowed(want) {
+				bad = append(bad, fmt.Sprintf("%s was added in ABI %d.%d; the pack declares %s (raise runtime.abi.minor)", qual, want.Major, spec.Minor, want))
 			}
 		case abi.ModuleWASI:
 			d, ok := eng.wasiDefs[name]

@@ -159,7 +159,7 @@ func TestInspect(t *testing.T) {
 		Engine      string
 		Namespaces  []struct{ Name string }
 	}
-	if err := json.Unmarshal([]byte(out), &host); code != 0 || err != nil || host.ABIVersions[0] != "1.0" || !strings.HasPrefix(host.Engine, "wazero") || host.Namespaces[0].Name != "openwop" {
+	if err := json.Unmarshal([]byte(out), &host); code != 0 || err != nil || host.ABIVersions[0] != "1.1" || !strings.HasPrefix(host.Engine, "wazero") || host.Namespaces[0].Name != "openwop" {
 		t.Fatalf("exit %d %v: %s", code, err, out)
 	}
 	if code, _, errs := runCLI(t, "inspect", "--host", "x.wasm"); code != 64 {

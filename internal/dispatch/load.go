@@ -41,5 +41,6 @@ func LoadOptions(m *packs.Manifest, mod packs.Module, override runtime.Limits) r
 		Limits:   PackLimits(m).Merge(override),
 		PackName: m.Name,
 		Exports:  m.Exports(mod.Path),
+		ABI:      m.ABI(),
 	}
 }
