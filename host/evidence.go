@@ -205,9 +205,13 @@ const (
 	EventTaskTypesUpdated      = "task_types_updated"
 	EventTaskTypeOverrideSet   = "task_type_override_set"
 	EventTaskTypeOverrideUnset = "task_type_override_removed"
+	// EventTaskStarted is appended by Queue.Finish with the settlement of
+	// an attempt (data.started_at is when its node started).
+	EventTaskStarted = "task_started"
+	// EventDispatchIdle is appended by the dispatcher once per busy → idle
+	// transition (no task to claim, none running).
+	EventDispatchIdle = "dispatch_idle"
 	// Schema types for callers to append (the store does not emit them).
-	EventTaskStarted    = "task_started"
-	EventDispatchIdle   = "dispatch_idle"
 	EventBundleCompiled = "bundle_compiled"
 )
 
@@ -228,8 +232,22 @@ type EventFilter struct {
 	TaskID    string
 	AttemptID string
 	Type      string
-	AfterSeq  int64
-	Limit     int // 0 means 1000
+	// AfterSeq selects events after this seq: pass the last Seq of a page
+	// to read the next one.
+	AfterSeq int64
+	// Since, if not zero, starts the listing at the chain's position at
+	// that time: after the last event stamped before it. Entries are
+	// appended in time order (one writer), so these are the events
+	// appended at or after Since; an attempt_recorded event counts by
+	// where it was appended, not by its attempt's ended_at.
+	Since time.Time
+	// Tenant, if set, selects the events of that tenant's tasks and
+	// attempts only ("default" for the default tenant); events tied to
+	// no task or attempt (dispatch_*, task_types_updated, ...) are left
+	// out unless Untied is set.
+	Tenant string
+	Untied bool
+	Limit  int // 0 means 1000
 }
 
 // ChainReport is the result of VerifyChain.

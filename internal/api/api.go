@@ -117,6 +117,9 @@ const maxBodyDepth = 10000
 //	GET  /v1/tasks/{id}                         tasks:read     TaskRecord
 //	POST /v1/tasks/{id}:cancel                  tasks:write    TaskRecord after the cancel
 //	GET  /v1/tasks/{id}/events                  evidence:read  {"events":[Event...]}, the task's runtime events
+//	GET  /v1/events[?type=&task_id=&since=&after=&limit=]  evidence:read  {"events":[Event...],"next_after":SEQ}, chain order;
+//	                                            pass next_after as after for the next page; events tied to no
+//	                                            task or attempt (dispatch_*, ...) need the admin scope
 //	GET  /v1/attempts[?task_id=&pack=&since=&limit=]  evidence:read  {"attempts":[Attempt...]}
 //	GET  /v1/attempts/{id}                      evidence:read  Attempt (the evidence record)
 //	POST /v1/attempts/{id}:replay               evidence:read  ReplayVerdict (no side effects)
@@ -180,6 +183,7 @@ func New(cfg Config) http.Handler {
 	})
 	route("/v1/tasks/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.getTask)), http.MethodPost: scoped(auth.ScopeTasksWrite, takes(s.taskAction))})
 	route("/v1/tasks/{id}/events", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.taskEvents, "limit"))})
+	route("/v1/events", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.listEvents, "type", "task_id", "since", "after", "limit"))})
 	route("/v1/attempts", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.listAttempts, "task_id", "pack", "tenant", "since", "limit"))})
 	route("/v1/attempts/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.getAttempt)), http.MethodPost: scoped(auth.ScopeEvidenceRead, takes(s.attemptAction))})
 	route("/v1/artifacts/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.getArtifact))})

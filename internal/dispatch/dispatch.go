@@ -74,6 +74,9 @@ type Dispatcher struct {
 	retryWait time.Duration
 	// claimsFailing: claims are failing (logged once until they work).
 	claimsFailing atomic.Bool
+	// running counts the tasks being run; ran counts those claimed since
+	// the dispatcher was last idle (0: idle, dispatch_idle said).
+	running, ran atomic.Int64
 
 	mu      sync.Mutex
 	modules map[loadKey]*loaded       // loaded modules

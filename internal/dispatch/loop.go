@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -137,7 +138,7 @@ func (d *Dispatcher) worker(ctx context.Context) {
 				}
 				continue
 			}
-			t, err = d.cfg.Backend.Claim(ctx, d.cfg.RunnerID, time.Now())
+			t, err = d.claim(ctx)
 		}
 		wait := d.cfg.Poll
 		switch {
@@ -156,6 +157,9 @@ func (d *Dispatcher) worker(ctx context.Context) {
 			wait = min(d.cfg.Poll<<min(failures, 10), 5*time.Second)
 		}
 		if err != nil {
+			if errors.Is(err, host.ErrEmpty) {
+				d.idle(ctx)
+			}
 			select {
 			case <-ctx.Done():
 			case <-d.wake:
@@ -173,10 +177,43 @@ func (d *Dispatcher) worker(ctx context.Context) {
 			ch := make(chan claimed, 1)
 			next = ch
 			go func() {
-				t, err := d.cfg.Backend.Claim(ctx, d.cfg.RunnerID, time.Now())
+				t, err := d.claim(ctx)
 				ch <- claimed{t, err}
 			}()
 		})
+		d.running.Add(-1)
+	}
+}
+
+// claim claims the next task. A claim counts as running from its start
+// until it finds nothing or its task has run (the worker's
+// running.Add(-1)), so that the dispatcher is never seen idle between a
+// task and the one claimed while it was settled.
+func (d *Dispatcher) claim(ctx context.Context) (*host.TaskRecord, error) {
+	d.running.Add(1)
+	t, err := d.cfg.Backend.Claim(ctx, d.cfg.RunnerID, time.Now())
+	if err != nil {
+		d.running.Add(-1)
+	} else {
+		d.ran.Add(1)
+	}
+	return t, err
+}
+
+// idle appends dispatch_idle when the dispatcher has just become idle: a
+// claim found nothing, no task is running or being claimed, and some ran
+// since it was last idle. Polls of an idle queue append nothing.
+func (d *Dispatcher) idle(ctx context.Context) {
+	if ctx.Err() != nil || d.running.Load() != 0 {
+		return
+	}
+	n := d.ran.Swap(0)
+	if n == 0 {
+		return
+	}
+	data, _ := json.Marshal(map[string]any{"runner_id": d.cfg.RunnerID, "tasks_run": n})
+	if _, err := d.cfg.Backend.AppendEvent(ctx, host.Event{Type: host.EventDispatchIdle, Data: data}); err != nil {
+		d.cfg.Log("recording dispatch_idle failed", "error", err)
 	}
 }
 

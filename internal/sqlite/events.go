@@ -121,7 +121,18 @@ func (s *Store) Events(ctx context.Context, f host.EventFilter) ([]*host.Event, 
 	if limit <= 0 {
 		limit = 1000
 	}
-	where, args := ` WHERE seq > ?`, []any{f.AfterSeq}
+	after := f.AfterSeq
+	if !f.Since.IsZero() {
+		// The newest event stamped before Since, found from the end of
+		// the chain: a recent Since reads few rows.
+		var seq int64
+		err := s.db.QueryRowContext(ctx, `SELECT seq FROM runtime_events WHERE time < ? ORDER BY seq DESC LIMIT 1`, ts(f.Since)).Scan(&seq)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, host.Wrap(op, "", err)
+		}
+		after = max(after, seq)
+	}
+	where, args := ` WHERE seq > ?`, []any{after}
 	if f.TaskID != "" {
 		where += ` AND task_id = ?`
 		args = append(args, f.TaskID)
@@ -132,6 +143,17 @@ func (s *Store) Events(ctx context.Context, f host.EventFilter) ([]*host.Event, 
 	}
 	var stored []*host.Event
 	evWhere, evArgs := where, args[:len(args):len(args)]
+	if f.Tenant != "" {
+		untied := ""
+		if f.Untied {
+			untied = ` OR task_id = '' AND attempt_id = ''`
+		}
+		evWhere += ` AND (task_id IN (SELECT task_id FROM tasks WHERE tenant = ?)
+			OR task_id = '' AND attempt_id IN (SELECT attempt_id FROM attempt_records WHERE tenant = ?)` + untied + `)`
+		evArgs = append(evArgs, f.Tenant, f.Tenant)
+		where += ` AND tenant = ?`
+		args = append(args, f.Tenant)
+	}
 	if f.Type != "" {
 		evWhere += ` AND type = ?`
 		evArgs = append(evArgs, f.Type)

@@ -317,13 +317,16 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			if a.Attempt != t.AttemptCount {
 				return host.Errorf(op, taskID, host.ErrConflict, "attempt %s is attempt %d but the task is on attempt %d (a stale runner?)", a.AttemptID, a.Attempt, t.AttemptCount)
 			}
+			if err := s.taskStarted(tx, t, a.AttemptID, ts(a.StartedAt)); err != nil {
+				return err
+			}
 			if err := s.recordAttempt(tx, row); err != nil {
 				return err
 			}
 		} else if in.AttemptID != "" {
-			var attTask string
+			var attTask, attStarted string
 			var attNum int
-			err = tx.QueryRow(`SELECT task_id, attempt FROM attempt_records WHERE attempt_id = ?`, in.AttemptID).Scan(&attTask, &attNum)
+			err = tx.QueryRow(`SELECT task_id, attempt, started_at FROM attempt_records WHERE attempt_id = ?`, in.AttemptID).Scan(&attTask, &attNum, &attStarted)
 			if errors.Is(err, sql.ErrNoRows) {
 				return host.Invalid(op, "attempt_id", "no attempt %s is recorded; record the attempt before finishing the task", in.AttemptID)
 			}
@@ -335,6 +338,9 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			}
 			if attNum != t.AttemptCount {
 				return host.Errorf(op, taskID, host.ErrConflict, "attempt %s is attempt %d but the task is on attempt %d (a stale runner?)", in.AttemptID, attNum, t.AttemptCount)
+			}
+			if err := s.taskStarted(tx, t, in.AttemptID, attStarted); err != nil {
+				return err
 			}
 		}
 
@@ -459,6 +465,17 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 		return nil, host.Wrap(op, taskID, err)
 	}
 	return out, nil
+}
+
+// taskStarted appends task_started for the attempt that settles t. It is
+// written with the settlement rather than when the node starts: a claimed
+// task then costs no extra durable commit, and a node that never started
+// (no route, pack refused) has no task_started. The event's own time is
+// when it was appended; data.started_at is when the node started.
+func (s *Store) taskStarted(tx *wtx, t *host.TaskRecord, attemptID, startedAt string) error {
+	_, err := s.eventData(tx, host.EventTaskStarted, t.TaskID, attemptID, (&evData{}).
+		int("attempt", int64(t.AttemptCount)).str("runner_id", t.RunnerID).str("started_at", startedAt))
+	return err
 }
 
 // stageFollowUps validates the follow-ups of an attempt. If there are too

@@ -195,9 +195,9 @@ func TestRetriesUntilMaxAttempts(t *testing.T) {
 	_, err := f.Claim(ctx, "r", f.clock.Now().Add(time.Hour))
 	wantErr(t, err, host.ErrEmpty)
 	want := []string{"task_enqueued",
-		"task_claimed", "attempt_recorded", "task_attempt_finished", "task_retry_scheduled",
-		"task_claimed", "attempt_recorded", "task_attempt_finished", "task_retry_scheduled",
-		"task_claimed", "attempt_recorded", "task_attempt_finished", "task_finished"}
+		"task_claimed", "attempt_recorded", "task_started", "task_attempt_finished", "task_retry_scheduled",
+		"task_claimed", "attempt_recorded", "task_started", "task_attempt_finished", "task_retry_scheduled",
+		"task_claimed", "attempt_recorded", "task_started", "task_attempt_finished", "task_finished"}
 	if got := eventTypes(t, f.Store, rec.TaskID); !reflect.DeepEqual(got, want) {
 		t.Fatalf("events:\n%v\nwant\n%v", got, want)
 	}
@@ -723,7 +723,7 @@ func TestFinishRecordsAttempt(t *testing.T) {
 	if err != nil || got.ContentHash != a.ContentHash || got.EventSeq == 0 || got.EventSeq != a.EventSeq {
 		t.Fatalf("attempt not recorded with the settlement: %v %+v", err, got)
 	}
-	want := []string{"task_enqueued", "task_claimed", "attempt_recorded", "task_attempt_finished", "task_finished"}
+	want := []string{"task_enqueued", "task_claimed", "task_started", "attempt_recorded", "task_attempt_finished", "task_finished"}
 	if got := eventTypes(t, f.Store, rec.TaskID); !reflect.DeepEqual(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}

@@ -1,0 +1,65 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/auth"
+)
+
+// eventPage is the answer of GET /v1/events: NextAfter is the seq to pass
+// as after for the next page (the last event's, or the after given when
+// there is none yet), so a client polling for new events keeps it.
+type eventPage struct {
+	Events    []*host.Event `json:"events"`
+	NextAfter int64         `json:"next_after"`
+}
+
+// listEvents is GET /v1/events: runtime events in chain order. A token
+// sees the events of its tenant's tasks and attempts; those tied to no
+// task or attempt (dispatch_*, task types, ...) only with the admin
+// scope. Without authentication, every event.
+func (s *server) listEvents(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := host.EventFilter{Type: q.Get("type"), TaskID: q.Get("task_id")}
+	if f.Type != "" && (len(f.Type) > 64 || strings.Trim(f.Type, "abcdefghijklmnopqrstuvwxyz0123456789_.") != "") {
+		return refuse(http.StatusBadRequest, CodeInvalid, "type", "type: must be an event type such as task_finished (lower-case letters, digits, '_' or '.')")
+	}
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return refuse(http.StatusBadRequest, CodeInvalid, "since", "since: must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+		}
+		f.Since = t
+	}
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return refuse(http.StatusBadRequest, CodeInvalid, "after", "after: must be the seq of the last event seen (an integer from 0)")
+		}
+		f.AfterSeq = n
+	}
+	limit, err := listLimit(q)
+	if err != nil {
+		return err
+	}
+	f.Limit = limit
+	if p := auth.From(r.Context()); !p.Insecure {
+		f.Tenant, f.Untied = p.Tenant, p.Has(auth.ScopeAdmin)
+	}
+	evs, err := s.cfg.Backend.Events(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	page := eventPage{Events: evs, NextAfter: f.AfterSeq}
+	if len(evs) > 0 {
+		page.NextAfter = evs[len(evs)-1].Seq
+	} else {
+		page.Events = []*host.Event{}
+	}
+	reply(w, http.StatusOK, page)
+	return nil
+}
