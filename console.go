@@ -2,8 +2,11 @@ package packrun
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/auth"
 	"github.com/packrun/packrun/internal/console"
 	"github.com/packrun/packrun/internal/replay"
 )
@@ -93,4 +96,44 @@ func (b consoleBackend) Replay(ctx context.Context, tenant, id string) (*replay.
 
 func (b consoleBackend) Chain(ctx context.Context) (*host.ChainReport, error) {
 	return b.h.VerifyChain(ctx, nil)
+}
+
+var (
+	_ console.TaskRetrier = consoleBackend{}
+	_ console.TaskResumer = consoleBackend{}
+)
+
+// RetryTask implements console.TaskRetrier: the task queued again, asked
+// for by the console's token.
+func (b consoleBackend) RetryTask(ctx context.Context, tenant, id string) (*host.TaskRecord, error) {
+	by, err := b.askedBy(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	t, err := b.h.store.Retry(ctx, id, by)
+	b.h.wake()
+	return t, err
+}
+
+// ResumeTask implements console.TaskResumer.
+func (b consoleBackend) ResumeTask(ctx context.Context, tenant, id string, value json.RawMessage) (*host.TaskRecord, error) {
+	by, err := b.askedBy(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	t, err := b.h.store.Resume(ctx, id, value, by)
+	b.h.wake()
+	return t, err
+}
+
+// askedBy checks that the task is the tenant's and names who asks:
+// "console:<token id> (<name>)".
+func (b consoleBackend) askedBy(ctx context.Context, tenant, id string) (string, error) {
+	if _, err := b.Task(ctx, tenant, id); err != nil {
+		return "", err
+	}
+	if p := auth.From(ctx); p != nil && p.TokenID != "" {
+		return fmt.Sprintf("console:%s (%s)", p.TokenID, p.Name), nil
+	}
+	return "console", nil
 }

@@ -113,10 +113,16 @@ func (h *Host) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.En
 	if err != nil {
 		return nil, err
 	}
+	h.wake()
+	return t, nil
+}
+
+// wake tells this host's running dispatcher, if any, that a task may be
+// available.
+func (h *Host) wake() {
 	if d := h.started.Load(); d != nil {
 		d.Wake()
 	}
-	return t, nil
 }
 
 // apiInvoker serves POST /v1/invoke through the Host, so an API request is

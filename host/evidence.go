@@ -196,6 +196,8 @@ const (
 	EventTaskRetryScheduled    = "task_retry_scheduled"
 	EventTaskFinished          = "task_finished" // terminal status or blocked: data.status
 	EventTaskCancelRequested   = "task_cancel_requested"
+	EventTaskResumed           = "task_resumed"         // data.by, data.resume_values (the count)
+	EventTaskRetryRequested    = "task_retry_requested" // data.by, data.from, data.max_attempts
 	EventBootSweepReclaimed    = "boot_sweep_reclaimed"
 	EventDispatchLocked        = "dispatch_locked"
 	EventDispatchLockReleased  = "dispatch_lock_released"

@@ -47,6 +47,25 @@ type Queue interface {
 	// the attempt's outcome; its follow-ups are never applied. A task that
 	// is already completed, permanently failed or canceled gives ErrConflict.
 	Cancel(ctx context.Context, taskID string) (*TaskRecord, error)
+	// Resume is the operator control for a task whose node suspended
+	// (openwop_interrupt): a blocked task whose latest attempt is
+	// suspended goes back to pending, available at once, with value
+	// appended to its ResumeValues; its next attempt re-runs the node
+	// with all of them, each returned by one openwop_interrupt in order.
+	// If the task has no attempts left, max_attempts grows by one. by
+	// names who asked (event task_resumed). Another status, or a blocked
+	// task whose latest attempt did not suspend, gives ErrConflict; a
+	// value that is not JSON, or past MaxResumeValues / MaxResumeBytes,
+	// a validation error naming "value".
+	Resume(ctx context.Context, taskID string, value json.RawMessage, by string) (*TaskRecord, error)
+	// Retry is the operator control for a failed or blocked task: a
+	// permanent_failure, retryable_failure or blocked task goes back to
+	// pending, available at once, for a new attempt (its resume values
+	// kept). If it has no attempts left, max_attempts grows by one, so
+	// that exactly one more attempt may run before a retryable failure is
+	// permanent again. by names who asked (event task_retry_requested).
+	// Another status gives ErrConflict.
+	Retry(ctx context.Context, taskID string, by string) (*TaskRecord, error)
 	// ReclaimRunning is the boot sweep: every task left running (by a
 	// crash) is settled, with event boot_sweep_reclaimed. The interrupted
 	// attempt counts: the task becomes retryable_failure available at now,
@@ -145,6 +164,10 @@ const (
 	// should refuse the queue_enqueue call that would exceed them.
 	MaxFollowUps     = 100
 	MaxFollowUpBytes = 4 << 20
+	// MaxResumeValues and MaxResumeBytes cap the resume values a task
+	// collects (count, and their total JSON size).
+	MaxResumeValues  = 100
+	MaxResumeBytes   = 1 << 20
 	maxTaskTypeBytes = 128
 	maxShortText     = 256
 	maxSubjectBytes  = 1024
@@ -256,6 +279,10 @@ type TaskRecord struct {
 	// RunnerID is the runner of the latest claim.
 	RunnerID        string `json:"runner_id,omitempty"`
 	CancelRequested bool   `json:"cancel_requested,omitempty"`
+	// ResumeValues are the values operators resumed the task with (see
+	// Queue.Resume), oldest first: each attempt's node gets them back
+	// from its successive openwop_interrupt calls.
+	ResumeValues []json.RawMessage `json:"resume_values,omitempty"`
 	// Tenant is the tenant the task belongs to.
 	Tenant string `json:"tenant"`
 }
@@ -299,9 +326,9 @@ type FinishInput struct {
 	// the task cannot be settled, the attempt is not recorded either.
 	Record *Attempt
 	// Claimed, when set, is the record Claim returned for this task. The
-	// fields no queue operation changes after Enqueue (type, payload,
-	// requirements, ...) are taken from it instead of being read again;
-	// the rest is read as always.
+	// fields no queue operation changes while the task runs (type,
+	// payload, requirements, max_attempts, resume values...) are taken
+	// from it instead of being read again; the rest is read as always.
 	Claimed    *TaskRecord
 	Outcome    TaskOutcome
 	RetryClass RetryClass // empty means none

@@ -88,3 +88,31 @@ func TestEventsFollow(t *testing.T) {
 		t.Fatalf("follow exited %d", code)
 	}
 }
+
+// tasks resume and retry: a task in the wrong status is refused (exit 5)
+// with the reason; bad flags are usage errors; the control is recorded
+// with the operator's name.
+func TestTasksResumeRetry(t *testing.T) {
+	h := helloHome(t)
+	id := strings.TrimSpace(h.ok("tasks", "enqueue", "--type", "hello.c"))
+	for _, c := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"tasks", "retry", id}, 5, "task is pending; only a permanent_failure, retryable_failure or blocked task can be retried"},
+		{[]string{"tasks", "resume", id, "--value", "1"}, 5, "task is pending; only a blocked task whose node suspended can be resumed"},
+		{[]string{"tasks", "resume", id}, 64, "tasks resume needs --value JSON"},
+		{[]string{"tasks", "resume", id, "--value", "{"}, 64, "--value: not valid JSON"},
+		{[]string{"tasks", "retry", "task_nope"}, 66, "task_nope"},
+	} {
+		code, _, errs := h.run(c.args...)
+		if code != c.code || !strings.Contains(errs, c.stderr) {
+			t.Errorf("%v: exit %d, %s", c.args, code, errs)
+		}
+	}
+	h.ok("tasks", "cancel", id)
+	if code, _, errs := h.run("tasks", "retry", id); code != 5 || !strings.Contains(errs, "task is operator_canceled") {
+		t.Fatalf("retry of a canceled task: %d %s", code, errs)
+	}
+}

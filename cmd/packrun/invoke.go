@@ -109,7 +109,10 @@ func (a *app) limits(maxMemory string, timeout time.Duration, maxOutput string, 
 	return l, nil
 }
 
-func (a *app) readInput(spec string) (json.RawMessage, error) {
+func (a *app) readInput(spec string) (json.RawMessage, error) { return a.readJSON("--input", spec) }
+
+// readJSON reads the JSON value of flag: given inline, @FILE or @- (stdin).
+func (a *app) readJSON(flag, spec string) (json.RawMessage, error) {
 	var b []byte
 	var err error
 	switch {
@@ -121,13 +124,13 @@ func (a *app) readInput(spec string) (json.RawMessage, error) {
 		b = []byte(spec)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--input: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	if len(b) > maxInputBytes {
-		return nil, usageError("--input: larger than %d bytes", maxInputBytes)
+		return nil, usageError("%s: larger than %d bytes", flag, maxInputBytes)
 	}
 	if !json.Valid(b) {
-		return nil, usageError("--input: not valid JSON")
+		return nil, usageError("%s: not valid JSON", flag)
 	}
 	return b, nil
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,7 +19,7 @@ import (
 )
 
 func (a *app) tasksCommand() *cobra.Command {
-	tasks := &cobra.Command{Use: "tasks", Short: "Enqueue, list, show and cancel tasks"}
+	tasks := &cobra.Command{Use: "tasks", Short: "Enqueue, list, show, cancel, resume and retry tasks"}
 	var taskType, input, source string
 	var priority, maxAttempts int
 	var delay time.Duration
@@ -140,8 +142,67 @@ func (a *app) tasksCommand() *cobra.Command {
 			})
 		},
 	}
-	tasks.AddCommand(enqueue, list, show, cancel)
+	var value string
+	resume := &cobra.Command{
+		Use:   "resume ID --value JSON",
+		Short: "Resume a task its node suspended (openwop_interrupt), with the value the interrupt returns",
+		Long: `Resume a blocked task whose node suspended with openwop_interrupt. The task goes back to
+pending with the value added to its resume values; its next attempt re-runs the node, whose
+successive openwop_interrupt calls return the task's resume values in order (so a node that
+interrupts twice is resumed twice). A task with no attempts left gets one more.`,
+		Example: `  packrun tasks resume task_01J... --value '{"approved":true}'
+  packrun tasks resume task_01J... --value @answer.json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("value") {
+				return usageError("tasks resume needs --value JSON (null is a value)")
+			}
+			v, err := a.readJSON("--value", value)
+			if err != nil {
+				return err
+			}
+			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
+				t, err := b.Resume(cmd.Context(), args[0], v, cliUser())
+				return a.printControl(t, err)
+			})
+		},
+	}
+	resume.Flags().StringVar(&value, "value", "", "the JSON value (or @FILE, @-) openwop_interrupt returns")
+	retry := &cobra.Command{
+		Use:   "retry ID",
+		Short: "Queue a failed or blocked task again for a new attempt",
+		Long: `Queue a permanent_failure, retryable_failure or blocked task again, available at once,
+for a new attempt. A task that used all its attempts gets one more (max_attempts grows by
+one), so a retryable failure of that attempt is permanent again.`,
+		Example: `  packrun tasks retry task_01J...`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
+				t, err := b.Retry(cmd.Context(), args[0], cliUser())
+				return a.printControl(t, err)
+			})
+		},
+	}
+	tasks.AddCommand(enqueue, list, show, cancel, resume, retry)
 	return tasks
+}
+
+// printControl prints the outcome of resume or retry; refused (the task is
+// in another status: host.ErrConflict) exits 5.
+func (a *app) printControl(t *host.TaskRecord, err error) error {
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%s: %s (attempt %d of %d next)\n", t.TaskID, t.Status, t.AttemptCount+1, t.MaxAttempts)
+	return nil
+}
+
+// cliUser names the operator in the events of a control: "cli:<login>".
+func cliUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "cli:" + u.Username
+	}
+	return "cli:uid-" + strconv.Itoa(os.Getuid())
 }
 
 // attemptsPage is how many attempts `attempts list` reads at a time.

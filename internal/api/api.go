@@ -116,6 +116,10 @@ const maxBodyDepth = 10000
 //	GET  /v1/tasks[?status=&task_type=&limit=]  tasks:read     {"tasks":[TaskRecord...]}, newest first
 //	GET  /v1/tasks/{id}                         tasks:read     TaskRecord
 //	POST /v1/tasks/{id}:cancel                  tasks:write    TaskRecord after the cancel
+//	POST /v1/tasks/{id}:resume                  tasks:write    {"value":JSON} → TaskRecord, pending again (a task
+//	                                            blocked by its node's openwop_interrupt; 409 otherwise)
+//	POST /v1/tasks/{id}:retry                   tasks:write    TaskRecord, pending again (permanent_failure,
+//	                                            retryable_failure or blocked; 409 otherwise)
 //	GET  /v1/tasks/{id}/events                  evidence:read  {"events":[Event...]}, the task's runtime events
 //	GET  /v1/events[?type=&task_id=&since=&after=&limit=]  evidence:read  {"events":[Event...],"next_after":SEQ}, chain order;
 //	                                            pass next_after as after for the next page; events tied to no

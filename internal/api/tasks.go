@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,8 +17,6 @@ import (
 
 // DefaultSource is the source of an enqueued intent that names none.
 const DefaultSource = "api"
-
-const cancelSuffix = ":cancel"
 
 // enqueue is POST /v1/tasks. Everything is checked before Enqueue, which
 // is the only write: a refused request stores nothing.
@@ -128,9 +127,9 @@ func listLimit(q url.Values) (int, error) {
 // getTask is GET /v1/tasks/{id}.
 func (s *server) getTask(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	if strings.HasSuffix(id, cancelSuffix) {
+	if i := strings.LastIndexByte(id, ':'); i >= 0 && slices.Contains([]string{"cancel", "resume", "retry"}, id[i+1:]) {
 		w.Header().Set("Allow", http.MethodPost)
-		return refuse(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", "cancel with POST")
+		return refuse(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", id[i+1:]+" with POST")
 	}
 	t, err := s.ownTask(r, id)
 	if err != nil {
@@ -160,28 +159,64 @@ func owns(r *http.Request, tenant string) bool {
 	return p.Insecure || p.Tenant == tenant
 }
 
-// taskAction is POST /v1/tasks/{id}:<action>; ServeMux cannot match a
-// literal suffix inside a segment, so the action is split off here.
+// taskAction is POST /v1/tasks/{id}:<action> (cancel, resume, retry);
+// ServeMux cannot match a literal suffix inside a segment, so the action is
+// split off here.
 func (s *server) taskAction(w http.ResponseWriter, r *http.Request) error {
 	seg := r.PathValue("id")
-	id, ok := strings.CutSuffix(seg, cancelSuffix)
-	if !ok {
-		if i := strings.LastIndexByte(seg, ':'); i >= 0 {
-			return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("unknown task action %q; the only one is cancel", seg[i+1:]))
-		}
+	i := strings.LastIndexByte(seg, ':')
+	if i < 0 {
 		w.Header().Set("Allow", "GET, HEAD")
-		return refuse(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", "POST to a task needs an action: POST /v1/tasks/{id}:cancel")
+		return refuse(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", "POST to a task needs an action: POST /v1/tasks/{id}:cancel, :resume or :retry")
+	}
+	id, action := seg[:i], seg[i+1:]
+	var do func() (*host.TaskRecord, error)
+	switch action {
+	case "cancel":
+		do = func() (*host.TaskRecord, error) { return s.cfg.Backend.Cancel(r.Context(), id) }
+	case "retry":
+		do = func() (*host.TaskRecord, error) { return s.cfg.Backend.Retry(r.Context(), id, askedBy(r)) }
+	case "resume":
+		b, err := s.readObject(w, r)
+		if err != nil {
+			return err
+		}
+		var body struct {
+			Value json.RawMessage `json:"value"`
+		}
+		if err := decodeStrict(b, &body); err != nil {
+			return err
+		}
+		if len(body.Value) == 0 {
+			return refuse(http.StatusBadRequest, CodeInvalid, "value", "value: required (the JSON value the node's openwop_interrupt returns; null is one)")
+		}
+		do = func() (*host.TaskRecord, error) { return s.cfg.Backend.Resume(r.Context(), id, body.Value, askedBy(r)) }
+	default:
+		return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("unknown task action %q; the actions are cancel, resume and retry", host.ShortName(action)))
 	}
 	if _, err := s.ownTask(r, id); err != nil {
 		return err
 	}
-	t, err := s.cfg.Backend.Cancel(r.Context(), id)
+	t, err := do()
 	if err != nil {
 		return err
 	}
 	s.recordCall(r, t.TaskID, "")
+	if action != "cancel" && s.cfg.Dispatcher != nil {
+		s.cfg.Dispatcher.Wake()
+	}
 	reply(w, http.StatusOK, t)
 	return nil
+}
+
+// askedBy names the caller in the events of an operator control:
+// "token:<id> (<name>)", or "api:no-auth" without authentication.
+func askedBy(r *http.Request) string {
+	p := auth.From(r.Context())
+	if p.Insecure {
+		return "api:no-auth"
+	}
+	return fmt.Sprintf("token:%s (%s)", p.TokenID, p.Name)
 }
 
 type attemptList struct {

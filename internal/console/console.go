@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"embed"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -65,11 +66,12 @@ type TaskRetrier interface {
 	RetryTask(ctx context.Context, tenant, id string) (*host.TaskRecord, error)
 }
 
-// TaskResumer is a Backend that can resume a task (a blocked one, or one
-// whose attempt suspended): the console shows a Resume button only when
-// its Backend implements it.
+// TaskResumer is a Backend that can resume a task (a blocked one whose
+// attempt suspended) with a value, the JSON the node's openwop_interrupt
+// returns: the console shows a Resume button, with a field for the value
+// (empty means null), only when its Backend implements it.
 type TaskResumer interface {
-	ResumeTask(ctx context.Context, tenant, id string) (*host.TaskRecord, error)
+	ResumeTask(ctx context.Context, tenant, id string, value json.RawMessage) (*host.TaskRecord, error)
 }
 
 // Config configures the console. Backend and Authenticate are required.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/packrun/packrun/host"
@@ -184,6 +185,8 @@ func (s *server) task(w http.ResponseWriter, r *http.Request, ss *session) {
 
 func (s *server) taskAction(w http.ResponseWriter, r *http.Request, ss *session) {
 	id, action := r.PathValue("id"), r.PathValue("action")
+	// The backend may name who asks in what it records.
+	r = r.WithContext(auth.With(r.Context(), ss.p))
 	var op func() (*host.TaskRecord, error)
 	switch {
 	case action == "cancel":
@@ -191,7 +194,17 @@ func (s *server) taskAction(w http.ResponseWriter, r *http.Request, ss *session)
 	case action == "retry" && s.retrier != nil:
 		op = func() (*host.TaskRecord, error) { return s.retrier.RetryTask(r.Context(), ss.p.Tenant, id) }
 	case action == "resume" && s.resumer != nil:
-		op = func() (*host.TaskRecord, error) { return s.resumer.ResumeTask(r.Context(), ss.p.Tenant, id) }
+		v := strings.TrimSpace(r.PostFormValue("value"))
+		if v == "" {
+			v = "null"
+		}
+		if !json.Valid([]byte(v)) {
+			s.fail(w, r, ss, http.StatusBadRequest, "The resume value is not valid JSON (leave it empty for null).")
+			return
+		}
+		op = func() (*host.TaskRecord, error) {
+			return s.resumer.ResumeTask(r.Context(), ss.p.Tenant, id, json.RawMessage(v))
+		}
 	default:
 		s.fail(w, r, ss, http.StatusNotFound, fmt.Sprintf("A task cannot be %q here.", host.ShortName(action)))
 		return

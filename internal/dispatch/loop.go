@@ -290,7 +290,7 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 		return
 	}
 	att, res, svc, err := d.run(ctx, l, route.Node, runtime.Invocation{
-		Node: route.Node, Input: t.Payload, RunID: t.TaskID, NodeID: route.Node, TenantID: t.Tenant, Attempt: t.AttemptCount,
+		Node: route.Node, Input: t.Payload, RunID: t.TaskID, NodeID: route.Node, TenantID: t.Tenant, Attempt: t.AttemptCount, Resume: t.ResumeValues,
 	}, t.TaskID, false)
 	if err != nil {
 		fail(host.RetryRetryable, fmt.Sprintf("invoke %s: %v", route.Node, err))

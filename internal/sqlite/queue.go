@@ -15,15 +15,15 @@ import (
 
 const taskColumns = `task_id, task_type, source, subject, description, priority, payload, requested_profile_id, requested_adapter_id,
 	requested_model, skill_ids, workflow_ref, evidence_requirements, status, max_attempts, attempt_count, available_at, created_at,
-	updated_at, started_at, finished_at, outcome, last_error, parent_task_id, runner_id, cancel_requested, tenant`
+	updated_at, started_at, finished_at, outcome, last_error, parent_task_id, runner_id, cancel_requested, tenant, resume_values`
 
 func scanTask(row interface{ Scan(...any) error }) (*host.TaskRecord, error) {
 	var t host.TaskRecord
-	var payload, skills, wf, evreq, status, avail, created, updated string
+	var payload, skills, wf, evreq, status, avail, created, updated, resume string
 	var started, finished, outcome sql.NullString
 	if err := row.Scan(&t.TaskID, &t.TaskType, &t.Source, &t.Subject, &t.Description, &t.Priority, &payload, &t.RequestedProfileID,
 		&t.RequestedAdapterID, &t.RequestedModel, &skills, &wf, &evreq, &status, &t.MaxAttempts, &t.AttemptCount, &avail, &created,
-		&updated, &started, &finished, &outcome, &t.LastError, &t.ParentTaskID, &t.RunnerID, &t.CancelRequested, &t.Tenant); err != nil {
+		&updated, &started, &finished, &outcome, &t.LastError, &t.ParentTaskID, &t.RunnerID, &t.CancelRequested, &t.Tenant, &resume); err != nil {
 		return nil, err
 	}
 	t.Payload = json.RawMessage(payload)
@@ -33,7 +33,7 @@ func scanTask(row interface{ Scan(...any) error }) (*host.TaskRecord, error) {
 	for _, f := range []struct {
 		s string
 		v any
-	}{{skills, &t.SkillIDs}, {wf, &t.WorkflowRef}, {evreq, &t.EvidenceRequirements}, {outcome.String, &t.Outcome}} {
+	}{{skills, &t.SkillIDs}, {wf, &t.WorkflowRef}, {evreq, &t.EvidenceRequirements}, {outcome.String, &t.Outcome}, {resume, &t.ResumeValues}} {
 		if f.s != "" {
 			if err := json.Unmarshal([]byte(f.s), f.v); err != nil {
 				return nil, fmt.Errorf("task %s: %w", t.TaskID, err)
