@@ -34,4 +34,17 @@
 // A module that does is stopped, and its invocation fails with
 // CodeHostReentered. WASI imports stay allowed there (a language runtime's
 // allocator may read a clock), since they never call back into the module.
+//
+// # Envelopes
+//
+// The request is {"abiVersion":1,"nodeContext":{...},"inputs":...}
+// (Request); the response is {"outcome":"completed","output":...},
+// {"outcome":"suspended","interrupt":...} or
+// {"outcome":"failed","error":{"code","message","details"}} (Response), as
+// openwop RFC 0008 has them. A completed response may add "taskOutcome", an
+// object of the agent runtime's TaskOutcome fields the node knows
+// (operator_summary, file_changes, workflow_signal, follow_up_tasks,
+// external_messages; see TaskOutcome): modules that never send it are
+// unaffected, and one that sends it wrongly fails with
+// CodeResponseTaskOutcome.
 package abi

@@ -145,6 +145,9 @@ type Response struct {
 	Output    json.RawMessage `json:"output,omitempty"`
 	Interrupt json.RawMessage `json:"interrupt,omitempty"`
 	Error     *Error          `json:"error,omitempty"`
+	// TaskOutcome is the optional "taskOutcome" of a completed response
+	// (see TaskOutcome).
+	TaskOutcome *TaskOutcome `json:"taskOutcome,omitempty"`
 }
 
 // Errors returned by DecodeResponse; each maps to a Code* constant.
@@ -157,7 +160,8 @@ var (
 // DecodeResponse validates and decodes a response envelope read from guest
 // memory. It never panics; every failure wraps one of the ErrResponse*
 // sentinels. Unknown top-level fields are refused, as are unknown fields of
-// "error"; for duplicate keys the last one wins, as with encoding/json.
+// "error" and of "taskOutcome" (see TaskOutcome); for duplicate keys the
+// last one wins, as with encoding/json.
 //
 // It is on the hot path of every invocation, so it validates with
 // json.Valid and then walks the top level of the (now known-valid) object
@@ -178,7 +182,7 @@ func DecodeResponse(b []byte) (Response, error) {
 		return r, fmt.Errorf("%w: the envelope is not a JSON object", ErrResponseEnvelope)
 	}
 	i = skipSpace(b, i+1)
-	var errRaw []byte
+	var errRaw, outcomeRaw []byte
 	for b[i] != '}' {
 		kEnd := skipValue(b, i)
 		key := b[i:kEnd]
@@ -198,6 +202,8 @@ func DecodeResponse(b []byte) (Response, error) {
 			r.Interrupt = val
 		case `"error"`:
 			errRaw = val
+		case `"taskOutcome"`:
+			outcomeRaw = val
 		default:
 			return Response{}, fmt.Errorf("%w: unknown field %s", ErrResponseEnvelope, key)
 		}
@@ -216,6 +222,16 @@ func DecodeResponse(b []byte) (Response, error) {
 	}
 	if err := r.validate(); err != nil {
 		return Response{}, fmt.Errorf("%w: %v", ErrResponseEnvelope, err)
+	}
+	if outcomeRaw != nil && string(outcomeRaw) != "null" {
+		if r.Outcome != Completed {
+			return Response{}, fmt.Errorf("%w: taskOutcome comes only with outcome \"completed\", not %q", ErrResponseTaskOutcome, r.Outcome)
+		}
+		t, err := decodeTaskOutcome(outcomeRaw)
+		if err != nil {
+			return Response{}, err
+		}
+		r.TaskOutcome = t
 	}
 	return r, nil
 }

@@ -74,13 +74,14 @@ func TestDecodeResponse(t *testing.T) {
 }
 
 func FuzzDecodeResponse(f *testing.F) {
-	for _, s := range []string{`{"outcome":"completed","output":{}}`, `{"outcome":"failed","error":{"code":"c"}}`, `{"outcome":"suspended","interrupt":1}`, "\xff", `{`} {
+	for _, s := range []string{`{"outcome":"completed","output":{}}`, `{"outcome":"failed","error":{"code":"c"}}`, `{"outcome":"suspended","interrupt":1}`, "\xff", `{`,
+		`{"outcome":"completed","taskOutcome":{"operator_summary":"s","file_changes":["a/b"],"follow_up_tasks":[{}],"external_messages":[{}]}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeResponse(b)
 		if err != nil {
-			if !errors.Is(err, ErrResponseUTF8) && !errors.Is(err, ErrResponseJSON) && !errors.Is(err, ErrResponseEnvelope) {
+			if !errors.Is(err, ErrResponseUTF8) && !errors.Is(err, ErrResponseJSON) && !errors.Is(err, ErrResponseEnvelope) && !errors.Is(err, ErrResponseTaskOutcome) {
 				t.Fatalf("untyped error %v", err)
 			}
 			return

@@ -42,6 +42,9 @@ const (
 	CodeResponseUTF8        = "response_invalid_utf8"  // response bytes are not UTF-8
 	CodeResponseJSON        = "response_invalid_json"  // response bytes are not JSON
 	CodeResponseEnvelope    = "response_invalid_envelope"
+	// CodeResponseTaskOutcome: the response's "taskOutcome" is refused
+	// (ErrResponseTaskOutcome; the message names the field).
+	CodeResponseTaskOutcome = "response_invalid_task_outcome"
 	CodeAllocFailed         = "alloc_failed"            // openwop_alloc returned 0 or an out-of-range buffer
 	CodeHostCallBounds      = "host_call_out_of_bounds" // a host call named guest memory outside the module's memory
 	CodeHostError           = "host_error"

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/internal/textclip"
 )
 
@@ -66,6 +67,9 @@ type Queue interface {
 	// permanent again. by names who asked (event task_retry_requested).
 	// Another status gives ErrConflict.
 	Retry(ctx context.Context, taskID string, by string) (*TaskRecord, error)
+	// Outbox returns the outbox messages of a task (the external_messages
+	// of its completed outcome), oldest first.
+	Outbox(ctx context.Context, taskID string) ([]*OutboxMessage, error)
 	// ReclaimRunning is the boot sweep: every task left running (by a
 	// crash) is settled, with event boot_sweep_reclaimed. The interrupted
 	// attempt counts: the task becomes retryable_failure available at now,
@@ -166,13 +170,17 @@ const (
 	MaxFollowUpBytes = 4 << 20
 	// MaxResumeValues and MaxResumeBytes cap the resume values a task
 	// collects (count, and their total JSON size).
-	MaxResumeValues  = 100
-	MaxResumeBytes   = 1 << 20
-	maxTaskTypeBytes = 128
-	maxShortText     = 256
-	maxSubjectBytes  = 1024
-	maxDescription   = 64 << 10
-	maxListItems     = 64
+	MaxResumeValues = 100
+	MaxResumeBytes  = 1 << 20
+	// MaxExternalMessages and MaxExternalMessageBytes cap an outcome's
+	// external_messages (as abi.TaskOutcome does for a guest's).
+	MaxExternalMessages     = abi.MaxExternalMessages
+	MaxExternalMessageBytes = abi.MaxExternalMessageBytes
+	maxTaskTypeBytes        = 128
+	maxShortText            = 256
+	maxSubjectBytes         = 1024
+	maxDescription          = 64 << 10
+	maxListItems            = 64
 )
 
 // WorkflowRef ties a task to a workflow state.
@@ -307,14 +315,21 @@ type TaskRecord struct {
 //     after the backoff (event task_retry_scheduled);
 //   - anything else → permanent_failure.
 //
-// FollowUps (the intents the skill enqueued during the attempt) are staged:
+// FollowUps (the intents the skill enqueued during the attempt, and those
+// of its outcome's follow_up_tasks) are staged:
 // recorded in the task_attempt_finished event whatever happens, and
 // enqueued (source "task:<id>", event task_enqueued) in the same
 // transaction only when the task completes. If the attempt staged more than
 // MaxFollowUps, more than MaxFollowUpBytes of payload, or an invalid
-// intent, none is applied and the task becomes permanent_failure (the
-// guest's doing must not leave a task running). Outcome.FollowUpTasks are
-// recorded with the outcome but never applied.
+// intent (or FollowUpsRefused says why the caller could not read one),
+// none is applied and the task becomes permanent_failure (the guest's
+// doing must not leave a task running). Outcome.FollowUpTasks are
+// recorded with the outcome but only FollowUps are applied.
+//
+// Outcome.ExternalMessages (each a JSON object; at most
+// MaxExternalMessages of MaxExternalMessageBytes) are kept in the outbox,
+// pending, when the task completes (see Queue.Outbox); nothing delivers
+// them yet.
 //
 // Finish fails only for the caller's mistakes (unknown or not running task,
 // unrecorded or stale attempt, unknown machine_status or retry_class); the
@@ -334,7 +349,26 @@ type FinishInput struct {
 	RetryClass RetryClass // empty means none
 	Error      string     // becomes last_error
 	FollowUps  []TaskIntent
+	// FollowUpsRefused, if set, says why the attempt's follow-ups are
+	// refused (one the caller could not decode): none is applied and the
+	// task fails as for an invalid one.
+	FollowUpsRefused string
 }
+
+// OutboxMessage is one external message of a completed task's outcome,
+// kept until a handler delivers it (status pending until then).
+type OutboxMessage struct {
+	MessageID string          `json:"message_id"`
+	TaskID    string          `json:"task_id"`
+	AttemptID string          `json:"attempt_id"`
+	Tenant    string          `json:"tenant"`
+	Message   json.RawMessage `json:"message"`
+	Status    string          `json:"status"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// OutboxPending is the status of an outbox message not delivered yet.
+const OutboxPending = "pending"
 
 // TaskFilter selects tasks for ListTasks.
 type TaskFilter struct {

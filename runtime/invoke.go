@@ -78,10 +78,13 @@ type Result struct {
 	Output    json.RawMessage
 	Interrupt json.RawMessage
 	Error     *abi.Error
-	Events    []Event
-	Logs      []LogEntry
-	Stdout    []byte
-	Stderr    []byte
+	// TaskOutcome is the completed response's "taskOutcome", if it had
+	// one (see abi.TaskOutcome).
+	TaskOutcome *abi.TaskOutcome
+	Events      []Event
+	Logs        []LogEntry
+	Stdout      []byte
+	Stderr      []byte
 	// Truncated reports which captures (stdout, stderr, logs) hit
 	// Limits.CaptureBytes.
 	Truncated []string
@@ -251,6 +254,7 @@ func (m *Module) call(ctx context.Context, inst *instance, idx int, inv *Invocat
 	// Copy out of guest memory before the instance is freed or reused.
 	res.Output = cloneRaw(resp.Output)
 	res.Interrupt = cloneRaw(resp.Interrupt)
+	res.TaskOutcome = resp.TaskOutcome // decoded: copies already
 	if !m.reuse {
 		return false // the instance is closed, which frees everything
 	}
@@ -276,6 +280,8 @@ func responseCode(err error) string {
 		return abi.CodeResponseUTF8
 	case errors.Is(err, abi.ErrResponseJSON):
 		return abi.CodeResponseJSON
+	case errors.Is(err, abi.ErrResponseTaskOutcome):
+		return abi.CodeResponseTaskOutcome
 	}
 	return abi.CodeResponseEnvelope
 }

@@ -30,19 +30,25 @@ func (p onePack) Open(_ context.Context, ref string) (*packs.Archive, error) {
 
 // probePack packs testdata/modules/probe.wasm as local.probe with grants.
 func probePack(t *testing.T, grants string) *packs.Archive {
+	return packOf(t, "probe.wasm", "local.probe", `[{"typeId":"probe.host","kind":"node"},{"typeId":"probe.secret","kind":"node"},
+		         {"typeId":"probe.followup","kind":"skill","taskTypes":["probe.start"]}]`, grants)
+}
+
+// packOf packs testdata/modules/<module> as pack name with the nodes
+// given (JSON) and grants (a manifest fragment starting with a comma, or
+// "").
+func packOf(t *testing.T, module, name, nodes, grants string) *packs.Archive {
 	t.Helper()
-	wasm, err := os.ReadFile("../../testdata/modules/probe.wasm")
+	wasm, err := os.ReadFile("../../testdata/modules/" + module)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	sum := sha256.Sum256(wasm)
-	manifest := fmt.Sprintf(`{"name":"local.probe","version":"1.0.0","runtime":{"language":"wasm","abi":{"version":1,"minor":0},
-		"modules":[{"path":"probe.wasm","sha256":%q}]},
-		"nodes":[{"typeId":"probe.host","kind":"node"},{"typeId":"probe.secret","kind":"node"},
-		         {"typeId":"probe.followup","kind":"skill","taskTypes":["probe.start"]}]%s}`, hex.EncodeToString(sum[:]), grants)
+	manifest := fmt.Sprintf(`{"name":%q,"version":"1.0.0","runtime":{"language":"wasm","abi":{"version":1,"minor":0},
+		"modules":[{"path":%q,"sha256":%q}]},"nodes":%s%s}`, name, module, hex.EncodeToString(sum[:]), nodes, grants)
 	os.WriteFile(filepath.Join(dir, "pack.json"), []byte(manifest), 0o644)
-	os.WriteFile(filepath.Join(dir, "probe.wasm"), wasm, 0o644)
+	os.WriteFile(filepath.Join(dir, module), wasm, 0o644)
 	b, err := packs.Pack(dir)
 	if err != nil {
 		t.Fatal(err)

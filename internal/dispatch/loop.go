@@ -303,6 +303,7 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 		in.Outcome = host.TaskOutcome{Status: host.TaskCompleted, MachineStatus: host.MachineOK, OperatorSummary: "completed",
 			RawOutput: string(att.Output), ArtifactPaths: svc.artifacts}
 		in.FollowUps = svc.staged
+		svc.applyTaskOutcome(&in, res.TaskOutcome)
 	case abi.Suspended:
 		in.Outcome = host.TaskOutcome{Status: host.TaskBlocked, MachineStatus: host.MachineBlocked, OperatorSummary: "suspended: " + string(att.Interrupt)}
 	default:

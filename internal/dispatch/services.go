@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -43,6 +44,54 @@ type services struct {
 var _ runtime.Services = (*services)(nil)
 
 func newServices(b binding) *services { return &services{b: b, redactor: evidence.NewRedactor()} }
+
+// applyTaskOutcome adds what the node said in its response's taskOutcome
+// (abi.TaskOutcome, already checked against its limits) to the outcome in
+// settles the task with. Its follow_up_tasks join the ones staged with
+// queue_enqueue, under the same grant and limits: one that is not a valid
+// TaskIntent, or any without the queue grant, refuses them all (the task
+// then fails, as Finish does for invalid staged ones).
+func (s *services) applyTaskOutcome(in *host.FinishInput, o *abi.TaskOutcome) {
+	if o == nil {
+		return
+	}
+	if o.OperatorSummary != "" {
+		in.Outcome.OperatorSummary = o.OperatorSummary
+	}
+	in.Outcome.FileChanges, in.Outcome.WorkflowSignal, in.Outcome.ExternalMessage = o.FileChanges, o.WorkflowSignal, o.ExternalMessages
+	if len(o.FollowUpTasks) == 0 {
+		return
+	}
+	if !s.b.grants.Allows(packs.ServiceQueue) {
+		in.FollowUpsRefused = "taskOutcome.follow_up_tasks: the pack is not granted the queue service"
+		return
+	}
+	intents := make([]host.TaskIntent, 0, len(o.FollowUpTasks))
+	for i, raw := range o.FollowUpTasks {
+		intent, err := host.DecodeIntent(withSource(raw, "task:"+s.b.taskID))
+		if err != nil {
+			in.FollowUpsRefused = fmt.Sprintf("taskOutcome.follow_up_tasks[%d]: %v", i, err)
+			return
+		}
+		intents = append(intents, intent)
+	}
+	in.Outcome.FollowUpTasks = intents
+	in.FollowUps = append(in.FollowUps[:len(in.FollowUps):len(in.FollowUps)], intents...)
+}
+
+// withSource is the intent object raw with source set, if it names none
+// (a follow-up's source is its parent).
+func withSource(raw json.RawMessage, source string) json.RawMessage {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil || fields == nil {
+		return raw // DecodeIntent says what is wrong
+	}
+	if _, ok := fields["source"]; !ok {
+		fields["source"] = mustJSON(source)
+		return mustJSON(fields)
+	}
+	return raw
+}
 
 // statusOf maps host errors to ABI status codes.
 func statusOf(err error) abi.Status {
@@ -86,15 +135,7 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 		if !g.Allows(packs.ServiceQueue) {
 			return abi.StatusAccessDenied, nil
 		}
-		var fields map[string]json.RawMessage
-		if json.Unmarshal(req, &fields) != nil {
-			return abi.StatusValidation, nil
-		}
-		if _, ok := fields["source"]; !ok { // a follow-up's source is its parent
-			fields["source"] = mustJSON(orDefault(prefixed("task:", s.b.taskID), "attempt:"+s.b.attemptID))
-			req = mustJSON(fields)
-		}
-		intent, err := host.DecodeIntent(req)
+		intent, err := host.DecodeIntent(withSource(req, orDefault(prefixed("task:", s.b.taskID), "attempt:"+s.b.attemptID)))
 		if err != nil {
 			return abi.StatusValidation, nil
 		}

@@ -137,3 +137,30 @@ func TestRetry(t *testing.T) {
 	_, err = f.Retry(ctx, "task_nope", "cli:ada")
 	wantErr(t, err, host.ErrNotFound)
 }
+
+// Finish keeps a completed outcome's external messages in the outbox and
+// refuses malformed ones as the caller's mistake, changing nothing.
+func TestFinishOutbox(t *testing.T) {
+	f := newFixture(t, Options{})
+	mustEnqueue(t, f.Store, intent("demo", nil), host.EnqueueOptions{Tenant: "acme"})
+	task := mustClaim(t, f.Store, f.clock.Now())
+	a := attemptFor(t, f.Store, task)
+	for _, msgs := range [][]json.RawMessage{{json.RawMessage(`[]`)}, {json.RawMessage(`null`)}, make([]json.RawMessage, host.MaxExternalMessages+1)} {
+		out := okOutcome()
+		out.ExternalMessage = msgs
+		_, err := f.Finish(ctx, task.TaskID, host.FinishInput{AttemptID: a.AttemptID, Outcome: out})
+		if he := (*host.Error)(nil); !errors.As(err, &he) || he.Field != "outcome.external_messages" {
+			t.Fatalf("%d messages: %v", len(msgs), err)
+		}
+	}
+	out := okOutcome()
+	out.ExternalMessage = []json.RawMessage{json.RawMessage(`{"to": "ops"}`), json.RawMessage(`{"n":2}`)}
+	rec, err := f.Finish(ctx, task.TaskID, host.FinishInput{AttemptID: a.AttemptID, Outcome: out})
+	if err != nil || rec.Status != host.TaskCompleted {
+		t.Fatalf("%v %+v", err, rec)
+	}
+	msgs, err := f.Outbox(ctx, task.TaskID)
+	if err != nil || len(msgs) != 2 || string(msgs[0].Message) != `{"to":"ops"}` || msgs[1].Tenant != "acme" || msgs[0].Status != host.OutboxPending {
+		t.Fatalf("outbox: %v %+v", err, msgs)
+	}
+}

@@ -294,6 +294,12 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 	// claimed. Staging them is the guest's doing, so a problem with them
 	// fails the task instead of refusing to settle it.
 	followUps, refused := stageFollowUps(taskID, in.FollowUps)
+	if in.FollowUpsRefused != "" {
+		followUps, refused = nil, in.FollowUpsRefused
+	}
+	if err := checkMessages(op, in.Outcome.ExternalMessage); err != nil {
+		return nil, err
+	}
 
 	var out *host.TaskRecord
 	err := s.w.do(ctx, func(tx *wtx) error {
@@ -414,8 +420,14 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			if _, err := tx.Exec(`UPDATE OR FAIL artifacts SET verified_at = ? WHERE attempt_id = ? AND verified_at IS NULL`, ts(now), in.AttemptID); err != nil {
 				return err
 			}
+			if err := queueMessages(tx, t, in.AttemptID, in.Outcome.ExternalMessage, now); err != nil {
+				return err
+			}
 		}
 		d := (&evData{}).int("attempt", int64(t.AttemptCount))
+		if n := len(in.Outcome.ExternalMessage); n > 0 {
+			d.int("external_messages", int64(n))
+		}
 		if len(followUps) > 0 {
 			d.value("follow_ups", followUps)
 		}
@@ -428,6 +440,9 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			d.value("missing_evidence", missing)
 		}
 		d.str("retry_class", string(rc)).str("status", string(status))
+		if in.Outcome.WorkflowSignal != "" {
+			d.str("workflow_signal", in.Outcome.WorkflowSignal)
+		}
 		if _, err := s.eventData(tx, host.EventTaskAttemptFinished, taskID, in.AttemptID, d); err != nil {
 			return err
 		}
