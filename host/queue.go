@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/host/schema"
 	"github.com/packrun/packrun/internal/textclip"
 )
 
@@ -480,13 +481,19 @@ func IntentAvailableAt(in *TaskIntent, now time.Time) time.Time {
 }
 
 // DecodeIntent decodes and validates a TaskIntent from untrusted JSON (a
-// guest's queue_enqueue request). Unknown fields are refused; type errors
-// name the field ("priority: must be an integer").
+// guest's queue_enqueue request, an API body). It validates against the
+// published schema IntentSchema first (the field at fault is its JSON
+// path: "priority", "skill_ids[]"), then decodes strictly and applies
+// ValidateIntent's rules. Unknown fields are refused; type errors name the
+// field ("priority: must be an integer").
 func DecodeIntent(b []byte) (TaskIntent, error) {
 	const op = "task intent"
 	var in TaskIntent
 	if len(b) > MaxPayloadBytes+64<<10 {
 		return in, &Error{Op: op, Err: &reason{fmt.Sprintf("is %d bytes; the limit is %d", len(b), MaxPayloadBytes+64<<10), ErrTooLarge}}
+	}
+	if err := schema.Validate(IntentSchema, b); err != nil {
+		return in, schemaInvalid(op, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

@@ -174,9 +174,12 @@ func ValidateValue(id string, r *jsonschema.Resolved, v any) error {
 // path of the instance at fault and the reason. The library names the
 // schema location ("validating /properties/b/items/properties/c: type: ...");
 // the instance path follows from it: a property name per "properties/x",
-// "[]" per "items" (the library does not say which element).
+// "[]" per "items" (the library does not say which element). Through a
+// "$ref" to another schema (a location that is a URL), the path within
+// the referring schema comes first.
 func Locate(err error) (jsonPath, reason string) {
 	msg := strings.Join(strings.Fields(err.Error()), " ")
+	var b strings.Builder
 	last := ""
 	for {
 		i := strings.Index(msg, "validating ")
@@ -188,26 +191,16 @@ func Locate(err error) (jsonPath, reason string) {
 		if j < 0 {
 			break
 		}
-		last, msg = rest[:j], rest[j+2:]
-	}
-	var b strings.Builder
-	segs := strings.Split(strings.TrimPrefix(last, "/"), "/")
-	for i := 0; i < len(segs); i++ {
-		switch segs[i] {
-		case "properties", "patternProperties":
-			if i+1 < len(segs) {
-				if b.Len() > 0 {
-					b.WriteByte('.')
-				}
-				b.WriteString(strings.NewReplacer("~1", "/", "~0", "~").Replace(segs[i+1]))
-				i++
-			}
-		case "items", "additionalItems", "prefixItems":
-			b.WriteString("[]")
-		case "additionalProperties":
-			// the property is named in the reason
+		loc := rest[:j]
+		if !strings.HasPrefix(loc, "/") && last != "" { // into a referenced schema
+			appendInstancePath(&b, last)
+			last = ""
+		} else if strings.HasPrefix(loc, "/") {
+			last = loc
 		}
+		msg = rest[j+2:]
 	}
+	appendInstancePath(&b, last)
 	// "required: missing properties: [\"a\"]" names the field.
 	if strings.HasPrefix(msg, "required: missing properties: ") {
 		names := strings.Trim(strings.TrimPrefix(msg, "required: missing properties: "), "[]")
@@ -229,4 +222,29 @@ func Locate(err error) (jsonPath, reason string) {
 		}
 	}
 	return b.String(), msg
+}
+
+// appendInstancePath appends the instance path of the schema location loc
+// ("/properties/a/items/properties/b") to b.
+func appendInstancePath(b *strings.Builder, loc string) {
+	if loc == "" {
+		return
+	}
+	segs := strings.Split(strings.TrimPrefix(loc, "/"), "/")
+	for i := 0; i < len(segs); i++ {
+		switch segs[i] {
+		case "properties", "patternProperties":
+			if i+1 < len(segs) {
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(strings.NewReplacer("~1", "/", "~0", "~").Replace(segs[i+1]))
+				i++
+			}
+		case "items", "additionalItems", "prefixItems":
+			b.WriteString("[]")
+		case "additionalProperties":
+			// the property is named in the reason
+		}
+	}
 }

@@ -33,16 +33,9 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	in, err := host.DecodeIntent(b)
-	if err != nil && in.Source == "" && !hasKey(b, "source") {
-		// An intent from the API that names no source gets DefaultSource;
-		// one that names it wrongly (empty, not a string) is refused.
-		var he *host.Error
-		if errors.As(err, &he) && he.Field == "source" {
-			in.Source = DefaultSource
-			err = host.ValidateIntent(&in)
-		}
-	}
+	// An intent from the API that names no source gets DefaultSource; one
+	// that names it wrongly (empty, not a string) is refused.
+	in, err := host.DecodeIntent(host.WithSource(b, DefaultSource))
 	if err != nil {
 		return err
 	}
@@ -69,16 +62,6 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Location", "/v1/tasks/"+url.PathEscape(rec.TaskID))
 	reply(w, http.StatusCreated, rec)
 	return nil
-}
-
-// hasKey reports whether the JSON object b has the top-level key k.
-func hasKey(b []byte, k string) bool {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(b, &top) != nil {
-		return false
-	}
-	_, ok := top[k]
-	return ok
 }
 
 type taskList struct {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/host/schema"
 )
 
 // runEnvelope runs one task of testdata/modules/envelope.wasm (which
@@ -53,6 +54,13 @@ func TestTaskOutcomeFromGuest(t *testing.T) {
 	if rec.Status != host.TaskCompleted || o.OperatorSummary != "formatted 2 files" || strings.Join(o.FileChanges, ",") != "src/a.go,src/b.go" ||
 		o.WorkflowSignal != "verified" || len(o.FollowUpTasks) != 1 || len(o.ExternalMessage) != 1 {
 		t.Fatalf("%s: %+v", rec.Status, o)
+	}
+	// The record and its outcome satisfy their published schemas.
+	for id, v := range map[string]any{"agent-runtime/task.record/v1": rec, "agent-runtime/task.outcome/v1": rec.Outcome} {
+		doc, _ := json.Marshal(v)
+		if err := schema.Validate(id, doc); err != nil {
+			t.Fatalf("%v\n%s", err, doc)
+		}
 	}
 	kids, err := e.backend.ListTasks(ctx, host.TaskFilter{TaskType: "notify"})
 	if err != nil || len(kids) != 1 || kids[0].ParentTaskID != rec.TaskID || kids[0].Source != "task:"+rec.TaskID || string(kids[0].Payload) != `{"to":"ops"}` {

@@ -68,7 +68,7 @@ func (s *services) applyTaskOutcome(in *host.FinishInput, o *abi.TaskOutcome) {
 	}
 	intents := make([]host.TaskIntent, 0, len(o.FollowUpTasks))
 	for i, raw := range o.FollowUpTasks {
-		intent, err := host.DecodeIntent(withSource(raw, "task:"+s.b.taskID))
+		intent, err := host.DecodeIntent(host.WithSource(raw, "task:"+s.b.taskID))
 		if err != nil {
 			in.FollowUpsRefused = fmt.Sprintf("taskOutcome.follow_up_tasks[%d]: %v", i, err)
 			return
@@ -77,20 +77,6 @@ func (s *services) applyTaskOutcome(in *host.FinishInput, o *abi.TaskOutcome) {
 	}
 	in.Outcome.FollowUpTasks = intents
 	in.FollowUps = append(in.FollowUps[:len(in.FollowUps):len(in.FollowUps)], intents...)
-}
-
-// withSource is the intent object raw with source set, if it names none
-// (a follow-up's source is its parent).
-func withSource(raw json.RawMessage, source string) json.RawMessage {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(raw, &fields) != nil || fields == nil {
-		return raw // DecodeIntent says what is wrong
-	}
-	if _, ok := fields["source"]; !ok {
-		fields["source"] = mustJSON(source)
-		return mustJSON(fields)
-	}
-	return raw
 }
 
 // statusOf maps host errors to ABI status codes.
@@ -135,7 +121,7 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 		if !g.Allows(packs.ServiceQueue) {
 			return abi.StatusAccessDenied, nil
 		}
-		intent, err := host.DecodeIntent(withSource(req, orDefault(prefixed("task:", s.b.taskID), "attempt:"+s.b.attemptID)))
+		intent, err := host.DecodeIntent(host.WithSource(req, orDefault(prefixed("task:", s.b.taskID), "attempt:"+s.b.attemptID)))
 		if err != nil {
 			return abi.StatusValidation, nil
 		}
