@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
@@ -28,13 +27,11 @@ func (s *server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	if f.Type != "" && (len(f.Type) > 64 || strings.Trim(f.Type, "abcdefghijklmnopqrstuvwxyz0123456789_.") != "") {
 		return refuse(http.StatusBadRequest, CodeInvalid, "type", "type: must be an event type such as task_finished (lower-case letters, digits, '_' or '.')")
 	}
-	if v := q.Get("since"); v != "" {
-		t, err := time.Parse(time.RFC3339, v)
-		if err != nil {
-			return refuse(http.StatusBadRequest, CodeInvalid, "since", "since: must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
-		}
-		f.Since = t
+	since, err := sinceParam(q)
+	if err != nil {
+		return err
 	}
+	f.Since = since
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
@@ -42,11 +39,9 @@ func (s *server) listEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		f.AfterSeq = n
 	}
-	limit, err := listLimit(q)
-	if err != nil {
+	if f.Limit, err = listLimit(q); err != nil {
 		return err
 	}
-	f.Limit = limit
 	if p := auth.From(r.Context()); !p.Insecure {
 		f.Tenant, f.Untied = p.Tenant, p.Has(auth.ScopeAdmin)
 	}

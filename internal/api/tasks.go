@@ -95,6 +95,19 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// sinceParam reads the since query parameter (zero when absent).
+func sinceParam(q url.Values) (time.Time, error) {
+	v := q.Get("since")
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return t, refuse(http.StatusBadRequest, CodeInvalid, "since", "since: must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+	}
+	return t, nil
+}
+
 func listLimit(q url.Values) (int, error) {
 	v := q.Get("limit")
 	if v == "" {
@@ -217,18 +230,14 @@ func (s *server) listAttempts(w http.ResponseWriter, r *http.Request) error {
 	if p := auth.From(r.Context()); !p.Insecure {
 		f.Tenant = p.Tenant
 	}
-	if v := q.Get("since"); v != "" {
-		t, err := time.Parse(time.RFC3339, v)
-		if err != nil {
-			return refuse(http.StatusBadRequest, CodeInvalid, "since", "since: must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
-		}
-		f.Since = t
-	}
-	limit, err := listLimit(q)
+	since, err := sinceParam(q)
 	if err != nil {
 		return err
 	}
-	f.Limit = limit
+	f.Since = since
+	if f.Limit, err = listLimit(q); err != nil {
+		return err
+	}
 	atts, err := s.cfg.Backend.ListAttempts(r.Context(), f)
 	if err != nil {
 		return err
