@@ -3,6 +3,7 @@ package packrun
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,17 @@ func TestAPIEventsTenancy(t *testing.T) {
 	}
 	if r := e.call(t, acme, "GET", "/v1/events", ""); r.code != http.StatusOK {
 		t.Fatal(r.body)
+	}
+	// Resume and retry are bound to the tenant as cancel is: another
+	// tenant's task is not found; the caller's own, in the wrong status, is
+	// a conflict that names the status.
+	for _, action := range []string{":retry", ":resume"} {
+		if r := e.call(t, globex, "POST", "/v1/tasks/"+ids["acme"]+action, `{"value":1}`); r.code != http.StatusNotFound {
+			t.Fatalf("globex %s of acme's task: %d %s", action, r.code, r.body)
+		}
+		if r := e.call(t, acme, "POST", "/v1/tasks/"+ids["acme"]+action, `{"value":1}`); r.code != http.StatusConflict || !strings.Contains(r.errMessage(), "task is completed") {
+			t.Fatalf("acme %s of its completed task: %d %s", action, r.code, r.body)
+		}
 	}
 	reader, _ := e.token(t, "acme", "tasks:read")
 	if r := e.call(t, reader, "GET", "/v1/events", ""); r.code != http.StatusForbidden {
