@@ -10,6 +10,7 @@ type Backend interface {
 	Locker
 	TaskTypes
 	Packs
+	Schedules
 	// Close flushes acknowledged writes and releases the backend.
 	Close() error
 }

@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -48,4 +49,28 @@ func pathOf(e *Error) string {
 		return "<nil>"
 	}
 	return e.Path
+}
+
+// wantPath checks that doc is refused by schema id at path.
+func wantPath(t *testing.T, id, doc, path string) {
+	t.Helper()
+	err := Validate(id, []byte(doc))
+	var e *Error
+	if !errors.As(err, &e) || e.Path != path {
+		t.Errorf("%s: got %v (path %q), want path %q", doc, err, pathOf(e), path)
+	}
+}
+
+func TestScheduleRecordSchema(t *testing.T) {
+	const id = "agent-runtime/schedule.record/v1"
+	good := `{"schedule_id":"sched_1","name":"hourly","enabled":true,"interval_seconds":3600,
+		"next_run_at":"2026-01-02T15:00:00Z","last_run_at":null,
+		"task":{"task_type":"demo.greet","source":"schedule:sched_1","payload":{}},
+		"created_at":"2026-01-02T14:00:00Z","updated_at":"2026-01-02T14:00:00Z","tenant":"default"}`
+	if err := Validate(id, []byte(good)); err != nil {
+		t.Fatalf("a valid record: %v", err)
+	}
+	wantPath(t, id, strings.Replace(good, `"interval_seconds":3600`, `"interval_seconds":0`, 1), "interval_seconds")
+	wantPath(t, id, strings.Replace(good, `"name":"hourly"`, `"name":""`, 1), "name")
+	wantPath(t, id, strings.Replace(good, `"enabled":true`, `"enabled":"yes"`, 1), "enabled")
 }

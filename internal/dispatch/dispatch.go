@@ -74,6 +74,8 @@ type Dispatcher struct {
 	retryWait time.Duration
 	// claimsFailing: claims are failing (logged once until they work).
 	claimsFailing atomic.Bool
+	// sched tells when the next recurring schedule is due.
+	sched schedules
 
 	mu      sync.Mutex
 	modules map[loadKey]*loaded       // loaded modules

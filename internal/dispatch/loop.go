@@ -137,7 +137,9 @@ func (d *Dispatcher) worker(ctx context.Context) {
 				}
 				continue
 			}
-			t, err = d.cfg.Backend.Claim(ctx, d.cfg.RunnerID, time.Now())
+			now := time.Now()
+			d.fireDueSchedules(ctx, now)
+			t, err = d.cfg.Backend.Claim(ctx, d.cfg.RunnerID, now)
 		}
 		wait := d.cfg.Poll
 		switch {
@@ -173,7 +175,9 @@ func (d *Dispatcher) worker(ctx context.Context) {
 			ch := make(chan claimed, 1)
 			next = ch
 			go func() {
-				t, err := d.cfg.Backend.Claim(ctx, d.cfg.RunnerID, time.Now())
+				now := time.Now()
+				d.fireDueSchedules(ctx, now)
+				t, err := d.cfg.Backend.Claim(ctx, d.cfg.RunnerID, now)
 				ch <- claimed{t, err}
 			}()
 		})
