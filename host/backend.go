@@ -11,6 +11,7 @@ type Backend interface {
 	TaskTypes
 	Packs
 	Schedules
+	Sensors
 	// Close flushes acknowledged writes and releases the backend.
 	Close() error
 }

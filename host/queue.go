@@ -307,6 +307,13 @@ type FinishInput struct {
 	RetryClass RetryClass // empty means none
 	Error      string     // becomes last_error
 	FollowUps  []TaskIntent
+	// SensorEvents are the sensor events the attempt reported (decoded
+	// and validated: DecodeSensorEvent). When the task completes they
+	// are applied in the same transaction, in order, as
+	// Sensors.RecordSensorEvent does (the task's tenant, origin
+	// "task:<id>"); an event whose proposed_task routes nowhere is
+	// recorded as refused. Otherwise they are dropped.
+	SensorEvents []SensorEvent
 }
 
 // TaskFilter selects tasks for ListTasks.

@@ -74,3 +74,17 @@ func TestScheduleRecordSchema(t *testing.T) {
 	wantPath(t, id, strings.Replace(good, `"name":"hourly"`, `"name":""`, 1), "name")
 	wantPath(t, id, strings.Replace(good, `"enabled":true`, `"enabled":"yes"`, 1), "enabled")
 }
+
+func TestSensorEventSchema(t *testing.T) {
+	const id = "agent-runtime/sensor.event/v1"
+	good := `{"sensor_id":"demo.watch","event_id":"e1","observed_at":"2026-01-02T15:04:05Z","source_ref":"file:a",
+		"dedupe_key":"a@1","freshness_deadline":"2026-01-02T16:00:00Z","payload":{},
+		"proposed_task":{"task_type":"demo.fix","source":"sensor:demo.watch","payload":{}},
+		"proposed_workflow":{"template":"triage","instance_key":"a"}}`
+	if err := Validate(id, []byte(good)); err != nil {
+		t.Fatalf("a valid event: %v", err)
+	}
+	wantPath(t, id, strings.Replace(good, `"dedupe_key":"a@1",`, ``, 1), "dedupe_key")
+	wantPath(t, id, strings.Replace(good, `"payload":{},`, `"payload":"x",`, 1), "payload")
+	wantPath(t, id, strings.Replace(good, `"instance_key":"a"`, `"instance_key":""`, 1), "proposed_workflow.instance_key")
+}

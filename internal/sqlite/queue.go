@@ -408,6 +408,9 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			if _, err := tx.Exec(`UPDATE OR FAIL artifacts SET verified_at = ? WHERE attempt_id = ? AND verified_at IS NULL`, ts(now), in.AttemptID); err != nil {
 				return err
 			}
+			if err := s.applyStagedSensorEvents(tx, t, in.AttemptID, in.SensorEvents, now); err != nil {
+				return err
+			}
 		}
 		d := (&evData{}).int("attempt", int64(t.AttemptCount))
 		if len(followUps) > 0 {
