@@ -108,6 +108,7 @@ type SensorEventOptions struct {
 type SensorEventFilter struct {
 	SensorID string // "": every sensor
 	Tenant   string // "": every tenant
+	Origin   string // "": any origin
 	Limit    int    // 0 means 100
 }
 
@@ -125,6 +126,12 @@ type Sensors interface {
 	// A proposed_task whose task type nothing serves is refused
 	// (validation error, nothing stored).
 	RecordSensorEvent(ctx context.Context, ev SensorEvent, opts SensorEventOptions) (*SensorEventRecord, error)
+	// ApplySensorEvents applies the events a direct invocation (no task)
+	// reported, once it completed, in one write: each as
+	// RecordSensorEvent does, except that one that cannot be applied is
+	// recorded as refused (event sensor_event_refused). Origin defaults
+	// to "attempt:<attemptID>".
+	ApplySensorEvents(ctx context.Context, evs []SensorEvent, opts SensorEventOptions, attemptID string) ([]*SensorEventRecord, error)
 	// ListSensorEvents returns recorded events, newest first.
 	ListSensorEvents(ctx context.Context, f SensorEventFilter) ([]*SensorEventRecord, error)
 }
@@ -268,3 +275,12 @@ func (ev *SensorEvent) Expired(now time.Time) bool {
 	d, err := time.Parse(time.RFC3339, ev.FreshnessDeadline)
 	return err == nil && now.After(d)
 }
+
+// SensorTaskType is the task type routed to a sensor node: the tasks of
+// its schedule run it like any node.
+func SensorTaskType(typeID string) string { return "sensor:" + typeID }
+
+// SensorScheduleName is the name of the recurring schedule that runs a
+// sensor node on its cadence (packrun schedules pause it to disable the
+// sensor).
+func SensorScheduleName(typeID string) string { return "sensor:" + typeID }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/packrun/packrun/host"
+
 	"github.com/packrun/packrun/abi"
 )
 
@@ -130,6 +132,13 @@ func (m *Manifest) check(c *checker) {
 		}
 		if n.Kind != KindSkill && len(n.TaskTypes) > 0 {
 			c.add(p+".taskTypes", "only skills serve task types")
+		}
+		if n.Cadence != "" {
+			if n.Kind != KindSensor {
+				c.add(p+".cadence", "only sensor nodes have a cadence")
+			} else if _, err := host.ParseEvery(n.Cadence); err != nil {
+				c.add(p+".cadence", "%v", err)
+			}
 		}
 		for j, tt := range n.TaskTypes {
 			tp := indexPath(p+".taskTypes", j)

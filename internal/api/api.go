@@ -130,6 +130,8 @@ const maxBodyDepth = 10000
 //	GET  /v1/schedules/{id}                     tasks:read     RecurringSchedule ({id}: its id or name)
 //	PATCH /v1/schedules/{id}                    tasks:write    {"enabled"?,"interval_seconds"?,"task"?} → RecurringSchedule
 //	DELETE /v1/schedules/{id}                   tasks:write    the deleted RecurringSchedule (the tasks it created stay)
+//	POST /v1/sensor-events                      tasks:write    a SensorEvent → 201 SensorEventRecord (task_id: its proposed_task),
+//	                                                           200 a duplicate's record (status deduped), 422 invalid or expired
 //	POST /v1/invoke                             invoke         run one node of an installed pack
 //	GET  /v1/packs                              (any token)    {"packs":[PackInfo...]}
 //	GET  /.well-known/packrun                   (any token)    host capabilities
@@ -203,6 +205,7 @@ func New(cfg Config) http.Handler {
 		http.MethodPatch:  scoped(auth.ScopeTasksWrite, takes(s.patchSchedule)),
 		http.MethodDelete: scoped(auth.ScopeTasksWrite, takes(s.deleteSchedule)),
 	})
+	route("/v1/sensor-events", map[string]handler{http.MethodPost: scoped(auth.ScopeTasksWrite, takes(s.postSensorEvent))})
 	route("/v1/invoke", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.invoke))})
 	route("/v1/packs", map[string]handler{http.MethodGet: scoped("", takes(s.listPacks))})
 	route("/.well-known/packrun", map[string]handler{http.MethodGet: scoped("", takes(s.wellKnown))})

@@ -267,9 +267,16 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 	in := host.FinishInput{Record: att, Claimed: t, RetryClass: att.RetryClass}
 	switch res.Outcome {
 	case abi.Completed:
+		evs, err := reportedEvents(l, route.Node, att.Output, svc)
+		if err != nil {
+			msg := "invalid_output: " + err.Error()
+			in.Outcome = host.TaskOutcome{Status: host.TaskPermanentFailure, MachineStatus: host.MachineFailed, OperatorSummary: msg}
+			in.RetryClass, in.Error = host.RetryPermanent, msg
+			break
+		}
 		in.Outcome = host.TaskOutcome{Status: host.TaskCompleted, MachineStatus: host.MachineOK, OperatorSummary: "completed",
 			RawOutput: string(att.Output), ArtifactPaths: svc.artifacts}
-		in.FollowUps = svc.staged
+		in.FollowUps, in.SensorEvents = svc.staged, evs
 	case abi.Suspended:
 		in.Outcome = host.TaskOutcome{Status: host.TaskBlocked, MachineStatus: host.MachineBlocked, OperatorSummary: "suspended: " + string(att.Interrupt)}
 	default:

@@ -25,6 +25,7 @@ type binding struct {
 	tenant    string
 	taskID    string
 	attemptID string
+	node      string // the node's typeId: a sensor's default sensor_id
 }
 
 // services implements runtime.Services for one attempt. Side effects that
@@ -35,6 +36,7 @@ type services struct {
 
 	mu           sync.Mutex
 	staged       []host.TaskIntent
+	sensorEvents []host.SensorEvent // staged by sensor_emit
 	records      []json.RawMessage
 	adapterCalls []*adapters.Call
 	artifacts    []string
@@ -107,6 +109,11 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 		n := len(s.staged)
 		s.mu.Unlock()
 		return abi.StatusOK, mustJSON(map[string]int{"staged": n})
+	case abi.HostSensorEmit:
+		if !g.Allows(packs.ServiceSensors) {
+			return abi.StatusAccessDenied, nil
+		}
+		return s.sensorEmit(req)
 	case abi.HostAdapterInvoke:
 		if !g.Allows(packs.ServiceAdapters) || s.b.adapters == nil {
 			return abi.StatusAccessDenied, nil
@@ -193,6 +200,26 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 		return abi.StatusOK, mustJSON(map[string]json.RawMessage{"value": v})
 	}
 	return abi.StatusNotFound, nil
+}
+
+// sensorEmit stages a SensorEvent; it is applied when the attempt
+// completes. Its sensor_id defaults to the node's typeId and may not name
+// another node.
+func (s *services) sensorEmit(req []byte) (abi.Status, []byte) {
+	ev, err := host.DecodeSensorEvent(req, s.b.node)
+	if err != nil {
+		return statusOf(err), nil
+	}
+	if ev.SensorID != s.b.node {
+		return abi.StatusValidation, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sensorEvents) >= host.MaxSensorEvents {
+		return abi.StatusCapabilityBreach, nil
+	}
+	s.sensorEvents = append(s.sensorEvents, ev)
+	return abi.StatusOK, mustJSON(map[string]any{"event_id": ev.EventID, "status": "staged", "staged": len(s.sensorEvents)})
 }
 
 func (s *services) memory(ctx context.Context, fn string, r memReq) (abi.Status, []byte) {

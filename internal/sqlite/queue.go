@@ -408,7 +408,8 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			if _, err := tx.Exec(`UPDATE OR FAIL artifacts SET verified_at = ? WHERE attempt_id = ? AND verified_at IS NULL`, ts(now), in.AttemptID); err != nil {
 				return err
 			}
-			if err := s.applyStagedSensorEvents(tx, t, in.AttemptID, in.SensorEvents, now); err != nil {
+			opts := host.SensorEventOptions{Tenant: t.Tenant, Origin: "task:" + taskID}
+			if _, err := s.applyReported(tx, in.SensorEvents, opts, taskID, in.AttemptID, now); err != nil {
 				return err
 			}
 		}

@@ -149,32 +149,56 @@ func insertSensorEvent(tx *wtx, r *host.SensorEventRecord) error {
 	return err
 }
 
-// applyStagedSensorEvents applies the events an attempt of task t staged,
-// in Finish's transaction. An event the queue refuses (its proposed_task
-// routes nowhere) is recorded as refused rather than failing the task.
-func (s *Store) applyStagedSensorEvents(tx *wtx, t *host.TaskRecord, attemptID string, evs []host.SensorEvent, now time.Time) error {
+// applyReported applies the events an attempt reported, in tx: each as
+// applySensorEvent does, except that one the queue refuses (invalid, or
+// its proposed_task routes nowhere) is recorded as refused (event
+// sensor_event_refused) rather than failing the write.
+func (s *Store) applyReported(tx *wtx, evs []host.SensorEvent, opts host.SensorEventOptions, taskID, attemptID string, now time.Time) ([]*host.SensorEventRecord, error) {
+	out := make([]*host.SensorEventRecord, 0, len(evs))
 	for i := range evs {
 		ev := &evs[i]
 		err := host.ValidateSensorEvent(ev)
 		if err == nil {
-			if _, err = s.applySensorEvent(tx, ev, t.Tenant, "task:"+t.TaskID, attemptID, now); err == nil {
+			var r *host.SensorEventRecord
+			if r, err = s.applySensorEvent(tx, ev, opts.Tenant, opts.Origin, attemptID, now); err == nil {
+				out = append(out, r)
 				continue
 			}
 			if !errors.Is(err, host.ErrValidation) {
-				return err
+				return nil, err
 			}
 		}
 		r := &host.SensorEventRecord{RecordID: host.NewID("sev"), Status: host.SensorRefused, Detail: err.Error(),
-			Origin: "task:" + t.TaskID, Tenant: t.Tenant, ReceivedAt: now, Event: *ev}
+			Origin: opts.Origin, Tenant: opts.Tenant, ReceivedAt: now, Event: *ev}
 		if err := insertSensorEvent(tx, r); err != nil {
-			return err
+			return nil, err
 		}
-		if _, err := s.event(tx, host.EventSensorEventRefused, t.TaskID, attemptID, map[string]any{
+		if _, err := s.event(tx, host.EventSensorEventRefused, taskID, attemptID, map[string]any{
 			"record_id": r.RecordID, "sensor_id": ev.SensorID, "detail": r.Detail}); err != nil {
-			return err
+			return nil, err
 		}
+		out = append(out, r)
 	}
-	return nil
+	return out, nil
+}
+
+// ApplySensorEvents implements host.Sensors.
+func (s *Store) ApplySensorEvents(ctx context.Context, evs []host.SensorEvent, opts host.SensorEventOptions, attemptID string) ([]*host.SensorEventRecord, error) {
+	const op = "apply sensor events"
+	opts.Tenant = tenantOr(opts.Tenant)
+	if err := host.CheckTenant(op, opts.Tenant); err != nil {
+		return nil, err
+	}
+	if opts.Origin == "" {
+		opts.Origin = "attempt:" + attemptID
+	}
+	var out []*host.SensorEventRecord
+	err := s.w.do(ctx, func(tx *wtx) error {
+		var err error
+		out, err = s.applyReported(tx, evs, opts, "", attemptID, s.now())
+		return err
+	})
+	return out, host.Wrap(op, attemptID, err)
 }
 
 // ListSensorEvents implements host.Sensors.
@@ -185,7 +209,8 @@ func (s *Store) ListSensorEvents(ctx context.Context, f host.SensorEventFilter) 
 		limit = 100
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT `+sensorEventColumns+` FROM sensor_events
-		WHERE (?1 = '' OR sensor_id = ?1) AND (?2 = '' OR tenant = ?2) ORDER BY seq DESC LIMIT ?3`, f.SensorID, f.Tenant, limit)
+		WHERE (?1 = '' OR sensor_id = ?1) AND (?2 = '' OR tenant = ?2) AND (?3 = '' OR origin = ?3) ORDER BY seq DESC LIMIT ?4`,
+		f.SensorID, f.Tenant, f.Origin, limit)
 	if err != nil {
 		return nil, host.Wrap(op, "", err)
 	}
