@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host/schema"
-	"github.com/packrun/packrun/internal/strictjson"
 )
 
 // Sensor events (seed 003 §14), and packrun's own for an expired or
@@ -152,14 +151,14 @@ func DecodeSensorEvent(b []byte, defaultSensor string) (SensorEvent, error) {
 	if len(b) > MaxSensorEventBytes {
 		return ev, &Error{Op: op, Err: &reason{fmt.Sprintf("is %d bytes; the limit is %d", len(b), MaxSensorEventBytes), ErrTooLarge}}
 	}
-	if err := strictjson.Check(b, 64); err != nil {
-		return ev, Invalid(op, "", "not strict JSON: %v", err)
-	}
 	var doc map[string]any
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	if err := dec.Decode(&doc); err != nil || doc == nil {
 		return ev, Invalid(op, "", "must be a JSON object")
+	}
+	if dec.More() {
+		return ev, Invalid(op, "", "trailing data after the object")
 	}
 	if _, ok := doc["sensor_id"]; !ok && defaultSensor != "" {
 		doc["sensor_id"] = defaultSensor

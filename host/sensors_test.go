@@ -43,7 +43,7 @@ func TestDecodeSensorEvent(t *testing.T) {
 			t.Errorf("%s: %v (field %q), want field %q", name, err, fieldOf(he), c.field)
 		}
 	}
-	for _, doc := range []string{``, `[]`, `null`, `{"a":1,"a":2}`, `{} {}`} {
+	for _, doc := range []string{``, `[]`, `null`, `{} {}`} {
 		if _, err := DecodeSensorEvent([]byte(doc), ""); !errors.Is(err, ErrValidation) {
 			t.Errorf("%q: %v", doc, err)
 		}
