@@ -24,6 +24,20 @@ type scheduleList struct {
 	Schedules []*host.RecurringSchedule `json:"schedules"`
 }
 
+// readSchedule reads a schedule body and its task (nil when absent).
+func (s *server) readSchedule(w http.ResponseWriter, r *http.Request) (scheduleBody, *host.TaskIntent, error) {
+	var body scheduleBody
+	b, err := s.readObject(w, r)
+	if err != nil {
+		return body, nil, err
+	}
+	if err := decodeStrict(b, &body); err != nil {
+		return body, nil, err
+	}
+	task, err := decodeScheduleTask(body.Task)
+	return body, task, err
+}
+
 // decodeScheduleTask decodes the task intent of a schedule body strictly,
 // naming fields "task.<field>".
 func decodeScheduleTask(raw *json.RawMessage) (*host.TaskIntent, error) {
@@ -61,15 +75,7 @@ func (s *server) routable(r *http.Request, field, taskType string) error {
 // createSchedule is POST /v1/schedules: {"name", "interval_seconds",
 // "task": TaskIntent without source, "enabled"?} → 201 the schedule.
 func (s *server) createSchedule(w http.ResponseWriter, r *http.Request) error {
-	b, err := s.readObject(w, r)
-	if err != nil {
-		return err
-	}
-	var body scheduleBody
-	if err := decodeStrict(b, &body); err != nil {
-		return err
-	}
-	task, err := decodeScheduleTask(body.Task)
+	body, task, err := s.readSchedule(w, r)
 	if err != nil {
 		return err
 	}
@@ -130,20 +136,12 @@ func (s *server) getSchedule(w http.ResponseWriter, r *http.Request) error {
 // patchSchedule is PATCH /v1/schedules/{id}: {"enabled"?,
 // "interval_seconds"?, "task"?} → the schedule after the change.
 func (s *server) patchSchedule(w http.ResponseWriter, r *http.Request) error {
-	b, err := s.readObject(w, r)
+	body, task, err := s.readSchedule(w, r)
 	if err != nil {
-		return err
-	}
-	var body scheduleBody
-	if err := decodeStrict(b, &body); err != nil {
 		return err
 	}
 	if body.Name != nil {
 		return refuse(http.StatusBadRequest, CodeInvalid, "name", "name: a schedule cannot be renamed; delete it and create another")
-	}
-	task, err := decodeScheduleTask(body.Task)
-	if err != nil {
-		return err
 	}
 	if task != nil {
 		if err := host.ValidateScheduleTask("update schedule", task); err != nil {

@@ -138,3 +138,32 @@ func TestSensorInvokeAppliesEvents(t *testing.T) {
 		t.Fatalf("records %v", recs)
 	}
 }
+
+// A sensor's output events are decoded as sensor_emit's are; an invalid
+// one (or one naming another sensor) is an error that fails the attempt.
+func TestReportedEventsFromOutput(t *testing.T) {
+	l := &loaded{manifest: &packs.Manifest{Nodes: []packs.Node{{TypeID: "s.one", Kind: packs.KindSensor}, {TypeID: "n.one", Kind: packs.KindNode}}}}
+	const ev = `{"event_id":"e","observed_at":"2026-01-02T15:04:05Z","source_ref":"r","dedupe_key":"k","payload":{}}`
+	for out, want := range map[string]string{
+		`{"sensor_events":[` + ev + `]}`:       "",
+		`{"other":1}`:                          "",
+		`"text"`:                               "",
+		`{"sensor_events":{}}`:                 "must be an array",
+		`{"sensor_events":[{"event_id":"e"}]}`: "sensor_events[0]",
+		`{"sensor_events":[` + strings.Replace(ev, `{`, `{"sensor_id":"s.two",`, 1) + `]}`: "not this node's",
+	} {
+		evs, err := reportedEvents(l, "s.one", json.RawMessage(out), newServices(binding{}))
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", out, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: error %v, want %q", out, err, want)
+		case want == "" && strings.Contains(out, "sensor_events") && (len(evs) != 1 || evs[0].SensorID != "s.one"):
+			t.Errorf("%s: events %+v", out, evs)
+		}
+	}
+	// A node that is not a sensor: its output is not read.
+	if evs, err := reportedEvents(l, "n.one", json.RawMessage(`{"sensor_events":{}}`), newServices(binding{})); err != nil || len(evs) != 0 {
+		t.Fatalf("plain node: %v %v", evs, err)
+	}
+}

@@ -185,21 +185,26 @@ func (s *Store) Schedule(ctx context.Context, tenant, ref string) (*host.Recurri
 
 // ListSchedules implements host.Schedules.
 func (s *Store) ListSchedules(ctx context.Context, tenant string) ([]*host.RecurringSchedule, error) {
-	const op = "list schedules"
-	rows, err := s.db.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM schedules WHERE ?1 = '' OR tenant = ?1 ORDER BY name, tenant`, tenant)
+	out, err := queryAll(s, ctx, scanSchedule, `SELECT `+scheduleColumns+` FROM schedules WHERE ?1 = '' OR tenant = ?1 ORDER BY name, tenant`, tenant)
+	return out, host.Wrap("list schedules", "", err)
+}
+
+// queryAll runs a query on the pool and scans every row with scan.
+func queryAll[T any](s *Store, ctx context.Context, scan func(interface{ Scan(...any) error }) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, host.Wrap(op, "", err)
+		return nil, err
 	}
 	defer rows.Close()
-	var out []*host.RecurringSchedule
+	var out []T
 	for rows.Next() {
-		r, err := scanSchedule(rows)
+		r, err := scan(rows)
 		if err != nil {
-			return nil, host.Wrap(op, "", err)
+			return nil, err
 		}
 		out = append(out, r)
 	}
-	return out, host.Wrap(op, "", rows.Err())
+	return out, rows.Err()
 }
 
 // DeleteSchedule implements host.Schedules.

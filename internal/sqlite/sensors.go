@@ -208,20 +208,8 @@ func (s *Store) ListSensorEvents(ctx context.Context, f host.SensorEventFilter) 
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+sensorEventColumns+` FROM sensor_events
+	out, err := queryAll(s, ctx, scanSensorEvent, `SELECT `+sensorEventColumns+` FROM sensor_events
 		WHERE (?1 = '' OR sensor_id = ?1) AND (?2 = '' OR tenant = ?2) AND (?3 = '' OR origin = ?3) ORDER BY seq DESC LIMIT ?4`,
 		f.SensorID, f.Tenant, f.Origin, limit)
-	if err != nil {
-		return nil, host.Wrap(op, "", err)
-	}
-	defer rows.Close()
-	var out []*host.SensorEventRecord
-	for rows.Next() {
-		r, err := scanSensorEvent(rows)
-		if err != nil {
-			return nil, host.Wrap(op, "", err)
-		}
-		out = append(out, r)
-	}
-	return out, host.Wrap(op, "", rows.Err())
+	return out, host.Wrap(op, "", err)
 }
