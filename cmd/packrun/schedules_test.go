@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -119,15 +121,15 @@ func TestScheduleSlotsAcrossKillAndTwoServes(t *testing.T) {
 	want := 2
 	for kill := 0; kill < 2; kill++ {
 		waitFor(want)
-		// Kill whichever holds the lock (the one whose log says it
-		// dispatches is not known here: kill the oldest), then start
-		// another standby.
-		victim := procs[0]
-		if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
+		// Kill the one that dispatches (its /readyz says so), while it
+		// fires the schedule every second, then start another standby.
+		i := dispatcherOf(t, procs)
+		if err := procs[i].Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		victim.Wait()
-		procs = append(procs[1:], startServe(t, bin, home))
+		procs[i].Wait()
+		procs = append(slices.Delete(procs, i, i+1), startServe(t, bin, home))
+		procs[len(procs)-1].waitUp(t)
 		want = scheduledTasks(t, b, s.ScheduleID) + 2
 	}
 	waitFor(want)
@@ -138,5 +140,27 @@ func TestScheduleSlotsAcrossKillAndTwoServes(t *testing.T) {
 	n := scheduledTasks(t, b, s.ScheduleID)
 	if elapsed := int(time.Since(began)/time.Second) + 1; n > elapsed {
 		t.Fatalf("%d scheduled tasks in %d slots", n, elapsed)
+	}
+}
+
+// dispatcherOf returns the index of the process whose /readyz says it
+// holds the dispatch lock, waiting (up to a minute) for one to.
+func dispatcherOf(t *testing.T, procs []served) int {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		for i, p := range procs {
+			m := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(p.logs.String())
+			if m == nil {
+				continue
+			}
+			if code, body := get(t, "GET", m[1]+"/readyz", "", ""); code == 200 && strings.Contains(body, `"dispatcher"`) {
+				return i
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no serve holds the dispatch lock after a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -15,10 +15,9 @@ const scheduleRefresh = time.Second
 // after SchedulesChanged), so that a claim costs no write when nothing is
 // due.
 type schedules struct {
-	mu    sync.Mutex
-	next  time.Time // earliest next_run_at; zero: none enabled
-	read  time.Time // when next was read; zero: read it again
-	fired int       // tasks created so far (for tests and logs)
+	mu   sync.Mutex
+	next time.Time // earliest next_run_at; zero: none enabled
+	read time.Time // when next was read; zero: read it again
 }
 
 // SchedulesChanged tells the dispatcher the schedules changed (created,
@@ -59,7 +58,6 @@ func (d *Dispatcher) fireDueSchedules(ctx context.Context, now time.Time) {
 		d.cfg.Log("firing due schedules failed", "error", err)
 		return
 	}
-	s.fired += len(tasks)
 	s.read = time.Time{}
 	if len(tasks) > 0 {
 		d.Wake()
