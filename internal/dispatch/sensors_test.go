@@ -109,7 +109,8 @@ func TestSensorTaskAppliesEvents(t *testing.T) {
 }
 
 // Without the sensors grant sensor_emit is denied (the output's events,
-// the sensor's own report, still count); a node that is not a sensor has
+// the sensor's own report, still count), as is an event proposing a task
+// nothing serves; a node that is not a sensor has
 // its output's sensor_events ignored.
 func TestSensorEmitNeedsGrant(t *testing.T) {
 	e := sensorEnv(t, "sensor", "")
@@ -118,6 +119,15 @@ func TestSensorEmitNeedsGrant(t *testing.T) {
 	}
 	if recs := sensorRecords(t, e); len(recs) != 1 || recs["b1/recorded"] == nil {
 		t.Fatalf("records %v", recs)
+	}
+	// A proposed task nothing serves: sensor_emit refuses the event.
+	u := sensorEnv(t, "sensor", `,"grants":{"services":["sensors"]}`)
+	if err := u.backend.SetPackTaskTypes(context.Background(), "local.sensor", []host.TaskTypeRoute{
+		{TaskTypeSpec: host.TaskTypeSpec{TaskType: host.SensorTaskType("test.sensor")}, Pack: "local.sensor", Node: "test.sensor"}}); err != nil {
+		t.Fatal(err)
+	}
+	if task := runSensorTask(t, u); !strings.Contains(task.Outcome.RawOutput, `"emitted":false`) {
+		t.Fatalf("unrouted proposed task: %+v", task.Outcome)
 	}
 	n := sensorEnv(t, "node", `,"grants":{"services":["sensors"]}`)
 	runSensorTask(t, n)

@@ -113,7 +113,7 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 		if !g.Allows(packs.ServiceSensors) {
 			return abi.StatusAccessDenied, nil
 		}
-		return s.sensorEmit(req)
+		return s.sensorEmit(ctx, req)
 	case abi.HostAdapterInvoke:
 		if !g.Allows(packs.ServiceAdapters) || s.b.adapters == nil {
 			return abi.StatusAccessDenied, nil
@@ -204,14 +204,22 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 
 // sensorEmit stages a SensorEvent; it is applied when the attempt
 // completes. Its sensor_id defaults to the node's typeId and may not name
-// another node.
-func (s *services) sensorEmit(req []byte) (abi.Status, []byte) {
+// another node; a proposed_task's type must be served (else validation,
+// at once, rather than an event refused later).
+func (s *services) sensorEmit(ctx context.Context, req []byte) (abi.Status, []byte) {
 	ev, err := host.DecodeSensorEvent(req, s.b.node)
 	if err != nil {
 		return statusOf(err), nil
 	}
 	if ev.SensorID != s.b.node {
 		return abi.StatusValidation, nil
+	}
+	if pt := ev.ProposedTask; pt != nil {
+		if _, err := s.b.backend.Resolve(context.WithoutCancel(ctx), pt.TaskType); errors.Is(err, host.ErrNotFound) {
+			return abi.StatusValidation, nil
+		} else if err != nil && !errors.Is(err, host.ErrConflict) {
+			return statusOf(err), nil
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
