@@ -216,8 +216,9 @@ func (h *Host) checkModules(ctx context.Context, arch *packs.Archive) error {
 var ErrRefusedPack = fmt.Errorf("%w: modules do not match the manifest", packs.ErrInvalidPack)
 
 // routeTaskTypes routes the task types of names' newest installed
-// versions (a name with none left loses its routes). Operator overrides
-// still win.
+// versions (a name with none left loses its routes), and each sensor
+// node's (host.SensorTaskType), then keeps the sensors' schedules in sync
+// (syncSensorSchedules). Operator overrides still win.
 func (h *Host) routeTaskTypes(ctx context.Context, names ...string) error {
 	for _, name := range names {
 		var routes []host.TaskTypeRoute
@@ -227,6 +228,7 @@ func (h *Host) routeTaskTypes(ctx context.Context, names ...string) error {
 					routes = append(routes, host.TaskTypeRoute{TaskTypeSpec: host.TaskTypeSpec{TaskType: tt}, Pack: name, Node: n.TypeID})
 				}
 			}
+			routes = append(routes, sensorRoutes(name, ps[0].manifest)...)
 		} else if !errors.Is(err, host.ErrPackNotInstalled) {
 			return err
 		}
@@ -234,7 +236,7 @@ func (h *Host) routeTaskTypes(ctx context.Context, names ...string) error {
 			return fmt.Errorf("route task types of %s: %w", name, err)
 		}
 	}
-	return nil
+	return h.syncSensorSchedules(ctx)
 }
 
 // routeAllTaskTypes routes every installed pack's task types (serve does

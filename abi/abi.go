@@ -216,7 +216,8 @@ const (
 //
 // Since 1.1:
 //
-//	sensor_emit     a SensorEvent (seed 003 §5) -> {"event_id","status","task_id"?}  needs the sensors grant
+//	sensor_emit     a SensorEvent (seed 003 §5; sensor_id defaults to the node's typeId) -> {"event_id","status":"staged","staged":n}
+//	                applied only if the attempt completes; needs the sensors grant
 //	asset_read      {"path"} (relative to the pack's assets/) -> {"text"}|{"base64"}  11 when absent
 //
 // A function the pack's manifest does not grant returns StatusAccessDenied.

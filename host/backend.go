@@ -10,6 +10,8 @@ type Backend interface {
 	Locker
 	TaskTypes
 	Packs
+	Schedules
+	Sensors
 	// Close flushes acknowledged writes and releases the backend.
 	Close() error
 }

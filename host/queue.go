@@ -354,6 +354,13 @@ type FinishInput struct {
 	// refused (one the caller could not decode): none is applied and the
 	// task fails as for an invalid one.
 	FollowUpsRefused string
+	// SensorEvents are the sensor events the attempt reported (decoded
+	// and validated: DecodeSensorEvent). When the task completes they
+	// are applied in the same transaction, in order, as
+	// Sensors.RecordSensorEvent does (the task's tenant, origin
+	// "task:<id>"); an event whose proposed_task routes nowhere is
+	// recorded as refused. Otherwise they are dropped.
+	SensorEvents []SensorEvent
 }
 
 // OutboxMessage is one external message of a completed task's outcome,

@@ -321,7 +321,7 @@ func (c *checker) runtime(path string, v any) Runtime {
 }
 
 func (c *checker) node(path string, v any) Node {
-	o, ok := c.object(path, v, "typeId", "kind", "module", "export", "description", "inputSchema", "outputSchema", "taskTypes")
+	o, ok := c.object(path, v, "typeId", "kind", "module", "export", "description", "inputSchema", "outputSchema", "taskTypes", "cadence")
 	if !ok {
 		return Node{}
 	}
@@ -338,6 +338,7 @@ func (c *checker) node(path string, v any) Node {
 		InputSchema:  c.schema(o, path, "inputSchema"),
 		OutputSchema: c.schema(o, path, "outputSchema"),
 		TaskTypes:    c.strs(o, path, "taskTypes"),
+		Cadence:      c.str(o, path, "cadence", false),
 	}
 }
 

@@ -104,6 +104,11 @@ type Node struct {
 	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
 	// TaskTypes are the task types a skill serves, unique across the pack.
 	TaskTypes []string `json:"taskTypes,omitempty"`
+	// Cadence is how often packrun serve runs a sensor node: whole
+	// seconds, 1s or more, written as a duration ("30s", "5m", "1h").
+	// Only sensor nodes have one; a sensor without one runs only when
+	// asked (packrun sensors run).
+	Cadence string `json:"cadence,omitempty"`
 }
 
 // Service is a host service a pack may be granted.

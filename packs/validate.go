@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/packrun/packrun/abi"
@@ -131,6 +132,13 @@ func (m *Manifest) check(c *checker) {
 		if n.Kind != KindSkill && len(n.TaskTypes) > 0 {
 			c.add(p+".taskTypes", "only skills serve task types")
 		}
+		if n.Cadence != "" {
+			if n.Kind != KindSensor {
+				c.add(p+".cadence", "only sensor nodes have a cadence")
+			} else if !validCadence(n.Cadence) {
+				c.add(p+".cadence", "%s is not a cadence: whole seconds, 1s or more, written as 30s, 5m or 1h", quote(n.Cadence))
+			}
+		}
 		for j, tt := range n.TaskTypes {
 			tp := indexPath(p+".taskTypes", j)
 			if !checkIdent(c, tp, tt, "task type") {
@@ -243,4 +251,11 @@ func checkPath(p string) string {
 		return "path is not clean (no \".\" components, repeated or trailing slashes)"
 	}
 	return ""
+}
+
+// validCadence reports whether s is a duration of whole seconds, at least
+// one and at most a year (host.ParseEvery reads it).
+func validCadence(s string) bool {
+	d, err := time.ParseDuration(s)
+	return err == nil && d >= time.Second && d%time.Second == 0 && d <= 366*24*time.Hour
 }

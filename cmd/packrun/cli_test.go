@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -187,10 +188,23 @@ func TestDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo: exit %d\n%s%s", code, out.String(), errb.String())
 	}
-	for _, want := range []string{"6 completed, 0 failed", "8 identical, 0 diverged", "evidence   intact", "counters/ada = 3", `summaries/last = {"words":8}`} {
+	// The sensor runs on its schedule at least three times (a run fired
+	// just before its schedule is paused is a fourth): its error becomes
+	// one task whatever the count, the rest is deduped.
+	for _, want := range []string{" completed, 0 failed", "demo.summarize ×1", "hello.c ×2, demo.count ×3", " identical, 0 diverged",
+		"deduped; tasks created from them: 1", "evidence   intact", "counters/ada = 3", `summaries/last = {"words":8}`} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+	var runs, recorded, deduped int
+	if i := strings.Index(out.String(), "demo.sensor ran "); i < 0 {
+		t.Fatalf("no sensor line:\n%s", out.String())
+	} else if _, err := fmt.Sscanf(out.String()[i:], "demo.sensor ran %d times on its 1s schedule: %d events recorded, %d deduped", &runs, &recorded, &deduped); err != nil {
+		t.Fatalf("sensor line: %v\n%s", err, out.String())
+	}
+	if runs < 3 || recorded != 2*runs || deduped != recorded-2 {
+		t.Fatalf("%d runs, %d events recorded, %d deduped", runs, recorded, deduped)
 	}
 	// Not on a home that is in use.
 	if code := run(context.Background(), []string{"--home", home, "demo"}, strings.NewReader(""), &out, &errb); code != 64 {

@@ -27,8 +27,10 @@ func (a *app) demoCommand() *cobra.Command {
 		Short: "Run the whole system once: sign and install packs, run tasks, replay, verify evidence",
 		Long: `In a temporary home (or --home), generate a signing key, pack, sign and install the
 bundled example packs, trust the key for their namespace, start the dispatcher in-process,
-enqueue tasks that exercise a skill, a sensor, memory and an adapter (a local script),
-wait for them, replay every recorded attempt, verify the evidence chain, and print a report.`,
+enqueue tasks that exercise skills, memory and an adapter (a local script), let the pack's
+sensor run on its one-second schedule (its SensorEvents are recorded, deduped, and turned
+into a task), wait for every task, replay every recorded attempt, verify the evidence chain,
+and print a report.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -152,43 +154,25 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		}
 	}
 	step("enqueued 3 tasks: hello.c ×2, demo.count")
-	for _, obs := range []string{"all quiet on node 2", "disk error on node 3 during nightly backup"} {
-		inv, err := h.InvokePack(ctx, "local.demo", packrun.InvokeRequest{Node: "demo.sensor", Input: json.RawMessage(fmt.Sprintf(`{"observation":%q}`, obs))})
-		if err != nil {
+	step("the sensor demo.sensor runs every second on its schedule %s", host.SensorScheduleName("demo.sensor"))
+	// The counter again, to show memory persisting across attempts: one
+	// at a time (two at once would race on the same key).
+	for i := 0; i < 2; i++ {
+		if err := waitSettled(ctx, b, ids[len(ids)-1]); err != nil {
 			return err
 		}
-		att, res := inv.Attempt, inv.Result
-		step("sensor observed %q -> %s (attempt %s)", obs, res.Output, att.AttemptID)
-	}
-	// The counter again, to show memory persisting across attempts.
-	for i := 0; i < 2; i++ {
 		if err := enqueue("demo.count", `{"name":"ada"}`, 1); err != nil {
 			return err
 		}
 	}
 
-	// 5. Wait for every task, including the one the sensor raised.
-	deadline := time.Now().Add(time.Minute)
-	var tasks []*host.TaskRecord
-	for {
-		tasks, err = b.ListTasks(ctx, host.TaskFilter{Limit: 1000})
-		if err != nil {
-			return err
-		}
-		pending := 0
-		for _, t := range tasks {
-			if !t.Status.Terminal() {
-				pending++
-			}
-		}
-		if pending == 0 && len(tasks) >= len(ids)+1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("demo: %d tasks still not finished after a minute", pending)
-		}
-		time.Sleep(20 * time.Millisecond)
+	// 5. Wait until the sensor ran a few times, pause its schedule, and
+	// wait for every task, including the one its events raised.
+	tasks, sensorRuns, err := waitDemo(ctx, b, 3)
+	if err != nil {
+		return err
 	}
+	step("the sensor ran %d times; paused its schedule", sensorRuns)
 	stopDispatcher()
 	byStatus := map[host.TaskStatus]int{}
 	byType := map[string]int{}
@@ -213,6 +197,10 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
+	sensed, err := countSensed(ctx, b, "demo.sensor")
+	if err != nil {
+		return err
+	}
 	count, _ := b.Get(ctx, host.Scope{Tenant: "default", Namespace: "counters"}, "ada")
 	summary, _ := b.Get(ctx, host.Scope{Tenant: "default", Namespace: "summaries"}, "last")
 
@@ -221,11 +209,12 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	row := func(k, v string) { fmt.Fprintf(w, "%-10s %s\n", k, v) }
 	row("packs", strings.Join(installed, ", ")+" (signed by key:demo, SLSA provenance by local:packrun-demo)")
 	var types []string
-	for _, t := range []string{"hello.c", "demo.count", "demo.summarize"} {
+	for _, t := range []string{"hello.c", "demo.count", host.SensorTaskType("demo.sensor"), "demo.summarize"} {
 		types = append(types, fmt.Sprintf("%s ×%d", t, byType[t]))
 	}
 	row("tasks", fmt.Sprintf("%d completed, %d failed (%s; demo.summarize was raised by the sensor)", byStatus[host.TaskCompleted], len(tasks)-byStatus[host.TaskCompleted], strings.Join(types, ", ")))
-	row("attempts", fmt.Sprintf("%d recorded (every task attempt and sensor trigger, with its full host-call trace)", sum.Total))
+	row("sensor", fmt.Sprintf("demo.sensor ran %d times on its 1s schedule: %d events recorded, %d deduped; tasks created from them: %d", sensorRuns, sensed.recorded, sensed.deduped, sensed.tasks))
+	row("attempts", fmt.Sprintf("%d recorded (every task attempt, the sensor's runs included, with its full host-call trace)", sum.Total))
 	memory := "counters/ada = ?"
 	if count != nil {
 		memory = "counters/ada = " + string(count.Value) + " (TTL 1h)"
@@ -244,8 +233,84 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	if keep {
 		fmt.Fprintf(w, "\nexplore it: packrun --home %s attempts list | tasks list | evidence verify | replay --all\n", a.home)
 	}
-	if diverged > 0 || !chain.OK || byStatus[host.TaskCompleted] != len(tasks) {
+	if diverged > 0 || !chain.OK || byStatus[host.TaskCompleted] != len(tasks) || sensed.tasks != 1 || sensed.deduped == 0 {
 		return withCode(exitFailed, fmt.Errorf("demo: not everything went as expected"))
 	}
 	return nil
+}
+
+// waitDemo waits until the demo sensor's scheduled runs completed at
+// least runs times, pauses its schedule, then waits until every task is
+// settled; it returns the tasks and how many sensor runs completed.
+func waitDemo(ctx context.Context, b host.Backend, runs int) ([]*host.TaskRecord, int, error) {
+	deadline := time.Now().Add(time.Minute)
+	paused := false
+	for {
+		tasks, err := b.ListTasks(ctx, host.TaskFilter{Limit: 1000})
+		if err != nil {
+			return nil, 0, err
+		}
+		pending, done := 0, 0
+		for _, t := range tasks {
+			if !t.Status.Terminal() {
+				pending++
+			} else if t.TaskType == host.SensorTaskType("demo.sensor") {
+				done++
+			}
+		}
+		switch {
+		case paused && pending == 0:
+			return tasks, done, nil
+		case !paused && done >= runs:
+			off := false
+			if _, err := b.UpdateSchedule(ctx, host.DefaultTenant, host.SensorScheduleName("demo.sensor"), host.ScheduleUpdate{Enabled: &off}); err != nil {
+				return nil, 0, err
+			}
+			paused = true
+			continue
+		}
+		if time.Now().After(deadline) {
+			return nil, 0, fmt.Errorf("demo: %d tasks still not finished after a minute (%d sensor runs)", pending, done)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sensed counts what became of a sensor's events.
+type sensed struct{ recorded, deduped, tasks int }
+
+func countSensed(ctx context.Context, b host.Backend, sensorID string) (sensed, error) {
+	var c sensed
+	evs, err := b.ListSensorEvents(ctx, host.SensorEventFilter{SensorID: sensorID, Limit: 1000})
+	if err != nil {
+		return c, err
+	}
+	c.recorded = len(evs)
+	for _, e := range evs {
+		switch e.Status {
+		case host.SensorDeduped:
+			c.deduped++
+		case host.SensorTaskCreated:
+			c.tasks++
+		}
+	}
+	return c, nil
+}
+
+// waitSettled waits (up to a minute) until task id is terminal.
+func waitSettled(ctx context.Context, b host.Backend, id string) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		t, err := b.Task(ctx, id)
+		if err != nil {
+			return err
+		}
+		if t.Status.Terminal() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("demo: task %s still %s after a minute", id, t.Status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

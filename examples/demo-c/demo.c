@@ -1,22 +1,24 @@
 // demo: the pack `packrun demo` runs. Three nodes that use the host services:
 //   demo.counter    (skill, task type demo.count)     counts calls per name in memory, with a TTL
-//   demo.sensor     (sensor, triggered directly)      turns an observation into a task
+//   demo.sensor     (sensor, every second)            reports what it observes as SensorEvents
 //   demo.summarize  (skill, task type demo.summarize) asks the "wordcount" adapter, stores the result
 // Written against the raw ABI (see abi/ and examples/hello-c) so it needs no SDK.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define EXPORT(name) __attribute__((export_name(#name)))
 #define OPENWOP(name) __attribute__((import_module("openwop"), import_name(#name)))
 #define HOST(name) __attribute__((import_module("packrun:host/v1"), import_name(#name)))
 
 OPENWOP(openwop_log) void ow_log(int32_t level, const char *p, int32_t n);
+OPENWOP(openwop_now_ms) int64_t ow_now_ms(void);
 HOST(memory_get) int32_t memory_get(const char *req, int32_t n, uint32_t *out);
 HOST(memory_put) int32_t memory_put(const char *req, int32_t n, uint32_t *out);
-HOST(queue_enqueue) int32_t queue_enqueue(const char *req, int32_t n, uint32_t *out);
 HOST(adapter_invoke) int32_t adapter_invoke(const char *req, int32_t n, uint32_t *out);
+HOST(sensor_emit) int32_t sensor_emit(const char *req, int32_t n, uint32_t *out);
 
 static const char *nodes[] = {"demo.counter", "demo.sensor", "demo.summarize"};
 static uint64_t pack(const void *p, uint32_t n) { return ((uint64_t)n << 32) | (uint32_t)(uintptr_t)p; }
@@ -83,15 +85,37 @@ EXPORT(openwop_node_invoke) uint64_t node_invoke(int32_t node, const char *req, 
     log_info("counter updated");
     return respond(snprintf(out, sizeof out, "{\"outcome\":\"completed\",\"output\":{\"name\":\"%s\",\"count\":%ld}}", name, count));
   }
-  case 1: { // sensor: an observation mentioning "error" becomes a summarize task
-    if (!field(req, len, "observation", text, sizeof text)) return fail("invalid_input", "observation is required");
-    int raise = strstr(text, "error") != NULL;
-    if (raise) {
-      int n = snprintf(q, sizeof q, "{\"task_type\":\"demo.summarize\",\"priority\":1,\"payload\":{\"text\":\"%s\"}}", text);
-      if (queue_enqueue(q, n, o) != 0) return fail("queue", "queue_enqueue refused");
-      log_info("observation raised a task");
-    }
-    return respond(snprintf(out, sizeof out, "{\"outcome\":\"completed\",\"output\":{\"raised\":%s}}", raise ? "true" : "false"));
+  case 1: { // sensor: run on its cadence, it watches two (simulated) log sources
+    // and reports what it sees as SensorEvents. Each finding has a stable
+    // dedupe_key, so the host turns it into at most one task however many
+    // runs report it again.
+    static const char *disk = "disk error on node 3 during nightly backup";
+    static const char *quiet = "all quiet on node 2";
+    int64_t ms = ow_now_ms();
+    time_t secs = (time_t)(ms / 1000);
+    struct tm tm;
+    char now[32], deadline[32];
+    gmtime_r(&secs, &tm);
+    strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    secs += 300;
+    gmtime_r(&secs, &tm);
+    strftime(deadline, sizeof deadline, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    // The error: through sensor_emit, proposing a summarize task; fresh for
+    // five minutes.
+    int n = snprintf(q, sizeof q,
+                     "{\"event_id\":\"disk-%lld\",\"observed_at\":\"%s\",\"source_ref\":\"syslog://node3\","
+                     "\"dedupe_key\":\"node3-disk-error\",\"freshness_deadline\":\"%s\",\"payload\":{\"observation\":\"%s\"},"
+                     "\"proposed_task\":{\"task_type\":\"demo.summarize\",\"priority\":1,\"payload\":{\"text\":\"%s\"}}}",
+                     (long long)ms, now, deadline, disk, disk);
+    if (sensor_emit(q, n, o) != 0) return fail("sensor", "sensor_emit refused");
+    free((void *)(uintptr_t)o[0]);
+    log_info("reported the disk error");
+    // The quiet node: in the output's sensor_events, recorded only.
+    return respond(snprintf(out, sizeof out,
+                            "{\"outcome\":\"completed\",\"output\":{\"sensor_events\":[{\"event_id\":\"quiet-%lld\","
+                            "\"observed_at\":\"%s\",\"source_ref\":\"syslog://node2\",\"dedupe_key\":\"node2-quiet\","
+                            "\"payload\":{\"observation\":\"%s\"}}]}}",
+                            (long long)ms, now, quiet));
   }
   case 2: { // summarize through the wordcount adapter, remember the result
     if (!field(req, len, "text", text, sizeof text)) return fail("invalid_input", "text is required");

@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -48,4 +49,42 @@ func pathOf(e *Error) string {
 		return "<nil>"
 	}
 	return e.Path
+}
+
+// wantPath checks that doc is refused by schema id at path.
+func wantPath(t *testing.T, id, doc, path string) {
+	t.Helper()
+	err := Validate(id, []byte(doc))
+	var e *Error
+	if !errors.As(err, &e) || e.Path != path {
+		t.Errorf("%s: got %v (path %q), want path %q", doc, err, pathOf(e), path)
+	}
+}
+
+func TestScheduleRecordSchema(t *testing.T) {
+	const id = "agent-runtime/schedule.record/v1"
+	good := `{"schedule_id":"sched_1","name":"hourly","enabled":true,"interval_seconds":3600,
+		"next_run_at":"2026-01-02T15:00:00Z","last_run_at":null,
+		"task":{"task_type":"demo.greet","source":"schedule:sched_1","payload":{}},
+		"created_at":"2026-01-02T14:00:00Z","updated_at":"2026-01-02T14:00:00Z","tenant":"default"}`
+	if err := Validate(id, []byte(good)); err != nil {
+		t.Fatalf("a valid record: %v", err)
+	}
+	wantPath(t, id, strings.Replace(good, `"interval_seconds":3600`, `"interval_seconds":0`, 1), "interval_seconds")
+	wantPath(t, id, strings.Replace(good, `"name":"hourly"`, `"name":""`, 1), "name")
+	wantPath(t, id, strings.Replace(good, `"enabled":true`, `"enabled":"yes"`, 1), "enabled")
+}
+
+func TestSensorEventSchema(t *testing.T) {
+	const id = "agent-runtime/sensor.event/v1"
+	good := `{"sensor_id":"demo.watch","event_id":"e1","observed_at":"2026-01-02T15:04:05Z","source_ref":"file:a",
+		"dedupe_key":"a@1","freshness_deadline":"2026-01-02T16:00:00Z","payload":{},
+		"proposed_task":{"task_type":"demo.fix","source":"sensor:demo.watch","payload":{}},
+		"proposed_workflow":{"template":"triage","instance_key":"a"}}`
+	if err := Validate(id, []byte(good)); err != nil {
+		t.Fatalf("a valid event: %v", err)
+	}
+	wantPath(t, id, strings.Replace(good, `"dedupe_key":"a@1",`, ``, 1), "dedupe_key")
+	wantPath(t, id, strings.Replace(good, `"payload":{},`, `"payload":"x",`, 1), "payload")
+	wantPath(t, id, strings.Replace(good, `"instance_key":"a"`, `"instance_key":""`, 1), "proposed_workflow.instance_key")
 }

@@ -132,6 +132,13 @@ const maxBodyDepth = 10000
 //	GET  /v1/memory/{namespace}/{key}           memory:read    Entry
 //	PUT  /v1/memory/{namespace}/{key}[?ttl=]    memory:write   {"value":...} → Entry
 //	DELETE /v1/memory/{namespace}/{key}         memory:write   204
+//	POST /v1/schedules                          tasks:write    {"name","interval_seconds","task":TaskIntent,"enabled"?} → 201 RecurringSchedule
+//	GET  /v1/schedules                          tasks:read     {"schedules":[RecurringSchedule...]}, by name
+//	GET  /v1/schedules/{id}                     tasks:read     RecurringSchedule ({id}: its id or name)
+//	PATCH /v1/schedules/{id}                    tasks:write    {"enabled"?,"interval_seconds"?,"task"?} → RecurringSchedule
+//	DELETE /v1/schedules/{id}                   tasks:write    the deleted RecurringSchedule (the tasks it created stay)
+//	POST /v1/sensor-events                      tasks:write    a SensorEvent → 201 SensorEventRecord (task_id: its proposed_task),
+//	                                                           200 a duplicate's record (status deduped), 422 invalid or expired
 //	POST /v1/invoke                             invoke         run one node of an installed pack
 //	GET  /v1/packs                              (any token)    {"packs":[PackInfo...]}
 //	GET  /.well-known/packrun                   (any token)    host capabilities
@@ -165,7 +172,7 @@ func New(cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	route := func(path string, methods map[string]handler) {
 		allow := make([]string, 0, len(methods)+1)
-		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 			if methods[m] != nil || m == http.MethodHead && methods[http.MethodGet] != nil {
 				allow = append(allow, m)
 			}
@@ -197,6 +204,16 @@ func New(cfg Config) http.Handler {
 		http.MethodPut:    scoped(auth.ScopeMemoryWrite, takes(s.putMemory, "ttl")),
 		http.MethodDelete: scoped(auth.ScopeMemoryWrite, takes(s.deleteMemory)),
 	})
+	route("/v1/schedules", map[string]handler{
+		http.MethodGet:  scoped(auth.ScopeTasksRead, takes(s.listSchedules)),
+		http.MethodPost: scoped(auth.ScopeTasksWrite, takes(s.createSchedule)),
+	})
+	route("/v1/schedules/{id}", map[string]handler{
+		http.MethodGet:    scoped(auth.ScopeTasksRead, takes(s.getSchedule)),
+		http.MethodPatch:  scoped(auth.ScopeTasksWrite, takes(s.patchSchedule)),
+		http.MethodDelete: scoped(auth.ScopeTasksWrite, takes(s.deleteSchedule)),
+	})
+	route("/v1/sensor-events", map[string]handler{http.MethodPost: scoped(auth.ScopeTasksWrite, takes(s.postSensorEvent))})
 	route("/v1/invoke", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.invoke))})
 	route("/v1/packs", map[string]handler{http.MethodGet: scoped("", takes(s.listPacks))})
 	route("/.well-known/packrun", map[string]handler{http.MethodGet: scoped("", takes(s.wellKnown))})

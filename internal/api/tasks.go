@@ -40,14 +40,7 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx := r.Context()
-	if _, err := s.cfg.Backend.Resolve(ctx, in.TaskType); err != nil {
-		switch {
-		case errors.Is(err, host.ErrNotFound):
-			return refuse(http.StatusUnprocessableEntity, CodeUnknownTaskType, "task_type",
-				fmt.Sprintf("task_type: no installed pack serves %q; install one that does, or set an override", in.TaskType))
-		case errors.Is(err, host.ErrConflict):
-			return refuse(http.StatusUnprocessableEntity, CodeAmbiguousTaskType, "task_type", err.Error())
-		}
+	if err := s.routable(r, "task_type", in.TaskType); err != nil {
 		return err
 	}
 	opts.Tenant = tenantOf(r, "")

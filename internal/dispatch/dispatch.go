@@ -77,6 +77,8 @@ type Dispatcher struct {
 	// running counts the tasks being run; ran counts those claimed since
 	// the dispatcher was last idle (0: idle, dispatch_idle said).
 	running, ran atomic.Int64
+	// sched tells when the next recurring schedule is due.
+	sched schedules
 
 	mu      sync.Mutex
 	modules map[loadKey]*loaded       // loaded modules
@@ -219,8 +221,8 @@ func (d *Dispatcher) InvokeArchive(ctx context.Context, arch *packs.Archive, req
 		return att, res, err
 	}
 	// Outside the queue there is no task to settle: the tasks a completed
-	// invocation enqueued (a sensor's, typically) are applied now; a
-	// failed or suspended one's are dropped.
+	// invocation enqueued and the sensor events it reported are applied
+	// now; a failed or suspended one's are dropped.
 	if res.Outcome == abi.Completed {
 		for _, intent := range svc.staged {
 			if intent.Source == "" || strings.HasPrefix(intent.Source, "task:") {
@@ -230,7 +232,17 @@ func (d *Dispatcher) InvokeArchive(ctx context.Context, arch *packs.Archive, req
 				return att, res, fmt.Errorf("apply follow-up task of attempt %s: %w", att.AttemptID, err)
 			}
 		}
-		if len(svc.staged) > 0 {
+		evs, err := reportedEvents(l, node, att.Output, svc)
+		if err != nil {
+			return att, res, fmt.Errorf("sensor events of attempt %s: %w", att.AttemptID, err)
+		}
+		if len(evs) > 0 {
+			opts := host.SensorEventOptions{Tenant: req.Tenant, Origin: "attempt:" + att.AttemptID}
+			if _, err := d.cfg.Backend.ApplySensorEvents(ctx, evs, opts, att.AttemptID); err != nil {
+				return att, res, fmt.Errorf("apply sensor events of attempt %s: %w", att.AttemptID, err)
+			}
+		}
+		if len(svc.staged) > 0 || len(evs) > 0 {
 			d.Wake()
 		}
 	}
@@ -320,7 +332,7 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 	}
 	svc := newServices(binding{
 		backend: d.cfg.Backend, adapters: d.cfg.Adapters, grants: l.manifest.Grants, config: cfg,
-		tenant: inv.TenantID, taskID: taskID, attemptID: attemptID,
+		tenant: inv.TenantID, taskID: taskID, attemptID: attemptID, node: node,
 	})
 	inv.Services = svc
 	started := time.Now().UTC()

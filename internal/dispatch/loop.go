@@ -191,7 +191,9 @@ func (d *Dispatcher) worker(ctx context.Context) {
 // task and the one claimed while it was settled.
 func (d *Dispatcher) claim(ctx context.Context) (*host.TaskRecord, error) {
 	d.running.Add(1)
-	t, err := d.cfg.Backend.Claim(ctx, d.cfg.RunnerID, time.Now())
+	now := time.Now()
+	d.fireDueSchedules(ctx, now)
+	t, err := d.cfg.Backend.Claim(ctx, d.cfg.RunnerID, now)
 	if err != nil {
 		d.running.Add(-1)
 	} else {
@@ -300,9 +302,16 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 	in := host.FinishInput{Record: att, Claimed: t, RetryClass: att.RetryClass}
 	switch res.Outcome {
 	case abi.Completed:
+		evs, err := reportedEvents(l, route.Node, att.Output, svc)
+		if err != nil {
+			msg := "invalid_output: " + err.Error()
+			in.Outcome = host.TaskOutcome{Status: host.TaskPermanentFailure, MachineStatus: host.MachineFailed, OperatorSummary: msg}
+			in.RetryClass, in.Error = host.RetryPermanent, msg
+			break
+		}
 		in.Outcome = host.TaskOutcome{Status: host.TaskCompleted, MachineStatus: host.MachineOK, OperatorSummary: "completed",
 			RawOutput: string(att.Output), ArtifactPaths: svc.artifacts}
-		in.FollowUps = svc.staged
+		in.FollowUps, in.SensorEvents = svc.staged, evs
 		svc.applyTaskOutcome(&in, res.TaskOutcome)
 	case abi.Suspended:
 		in.Outcome = host.TaskOutcome{Status: host.TaskBlocked, MachineStatus: host.MachineBlocked, OperatorSummary: "suspended: " + string(att.Interrupt)}

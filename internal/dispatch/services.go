@@ -26,6 +26,7 @@ type binding struct {
 	tenant    string
 	taskID    string
 	attemptID string
+	node      string // the node's typeId: a sensor's default sensor_id
 }
 
 // services implements runtime.Services for one attempt. Side effects that
@@ -36,6 +37,7 @@ type services struct {
 
 	mu           sync.Mutex
 	staged       []host.TaskIntent
+	sensorEvents []host.SensorEvent // staged by sensor_emit
 	records      []json.RawMessage
 	adapterCalls []*adapters.Call
 	artifacts    []string
@@ -134,6 +136,11 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 		n := len(s.staged)
 		s.mu.Unlock()
 		return abi.StatusOK, mustJSON(map[string]int{"staged": n})
+	case abi.HostSensorEmit:
+		if !g.Allows(packs.ServiceSensors) {
+			return abi.StatusAccessDenied, nil
+		}
+		return s.sensorEmit(ctx, req)
 	case abi.HostAdapterInvoke:
 		if !g.Allows(packs.ServiceAdapters) || s.b.adapters == nil {
 			return abi.StatusAccessDenied, nil
@@ -220,6 +227,34 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 		return abi.StatusOK, mustJSON(map[string]json.RawMessage{"value": v})
 	}
 	return abi.StatusNotFound, nil
+}
+
+// sensorEmit stages a SensorEvent; it is applied when the attempt
+// completes. Its sensor_id defaults to the node's typeId and may not name
+// another node; a proposed_task's type must be served (else validation,
+// at once, rather than an event refused later).
+func (s *services) sensorEmit(ctx context.Context, req []byte) (abi.Status, []byte) {
+	ev, err := host.DecodeSensorEvent(req, s.b.node)
+	if err != nil {
+		return statusOf(err), nil
+	}
+	if ev.SensorID != s.b.node {
+		return abi.StatusValidation, nil
+	}
+	if pt := ev.ProposedTask; pt != nil {
+		if _, err := s.b.backend.Resolve(context.WithoutCancel(ctx), pt.TaskType); errors.Is(err, host.ErrNotFound) {
+			return abi.StatusValidation, nil
+		} else if err != nil && !errors.Is(err, host.ErrConflict) {
+			return statusOf(err), nil
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.sensorEvents) >= host.MaxSensorEvents {
+		return abi.StatusCapabilityBreach, nil
+	}
+	s.sensorEvents = append(s.sensorEvents, ev)
+	return abi.StatusOK, mustJSON(map[string]any{"event_id": ev.EventID, "status": "staged", "staged": len(s.sensorEvents)})
 }
 
 func (s *services) memory(ctx context.Context, fn string, r memReq) (abi.Status, []byte) {

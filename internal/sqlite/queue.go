@@ -423,6 +423,10 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			if err := queueMessages(tx, t, in.AttemptID, in.Outcome.ExternalMessage, now); err != nil {
 				return err
 			}
+			opts := host.SensorEventOptions{Tenant: t.Tenant, Origin: "task:" + taskID}
+			if _, err := s.applyReported(tx, in.SensorEvents, opts, taskID, in.AttemptID, now); err != nil {
+				return err
+			}
 		}
 		d := (&evData{}).int("attempt", int64(t.AttemptCount))
 		if n := len(in.Outcome.ExternalMessage); n > 0 {
