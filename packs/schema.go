@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/packrun/packrun/host/schema"
 )
 
 //go:embed schema/pack.schema.json
@@ -83,14 +85,31 @@ func CompileSchema(raw []byte) (*JSONSchema, error) {
 	return &JSONSchema{r: r}, nil
 }
 
-// Validate checks the JSON document doc against the schema.
+// Violation is a document that does not satisfy a node's schema: Path is
+// the JSON path of the value at fault ("" for the document itself,
+// "items[].name" for an element of an array), Reason why, on one line.
+type Violation struct {
+	Path   string
+	Reason string
+}
+
+func (v *Violation) Error() string {
+	if v.Path == "" {
+		return v.Reason
+	}
+	return v.Path + ": " + v.Reason
+}
+
+// Validate checks the JSON document doc against the schema. A document
+// that does not satisfy it gives a *Violation naming the path at fault.
 func (s *JSONSchema) Validate(doc []byte) error {
 	var v any
 	if err := json.Unmarshal(doc, &v); err != nil {
-		return fmt.Errorf("not valid JSON: %w", err)
+		return &Violation{Reason: "not valid JSON: " + schemaErr(err)}
 	}
 	if err := s.r.Validate(v); err != nil {
-		return errors.New(schemaErr(err))
+		p, reason := schema.Locate(err)
+		return &Violation{Path: p, Reason: reason}
 	}
 	return nil
 }

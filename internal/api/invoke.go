@@ -85,6 +85,10 @@ func (s *server) invoke(w http.ResponseWriter, r *http.Request) error {
 			return refuse(http.StatusNotFound, CodeNotFound, "node", err.Error())
 		case errors.As(err, &le):
 			return refuse(http.StatusUnprocessableEntity, CodeModuleRefused, "", le.Error())
+		case errors.Is(err, dispatch.ErrInputRefused):
+			ie, _ := errors.AsType[*dispatch.InputError](err)
+			s.recordCall(r, att.TaskID, att.AttemptID)
+			return refuse(http.StatusUnprocessableEntity, CodeInputSchema, strings.TrimSuffix("input."+ie.Path, "."), err.Error())
 		case ctx.Err() != nil:
 			return &apiError{status: http.StatusServiceUnavailable, detail: errorDetail{Code: CodeUnavailable, Message: "the invocation was canceled"}, cause: err}
 		}

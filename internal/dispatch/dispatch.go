@@ -93,6 +93,7 @@ type loaded struct {
 	module   packs.Module
 	// What every attempt of the module records, worked out once.
 	pack       string // name@version; "" for a bare module
+	archive    string // the archive's sha256; "" for a bare module
 	abiVersion string
 	limits     json.RawMessage // the limits the module runs under
 }
@@ -215,6 +216,9 @@ func (d *Dispatcher) InvokeArchive(ctx context.Context, arch *packs.Archive, req
 	if err != nil {
 		return att, res, err
 	}
+	if svc.refused != nil {
+		return att, res, &InputError{AttemptID: att.AttemptID, Node: node, Path: svc.refused.Path, Reason: svc.refused.Reason}
+	}
 	// Outside the queue there is no task to settle: the tasks a completed
 	// invocation enqueued (a sensor's, typically) are applied now; a
 	// failed or suspended one's are dropped.
@@ -299,6 +303,7 @@ func (d *Dispatcher) load(ctx context.Context, arch *packs.Archive, node string,
 		return nil, err
 	}
 	l := newLoaded(rm, m, mod)
+	l.archive = arch.SHA256
 	d.mu.Lock()
 	d.modules[key] = l
 	d.mu.Unlock()
@@ -321,7 +326,7 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 	})
 	inv.Services = svc
 	started := time.Now().UTC()
-	res, err := l.mod.Invoke(ctx, inv)
+	res, err := d.invokeChecked(ctx, l, node, inv, svc)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -353,6 +358,26 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 		return nil, res, nil, fmt.Errorf("record attempt %s: %w", attemptID, err)
 	}
 	return att, res, svc, nil
+}
+
+// invokeChecked invokes the node under its contract: an input the node's
+// inputSchema refuses is a failed result without running anything (noted
+// in svc.refused), an output its outputSchema refuses fails the attempt.
+func (d *Dispatcher) invokeChecked(ctx context.Context, l *loaded, node string, inv runtime.Invocation, svc *services) (*runtime.Result, error) {
+	c, err := ContractOf(l.archive, l.manifest, node)
+	if err != nil {
+		return nil, err
+	}
+	if res, v := c.CheckInput(node, inv.Input); res != nil {
+		svc.refused = v
+		return res, nil
+	}
+	res, err := l.mod.Invoke(ctx, inv)
+	if err != nil {
+		return nil, err
+	}
+	c.CheckOutput(res)
+	return res, nil
 }
 
 func orEmptyObject(b json.RawMessage) json.RawMessage {

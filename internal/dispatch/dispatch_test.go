@@ -31,18 +31,32 @@ func (p onePack) Open(_ context.Context, ref string) (*packs.Archive, error) {
 // probePack packs testdata/modules/probe.wasm as local.probe with grants.
 func probePack(t *testing.T, grants string) *packs.Archive {
 	t.Helper()
-	wasm, err := os.ReadFile("../../testdata/modules/probe.wasm")
+	return testPack(t, "../../testdata/modules/probe.wasm", "local.probe", 0, `
+		"nodes":[{"typeId":"probe.host","kind":"node"},{"typeId":"probe.secret","kind":"node"},
+		         {"typeId":"probe.followup","kind":"skill","taskTypes":["probe.start"]}]`+grants, nil)
+}
+
+// testPack packs the module at path as pack name (version 1.0.0, ABI
+// 1.minor) with rest (the manifest's nodes and more members) and assets
+// (path under assets/ -> content).
+func testPack(t *testing.T, path, name string, minor int, rest string, assets map[string]string) *packs.Archive {
+	t.Helper()
+	wasm, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	sum := sha256.Sum256(wasm)
-	manifest := fmt.Sprintf(`{"name":"local.probe","version":"1.0.0","runtime":{"language":"wasm","abi":{"version":1,"minor":0},
-		"modules":[{"path":"probe.wasm","sha256":%q}]},
-		"nodes":[{"typeId":"probe.host","kind":"node"},{"typeId":"probe.secret","kind":"node"},
-		         {"typeId":"probe.followup","kind":"skill","taskTypes":["probe.start"]}]%s}`, hex.EncodeToString(sum[:]), grants)
+	base := filepath.Base(path)
+	manifest := fmt.Sprintf(`{"name":%q,"version":"1.0.0","runtime":{"language":"wasm","abi":{"version":1,"minor":%d},
+		"modules":[{"path":%q,"sha256":%q}]},%s}`, name, minor, base, hex.EncodeToString(sum[:]), rest)
 	os.WriteFile(filepath.Join(dir, "pack.json"), []byte(manifest), 0o644)
-	os.WriteFile(filepath.Join(dir, "probe.wasm"), wasm, 0o644)
+	os.WriteFile(filepath.Join(dir, base), wasm, 0o644)
+	for p, content := range assets {
+		full := filepath.Join(dir, "assets", filepath.FromSlash(p))
+		os.MkdirAll(filepath.Dir(full), 0o755)
+		os.WriteFile(full, []byte(content), 0o644)
+	}
 	b, err := packs.Pack(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +74,13 @@ type env struct {
 }
 
 func newEnv(t *testing.T, grants string) env {
+	t.Helper()
+	return newEnvWith(t, probePack(t, grants))
+}
+
+// newEnvWith is a dispatcher serving arch over a new store, with one
+// adapter, "echo" (/bin/cat).
+func newEnvWith(t *testing.T, arch *packs.Archive) env {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -81,7 +102,7 @@ func newEnv(t *testing.T, grants string) env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := New(Config{Backend: b, Packs: onePack{probePack(t, grants)}, Runtime: rt, Adapters: reg,
+	d := New(Config{Backend: b, Packs: onePack{arch}, Runtime: rt, Adapters: reg,
 		PackConfig: func(string) json.RawMessage { return json.RawMessage(`{"missing":"now present"}`) }})
 	t.Cleanup(func() { d.Close(ctx) })
 	return env{d, b}

@@ -38,6 +38,10 @@ type services struct {
 	records      []json.RawMessage
 	adapterCalls []*adapters.Call
 	artifacts    []string
+
+	// refused is set when the node's inputSchema refused the input, so
+	// the guest never ran.
+	refused *packs.Violation
 }
 
 var _ runtime.Services = (*services)(nil)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -161,13 +162,20 @@ type Verdict struct {
 	DurationMs float64 `json:"duration_ms"`
 }
 
+// Contract is a node's schema checks, applied as the dispatcher applies
+// them (dispatch.Contract): an input refused before anything runs, an
+// output refused after.
+type Contract interface {
+	CheckInput(node string, input json.RawMessage) (*runtime.Result, *packs.Violation)
+	CheckOutput(res *runtime.Result)
+}
+
 // Run replays t on module m (the recorded module, or another version of it)
-// with no side effects: every host call is served from the trace.
-func Run(ctx context.Context, m *runtime.Module, t *Trace) (*Verdict, error) {
-	res, err := m.Invoke(ctx, runtime.Invocation{
-		Node: t.Node, Input: t.Input, RunID: t.RunID, TenantID: t.Tenant, Attempt: max(t.Attempt, 1),
-		Replay: &runtime.Replay{Calls: t.Calls},
-	})
+// with no side effects: every host call is served from the trace. c, if
+// not nil, is the node's contract, applied as when the attempt was
+// recorded.
+func Run(ctx context.Context, m *runtime.Module, t *Trace, c Contract) (*Verdict, error) {
+	res, err := invoke(ctx, m, t, c)
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +196,22 @@ func Run(ctx context.Context, m *runtime.Module, t *Trace) (*Verdict, error) {
 		v.Identical = true
 	}
 	return v, nil
+}
+
+func invoke(ctx context.Context, m *runtime.Module, t *Trace, c Contract) (*runtime.Result, error) {
+	if c != nil {
+		if res, _ := c.CheckInput(t.Node, t.Input); res != nil {
+			return res, nil
+		}
+	}
+	res, err := m.Invoke(ctx, runtime.Invocation{
+		Node: t.Node, Input: t.Input, RunID: t.RunID, TenantID: t.Tenant, Attempt: max(t.Attempt, 1),
+		Replay: &runtime.Replay{Calls: t.Calls},
+	})
+	if err == nil && c != nil {
+		c.CheckOutput(res)
+	}
+	return res, err
 }
 
 func canonical(b json.RawMessage) ([]byte, bool) {
