@@ -94,6 +94,7 @@ func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts Hand
 		Backend:      h.store,
 		Dispatcher:   apiInvoker{h, d},
 		Packs:        h.index.packInfos,
+		Skills:       h.Skills,
 		Host:         rt.Host(),
 		Build:        &build,
 		MaxBodyBytes: opts.MaxBodyBytes,

@@ -249,6 +249,22 @@ func (a *Archive) check(m *Manifest) error {
 			return err
 		}
 	}
+	return a.checkSkillPaths(m)
+}
+
+// checkSkillPaths checks that every path a skill manifest names is a file
+// under assets/.
+func (a *Archive) checkSkillPaths(m *Manifest) error {
+	for _, n := range m.Nodes {
+		if n.Skill == nil {
+			continue
+		}
+		for _, sp := range n.Skill.Paths() {
+			if _, ok := a.File(AssetsDir + "/" + sp.Path); !ok {
+				return formatErr(ManifestName, nil, "node %s: skill.%s: %s/%s is not in the pack", n.TypeID, sp.Field, AssetsDir, sp.Path)
+			}
+		}
+	}
 	return nil
 }
 

@@ -261,6 +261,10 @@ func TestInvokeInputSchemaRefused(t *testing.T) {
 	h.ok("sign", pack, "--key", key+".key")
 	h.ok("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
 	h.ok("install", pack)
+	// inspect shows the skill (skill_id defaults to the typeId).
+	if code, out, errs := h.run("inspect", "local.hello.wat"); code != exitOK || !strings.Contains(out, "skill:      example.hello (node example.hello)") {
+		t.Fatalf("inspect: exit %d %q %q", code, out, errs)
+	}
 	code, out, errs := h.run("invoke", "local.hello.wat", "--input", `{"name":1}`)
 	if code != exitRefused || out != "" || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, "input.name: ") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)

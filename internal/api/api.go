@@ -24,6 +24,7 @@ import (
 	"github.com/packrun/packrun/internal/dispatch"
 	"github.com/packrun/packrun/internal/replay"
 	"github.com/packrun/packrun/internal/strictjson"
+	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -45,6 +46,8 @@ type Config struct {
 	Dispatcher Invoker
 	// Packs lists the installed packs.
 	Packs func(ctx context.Context) ([]PackInfo, error)
+	// Skills lists the installed skills (nil: none).
+	Skills func(ctx context.Context) ([]packs.InstalledSkill, error)
 	// Host describes the runtime ((*runtime.Runtime).Host()).
 	Host runtime.HostInfo
 	// Build describes the binary, in GET /.well-known/packrun (omitted
@@ -127,6 +130,7 @@ const maxBodyDepth = 10000
 //	DELETE /v1/memory/{namespace}/{key}         memory:write   204
 //	POST /v1/invoke                             invoke         run one node of an installed pack
 //	GET  /v1/packs                              (any token)    {"packs":[PackInfo...]}
+//	GET  /v1/skills                             (any token)    {"skills":[InstalledSkill...]}: the installed skills and their SkillManifest
 //	GET  /.well-known/packrun                   (any token)    host capabilities
 //
 // Every route needs a bearer token (Auth) carrying the scope shown: 401
@@ -191,6 +195,7 @@ func New(cfg Config) http.Handler {
 	})
 	route("/v1/invoke", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.invoke))})
 	route("/v1/packs", map[string]handler{http.MethodGet: scoped("", takes(s.listPacks))})
+	route("/v1/skills", map[string]handler{http.MethodGet: scoped("", takes(s.listSkills))})
 	route("/.well-known/packrun", map[string]handler{http.MethodGet: scoped("", takes(s.wellKnown))})
 	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no route %s", r.URL.Path))

@@ -12,6 +12,7 @@ import (
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/buildinfo"
 	"github.com/packrun/packrun/internal/dispatch"
+	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -118,6 +119,24 @@ func (s *server) listPacks(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	reply(w, http.StatusOK, packList{list})
+	return nil
+}
+
+type skillList struct {
+	Skills []packs.InstalledSkill `json:"skills"`
+}
+
+// listSkills is GET /v1/skills.
+func (s *server) listSkills(w http.ResponseWriter, r *http.Request) error {
+	list := []packs.InstalledSkill{}
+	if s.cfg.Skills != nil {
+		got, err := s.cfg.Skills(r.Context())
+		if err != nil {
+			return err
+		}
+		list = append(list, got...)
+	}
+	reply(w, http.StatusOK, skillList{list})
 	return nil
 }
 
