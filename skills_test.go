@@ -49,3 +49,25 @@ func TestSkillsListed(t *testing.T) {
 		t.Fatalf("skill %v", s)
 	}
 }
+
+// An attempt that read its pack's assets replays identical (the read is
+// served from the trace).
+func TestAssetReadReplays(t *testing.T) {
+	f := newFixture(t)
+	f.install(t, packSpec{name: "local.assets", version: "1.0.0", module: "testdata/modules/assets.wasm", abiMinor: 1,
+		assets: map[string]string{"SKILL.md": "# Skill\n"},
+		nodes:  `[{"typeId":"assets.skill","kind":"node"},{"typeId":"assets.missing","kind":"node"}]`})
+	for _, node := range []string{"assets.skill", "assets.missing"} {
+		inv, err := f.Invoke(ctx, "local.assets", InvokeRequest{Node: node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inv.Attempt.Outcome != "completed" {
+			t.Fatalf("%s: %s %+v", node, inv.Attempt.Outcome, inv.Attempt.Error)
+		}
+		v, err := f.Replay(ctx, inv.Attempt.AttemptID, ReplayOptions{})
+		if err != nil || !v.Identical {
+			t.Fatalf("replay %s: %+v %v", node, v, err)
+		}
+	}
+}

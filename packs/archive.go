@@ -346,3 +346,22 @@ func (c *capReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// MaxAssetBytes bounds a file a node reads from its pack's assets/
+// (asset_read): a larger one is refused.
+const MaxAssetBytes = 1 << 20
+
+// ErrAssetPath is a path that does not name a file under assets/: absolute,
+// with a ".." component, not clean.
+var ErrAssetPath = errors.New("not a path under assets/")
+
+// Asset returns the file at p, relative to the pack's assets/ directory.
+// A path that could leave assets/ is refused with ErrAssetPath; ok is false
+// when the pack has no such file.
+func (a *Archive) Asset(p string) (data []byte, ok bool, err error) {
+	if reason := checkPath(p); reason != "" {
+		return nil, false, fmt.Errorf("%w: %s", ErrAssetPath, reason)
+	}
+	data, ok = a.File(AssetsDir + "/" + p)
+	return data, ok, nil
+}

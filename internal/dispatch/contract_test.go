@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -106,4 +107,38 @@ func TestQueuedTaskInputSchemaViolation(t *testing.T) {
 	if len(atts) != 1 || atts[0].Error == nil || atts[0].Error.Code != CodeInputSchema {
 		t.Fatalf("attempts %+v", atts)
 	}
+}
+
+// asset_read serves the node's own pack's assets: text as text, binary as
+// base64, a missing file 11, a path leaving assets/ refused; the calls
+// are in the attempt's trace.
+func TestAssetRead(t *testing.T) {
+	ctx := context.Background()
+	arch := testPack(t, "../../testdata/modules/assets.wasm", "local.assets", 1,
+		`"nodes":[{"typeId":"assets.skill","kind":"node"},{"typeId":"assets.escape","kind":"node"},
+		{"typeId":"assets.missing","kind":"node"},{"typeId":"assets.bin","kind":"node"}]`,
+		map[string]string{"SKILL.md": "# Skill\nDo it.\n", "bin/x.bin": "\xff\x00\x01"})
+	e := newEnvWith(t, arch)
+	for _, c := range []struct{ node, want string }{
+		{"assets.skill", `{"text":"# Skill\nDo it.\n"}`},
+		{"assets.bin", `{"base64":"/wAB"}`},
+		{"assets.missing", `{"status":11}`},
+		{"assets.escape", fmt.Sprintf(`{"status":%d}`, abi.StatusValidation)},
+	} {
+		att, res, err := e.d.Invoke(ctx, InvokeRequest{Pack: "local.assets", Node: c.node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != abi.Completed || !jsonEqual(res.Output, c.want) {
+			t.Errorf("%s: %s %s %v, want %s", c.node, res.Outcome, res.Output, res.Error, c.want)
+		}
+		if len(res.Trace) != 1 || !strings.HasSuffix(res.Trace[0].Fn, "."+abi.HostAssetRead) || !strings.Contains(string(att.Trace), "asset_read") {
+			t.Errorf("%s: trace %s", c.node, att.Trace)
+		}
+	}
+}
+
+func jsonEqual(got []byte, want string) bool {
+	var a, b any
+	return json.Unmarshal(got, &a) == nil && json.Unmarshal([]byte(want), &b) == nil && fmt.Sprint(a) == fmt.Sprint(b)
 }

@@ -92,8 +92,9 @@ type loaded struct {
 	manifest *packs.Manifest
 	module   packs.Module
 	// What every attempt of the module records, worked out once.
-	pack       string // name@version; "" for a bare module
-	archive    string // the archive's sha256; "" for a bare module
+	pack       string         // name@version; "" for a bare module
+	archive    string         // the archive's sha256; "" for a bare module
+	arch       *packs.Archive // the archive itself (asset_read); nil for a bare module
 	abiVersion string
 	limits     json.RawMessage // the limits the module runs under
 }
@@ -303,7 +304,7 @@ func (d *Dispatcher) load(ctx context.Context, arch *packs.Archive, node string,
 		return nil, err
 	}
 	l := newLoaded(rm, m, mod)
-	l.archive = arch.SHA256
+	l.archive, l.arch = arch.SHA256, arch
 	d.mu.Lock()
 	d.modules[key] = l
 	d.mu.Unlock()
@@ -321,7 +322,7 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 		cfg = d.cfg.PackConfig(l.manifest.Name)
 	}
 	svc := newServices(binding{
-		backend: d.cfg.Backend, adapters: d.cfg.Adapters, grants: l.manifest.Grants, config: cfg,
+		backend: d.cfg.Backend, adapters: d.cfg.Adapters, grants: l.manifest.Grants, config: cfg, archive: l.arch,
 		tenant: inv.TenantID, taskID: taskID, attemptID: attemptID,
 	})
 	inv.Services = svc

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
@@ -22,6 +23,7 @@ type binding struct {
 	adapters  *adapters.Registry // nil: no adapters configured
 	grants    packs.Grants
 	config    json.RawMessage // the pack's configuration object, may be nil
+	archive   *packs.Archive  // the pack's archive (asset_read); nil for a bare module
 	tenant    string
 	taskID    string
 	attemptID string
@@ -195,8 +197,39 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 			return abi.StatusNotFound, nil
 		}
 		return abi.StatusOK, mustJSON(map[string]json.RawMessage{"value": v})
+	case abi.HostAssetRead:
+		return s.assetRead(req)
 	}
 	return abi.StatusNotFound, nil
+}
+
+// assetRead serves asset_read: {"path":P} names a file under the pack's
+// own assets/ (no grant needed: a node reads its own pack). The answer is
+// {"text":...} for UTF-8, {"base64":...} otherwise; a path that could
+// leave assets/ is a validation error, a missing file not found (11), one
+// over packs.MaxAssetBytes a capability breach.
+func (s *services) assetRead(req []byte) (abi.Status, []byte) {
+	var r struct {
+		Path string `json:"path"`
+	}
+	if json.Unmarshal(req, &r) != nil || r.Path == "" {
+		return abi.StatusValidation, nil
+	}
+	if s.b.archive == nil {
+		return abi.StatusNotFound, nil
+	}
+	data, ok, err := s.b.archive.Asset(r.Path)
+	switch {
+	case err != nil:
+		return abi.StatusValidation, nil
+	case !ok:
+		return abi.StatusNotFound, nil
+	case len(data) > packs.MaxAssetBytes:
+		return abi.StatusCapabilityBreach, nil
+	case utf8.Valid(data):
+		return abi.StatusOK, mustJSON(map[string]string{"text": string(data)})
+	}
+	return abi.StatusOK, mustJSON(map[string]string{"base64": base64.StdEncoding.EncodeToString(data)})
 }
 
 func (s *services) memory(ctx context.Context, fn string, r memReq) (abi.Status, []byte) {

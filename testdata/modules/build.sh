@@ -4,3 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")"
 clang --target=wasm32-wasi -O2 -mexec-model=reactor -Wl,--strip-all -o probe.wasm probe.c
 clang --target=wasm32-wasi -O2 -mexec-model=reactor -Wl,--strip-all -DPROBE_V2 -o probe-v2.wasm probe.c
+wat2wasm assets.wat -o assets.wasm
