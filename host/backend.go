@@ -9,6 +9,8 @@ type Backend interface {
 	Queue
 	Locker
 	TaskTypes
+	TaskTypeSpecs
+	Agents
 	Packs
 	// Close flushes acknowledged writes and releases the backend.
 	Close() error

@@ -26,6 +26,29 @@ type TaskTypes interface {
 	ListTaskTypes(ctx context.Context) ([]TaskTypeRoute, error)
 }
 
+// TaskTypeSpecs stores the operator's TaskTypeSpec of each task type
+// (seed 003 §13), apart from its route: a spec applies whichever pack
+// serves the type. The dispatcher and the Host apply it (defaults, allowed
+// skills, artifact roles, success policy); the store only keeps it.
+type TaskTypeSpecs interface {
+	// SetTaskTypeSpec stores spec, replacing the type's (event
+	// task_type_spec_set).
+	SetTaskTypeSpec(ctx context.Context, spec TaskTypeSpec) error
+	// RemoveTaskTypeSpec drops a spec (event task_type_spec_removed);
+	// ErrNotFound if there was none.
+	RemoveTaskTypeSpec(ctx context.Context, taskType string) error
+	// TaskTypeSpec returns the type's spec; ErrNotFound if none is set.
+	TaskTypeSpec(ctx context.Context, taskType string) (TaskTypeSpec, error)
+	// ListTaskTypeSpecs returns every spec by task type.
+	ListTaskTypeSpecs(ctx context.Context) ([]TaskTypeSpec, error)
+}
+
+// Events of task type specs.
+const (
+	EventTaskTypeSpecSet     = "task_type_spec_set"
+	EventTaskTypeSpecRemoved = "task_type_spec_removed"
+)
+
 // Route origins.
 const (
 	OriginManifest = "manifest"
@@ -40,7 +63,8 @@ type SuccessPolicy struct {
 }
 
 // TaskTypeSpec is the task type registry entry of the schema (§13). The
-// store keeps it with the route and hands it back; it does not act on it.
+// store keeps it (TaskTypeSpecs; an override route carries one too) and
+// hands it back; the dispatcher and the Host act on it.
 type TaskTypeSpec struct {
 	TaskType         string         `json:"task_type"`
 	PayloadSchemaID  string         `json:"payload_schema_id,omitempty"`
