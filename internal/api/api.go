@@ -46,6 +46,10 @@ type Config struct {
 	Dispatcher Invoker
 	// Packs lists the installed packs.
 	Packs func(ctx context.Context) ([]PackInfo, error)
+	// CheckIntent checks what an intent names (skills, adapter, profile,
+	// model) against the home before it is enqueued (Host.CheckIntent);
+	// nil checks only that its task type is served.
+	CheckIntent func(ctx context.Context, in *host.TaskIntent) error
 	// Skills lists the installed skills (nil: none).
 	Skills func(ctx context.Context) ([]packs.InstalledSkill, error)
 	// Host describes the runtime ((*runtime.Runtime).Host()).

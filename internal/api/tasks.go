@@ -52,11 +52,16 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) error {
 		switch {
 		case errors.Is(err, host.ErrNotFound):
 			return refuse(http.StatusUnprocessableEntity, CodeUnknownTaskType, "task_type",
-				fmt.Sprintf("task_type: no installed pack serves %q; install one that does, or set an override", in.TaskType))
+				fmt.Sprintf("task_type: no installed pack serves %q; install one that does, or route it: packrun task-types set %s --pack NAME --node TYPEID", in.TaskType, in.TaskType))
 		case errors.Is(err, host.ErrConflict):
 			return refuse(http.StatusUnprocessableEntity, CodeAmbiguousTaskType, "task_type", err.Error())
 		}
 		return err
+	}
+	if s.cfg.CheckIntent != nil {
+		if err := s.cfg.CheckIntent(ctx, &in); err != nil {
+			return err
+		}
 	}
 	opts.Tenant = tenantOf(r, "")
 	rec, err := s.cfg.Backend.Enqueue(ctx, in, opts)
