@@ -23,11 +23,11 @@ func (a *app) tasksCommand() *cobra.Command {
 	var priority, maxAttempts int
 	var delay time.Duration
 	enqueue := &cobra.Command{
-		Use:     "enqueue --type T --input JSON [--priority N] [--delay 5m] [--max-attempts N] [--skill ID]... [--adapter ID] [--model M] [--profile ID]",
-		Short:   "Add a task to the queue (served by the installed pack whose manifest lists the task type)",
+		Use:   "enqueue --type T --input JSON [--priority N] [--delay 5m] [--max-attempts N] [--skill ID]... [--adapter ID] [--model M] [--profile ID]",
+		Short: "Add a task to the queue (served by the installed pack whose manifest lists the task type)",
 		Example: `  packrun tasks enqueue --type hello.c --input '{"name":"Ada"}' --priority 1 --delay 5m
   packrun tasks enqueue --type review --input @task.json --adapter codex --model gpt-5-mini --profile reviewer --skill code.review`,
-		Args:    cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if taskType == "" {
 				return usageError("tasks enqueue needs --type")
