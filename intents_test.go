@@ -3,6 +3,7 @@ package packrun
 import (
 	"encoding/json"
 	"errors"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,5 +129,60 @@ func TestTaskTypeSpecOperated(t *testing.T) {
 	}
 	if err := f.UnsetTaskType(ctx, "hello.wat"); !errors.Is(err, host.ErrNotFound) {
 		t.Fatalf("second unset: %v", err)
+	}
+}
+
+// The task type registry and enqueue checks through the HTTP API.
+func TestTaskTypesAPI(t *testing.T) {
+	f := withAdapters(t)
+	hd, err := f.Handler(ctx, HandlerOptions{Addr: "127.0.0.1:0", InsecureNoAuth: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(method, path, body string) (int, string) {
+		req := httptest.NewRequest(method, "http://127.0.0.1"+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		w := httptest.NewRecorder()
+		hd.ServeHTTP(w, req)
+		return w.Code, w.Body.String()
+	}
+	for _, c := range []struct {
+		body, field string
+		code        int
+	}{
+		{`{"default_model":"gpt-x","default_adapter_id":"llm"}`, "default_model", 400},
+		{`{"allowed_skill_ids":["nope"]}`, "allowed_skill_ids", 400},
+		{`{"frobnicate":true}`, "frobnicate", 400},
+		{`{"task_type":"other"}`, "task_type", 400},
+		{`{"pack":"local.hello.wat"}`, "node", 400},
+	} {
+		code, body := do("PUT", "/v1/task-types/hello.wat", c.body)
+		if code != c.code || !strings.Contains(body, `"field":"`+c.field+`"`) {
+			t.Errorf("PUT %s: %d %s, want %d naming %s", c.body, code, body, c.code, c.field)
+		}
+	}
+	code, body := do("PUT", "/v1/task-types/hello.wat", `{"default_adapter_id":"llm","default_model":"m2","allowed_skill_ids":["greeting"],"pack":"local.hello.wat","node":"example.hello"}`)
+	if code != 200 || !strings.Contains(body, `"default_model":"m2"`) || !strings.Contains(body, `"origin":"operator"`) {
+		t.Fatalf("PUT: %d %s", code, body)
+	}
+	if code, body := do("GET", "/v1/task-types", ""); code != 200 || !strings.Contains(body, `"task_types":[{"task_type":"hello.wat"`) {
+		t.Fatalf("GET list: %d %s", code, body)
+	}
+	if code, body := do("POST", "/v1/tasks", `{"task_type":"hello.wat","payload":{},"skill_ids":["not.a.skill"]}`); code != 400 || !strings.Contains(body, `"field":"skill_ids"`) {
+		t.Fatalf("enqueue unknown skill: %d %s", code, body)
+	}
+	if code, body := do("POST", "/v1/tasks", `{"task_type":"hello.wat","payload":{},"requested_model":"m1"}`); code != 201 {
+		t.Fatalf("enqueue with the type's adapter: %d %s", code, body)
+	}
+	if code, _ := do("DELETE", "/v1/task-types/hello.wat", ""); code != 204 {
+		t.Fatalf("DELETE: %d", code)
+	}
+	if code, _ := do("DELETE", "/v1/task-types/hello.wat", ""); code != 404 {
+		t.Fatalf("second DELETE: %d", code)
+	}
+	if code, _ := do("GET", "/v1/task-types/nobody.serves", ""); code != 404 {
+		t.Fatalf("GET unknown: %d", code)
 	}
 }

@@ -96,6 +96,7 @@ func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts Hand
 		Packs:        h.index.packInfos,
 		Skills:       h.Skills,
 		CheckIntent:  h.CheckIntent,
+		TaskTypes:    h,
 		Host:         rt.Host(),
 		Build:        &build,
 		MaxBodyBytes: opts.MaxBodyBytes,

@@ -14,18 +14,8 @@ import (
 // dispatcher enforces for every task).
 const NodeInputSchema = "node:inputSchema"
 
-// TaskType is what this home knows of one task type: the operator's spec
-// (seed 003 §13; nil when none is set), every route (operator override
-// first, then the manifest routes) and the route that wins, if any.
-type TaskType struct {
-	TaskType string               `json:"task_type"`
-	Spec     *host.TaskTypeSpec   `json:"spec,omitempty"`
-	Routes   []host.TaskTypeRoute `json:"routes"`
-	// Resolved is the route tasks of the type run on; nil when none
-	// serves it, or several do and no override chooses (Error says).
-	Resolved *host.TaskTypeRoute `json:"resolved,omitempty"`
-	Error    string              `json:"error,omitempty"`
-}
+// TaskType is what this home knows of one task type (host.TaskTypeInfo).
+type TaskType = host.TaskTypeInfo
 
 // TaskTypes lists every task type with a route or a spec, by name.
 func (h *Host) TaskTypes(ctx context.Context) ([]TaskType, error) {

@@ -76,6 +76,19 @@ type TaskTypeSpec struct {
 	SuccessPolicy    *SuccessPolicy `json:"success_policy,omitempty"`
 }
 
+// TaskTypeInfo is what a home knows of one task type: the operator's spec
+// (nil when none is set), every route (operator override first, then the
+// manifest routes) and the route that wins, if any.
+type TaskTypeInfo struct {
+	TaskType string          `json:"task_type"`
+	Spec     *TaskTypeSpec   `json:"spec,omitempty"`
+	Routes   []TaskTypeRoute `json:"routes"`
+	// Resolved is the route tasks of the type run on; nil when none
+	// serves it, or several do and no override chooses (Error says).
+	Resolved *TaskTypeRoute `json:"resolved,omitempty"`
+	Error    string         `json:"error,omitempty"`
+}
+
 // TaskTypeRoute says which node runs a task type.
 type TaskTypeRoute struct {
 	TaskTypeSpec

@@ -119,7 +119,8 @@ task, attempt, key, home), 78 bad configuration file in the home.`,
 		a.keysCommand(), a.packCommand(), a.signCommand(), a.verifyCommand(), a.trustCommand(),
 		a.installCommand(), a.listCommand(), a.uninstallCommand(), a.exportCommand(),
 		a.serveCommand(), a.tasksCommand(), a.attemptsCommand(), a.evidenceCommand(), a.memoryCommand(),
-		a.replayCommand(), a.traceCommand(), a.demoCommand(), a.initCommand(), a.buildCommand(), a.tokensCommand())
+		a.replayCommand(), a.traceCommand(), a.demoCommand(), a.initCommand(), a.buildCommand(), a.tokensCommand(),
+		a.taskTypesCommand())
 	return root
 }
 

@@ -106,6 +106,18 @@ func TestExitCodesAsANewUserFindsThem(t *testing.T) {
 	}
 }
 
+// installHelloWat packs, signs, trusts and installs examples/hello-wat
+// (skill example.hello, task type hello.wat).
+func installHelloWat(t *testing.T, h homeCLI, dir string) {
+	t.Helper()
+	key, pack := filepath.Join(dir, "k"), filepath.Join(dir, "hello.pack")
+	h.ok("keys", "generate", "--out", key)
+	h.ok("pack", "../../examples/hello-wat", "-o", pack)
+	h.ok("sign", pack, "--key", key+".key")
+	h.ok("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
+	h.ok("install", pack)
+}
+
 // installHello packs, signs, trusts and installs examples/hello-c.
 func installHello(t *testing.T, h homeCLI, dir string) {
 	t.Helper()
@@ -255,12 +267,7 @@ func TestEvidenceVerifyFindsACutChain(t *testing.T) {
 func TestInvokeInputSchemaRefused(t *testing.T) {
 	dir := t.TempDir()
 	h := homeCLI{t, filepath.Join(dir, "home")}
-	key, pack := filepath.Join(dir, "k"), filepath.Join(dir, "hello.pack")
-	h.ok("keys", "generate", "--out", key)
-	h.ok("pack", "../../examples/hello-wat", "-o", pack)
-	h.ok("sign", pack, "--key", key+".key")
-	h.ok("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
-	h.ok("install", pack)
+	installHelloWat(t, h, dir)
 	// inspect shows the skill (skill_id defaults to the typeId).
 	if code, out, errs := h.run("inspect", "local.hello.wat"); code != exitOK || !strings.Contains(out, "skill:      example.hello (node example.hello)") {
 		t.Fatalf("inspect: exit %d %q %q", code, out, errs)

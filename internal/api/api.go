@@ -50,6 +50,8 @@ type Config struct {
 	// model) against the home before it is enqueued (Host.CheckIntent);
 	// nil checks only that its task type is served.
 	CheckIntent func(ctx context.Context, in *host.TaskIntent) error
+	// TaskTypes serves /v1/task-types (nil: 503).
+	TaskTypes TaskTypeService
 	// Skills lists the installed skills (nil: none).
 	Skills func(ctx context.Context) ([]packs.InstalledSkill, error)
 	// Host describes the runtime ((*runtime.Runtime).Host()).
@@ -134,6 +136,10 @@ const maxBodyDepth = 10000
 //	DELETE /v1/memory/{namespace}/{key}         memory:write   204
 //	POST /v1/invoke                             invoke         run one node of an installed pack
 //	GET  /v1/packs                              (any token)    {"packs":[PackInfo...]}
+//	GET  /v1/task-types                         tasks:read     {"task_types":[TaskTypeInfo...]}
+//	GET  /v1/task-types/{type}                  tasks:read     TaskTypeInfo (spec, routes, the route that wins)
+//	PUT  /v1/task-types/{type}                  admin          TaskTypeSpec [+ "pack","node": the route] → TaskTypeInfo
+//	DELETE /v1/task-types/{type}                admin          204: spec and operator route removed
 //	GET  /v1/skills                             (any token)    {"skills":[InstalledSkill...]}: the installed skills and their SkillManifest
 //	GET  /.well-known/packrun                   (any token)    host capabilities
 //
@@ -199,6 +205,12 @@ func New(cfg Config) http.Handler {
 	})
 	route("/v1/invoke", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.invoke))})
 	route("/v1/packs", map[string]handler{http.MethodGet: scoped("", takes(s.listPacks))})
+	route("/v1/task-types", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.listTaskTypes))})
+	route("/v1/task-types/{type...}", map[string]handler{
+		http.MethodGet:    scoped(auth.ScopeTasksRead, takes(s.getTaskType)),
+		http.MethodPut:    scoped(auth.ScopeAdmin, takes(s.putTaskType)),
+		http.MethodDelete: scoped(auth.ScopeAdmin, takes(s.deleteTaskType)),
+	})
 	route("/v1/skills", map[string]handler{http.MethodGet: scoped("", takes(s.listSkills))})
 	route("/.well-known/packrun", map[string]handler{http.MethodGet: scoped("", takes(s.wellKnown))})
 	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
