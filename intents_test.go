@@ -105,7 +105,7 @@ func TestTaskTypeSpecOperated(t *testing.T) {
 	if specs, _ := f.Store().ListTaskTypeSpecs(ctx); len(specs) != 0 {
 		t.Fatalf("refused specs stored: %+v", specs)
 	}
-	spec := host.TaskTypeSpec{TaskType: "hello.wat", DefaultAdapterID: "llm", DefaultModel: "m2", ArtifactRoles: []string{"report"},
+	spec := host.TaskTypeSpec{TaskType: "hello.wat", DefaultAdapterID: "llm", DefaultModel: "m2", ArtifactRoles: []string{"execute-report"},
 		SuccessPolicy: &host.SuccessPolicy{RequireAdapterAudit: true}}
 	route := &host.TaskTypeRoute{Pack: "local.hello.wat", Node: "example.hello"}
 	if err := f.SetTaskType(ctx, spec, route); err != nil {

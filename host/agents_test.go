@@ -50,7 +50,7 @@ func TestDecodeProfileAndSpec(t *testing.T) {
 	if !errors.As(err, &he) || he.Field != "style" {
 		t.Fatalf("bad style: %v", err)
 	}
-	if _, err := DecodeTaskTypeSpec([]byte(`{"task_type":"t","payload_schema_id":"x","artifact_roles":["report"]}`)); err != nil {
+	if _, err := DecodeTaskTypeSpec([]byte(`{"task_type":"t","payload_schema_id":"x","artifact_roles":["execute-report"]}`)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := DecodeTaskTypeSpec([]byte(`{"task_type":"t"}`)); !errors.As(err, &he) || he.Field != "payload_schema_id" {

@@ -307,6 +307,10 @@ type FinishInput struct {
 	RetryClass RetryClass // empty means none
 	Error      string     // becomes last_error
 	FollowUps  []TaskIntent
+	// Bundle, when set with Record, is the data of the bundle_compiled
+	// event appended just before the attempt (what the attempt ran as:
+	// task, attempt, agent, profile, constitution and bundle hashes).
+	Bundle json.RawMessage
 }
 
 // TaskFilter selects tasks for ListTasks.

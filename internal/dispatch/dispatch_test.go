@@ -78,9 +78,18 @@ func newEnv(t *testing.T, grants string) env {
 	return newEnvWith(t, probePack(t, grants))
 }
 
+// echoAdapter configures one adapter, "echo" (/bin/cat).
+const echoAdapter = `{"adapters":[{"adapter_id":"echo","kind":"script","command":"/bin/cat","timeout_ms":5000}]}`
+
 // newEnvWith is a dispatcher serving arch over a new store, with one
 // adapter, "echo" (/bin/cat).
 func newEnvWith(t *testing.T, arch *packs.Archive) env {
+	t.Helper()
+	return newEnvAdapters(t, arch, echoAdapter)
+}
+
+// newEnvAdapters is newEnvWith with the adapters of adaptersJSON.
+func newEnvAdapters(t *testing.T, arch *packs.Archive, adaptersJSON string) env {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -94,7 +103,7 @@ func newEnvWith(t *testing.T, arch *packs.Archive) env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close(ctx) })
-	cfg, err := adapters.DecodeConfig([]byte(`{"adapters":[{"adapter_id":"echo","kind":"script","command":"/bin/cat","timeout_ms":5000}]}`))
+	cfg, err := adapters.DecodeConfig([]byte(adaptersJSON))
 	if err != nil {
 		t.Fatal(err)
 	}

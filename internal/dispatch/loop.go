@@ -252,21 +252,39 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 		fail(host.RetryPermanent, fmt.Sprintf("task type %q: %v", t.TaskType, err))
 		return
 	}
+	b, err := d.compile(ctx, t)
+	if err != nil {
+		class := host.RetryPermanent
+		if host.Retryable(err) {
+			class = host.RetryRetryable
+		}
+		fail(class, fmt.Sprintf("task type %q: compile bundle: %v", t.TaskType, err))
+		return
+	}
 	att, res, svc, err := d.run(ctx, l, route.Node, runtime.Invocation{
 		Node: route.Node, Input: t.Payload, RunID: t.TaskID, NodeID: route.Node, TenantID: t.Tenant, Attempt: t.AttemptCount,
-	}, t.TaskID, false)
+	}, t.TaskID, b, false)
 	if err != nil {
 		fail(host.RetryRetryable, fmt.Sprintf("invoke %s: %v", route.Node, err))
 		return
 	}
 	stats.Outcome = string(res.Outcome)
-	in := host.FinishInput{Record: att, Claimed: t, RetryClass: att.RetryClass}
-	switch res.Outcome {
-	case abi.Completed:
+	in := host.FinishInput{Record: att, Claimed: t, RetryClass: att.RetryClass, Bundle: b.event(t.TaskID, att.AttemptID, t.AttemptCount)}
+	unmet := ""
+	if res.Outcome == abi.Completed {
+		unmet = b.successFailure(svc, att.Output)
+	}
+	switch {
+	case unmet != "":
+		// The node completed, but not as the task type's success_policy
+		// asks: the attempt stands as recorded, the task fails.
+		in.Outcome = host.TaskOutcome{Status: host.TaskPermanentFailure, MachineStatus: host.MachineFailed, OperatorSummary: unmet, RawOutput: string(att.Output)}
+		in.RetryClass, in.Error = host.RetryPermanent, unmet
+	case res.Outcome == abi.Completed:
 		in.Outcome = host.TaskOutcome{Status: host.TaskCompleted, MachineStatus: host.MachineOK, OperatorSummary: "completed",
 			RawOutput: string(att.Output), ArtifactPaths: svc.artifacts}
 		in.FollowUps = svc.staged
-	case abi.Suspended:
+	case res.Outcome == abi.Suspended:
 		in.Outcome = host.TaskOutcome{Status: host.TaskBlocked, MachineStatus: host.MachineBlocked, OperatorSummary: "suspended: " + string(att.Interrupt)}
 	default:
 		msg := "failed"

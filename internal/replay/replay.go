@@ -53,6 +53,9 @@ type Trace struct {
 	Attempt      int             `json:"attempt"`
 	Limits       json.RawMessage `json:"limits,omitempty"`
 	Input        json.RawMessage `json:"input"`
+	// Agent is the nodeContext.agent the attempt was handed (a queued
+	// task's agent and profile, from the attempt's diagnostics).
+	Agent json.RawMessage `json:"agent,omitempty"`
 	Calls        []runtime.Call  `json:"calls"`
 	Expected     Expected        `json:"expected"`
 	// Digest is the sha256 of the file's canonical content without this
@@ -77,6 +80,12 @@ func FromAttempt(a *host.Attempt) (*Trace, error) {
 	}
 	if t.Calls == nil {
 		t.Calls = []runtime.Call{}
+	}
+	var diag struct {
+		Agent json.RawMessage `json:"agent"`
+	}
+	if json.Unmarshal(a.Diagnostics, &diag) == nil && len(diag.Agent) > 0 && string(diag.Agent) != "null" {
+		t.Agent = diag.Agent
 	}
 	return t, nil
 }
@@ -205,7 +214,7 @@ func invoke(ctx context.Context, m *runtime.Module, t *Trace, c Contract) (*runt
 		}
 	}
 	res, err := m.Invoke(ctx, runtime.Invocation{
-		Node: t.Node, Input: t.Input, RunID: t.RunID, TenantID: t.Tenant, Attempt: max(t.Attempt, 1),
+		Node: t.Node, Input: t.Input, RunID: t.RunID, TenantID: t.Tenant, Attempt: max(t.Attempt, 1), Agent: t.Agent,
 		Replay: &runtime.Replay{Calls: t.Calls},
 	})
 	if err == nil && c != nil {
