@@ -55,9 +55,9 @@ type Trace struct {
 	Input        json.RawMessage `json:"input"`
 	// Agent is the nodeContext.agent the attempt was handed (a queued
 	// task's agent and profile, from the attempt's diagnostics).
-	Agent json.RawMessage `json:"agent,omitempty"`
-	Calls        []runtime.Call  `json:"calls"`
-	Expected     Expected        `json:"expected"`
+	Agent    json.RawMessage `json:"agent,omitempty"`
+	Calls    []runtime.Call  `json:"calls"`
+	Expected Expected        `json:"expected"`
 	// Digest is the sha256 of the file's canonical content without this
 	// field and the seal; a file whose digest does not match was edited.
 	Digest string `json:"digest"`
