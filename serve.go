@@ -97,6 +97,7 @@ func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts Hand
 		Skills:       h.Skills,
 		CheckIntent:  h.CheckIntent,
 		TaskTypes:    h,
+		Agents:       h,
 		Host:         rt.Host(),
 		Build:        &build,
 		MaxBodyBytes: opts.MaxBodyBytes,

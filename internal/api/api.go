@@ -50,6 +50,8 @@ type Config struct {
 	// model) against the home before it is enqueued (Host.CheckIntent);
 	// nil checks only that its task type is served.
 	CheckIntent func(ctx context.Context, in *host.TaskIntent) error
+	// Agents serves GET /v1/agents and /v1/profiles (nil: empty lists).
+	Agents AgentService
 	// TaskTypes serves /v1/task-types (nil: 503).
 	TaskTypes TaskTypeService
 	// Skills lists the installed skills (nil: none).
@@ -140,6 +142,8 @@ const maxBodyDepth = 10000
 //	GET  /v1/task-types/{type}                  tasks:read     TaskTypeInfo (spec, routes, the route that wins)
 //	PUT  /v1/task-types/{type}                  admin          TaskTypeSpec [+ "pack","node": the route] → TaskTypeInfo
 //	DELETE /v1/task-types/{type}                admin          204: spec and operator route removed
+//	GET  /v1/agents                             tasks:read     {"agents":[AgentRecord...]}: agent, wallets, constitution
+//	GET  /v1/profiles                           tasks:read     {"profiles":[SubagentProfile...]}
 //	GET  /v1/skills                             (any token)    {"skills":[InstalledSkill...]}: the installed skills and their SkillManifest
 //	GET  /.well-known/packrun                   (any token)    host capabilities
 //
@@ -211,6 +215,8 @@ func New(cfg Config) http.Handler {
 		http.MethodPut:    scoped(auth.ScopeAdmin, takes(s.putTaskType)),
 		http.MethodDelete: scoped(auth.ScopeAdmin, takes(s.deleteTaskType)),
 	})
+	route("/v1/agents", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.listAgents))})
+	route("/v1/profiles", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.listProfiles))})
 	route("/v1/skills", map[string]handler{http.MethodGet: scoped("", takes(s.listSkills))})
 	route("/.well-known/packrun", map[string]handler{http.MethodGet: scoped("", takes(s.wellKnown))})
 	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {

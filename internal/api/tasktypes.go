@@ -115,3 +115,37 @@ func (s *server) deleteTaskType(w http.ResponseWriter, r *http.Request) error {
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
+
+// AgentService lists the home's agents and subagent profiles.
+type AgentService interface {
+	Agents(ctx context.Context) ([]host.AgentRecord, error)
+	Profiles(ctx context.Context) ([]host.SubagentProfile, error)
+}
+
+// listAgents is GET /v1/agents.
+func (s *server) listAgents(w http.ResponseWriter, r *http.Request) error {
+	list := []host.AgentRecord{}
+	if s.cfg.Agents != nil {
+		got, err := s.cfg.Agents.Agents(r.Context())
+		if err != nil {
+			return err
+		}
+		list = append(list, got...)
+	}
+	reply(w, http.StatusOK, map[string]any{"agents": list})
+	return nil
+}
+
+// listProfiles is GET /v1/profiles.
+func (s *server) listProfiles(w http.ResponseWriter, r *http.Request) error {
+	list := []host.SubagentProfile{}
+	if s.cfg.Agents != nil {
+		got, err := s.cfg.Agents.Profiles(r.Context())
+		if err != nil {
+			return err
+		}
+		list = append(list, got...)
+	}
+	reply(w, http.StatusOK, map[string]any{"profiles": list})
+	return nil
+}
