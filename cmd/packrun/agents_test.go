@@ -47,7 +47,9 @@ func TestAgentsAndProfilesCommands(t *testing.T) {
 		t.Fatalf("re-add: %s", out)
 	}
 	var rec struct {
-		Constitution struct{ SoulHash string `json:"soul_hash"` } `json:"constitution"`
+		Constitution struct {
+			SoulHash string `json:"soul_hash"`
+		} `json:"constitution"`
 	}
 	if err := json.Unmarshal([]byte(h.ok("agents", "show", "arc")), &rec); err != nil || !strings.HasPrefix(rec.Constitution.SoulHash, "sha256:") {
 		t.Fatalf("show: %v %+v", err, rec)
