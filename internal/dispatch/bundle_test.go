@@ -279,3 +279,20 @@ func grantsOf(services ...string) packs.Grants {
 	}
 	return g
 }
+
+// A follow-up a node stages is checked against the home (Config.CheckIntent):
+// refused, the guest gets a validation status and nothing is created.
+func TestFollowUpsCheckedAgainstTheHome(t *testing.T) {
+	ctx := context.Background()
+	e := agentEnv(t, echoAdapter)
+	e.d.cfg.CheckIntent = func(_ context.Context, in *host.TaskIntent) error {
+		return host.Invalid("task intent", "task_type", "%s is not served here", in.TaskType)
+	}
+	task, att := e.runOne(t, host.TaskIntent{TaskType: "start.t"})
+	if task.Status != host.TaskCompleted || string(att.Output) != `{"status":`+itoa(int(abi.StatusValidation))+`}` {
+		t.Fatalf("task %s, output %s", task.Status, att.Output)
+	}
+	if list, _ := e.backend.ListTasks(ctx, host.TaskFilter{TaskType: "probe.next"}); len(list) != 0 {
+		t.Fatalf("follow-ups created: %d", len(list))
+	}
+}
