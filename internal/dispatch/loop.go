@@ -234,11 +234,7 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 	if err != nil {
 		// No route (or an ambiguous one) is permanent until an operator
 		// acts; a store that failed to answer is worth another try.
-		class := host.RetryPermanent
-		if host.Retryable(err) {
-			class = host.RetryRetryable
-		}
-		fail(class, fmt.Sprintf("task type %q: %v", t.TaskType, err))
+		fail(classOf(err), fmt.Sprintf("task type %q: %v", t.TaskType, err))
 		return
 	}
 	stats.Pack = route.Pack
@@ -254,11 +250,8 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 	}
 	b, err := d.compile(ctx, t)
 	if err != nil {
-		class := host.RetryPermanent
-		if host.Retryable(err) {
-			class = host.RetryRetryable
-		}
-		fail(class, fmt.Sprintf("task type %q: compile bundle: %v", t.TaskType, err))
+		// A profile or agent missing is permanent until an operator acts.
+		fail(classOf(err), fmt.Sprintf("task type %q: compile bundle: %v", t.TaskType, err))
 		return
 	}
 	att, res, svc, err := d.run(ctx, l, route.Node, runtime.Invocation{
@@ -306,6 +299,15 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 			d.cfg.Log("recording attempt failed", "task", t.TaskID, "attempt", att.AttemptID, "error", rerr)
 		}
 	}
+}
+
+// classOf is the retry class of a failure to prepare a task: retryable
+// when the store failed to answer, else permanent.
+func classOf(err error) host.RetryClass {
+	if host.Retryable(err) {
+		return host.RetryRetryable
+	}
+	return host.RetryPermanent
 }
 
 // retry calls fn until it returns nil or an answer rather than a failure
