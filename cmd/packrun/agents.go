@@ -65,17 +65,9 @@ the only registered agent.`,
 			})
 		},
 	}
-	show := &cobra.Command{
-		Use:   "show ID",
-		Short: "Show a registered agent (JSON)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withHost(cmd, readOnly, func(h *packrun.Host) error {
-				rec, err := h.Agent(cmd.Context(), args[0])
-				return orJSON(a, rec, err)
-			})
-		},
-	}
+	show := a.showCommand("Show a registered agent (JSON)", func(h *packrun.Host, cmd *cobra.Command, id string) (any, error) {
+		return h.Agent(cmd.Context(), id)
+	})
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(add, list, show)
 	return cmd
@@ -130,20 +122,27 @@ default_profile_id. Adding a profile with the same profile_id replaces it.`,
 			})
 		},
 	}
-	show := &cobra.Command{
-		Use:   "show ID",
-		Short: "Show a registered profile (JSON)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withHost(cmd, readOnly, func(h *packrun.Host) error {
-				p, err := h.Profile(cmd.Context(), args[0])
-				return orJSON(a, p, err)
-			})
-		},
-	}
+	show := a.showCommand("Show a registered profile (JSON)", func(h *packrun.Host, cmd *cobra.Command, id string) (any, error) {
+		return h.Profile(cmd.Context(), id)
+	})
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(add, list, show)
 	return cmd
+}
+
+// showCommand is "show ID": get's answer printed as JSON.
+func (a *app) showCommand(short string, get func(h *packrun.Host, cmd *cobra.Command, id string) (any, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withHost(cmd, readOnly, func(h *packrun.Host) error {
+				v, err := get(h, cmd, args[0])
+				return orJSON(a, v, err)
+			})
+		},
+	}
 }
 
 // orJSON prints v as JSON unless err.
