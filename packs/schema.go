@@ -14,8 +14,6 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
-
-	"github.com/packrun/packrun/host/schema"
 )
 
 //go:embed schema/pack.schema.json
@@ -85,31 +83,25 @@ func CompileSchema(raw []byte) (*JSONSchema, error) {
 	return &JSONSchema{r: r}, nil
 }
 
-// Violation is a document that does not satisfy a node's schema: Path is
-// the JSON path of the value at fault ("" for the document itself,
-// "items[].name" for an element of an array), Reason why, on one line.
-type Violation struct {
-	Path   string
-	Reason string
-}
+// SchemaError is a document a schema refused. Err is the validator's own
+// error (github.com/google/jsonschema-go), from which host/schema.Locate
+// finds the JSON path at fault; Error is its message on one line.
+type SchemaError struct{ Err error }
 
-func (v *Violation) Error() string {
-	if v.Path == "" {
-		return v.Reason
-	}
-	return v.Path + ": " + v.Reason
-}
+func (e *SchemaError) Error() string { return schemaErr(e.Err) }
+
+// Unwrap returns the validator's error.
+func (e *SchemaError) Unwrap() error { return e.Err }
 
 // Validate checks the JSON document doc against the schema. A document
-// that does not satisfy it gives a *Violation naming the path at fault.
+// that does not satisfy it gives a *SchemaError.
 func (s *JSONSchema) Validate(doc []byte) error {
 	var v any
 	if err := json.Unmarshal(doc, &v); err != nil {
-		return &Violation{Reason: "not valid JSON: " + schemaErr(err)}
+		return fmt.Errorf("not valid JSON: %w", err)
 	}
 	if err := s.r.Validate(v); err != nil {
-		p, reason := schema.Locate(err)
-		return &Violation{Path: p, Reason: reason}
+		return &SchemaError{Err: err}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/host/schema"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )
@@ -89,10 +90,24 @@ func ContractOf(key string, m *packs.Manifest, node string) (*Contract, error) {
 	return c, nil
 }
 
+// Violation is a document a node's schema refused: Path is the JSON path
+// of the value at fault ("" for the document itself, "items[].name" for
+// an element of an array), Reason why, on one line.
+type Violation struct {
+	Path   string
+	Reason string
+}
+
 // CheckInput returns the failed result of an invocation whose input the
-// inputSchema refuses (nothing ran) and the violation, or nil when the
-// input is acceptable. Input that is not JSON is left to the runtime.
-func (c *Contract) CheckInput(node string, input json.RawMessage) (*runtime.Result, *packs.Violation) {
+// inputSchema refuses (nothing ran), or nil when the input is acceptable.
+func (c *Contract) CheckInput(node string, input json.RawMessage) *runtime.Result {
+	res, _ := c.checkInput(node, input)
+	return res
+}
+
+// checkInput is CheckInput with the violation. Input that is not JSON is
+// left to the runtime.
+func (c *Contract) checkInput(node string, input json.RawMessage) (*runtime.Result, *Violation) {
 	if c == nil || c.in == nil || len(input) > 0 && !json.Valid(input) {
 		return nil, nil
 	}
@@ -120,17 +135,18 @@ func (c *Contract) CheckOutput(res *runtime.Result) {
 	}
 }
 
-func asViolation(err error) *packs.Violation {
-	if v, ok := errors.AsType[*packs.Violation](err); ok {
-		return v
+func asViolation(err error) *Violation {
+	if se, ok := errors.AsType[*packs.SchemaError](err); ok {
+		p, reason := schema.Locate(se.Err)
+		return &Violation{Path: p, Reason: reason}
 	}
-	return &packs.Violation{Reason: err.Error()}
+	return &Violation{Reason: err.Error()}
 }
 
 // violation is the error of an attempt a schema refused: the message names
 // the path at fault (from the document's root: "input.name"), the details
 // hold the path and the reason.
-func violation(code, doc string, v *packs.Violation) *abi.Error {
+func violation(code, doc string, v *Violation) *abi.Error {
 	at := doc
 	if v.Path != "" {
 		at = doc + "." + v.Path

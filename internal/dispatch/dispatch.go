@@ -377,7 +377,7 @@ func (d *Dispatcher) invokeChecked(ctx context.Context, l *loaded, node string, 
 	if err != nil {
 		return nil, err
 	}
-	if res, v := c.CheckInput(node, inv.Input); res != nil {
+	if res, v := c.checkInput(node, inv.Input); res != nil {
 		svc.refused = v
 		return res, nil
 	}

@@ -73,7 +73,7 @@ type services struct {
 
 	// refused is set when the node's inputSchema refused the input, so
 	// the guest never ran.
-	refused *packs.Violation
+	refused *Violation
 }
 
 var _ runtime.Services = (*services)(nil)

@@ -17,7 +17,6 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -175,7 +174,7 @@ type Verdict struct {
 // them (dispatch.Contract): an input refused before anything runs, an
 // output refused after.
 type Contract interface {
-	CheckInput(node string, input json.RawMessage) (*runtime.Result, *packs.Violation)
+	CheckInput(node string, input json.RawMessage) *runtime.Result
 	CheckOutput(res *runtime.Result)
 }
 
@@ -209,7 +208,7 @@ func Run(ctx context.Context, m *runtime.Module, t *Trace, c Contract) (*Verdict
 
 func invoke(ctx context.Context, m *runtime.Module, t *Trace, c Contract) (*runtime.Result, error) {
 	if c != nil {
-		if res, _ := c.CheckInput(t.Node, t.Input); res != nil {
+		if res := c.CheckInput(t.Node, t.Input); res != nil {
 			return res, nil
 		}
 	}
