@@ -272,6 +272,9 @@ func TestInvokeInputSchemaRefused(t *testing.T) {
 	if code, out, errs := h.run("inspect", "local.hello.wat"); code != exitOK || !strings.Contains(out, "skill:      example.hello (node example.hello)") {
 		t.Fatalf("inspect: exit %d %q %q", code, out, errs)
 	}
+	if out := h.ok("skills"); !strings.Contains(out, "example.hello  local.hello.wat@1.0.0") {
+		t.Fatalf("skills: %q", out)
+	}
 	code, out, errs := h.run("invoke", "local.hello.wat", "--input", `{"name":1}`)
 	if code != exitRefused || out != "" || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, "input.name: ") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
