@@ -138,6 +138,20 @@ func TestAssetRead(t *testing.T) {
 	}
 }
 
+// An asset over packs.MaxAssetBytes is refused as a capability breach.
+func TestAssetReadBounded(t *testing.T) {
+	arch := testPack(t, "../../testdata/modules/assets.wasm", "local.assets", 1, `"nodes":[{"typeId":"assets.bin","kind":"node"}]`,
+		map[string]string{"bin/x.bin": strings.Repeat("x", packs.MaxAssetBytes+1)})
+	e := newEnvWith(t, arch)
+	_, res, err := e.d.Invoke(context.Background(), InvokeRequest{Pack: "local.assets"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`{"status":%d}`, abi.StatusCapabilityBreach); !jsonEqual(res.Output, want) {
+		t.Fatalf("output %s, want %s", res.Output, want)
+	}
+}
+
 func jsonEqual(got []byte, want string) bool {
 	var a, b any
 	return json.Unmarshal(got, &a) == nil && json.Unmarshal([]byte(want), &b) == nil && fmt.Sprint(a) == fmt.Sprint(b)
