@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/host/schema"
 	"github.com/packrun/packrun/internal/adapters"
 	"github.com/packrun/packrun/packs"
 )
@@ -38,6 +39,14 @@ func (h *Host) CheckIntent(ctx context.Context, in *host.TaskIntent) error {
 	spec, err := h.taskSpec(ctx, in.TaskType)
 	if err != nil {
 		return err
+	}
+	if id := spec.PayloadSchemaID; id != "" && id != NodeInputSchema {
+		if err := schema.Validate(id, in.Payload); err != nil {
+			if se, ok := errors.AsType[*schema.Error](err); ok {
+				return host.Invalid(op, strings.TrimSuffix("payload."+se.Path, "."), "%s (payload_schema_id %s)", se.Reason, id)
+			}
+			return err
+		}
 	}
 	if err := h.checkSkillIDs(ctx, op, "skill_ids", in.SkillIDs, spec.AllowedSkillIDs); err != nil {
 		return err

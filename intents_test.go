@@ -102,8 +102,19 @@ func TestTaskTypeSpecOperated(t *testing.T) {
 			t.Errorf("%s: %v", c.field, err)
 		}
 	}
+	if err := f.SetTaskType(ctx, host.TaskTypeSpec{TaskType: "hello.wat", PayloadSchemaID: "my.schema"}, nil); !errors.Is(err, host.ErrValidation) || !strings.Contains(err.Error(), "payload_schema_id") {
+		t.Errorf("unknown payload schema: %v", err)
+	}
 	if specs, _ := f.Store().ListTaskTypeSpecs(ctx); len(specs) != 0 {
 		t.Fatalf("refused specs stored: %+v", specs)
+	}
+	// A published payload schema is applied at enqueue.
+	if err := f.SetTaskType(ctx, host.TaskTypeSpec{TaskType: "hello.wat", PayloadSchemaID: "agent-runtime/wallet.identity/v1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.Enqueue(ctx, intent(nil), host.EnqueueOptions{})
+	if he, ok := errors.AsType[*host.Error](err); !ok || he.Field != "payload.agent_id" {
+		t.Fatalf("payload against its schema: %v", err)
 	}
 	spec := host.TaskTypeSpec{TaskType: "hello.wat", DefaultAdapterID: "llm", DefaultModel: "m2", ArtifactRoles: []string{"execute-report"},
 		SuccessPolicy: &host.SuccessPolicy{RequireAdapterAudit: true}}

@@ -3,15 +3,21 @@ package packrun
 import (
 	"context"
 	"encoding/json"
+	"strings"
+
 	"errors"
 	"slices"
+
+	"github.com/packrun/packrun/host/schema"
 
 	"github.com/packrun/packrun/host"
 )
 
 // NodeInputSchema is the payload_schema_id of a spec that names none: the
 // payload is checked against the serving node's inputSchema (which the
-// dispatcher enforces for every task).
+// dispatcher enforces for every task). Any other payload_schema_id must be
+// a published schema (host/schema), which payloads are checked against
+// at enqueue.
 const NodeInputSchema = "node:inputSchema"
 
 // TaskType is what this home knows of one task type (host.TaskTypeInfo).
@@ -99,6 +105,9 @@ func (h *Host) SetTaskType(ctx context.Context, spec host.TaskTypeSpec, route *h
 		return err
 	}
 	spec = *decoded
+	if id := spec.PayloadSchemaID; id != NodeInputSchema && schema.Raw(id) == nil {
+		return host.Invalid(op, "payload_schema_id", "%q: use %s (the serving node's inputSchema) or a published schema id (%s)", id, NodeInputSchema, strings.Join(schema.IDs(), ", "))
+	}
 	var profile *host.SubagentProfile
 	if id := spec.DefaultProfileID; id != "" {
 		if profile, err = h.store.Profile(ctx, id); errors.Is(err, host.ErrNotFound) {
