@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/dispatch"
 )
 
 // Errors a Host returns, matched with errors.Is. Besides these, errors
@@ -27,6 +28,10 @@ var (
 	ErrUsage = errors.New("invalid request")
 	// ErrNotFound: a file the request names does not exist.
 	ErrNotFound = errors.New("not found")
+	// ErrInputRefused: the node's inputSchema refused the input of an
+	// invocation; nothing ran, and the refused attempt is recorded (an
+	// *dispatch.InputError names the path at fault and the attempt).
+	ErrInputRefused = dispatch.ErrInputRefused
 )
 
 // ReadFile reads the file at path, at most limit bytes of it: a larger

@@ -116,8 +116,9 @@ type packSpec struct {
 	name, version string
 	module        string // path from the repository root
 	abiMinor      int
-	extra         string // more manifest members, each followed by a comma
-	nodes         string // the manifest's nodes array
+	extra         string            // more manifest members, each followed by a comma
+	nodes         string            // the manifest's nodes array
+	assets        map[string]string // path under assets/ -> content
 }
 
 // hello is the C hello example's module (its pack name is local.hello.c)
@@ -153,6 +154,15 @@ func (s packSpec) build(t testing.TB) []byte {
 	}
 	if err := os.WriteFile(filepath.Join(dir, base), wasm, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	for p, content := range s.assets {
+		full := filepath.Join(dir, packs.AssetsDir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	b, err := packs.Pack(dir)
 	if err != nil {

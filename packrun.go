@@ -182,8 +182,9 @@ func (h *Host) engine(ctx context.Context) (*runtime.Runtime, *dispatch.Dispatch
 			Backend: h.store, Packs: h.index, Runtime: rt, Adapters: h.adapters,
 			PackConfig: func(pack string) json.RawMessage { return h.packConfig[pack] },
 			Workers:    h.cfg.Workers, RunnerID: h.cfg.RunnerID,
-			Log:      func(msg string, kv ...any) { h.log.Info(msg, kv...) },
-			Observer: h.cfg.Observer,
+			Log:         func(msg string, kv ...any) { h.log.Info(msg, kv...) },
+			Observer:    h.cfg.Observer,
+			CheckIntent: h.CheckIntent,
 		})
 		h.started.Store(h.dispatcher)
 	})

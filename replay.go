@@ -47,9 +47,10 @@ type replayer struct {
 	rt   *runtime.Runtime
 	opts ReplayOptions
 
-	mu      sync.Mutex
-	against *packs.Archive // opts.Against, opened once
-	mods    map[string]*runtime.Module
+	mu        sync.Mutex
+	against   *packs.Archive // opts.Against, opened once
+	mods      map[string]*runtime.Module
+	contracts map[string]*dispatch.Contract // the node's schemas, by the same key as mods
 }
 
 func (h *Host) replayer(ctx context.Context, opts ReplayOptions) (*replayer, error) {
@@ -57,7 +58,7 @@ func (h *Host) replayer(ctx context.Context, opts ReplayOptions) (*replayer, err
 	if err != nil {
 		return nil, err
 	}
-	r := &replayer{h: h, rt: rt, opts: opts, mods: map[string]*runtime.Module{}}
+	r := &replayer{h: h, rt: rt, opts: opts, mods: map[string]*runtime.Module{}, contracts: map[string]*dispatch.Contract{}}
 	if opts.Against != "" {
 		if strings.HasSuffix(opts.Against, ".pack") || strings.HasSuffix(opts.Against, ".tgz") {
 			_, r.against, err = h.VerifyFile(ctx, opts.Against, opts.Trust)
@@ -86,36 +87,40 @@ func recordedLimits(raw json.RawMessage) runtime.Limits {
 	return li.Limits()
 }
 
-// module loads the module a trace replays on, once per (module, node).
-func (r *replayer) module(ctx context.Context, t *Trace) (*runtime.Module, error) {
+// module loads the module a trace replays on, and the node's contract (its
+// schemas, nil for a bare module), once per (module, node).
+func (r *replayer) module(ctx context.Context, t *Trace) (*runtime.Module, *dispatch.Contract, error) {
 	key := t.ModuleSHA256 + "|" + t.Node
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if m, ok := r.mods[key]; ok {
-		return m, nil
+		return m, r.contracts[key], nil
 	}
 	limits := recordedLimits(t.Limits)
 	var wasm []byte
 	var opts runtime.LoadOptions
+	var contract *dispatch.Contract
+	var contractErr error
 	pack := func(arch *packs.Archive, mod packs.Module) {
 		wasm, _ = arch.File(mod.Path)
 		opts = dispatch.LoadOptions(arch.Manifest, mod, limits)
+		contract, contractErr = dispatch.ContractOf(arch.SHA256, arch.Manifest, t.Node)
 	}
 	switch {
 	case r.against != nil:
 		m := r.against.Manifest
 		mod, ok := m.NodeModule(t.Node)
 		if !ok {
-			return nil, fmt.Errorf("%w: %s@%s has no node %q", runtime.ErrUnknownNode, m.Name, m.Version, t.Node)
+			return nil, nil, fmt.Errorf("%w: %s@%s has no node %q", runtime.ErrUnknownNode, m.Name, m.Version, t.Node)
 		}
 		if err := dispatch.CheckABI(m); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		pack(r.against, mod)
 	case t.Pack != "":
 		arch, err := r.h.index.Open(ctx, t.Pack)
 		if err != nil {
-			return nil, fmt.Errorf("recorded pack %s: %w", t.Pack, err)
+			return nil, nil, fmt.Errorf("recorded pack %s: %w", t.Pack, err)
 		}
 		for _, mod := range arch.Manifest.Runtime.Modules {
 			if mod.SHA256 == t.ModuleSHA256 {
@@ -123,32 +128,38 @@ func (r *replayer) module(ctx context.Context, t *Trace) (*runtime.Module, error
 			}
 		}
 		if wasm == nil {
-			return nil, fmt.Errorf("installed %s has no module with sha256 %s", t.Pack, t.ModuleSHA256)
+			return nil, nil, fmt.Errorf("installed %s has no module with sha256 %s", t.Pack, t.ModuleSHA256)
 		}
 	default:
 		b, err := r.h.modules().Get(t.ModuleSHA256)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, notFound("module %s is not kept in this home (replay against NAME@VERSION or FILE.pack)", t.ModuleSHA256)
+			return nil, nil, notFound("module %s is not kept in this home (replay against NAME@VERSION or FILE.pack)", t.ModuleSHA256)
 		} else if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		wasm = b
 		opts = runtime.LoadOptions{Name: t.ModuleSHA256[:12], Limits: limits}
 	}
+	if contractErr != nil {
+		return nil, nil, contractErr
+	}
 	m, err := r.rt.Load(ctx, wasm, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	r.mods[key] = m
-	return m, nil
+	r.mods[key], r.contracts[key] = m, contract
+	return m, contract, nil
 }
 
 func (r *replayer) run(ctx context.Context, t *Trace) (*ReplayVerdict, error) {
-	m, err := r.module(ctx, t)
+	m, c, err := r.module(ctx, t)
 	if err != nil {
 		return nil, err
 	}
-	return replay.Run(ctx, m, t)
+	if c == nil {
+		return replay.Run(ctx, m, t, nil)
+	}
+	return replay.Run(ctx, m, t, c)
 }
 
 // Replay re-executes one recorded attempt from its trace, with no side

@@ -94,6 +94,10 @@ func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts Hand
 		Backend:      h.store,
 		Dispatcher:   apiInvoker{h, d},
 		Packs:        h.index.packInfos,
+		Skills:       h.Skills,
+		CheckIntent:  h.CheckIntent,
+		TaskTypes:    h,
+		Agents:       h,
 		Host:         rt.Host(),
 		Build:        &build,
 		MaxBodyBytes: opts.MaxBodyBytes,
@@ -106,9 +110,16 @@ func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts Hand
 	})
 }
 
-// Enqueue adds a task to the queue and wakes this host's dispatcher (a
-// dispatcher in another process finds it on its next poll).
+// Enqueue checks an intent (host.ValidateIntent, then CheckIntent: what it
+// names must exist here), adds the task to the queue and wakes this host's
+// dispatcher (a dispatcher in another process finds it on its next poll).
 func (h *Host) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.EnqueueOptions) (*host.TaskRecord, error) {
+	if err := host.ValidateIntent(&intent); err != nil {
+		return nil, err
+	}
+	if err := h.CheckIntent(ctx, &intent); err != nil {
+		return nil, err
+	}
 	t, err := h.store.Enqueue(ctx, intent, opts)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,8 @@ type Backend interface {
 	Queue
 	Locker
 	TaskTypes
+	TaskTypeSpecs
+	Agents
 	Packs
 	Schedules
 	Sensors

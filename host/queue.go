@@ -361,6 +361,10 @@ type FinishInput struct {
 	// "task:<id>"); an event whose proposed_task routes nowhere is
 	// recorded as refused. Otherwise they are dropped.
 	SensorEvents []SensorEvent
+	// Bundle, when set with Record, is the data of the bundle_compiled
+	// event appended just before the attempt (what the attempt ran as:
+	// task, attempt, agent, profile, constitution and bundle hashes).
+	Bundle json.RawMessage
 }
 
 // OutboxMessage is one external message of a completed task's outcome,

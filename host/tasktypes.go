@@ -26,6 +26,29 @@ type TaskTypes interface {
 	ListTaskTypes(ctx context.Context) ([]TaskTypeRoute, error)
 }
 
+// TaskTypeSpecs stores the operator's TaskTypeSpec of each task type
+// (seed 003 §13), apart from its route: a spec applies whichever pack
+// serves the type. The dispatcher and the Host apply it (defaults, allowed
+// skills, artifact roles, success policy); the store only keeps it.
+type TaskTypeSpecs interface {
+	// SetTaskTypeSpec stores spec, replacing the type's (event
+	// task_type_spec_set).
+	SetTaskTypeSpec(ctx context.Context, spec TaskTypeSpec) error
+	// RemoveTaskTypeSpec drops a spec (event task_type_spec_removed);
+	// ErrNotFound if there was none.
+	RemoveTaskTypeSpec(ctx context.Context, taskType string) error
+	// TaskTypeSpec returns the type's spec; ErrNotFound if none is set.
+	TaskTypeSpec(ctx context.Context, taskType string) (TaskTypeSpec, error)
+	// ListTaskTypeSpecs returns every spec by task type.
+	ListTaskTypeSpecs(ctx context.Context) ([]TaskTypeSpec, error)
+}
+
+// Events of task type specs.
+const (
+	EventTaskTypeSpecSet     = "task_type_spec_set"
+	EventTaskTypeSpecRemoved = "task_type_spec_removed"
+)
+
 // Route origins.
 const (
 	OriginManifest = "manifest"
@@ -40,7 +63,8 @@ type SuccessPolicy struct {
 }
 
 // TaskTypeSpec is the task type registry entry of the schema (§13). The
-// store keeps it with the route and hands it back; it does not act on it.
+// store keeps it (TaskTypeSpecs; an override route carries one too) and
+// hands it back; the dispatcher and the Host act on it.
 type TaskTypeSpec struct {
 	TaskType         string         `json:"task_type"`
 	PayloadSchemaID  string         `json:"payload_schema_id,omitempty"`
@@ -50,6 +74,19 @@ type TaskTypeSpec struct {
 	AllowedSkillIDs  []string       `json:"allowed_skill_ids,omitempty"`
 	ArtifactRoles    []string       `json:"artifact_roles,omitempty"`
 	SuccessPolicy    *SuccessPolicy `json:"success_policy,omitempty"`
+}
+
+// TaskTypeInfo is what a home knows of one task type: the operator's spec
+// (nil when none is set), every route (operator override first, then the
+// manifest routes) and the route that wins, if any.
+type TaskTypeInfo struct {
+	TaskType string          `json:"task_type"`
+	Spec     *TaskTypeSpec   `json:"spec,omitempty"`
+	Routes   []TaskTypeRoute `json:"routes"`
+	// Resolved is the route tasks of the type run on; nil when none
+	// serves it, or several do and no override chooses (Error says).
+	Resolved *TaskTypeRoute `json:"resolved,omitempty"`
+	Error    string         `json:"error,omitempty"`
 }
 
 // TaskTypeRoute says which node runs a task type.

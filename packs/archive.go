@@ -249,6 +249,22 @@ func (a *Archive) check(m *Manifest) error {
 			return err
 		}
 	}
+	return a.checkSkillPaths(m)
+}
+
+// checkSkillPaths checks that every path a skill manifest names is a file
+// under assets/.
+func (a *Archive) checkSkillPaths(m *Manifest) error {
+	for _, n := range m.Nodes {
+		if n.Skill == nil {
+			continue
+		}
+		for _, sp := range n.Skill.Paths() {
+			if _, ok := a.File(AssetsDir + "/" + sp.Path); !ok {
+				return formatErr(ManifestName, nil, "node %s: skill.%s: %s/%s is not in the pack", n.TypeID, sp.Field, AssetsDir, sp.Path)
+			}
+		}
+	}
 	return nil
 }
 
@@ -329,4 +345,23 @@ func (c *capReader) Read(p []byte) (int, error) {
 		err = ErrTooLarge
 	}
 	return n, err
+}
+
+// MaxAssetBytes bounds a file a node reads from its pack's assets/
+// (asset_read): a larger one is refused.
+const MaxAssetBytes = 1 << 20
+
+// ErrAssetPath is a path that does not name a file under assets/: absolute,
+// with a ".." component, not clean.
+var ErrAssetPath = errors.New("not a path under assets/")
+
+// Asset returns the file at p, relative to the pack's assets/ directory.
+// A path that could leave assets/ is refused with ErrAssetPath; ok is false
+// when the pack has no such file.
+func (a *Archive) Asset(p string) (data []byte, ok bool, err error) {
+	if reason := checkPath(p); reason != "" {
+		return nil, false, fmt.Errorf("%w: %s", ErrAssetPath, reason)
+	}
+	data, ok = a.File(AssetsDir + "/" + p)
+	return data, ok, nil
 }

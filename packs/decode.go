@@ -321,7 +321,7 @@ func (c *checker) runtime(path string, v any) Runtime {
 }
 
 func (c *checker) node(path string, v any) Node {
-	o, ok := c.object(path, v, "typeId", "kind", "module", "export", "description", "inputSchema", "outputSchema", "taskTypes", "cadence")
+	o, ok := c.object(path, v, "typeId", "kind", "module", "export", "description", "inputSchema", "outputSchema", "taskTypes", "cadence", "skill")
 	if !ok {
 		return Node{}
 	}
@@ -339,7 +339,39 @@ func (c *checker) node(path string, v any) Node {
 		OutputSchema: c.schema(o, path, "outputSchema"),
 		TaskTypes:    c.strs(o, path, "taskTypes"),
 		Cadence:      c.str(o, path, "cadence", false),
+		Skill:        c.skill(o, path),
 	}
+}
+
+// skill reads a node's optional "skill": its SkillManifest.
+func (c *checker) skill(o map[string]any, path string) *Skill {
+	v, p, ok := c.field(o, path, "skill", false)
+	if !ok {
+		return nil
+	}
+	so, ok := c.object(p, v, "skill_id", "description", "tags", "instruction_path", "subagent_path",
+		"cli_commands", "sensor_path", "input_schema_id", "output_schema_id")
+	if !ok {
+		return &Skill{}
+	}
+	s := &Skill{
+		SkillID: c.str(so, p, "skill_id", false), Description: c.str(so, p, "description", false),
+		Tags: c.strs(so, p, "tags"), InstructionPath: c.str(so, p, "instruction_path", false),
+		SubagentPath: c.str(so, p, "subagent_path", false), SensorPath: c.str(so, p, "sensor_path", false),
+		InputSchemaID: c.str(so, p, "input_schema_id", false), OutputSchemaID: c.str(so, p, "output_schema_id", false),
+	}
+	cmds, cp := c.array(so, p, "cli_commands", false)
+	for i, cv := range cmds {
+		ip := indexPath(cp, i)
+		co, ok := c.object(ip, cv, "name", "command", "description")
+		if !ok {
+			s.CLICommands = append(s.CLICommands, CLICommand{})
+			continue
+		}
+		s.CLICommands = append(s.CLICommands, CLICommand{Name: c.str(co, ip, "name", true),
+			Command: c.str(co, ip, "command", true), Description: c.str(co, ip, "description", false)})
+	}
+	return s
 }
 
 // exportName reads a node's optional "export": the function of an Extism

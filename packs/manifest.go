@@ -109,6 +109,73 @@ type Node struct {
 	// Only sensor nodes have one; a sensor without one runs only when
 	// asked (packrun sensors run).
 	Cadence string `json:"cadence,omitempty"`
+	// Skill is a skill node's SkillManifest (seed 003 §4); only skills
+	// carry one, and it is optional (see Node.SkillManifest).
+	Skill *Skill `json:"skill,omitempty"`
+}
+
+// Skill is the seed's SkillManifest (003 §4), field names as written. Its
+// paths are relative to the pack's assets/ directory and must name files
+// the pack holds.
+type Skill struct {
+	// SkillID names the skill; default: the node's typeId.
+	SkillID     string   `json:"skill_id,omitempty"`
+	Description string   `json:"description,omitempty"`
+	Tags        []string `json:"tags,omitempty"`
+	// InstructionPath is the skill's SKILL.md (under assets/).
+	InstructionPath string `json:"instruction_path,omitempty"`
+	// SubagentPath is its AGENT.md (under assets/).
+	SubagentPath string       `json:"subagent_path,omitempty"`
+	CLICommands  []CLICommand `json:"cli_commands,omitempty"`
+	SensorPath   string       `json:"sensor_path,omitempty"`
+	// InputSchemaID and OutputSchemaID name the schemas of the skill's
+	// input and output (informative; the node's inputSchema and
+	// outputSchema are what is enforced).
+	InputSchemaID  string `json:"input_schema_id,omitempty"`
+	OutputSchemaID string `json:"output_schema_id,omitempty"`
+}
+
+// CLICommand is a command line a skill offers its operators.
+type CLICommand struct {
+	Name        string `json:"name"`
+	Command     string `json:"command"`
+	Description string `json:"description,omitempty"`
+}
+
+// SkillManifest returns a skill node's SkillManifest with its defaults:
+// skill_id the typeId, description the node's. ok is false for a node that
+// is not a skill.
+func (n Node) SkillManifest() (s Skill, ok bool) {
+	if n.Kind != KindSkill {
+		return Skill{}, false
+	}
+	if n.Skill != nil {
+		s = *n.Skill
+	}
+	if s.SkillID == "" {
+		s.SkillID = n.TypeID
+	}
+	if s.Description == "" {
+		s.Description = n.Description
+	}
+	return s, true
+}
+
+// SkillPath is one asset path a skill manifest names.
+type SkillPath struct {
+	Field string // "instruction_path", "subagent_path" or "sensor_path"
+	Path  string // relative to assets/
+}
+
+// Paths returns the asset paths the skill names, in field order.
+func (s *Skill) Paths() []SkillPath {
+	var out []SkillPath
+	for _, p := range []SkillPath{{"instruction_path", s.InstructionPath}, {"subagent_path", s.SubagentPath}, {"sensor_path", s.SensorPath}} {
+		if p.Path != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Service is a host service a pack may be granted.
@@ -251,4 +318,25 @@ func (m *Manifest) Limits() ResourceLimits {
 		r.HostCalls = int(min(l.HostCalls, maxSafeInt, int64(math.MaxInt)))
 	}
 	return r
+}
+
+// InstalledSkill is a skill node of a pack with its SkillManifest (the
+// defaults applied), the pack (name@version) and the task types it serves:
+// what `packrun skills`, `packrun inspect` and GET /v1/skills show.
+type InstalledSkill struct {
+	Skill
+	Pack      string   `json:"pack"`
+	Node      string   `json:"node"`
+	TaskTypes []string `json:"task_types"`
+}
+
+// Skills returns the pack's skills, in node order.
+func (m *Manifest) Skills() []InstalledSkill {
+	var out []InstalledSkill
+	for _, n := range m.Nodes {
+		if s, ok := n.SkillManifest(); ok {
+			out = append(out, InstalledSkill{Skill: s, Pack: m.Name + "@" + m.Version, Node: n.TypeID, TaskTypes: slices.Clone(n.TaskTypes)})
+		}
+	}
+	return out
 }

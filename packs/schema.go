@@ -83,14 +83,25 @@ func CompileSchema(raw []byte) (*JSONSchema, error) {
 	return &JSONSchema{r: r}, nil
 }
 
-// Validate checks the JSON document doc against the schema.
+// SchemaError is a document a schema refused. Err is the validator's own
+// error (github.com/google/jsonschema-go), from which host/schema.Locate
+// finds the JSON path at fault; Error is its message on one line.
+type SchemaError struct{ Err error }
+
+func (e *SchemaError) Error() string { return schemaErr(e.Err) }
+
+// Unwrap returns the validator's error.
+func (e *SchemaError) Unwrap() error { return e.Err }
+
+// Validate checks the JSON document doc against the schema. A document
+// that does not satisfy it gives a *SchemaError.
 func (s *JSONSchema) Validate(doc []byte) error {
 	var v any
 	if err := json.Unmarshal(doc, &v); err != nil {
 		return fmt.Errorf("not valid JSON: %w", err)
 	}
 	if err := s.r.Validate(v); err != nil {
-		return errors.New(schemaErr(err))
+		return &SchemaError{Err: err}
 	}
 	return nil
 }

@@ -139,6 +139,12 @@ func (m *Manifest) check(c *checker) {
 				c.add(p+".cadence", "%s is not a cadence: whole seconds, 1s or more, written as 30s, 5m or 1h", quote(n.Cadence))
 			}
 		}
+		if n.Skill != nil {
+			if n.Kind != KindSkill {
+				c.add(p+".skill", "only skills carry a skill manifest")
+			}
+			checkSkill(c, p+".skill", n.Skill)
+		}
 		for j, tt := range n.TaskTypes {
 			tp := indexPath(p+".taskTypes", j)
 			if !checkIdent(c, tp, tt, "task type") {
@@ -169,6 +175,39 @@ func (m *Manifest) check(c *checker) {
 	checkNames(c, "$.grants.memoryNamespaces", g.MemoryNamespaces, "memory namespace")
 	if len(g.MemoryNamespaces) > 0 && !g.Allows(ServiceMemory) {
 		c.add("$.grants.memoryNamespaces", "lists namespaces but the %q service is not granted", ServiceMemory)
+	}
+}
+
+// checkSkill checks a SkillManifest: identifiers, bounded text, and paths
+// that stay inside assets/ (that the files exist is checked with the
+// archive: Archive.check).
+func checkSkill(c *checker, p string, s *Skill) {
+	if s.SkillID != "" {
+		checkIdent(c, p+".skill_id", s.SkillID, "skill_id")
+	}
+	checkText(c, p+".description", s.Description)
+	checkNames(c, p+".tags", s.Tags, "tag")
+	for _, sp := range s.Paths() {
+		if reason := checkPath(sp.Path); reason != "" {
+			c.add(p+"."+sp.Field, "%s (a path under %s/)", reason, AssetsDir)
+		}
+	}
+	for _, f := range []struct{ name, v string }{{"input_schema_id", s.InputSchemaID}, {"output_schema_id", s.OutputSchemaID}} {
+		if len(f.v) > maxPathLen {
+			c.add(p+"."+f.name, "longer than %d characters", maxPathLen)
+		}
+	}
+	for i, cmd := range s.CLICommands {
+		ip := indexPath(p+".cli_commands", i)
+		if cmd.Name == "" || len(cmd.Name) > maxNameLen {
+			c.add(ip+".name", "must be 1..%d characters", maxNameLen)
+		} else if slices.ContainsFunc(s.CLICommands[:i], func(x CLICommand) bool { return x.Name == cmd.Name }) {
+			c.add(ip+".name", "duplicate command %s", quote(cmd.Name))
+		}
+		if cmd.Command == "" || len(cmd.Command) > maxTextLen {
+			c.add(ip+".command", "must be 1..%d characters", maxTextLen)
+		}
+		checkText(c, ip+".description", cmd.Description)
 	}
 }
 

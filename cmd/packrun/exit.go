@@ -18,7 +18,7 @@ const (
 	exitFailed    = 2  // the node failed (traps included)
 	exitSuspended = 3  // the node suspended (openwop_interrupt)
 	exitBreached  = 4  // the node hit a limit
-	exitRefused   = 5  // refused: module, pack, signature, trust, trace, evidence bundle, tampered evidence
+	exitRefused   = 5  // refused: module, pack, signature, trust, trace, evidence bundle, tampered evidence, input (inputSchema)
 	exitDiverged  = 6  // a replay diverged
 	exitUsage     = 64 // the command line is wrong (sysexits EX_USAGE)
 	exitNotFound  = 66 // a file, pack, node, task, attempt or key that does not exist (EX_NOINPUT)
@@ -41,7 +41,7 @@ var exitCodes = []struct {
 	{exitUsage, isAny(packrun.ErrUsage, host.ErrValidation, host.ErrTooLarge)},
 	{exitConfig, isAny(packrun.ErrConfig)},
 	{exitRefused, isAny(runtime.ErrRefused, registry.ErrUntrusted, packs.ErrInvalidPack, packs.ErrInvalidManifest,
-		host.ErrPackConflict, host.ErrConflict, host.ErrTampered, packrun.ErrInvalidTrace, packrun.ErrInvalidBundle)},
+		host.ErrPackConflict, host.ErrConflict, host.ErrTampered, packrun.ErrInvalidTrace, packrun.ErrInvalidBundle, packrun.ErrInputRefused)},
 }
 
 func isAny(targets ...error) func(error) bool {

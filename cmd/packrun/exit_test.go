@@ -36,6 +36,7 @@ func TestExitCodeTable(t *testing.T) {
 		{wrap(host.ErrPackConflict), exitRefused},
 		{wrap(packrun.ErrInvalidTrace), exitRefused},
 		{wrap(packrun.ErrInvalidBundle), exitRefused},
+		{wrap(packrun.ErrInputRefused), exitRefused},
 		{wrap(packrun.ErrUsage), exitUsage},
 		{wrap(host.ErrValidation), exitUsage},
 		{errors.New(`unknown flag: --frobnicate`), exitUsage},
@@ -103,6 +104,18 @@ func TestExitCodesAsANewUserFindsThem(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "typo")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a read-only command created the mistyped home: %v", err)
 	}
+}
+
+// installHelloWat packs, signs, trusts and installs examples/hello-wat
+// (skill example.hello, task type hello.wat).
+func installHelloWat(t *testing.T, h homeCLI, dir string) {
+	t.Helper()
+	key, pack := filepath.Join(dir, "k"), filepath.Join(dir, "hello.pack")
+	h.ok("keys", "generate", "--out", key)
+	h.ok("pack", "../../examples/hello-wat", "-o", pack)
+	h.ok("sign", pack, "--key", key+".key")
+	h.ok("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
+	h.ok("install", pack)
 }
 
 // installHello packs, signs, trusts and installs examples/hello-c.
@@ -245,5 +258,33 @@ func TestEvidenceVerifyFindsACutChain(t *testing.T) {
 	os.Remove(filepath.Join(h.home, "evidence-head.json"))
 	if code, _, errs := h.run("evidence", "verify", "--head", head); code != exitRefused || !strings.Contains(errs, "pinned head") {
 		t.Errorf("cut chain, checkpoint removed, head pinned: exit %d %q", code, errs)
+	}
+}
+
+// TestInvokeInputSchemaRefused: input the node's inputSchema refuses exits
+// 5 with one line naming the path at fault and the recorded attempt, and
+// `packrun replay` of that attempt says identical.
+func TestInvokeInputSchemaRefused(t *testing.T) {
+	dir := t.TempDir()
+	h := homeCLI{t, filepath.Join(dir, "home")}
+	installHelloWat(t, h, dir)
+	// inspect shows the skill (skill_id defaults to the typeId).
+	if code, out, errs := h.run("inspect", "local.hello.wat"); code != exitOK || !strings.Contains(out, "skill:      example.hello (node example.hello)") {
+		t.Fatalf("inspect: exit %d %q %q", code, out, errs)
+	}
+	if out := h.ok("skills"); !strings.Contains(out, "example.hello  local.hello.wat@1.0.0") {
+		t.Fatalf("skills: %q", out)
+	}
+	code, out, errs := h.run("invoke", "local.hello.wat", "--input", `{"name":1}`)
+	if code != exitRefused || out != "" || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, "input.name: ") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	i := strings.Index(errs, "attempt att")
+	if i < 0 {
+		t.Fatalf("no attempt id in %q", errs)
+	}
+	id := strings.TrimRight(strings.Fields(errs[i:])[1], ")\n")
+	if code, out, errs := h.run("replay", id); code != exitOK || !strings.Contains(out, "identical") {
+		t.Fatalf("replay %s: exit %d %q %q", id, code, out, errs)
 	}
 }

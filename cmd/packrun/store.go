@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/packs"
 	"github.com/spf13/cobra"
 )
 
@@ -119,7 +121,30 @@ func (a *app) inspectInstalled(ctx context.Context, ref string, asJSON bool) err
 		}
 		fmt.Fprintf(w, "node:       %s (%s)%s\n", n.TypeID, n.Kind, extra)
 	}
+	for _, s := range m.Skills() {
+		printSkill(w, s)
+	}
 	return nil
+}
+
+// printSkill prints a skill's SkillManifest, one field a line.
+func printSkill(w io.Writer, s packs.InstalledSkill) {
+	fmt.Fprintf(w, "skill:      %s (node %s)\n", s.SkillID, s.Node)
+	field := func(name, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "  %-17s %s\n", name+":", v)
+		}
+	}
+	field("description", s.Description)
+	field("tags", strings.Join(s.Tags, ", "))
+	field("instruction_path", s.InstructionPath)
+	field("subagent_path", s.SubagentPath)
+	field("sensor_path", s.SensorPath)
+	field("input_schema_id", s.InputSchemaID)
+	field("output_schema_id", s.OutputSchemaID)
+	for _, c := range s.CLICommands {
+		field("cli "+c.Name, strings.TrimSpace(c.Command+"  "+c.Description))
+	}
 }
 
 func (a *app) uninstallCommand() *cobra.Command {

@@ -20,14 +20,16 @@ import (
 
 func (a *app) tasksCommand() *cobra.Command {
 	tasks := &cobra.Command{Use: "tasks", Short: "Enqueue, list, show, cancel, resume and retry tasks"}
-	var taskType, input, source string
+	var taskType, input, source, adapterID, model, profileID string
+	var skillIDs []string
 	var priority, maxAttempts int
 	var delay time.Duration
 	enqueue := &cobra.Command{
-		Use:     "enqueue --type T --input JSON [--priority N] [--delay 5m] [--max-attempts N]",
-		Short:   "Add a task to the queue (served by the installed pack whose manifest lists the task type)",
-		Example: `  packrun tasks enqueue --type hello.c --input '{"name":"Ada"}' --priority 1 --delay 5m`,
-		Args:    cobra.NoArgs,
+		Use:   "enqueue --type T --input JSON [--priority N] [--delay 5m] [--max-attempts N] [--skill ID]... [--adapter ID] [--model M] [--profile ID]",
+		Short: "Add a task to the queue (served by the installed pack whose manifest lists the task type)",
+		Example: `  packrun tasks enqueue --type hello.c --input '{"name":"Ada"}' --priority 1 --delay 5m
+  packrun tasks enqueue --type review --input @task.json --adapter codex --model gpt-5-mini --profile reviewer --skill code.review`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if taskType == "" {
 				return usageError("tasks enqueue needs --type")
@@ -42,20 +44,19 @@ func (a *app) tasksCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			intent := host.TaskIntent{TaskType: taskType, Source: source, Payload: payload}
+			intent := host.TaskIntent{TaskType: taskType, Source: source, Payload: payload, SkillIDs: skillIDs,
+				RequestedAdapterID: adapterID, RequestedModel: model, RequestedProfileID: profileID}
 			if cmd.Flags().Changed("priority") {
 				intent.Priority = host.Priority(priority)
 			}
 			if delay > 0 {
 				intent.AvailableAt = time.Now().Add(delay).UTC().Format(time.RFC3339Nano)
 			}
-			return a.withBackend(cmd, readWrite, func(b host.Backend) error {
-				// As the API does: a task nothing serves is refused, not
-				// queued to fail.
-				if _, err := b.Resolve(cmd.Context(), taskType); err != nil {
-					return err
-				}
-				t, err := b.Enqueue(cmd.Context(), intent, host.EnqueueOptions{MaxAttempts: maxAttempts})
+			return a.withHost(cmd, readWrite, func(h *packrun.Host) error {
+				// As the API does: a task nothing serves, or one naming an
+				// unknown skill, adapter, profile or model, is refused,
+				// not queued to fail.
+				t, err := h.Enqueue(cmd.Context(), intent, host.EnqueueOptions{MaxAttempts: maxAttempts})
 				if err != nil {
 					return err
 				}
@@ -70,6 +71,10 @@ func (a *app) tasksCommand() *cobra.Command {
 	enqueue.Flags().IntVar(&priority, "priority", 5, "queue priority (lower runs first)")
 	enqueue.Flags().DurationVar(&delay, "delay", 0, "do not run before this delay, e.g. 5m")
 	enqueue.Flags().IntVar(&maxAttempts, "max-attempts", 0, "attempts before a retryable failure becomes permanent (default 3)")
+	enqueue.Flags().StringArrayVar(&skillIDs, "skill", nil, "skill_ids: an installed skill the task uses (repeatable)")
+	enqueue.Flags().StringVar(&adapterID, "adapter", "", "requested_adapter_id: a configured adapter")
+	enqueue.Flags().StringVar(&model, "model", "", "requested_model: a model that adapter offers")
+	enqueue.Flags().StringVar(&profileID, "profile", "", "requested_profile_id: a registered profile")
 
 	var status string
 	var limit int

@@ -49,7 +49,7 @@ func TestTasksCommands(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{[]string{"--type", "nobody.serves"}, 66, `resolve task type nobody.serves: no installed pack serves this task type; install one that does, or set an override`},
+		{[]string{"--type", "nobody.serves"}, 66, `resolve task type nobody.serves: no installed pack serves this task type; install one that does, or route it: packrun task-types set TYPE --pack NAME --node TYPEID`},
 		{[]string{"--type", "hello.c", "--delay", "-5m"}, 64, "--delay -5m0s: must not be negative"},
 		{[]string{"--type", "hello.c", "--max-attempts", "0"}, 64, "--max-attempts 0: must be at least 1"},
 		{[]string{"--type", "hello.c", "--max-attempts", "1000"}, 64, "max_attempts: must be between 1 and 100"},

@@ -28,7 +28,7 @@ var (
 )
 
 // runCommand runs a script or harness adapter: command, then
-// autonomy.required_args, then extra_args, without a shell, input on stdin,
+// autonomy.required_args, then (harness kinds) --model MODEL, then extra_args, without a shell, input on stdin,
 // in its own process group.
 func (r *Registry) runCommand(ctx context.Context, a *AdapterConfig, stdin []byte, call *Call, outF, errF *os.File) error {
 	dir := a.WorkingDir
@@ -36,6 +36,11 @@ func (r *Registry) runCommand(ctx context.Context, a *AdapterConfig, stdin []byt
 	if a.Autonomy != nil {
 		settings = a.Autonomy.RequiredSettingsFiles
 		args = append(args, a.Autonomy.RequiredArgs...)
+	}
+	if a.Kind.IsHarness() && a.Model != "" {
+		// Every harness CLI takes --model (claude, codex exec, hermes);
+		// after the required args, which may name a subcommand.
+		args = append(args, "--model", a.Model)
 	}
 	args = append(args, a.ExtraArgs...)
 	for _, f := range settings {

@@ -275,7 +275,7 @@ printf '],"stdin":"%s"}' "$(cat)"`)
 	unsettled := claude.clone()
 	unsettled.AdapterID, unsettled.WorkingDir = "claude-unsettled", bare
 	codex := AdapterConfig{
-		AdapterID: "codex", Kind: KindCodex, Command: fake, TimeoutMS: 5000, Sandbox: SandboxReadOnly, Model: "gpt-5-codex",
+		AdapterID: "codex", Kind: KindCodex, Command: fake, TimeoutMS: 5000, Sandbox: SandboxReadOnly, Model: "gpt-5-codex", Models: []string{"gpt-5-mini"},
 		Provider: &Provider{ID: "openai", WireAPI: "responses"},
 		Autonomy: &Autonomy{Profile: ProfileRestricted, RequiredArgs: []string{"exec", "--sandbox", "read-only"}},
 	}
@@ -294,8 +294,8 @@ printf '],"stdin":"%s"}' "$(cat)"`)
 		model    string
 		sentinel error
 	}{
-		{"claude", `{"args":["--dangerously-skip-permissions","-p","--output-format","json"],"stdin":"do the task"}`, ProfileTrustedVM, "workspace-write", "claude-sonnet-4", nil},
-		{"codex", `{"args":["exec","--sandbox","read-only"],"stdin":"do the task"}`, ProfileRestricted, "read-only", "gpt-5-codex", nil},
+		{"claude", `{"args":["--dangerously-skip-permissions","--model","claude-sonnet-4","-p","--output-format","json"],"stdin":"do the task"}`, ProfileTrustedVM, "workspace-write", "claude-sonnet-4", nil},
+		{"codex", `{"args":["exec","--sandbox","read-only","--model","gpt-5-codex"],"stdin":"do the task"}`, ProfileRestricted, "read-only", "gpt-5-codex", nil},
 		{"hermes", `{"args":["chat"],"stdin":"do the task"}`, ProfileRestricted, "", "", nil},
 		{"claude-unsettled", "", ProfileTrustedVM, "workspace-write", "claude-sonnet-4", ErrSettingsMissing},
 	}
@@ -330,6 +330,18 @@ printf '],"stdin":"%s"}' "$(cat)"`)
 				t.Errorf("argv = %q", call.Argv)
 			}
 		})
+	}
+	// A requested model the adapter offers replaces the default on the
+	// argv and in the record; one it does not offer is refused, nothing run.
+	rq := req("a-codex-mini", `"do the task"`)
+	rq.Model = "gpt-5-mini"
+	call, err := r.Invoke(context.Background(), all, "codex", rq)
+	if err != nil || strp(call.Model) != "gpt-5-mini" || !jsonEq(call.Response, []byte(`{"args":["exec","--sandbox","read-only","--model","gpt-5-mini"],"stdin":"do the task"}`)) {
+		t.Fatalf("requested model: %v %+v %s", err, call, call.Response)
+	}
+	rq.Model = "gpt-x"
+	if call, err := r.Invoke(context.Background(), all, "codex", rq); !errors.Is(err, ErrInvalidRequest) || call != nil || !strings.Contains(err.Error(), `model "gpt-x"`) {
+		t.Fatalf("unknown model: %v %+v", err, call)
 	}
 }
 

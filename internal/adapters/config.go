@@ -90,9 +90,13 @@ type AdapterConfig struct {
 	// The command's environment is these two plus PATH, nothing else.
 	EnvFile string            `json:"env_file,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
-	// Model is recorded in every Call (harness kinds), or sent to Ollama
-	// (ollama-generate, required).
-	Model    string    `json:"model,omitempty"`
+	// Model is the adapter's default model: recorded in every Call
+	// (harness kinds, which also get it on their argv as --model M), or
+	// sent to Ollama (ollama-generate, required).
+	Model string `json:"model,omitempty"`
+	// Models are the other models a task may ask for (requested_model,
+	// default_model); the adapter offers Model and these (see Offers).
+	Models   []string  `json:"models,omitempty"`
 	Provider *Provider `json:"provider,omitempty"` // codex only
 	// Autonomy is required for harness kinds; for script it may only say
 	// runtime-native.
@@ -205,10 +209,10 @@ var (
 // fieldsOf lists the fields each kind has, as in the schema's union.
 var fieldsOf = map[Kind][]string{
 	KindScript:         {"adapter_id", "kind", "command", "working_dir", "timeout_ms", "env_file", "env", "autonomy", "extra_args"},
-	KindOllamaGenerate: {"adapter_id", "kind", "endpoint", "model", "timeout_ms"},
-	KindClaudeCode:     {"adapter_id", "kind", "command", "working_dir", "timeout_ms", "sandbox", "env_file", "env", "model", "autonomy", "extra_args"},
-	KindCodex:          {"adapter_id", "kind", "command", "working_dir", "timeout_ms", "sandbox", "env_file", "env", "model", "provider", "autonomy", "extra_args"},
-	KindHermesAgent:    {"adapter_id", "kind", "command", "working_dir", "timeout_ms", "sandbox", "env_file", "env", "model", "autonomy", "extra_args"},
+	KindOllamaGenerate: {"adapter_id", "kind", "endpoint", "model", "models", "timeout_ms"},
+	KindClaudeCode:     {"adapter_id", "kind", "command", "working_dir", "timeout_ms", "sandbox", "env_file", "env", "model", "models", "autonomy", "extra_args"},
+	KindCodex:          {"adapter_id", "kind", "command", "working_dir", "timeout_ms", "sandbox", "env_file", "env", "model", "models", "provider", "autonomy", "extra_args"},
+	KindHermesAgent:    {"adapter_id", "kind", "command", "working_dir", "timeout_ms", "sandbox", "env_file", "env", "model", "models", "autonomy", "extra_args"},
 }
 
 // hasField reports whether kind k has field name; an unknown kind has all.
@@ -263,7 +267,7 @@ func (a *AdapterConfig) check(c *checker, p string) {
 	// Fields this kind does not have (a JSON decode reports them already).
 	set := map[string]bool{
 		"command": a.Command != "", "working_dir": a.WorkingDir != "", "sandbox": a.Sandbox != "",
-		"env_file": a.EnvFile != "", "env": a.Env != nil, "model": a.Model != "",
+		"env_file": a.EnvFile != "", "env": a.Env != nil, "model": a.Model != "", "models": a.Models != nil,
 		"provider": a.Provider != nil, "autonomy": a.Autonomy != nil, "extra_args": a.ExtraArgs != nil,
 		"endpoint": a.Endpoint != "",
 	}
@@ -303,7 +307,17 @@ func (a *AdapterConfig) check(c *checker, p string) {
 		}
 	case a.Kind.IsHarness():
 		a.checkHarness(c, p)
-	case a.Kind == KindOllamaGenerate:
+	}
+	// A model goes on a harness's argv: it must not read as a flag.
+	if strings.HasPrefix(a.Model, "-") || strings.ContainsRune(a.Model, 0) {
+		c.add(p+".model", "must be a model name (not starting with '-')")
+	}
+	for i, m := range a.Models {
+		if m == "" || strings.ContainsRune(m, 0) || strings.HasPrefix(m, "-") {
+			c.add(indexPath(p+".models", i), "must be a model name (not empty, not starting with '-')")
+		}
+	}
+	if a.Kind == KindOllamaGenerate {
 		checkURL(c, p+".endpoint", a.Endpoint, true)
 		if a.Model == "" {
 			c.add(p+".model", "required for kind ollama-generate")
@@ -441,6 +455,7 @@ func (cfg *Config) resolve(dir string) {
 func (a AdapterConfig) clone() AdapterConfig {
 	a.Env = maps.Clone(a.Env)
 	a.ExtraArgs = slices.Clone(a.ExtraArgs)
+	a.Models = slices.Clone(a.Models)
 	if a.Provider != nil {
 		p := *a.Provider
 		if p.RequiresOpenAIAuth != nil {
@@ -456,4 +471,19 @@ func (a AdapterConfig) clone() AdapterConfig {
 		a.Autonomy = &au
 	}
 	return a
+}
+
+// Offers reports whether the adapter offers model: its default model or
+// one of its models. A script adapter offers none.
+func (a *AdapterConfig) Offers(model string) bool {
+	return model != "" && (model == a.Model || slices.Contains(a.Models, model))
+}
+
+// OfferedModels is the default model then the others.
+func (a *AdapterConfig) OfferedModels() []string {
+	var out []string
+	if a.Model != "" {
+		out = append(out, a.Model)
+	}
+	return append(out, a.Models...)
 }

@@ -3,10 +3,11 @@ package adapters
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/packrun/packrun/internal/strictjson"
 	"math"
 	"slices"
 	"strconv"
+
+	"github.com/packrun/packrun/internal/strictjson"
 )
 
 // maxDepth bounds JSON nesting in adapters.json.
@@ -116,6 +117,8 @@ func decodeAdapter(c *checker, p string, v any) AdapterConfig {
 			a.Env = strMap(c, fp, val)
 		case "model":
 			a.Model = nonEmptyStr(c, fp, val)
+		case "models":
+			a.Models = strList(c, fp, val)
 		case "provider":
 			a.Provider = decodeProvider(c, fp, val)
 		case "autonomy":

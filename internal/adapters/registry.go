@@ -100,6 +100,10 @@ type Request struct {
 	TaskID string
 	// AttemptID names the evidence directory of the calls; required.
 	AttemptID string
+	// Model is the model this call uses: one the adapter offers (see
+	// AdapterConfig.Offers), or "" for its default model. It is recorded in
+	// the Call, sent to Ollama, and passed to a harness as --model M.
+	Model string
 }
 
 // ExitStatus is how a call ended, as in the schema's TaskAttempt.
@@ -184,6 +188,12 @@ func (r *Registry) Invoke(ctx context.Context, granted []string, adapterID strin
 	input, err := req.check()
 	if err != nil {
 		return fail(err)
+	}
+	if req.Model != "" {
+		if !a.Offers(req.Model) {
+			return fail(fmt.Errorf("%w: adapter %s does not offer model %q (offers: %s)", ErrInvalidRequest, adapterID, req.Model, strings.Join(a.OfferedModels(), ", ")))
+		}
+		a.Model = req.Model // a is this call's copy
 	}
 	var prompt string
 	if a.Kind == KindOllamaGenerate {

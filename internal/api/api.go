@@ -24,6 +24,7 @@ import (
 	"github.com/packrun/packrun/internal/dispatch"
 	"github.com/packrun/packrun/internal/replay"
 	"github.com/packrun/packrun/internal/strictjson"
+	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -45,6 +46,16 @@ type Config struct {
 	Dispatcher Invoker
 	// Packs lists the installed packs.
 	Packs func(ctx context.Context) ([]PackInfo, error)
+	// CheckIntent checks what an intent names (skills, adapter, profile,
+	// model) against the home before it is enqueued (Host.CheckIntent);
+	// nil checks only that its task type is served.
+	CheckIntent func(ctx context.Context, in *host.TaskIntent) error
+	// Agents serves GET /v1/agents and /v1/profiles (nil: empty lists).
+	Agents AgentService
+	// TaskTypes serves /v1/task-types (nil: 503).
+	TaskTypes TaskTypeService
+	// Skills lists the installed skills (nil: none).
+	Skills func(ctx context.Context) ([]packs.InstalledSkill, error)
 	// Host describes the runtime ((*runtime.Runtime).Host()).
 	Host runtime.HostInfo
 	// Build describes the binary, in GET /.well-known/packrun (omitted
@@ -141,6 +152,13 @@ const maxBodyDepth = 10000
 //	                                                           200 a duplicate's record (status deduped), 422 invalid or expired
 //	POST /v1/invoke                             invoke         run one node of an installed pack
 //	GET  /v1/packs                              (any token)    {"packs":[PackInfo...]}
+//	GET  /v1/task-types                         tasks:read     {"task_types":[TaskTypeInfo...]}
+//	GET  /v1/task-types/{type}                  tasks:read     TaskTypeInfo (spec, routes, the route that wins)
+//	PUT  /v1/task-types/{type}                  admin          TaskTypeSpec [+ "pack","node": the route] → TaskTypeInfo
+//	DELETE /v1/task-types/{type}                admin          204: spec and operator route removed
+//	GET  /v1/agents                             tasks:read     {"agents":[AgentRecord...]}: agent, wallets, constitution
+//	GET  /v1/profiles                           tasks:read     {"profiles":[SubagentProfile...]}
+//	GET  /v1/skills                             (any token)    {"skills":[InstalledSkill...]}: the installed skills and their SkillManifest
 //	GET  /.well-known/packrun                   (any token)    host capabilities
 //
 // Every route needs a bearer token (Auth) carrying the scope shown: 401
@@ -216,6 +234,15 @@ func New(cfg Config) http.Handler {
 	route("/v1/sensor-events", map[string]handler{http.MethodPost: scoped(auth.ScopeTasksWrite, takes(s.postSensorEvent))})
 	route("/v1/invoke", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.invoke))})
 	route("/v1/packs", map[string]handler{http.MethodGet: scoped("", takes(s.listPacks))})
+	route("/v1/task-types", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.listTaskTypes))})
+	route("/v1/task-types/{type...}", map[string]handler{
+		http.MethodGet:    scoped(auth.ScopeTasksRead, takes(s.getTaskType)),
+		http.MethodPut:    scoped(auth.ScopeAdmin, takes(s.putTaskType)),
+		http.MethodDelete: scoped(auth.ScopeAdmin, takes(s.deleteTaskType)),
+	})
+	route("/v1/agents", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.listAgents))})
+	route("/v1/profiles", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.listProfiles))})
+	route("/v1/skills", map[string]handler{http.MethodGet: scoped("", takes(s.listSkills))})
 	route("/.well-known/packrun", map[string]handler{http.MethodGet: scoped("", takes(s.wellKnown))})
 	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no route %s", r.URL.Path))

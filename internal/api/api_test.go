@@ -516,6 +516,12 @@ func TestInvoke(t *testing.T) {
 	if list := decode[attemptList](t, e.get("/v1/attempts")).Attempts; len(list) != 2 {
 		t.Fatalf("refused invocations recorded attempts: %d, want 2", len(list))
 	}
+	// Input the node's inputSchema refuses: 422 naming the path; the
+	// refused attempt is recorded (failed, nothing ran).
+	wantError(t, e.post("/v1/invoke", `{"pack":"local.hello.wat","input":{"name":5}}`), http.StatusUnprocessableEntity, CodeInputSchema, "input.name")
+	if list := decode[attemptList](t, e.get("/v1/attempts")).Attempts; len(list) != 3 || list[0].Error == nil || list[0].Error.Code != CodeInputSchema {
+		t.Fatalf("the refused attempt is not recorded: %+v", list)
+	}
 
 	noDispatch := newEnv(t, newBackend(t), func(c *Config) { c.Dispatcher = nil })
 	wantError(t, noDispatch.post("/v1/invoke", `{"pack":"local.hello.wat"}`), http.StatusServiceUnavailable, CodeUnavailable, "")

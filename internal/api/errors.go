@@ -20,6 +20,7 @@ const (
 	CodeUnknownTaskType      = "unknown_task_type"      // 422: no installed pack serves the task type
 	CodeAmbiguousTaskType    = "ambiguous_task_type"    // 422: several packs serve it and no override chooses
 	CodeModuleRefused        = "module_refused"         // 422: the runtime refused to load the pack's module
+	CodeInputSchema          = "input_schema_violation" // 422: the node's inputSchema refused the input; "field" is its path
 	CodeUnavailable          = "unavailable"            // 503: the service is not configured, is closing, or has no disk space left (Retry-After)
 	CodeInternal             = "internal"               // 500: a host error; details are logged, not returned
 )

@@ -12,6 +12,7 @@ import (
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/buildinfo"
 	"github.com/packrun/packrun/internal/dispatch"
+	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -85,6 +86,10 @@ func (s *server) invoke(w http.ResponseWriter, r *http.Request) error {
 			return refuse(http.StatusNotFound, CodeNotFound, "node", err.Error())
 		case errors.As(err, &le):
 			return refuse(http.StatusUnprocessableEntity, CodeModuleRefused, "", le.Error())
+		case errors.Is(err, dispatch.ErrInputRefused):
+			ie, _ := errors.AsType[*dispatch.InputError](err)
+			s.recordCall(r, att.TaskID, att.AttemptID)
+			return refuse(http.StatusUnprocessableEntity, CodeInputSchema, strings.TrimSuffix("input."+ie.Path, "."), err.Error())
 		case ctx.Err() != nil:
 			return &apiError{status: http.StatusServiceUnavailable, detail: errorDetail{Code: CodeUnavailable, Message: "the invocation was canceled"}, cause: err}
 		}
@@ -114,6 +119,24 @@ func (s *server) listPacks(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	reply(w, http.StatusOK, packList{list})
+	return nil
+}
+
+type skillList struct {
+	Skills []packs.InstalledSkill `json:"skills"`
+}
+
+// listSkills is GET /v1/skills.
+func (s *server) listSkills(w http.ResponseWriter, r *http.Request) error {
+	list := []packs.InstalledSkill{}
+	if s.cfg.Skills != nil {
+		got, err := s.cfg.Skills(r.Context())
+		if err != nil {
+			return err
+		}
+		list = append(list, got...)
+	}
+	reply(w, http.StatusOK, skillList{list})
 	return nil
 }
 

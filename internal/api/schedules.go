@@ -63,11 +63,24 @@ func (s *server) routable(r *http.Request, field, taskType string) error {
 		switch {
 		case errors.Is(err, host.ErrNotFound):
 			return refuse(http.StatusUnprocessableEntity, CodeUnknownTaskType, field,
-				fmt.Sprintf("%s: no installed pack serves %q; install one that does, or set an override", field, taskType))
+				fmt.Sprintf("%s: no installed pack serves %q; install one that does, or route it: packrun task-types set %s --pack NAME --node TYPEID", field, taskType, taskType))
 		case errors.Is(err, host.ErrConflict):
 			return refuse(http.StatusUnprocessableEntity, CodeAmbiguousTaskType, field, err.Error())
 		}
 		return err
+	}
+	return nil
+}
+
+// servable is routable for an intent's task type, then the home's checks
+// of what the intent names (Config.CheckIntent: skills, adapter, profile,
+// model).
+func (s *server) servable(r *http.Request, field string, in *host.TaskIntent) error {
+	if err := s.routable(r, field, in.TaskType); err != nil {
+		return err
+	}
+	if s.cfg.CheckIntent != nil {
+		return s.cfg.CheckIntent(r.Context(), in)
 	}
 	return nil
 }
@@ -93,7 +106,7 @@ func (s *server) createSchedule(w http.ResponseWriter, r *http.Request) error {
 	if err := host.ValidateScheduleSpec("create schedule", &spec); err != nil {
 		return err
 	}
-	if err := s.routable(r, "task.task_type", spec.Task.TaskType); err != nil {
+	if err := s.servable(r, "task.task_type", &spec.Task); err != nil {
 		return err
 	}
 	rec, err := s.cfg.Backend.CreateSchedule(r.Context(), spec)
@@ -147,7 +160,7 @@ func (s *server) patchSchedule(w http.ResponseWriter, r *http.Request) error {
 		if err := host.ValidateScheduleTask("update schedule", task); err != nil {
 			return err
 		}
-		if err := s.routable(r, "task.task_type", task.TaskType); err != nil {
+		if err := s.servable(r, "task.task_type", task); err != nil {
 			return err
 		}
 	}

@@ -40,7 +40,7 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx := r.Context()
-	if err := s.routable(r, "task_type", in.TaskType); err != nil {
+	if err := s.servable(r, "task_type", &in); err != nil {
 		return err
 	}
 	opts.Tenant = tenantOf(r, "")

@@ -124,7 +124,7 @@ func BenchmarkEvidenceCost(b *testing.B) {
 						case evidence:
 							_, _, err = d.Invoke(ctx, InvokeRequest{Pack: node.pack, Input: node.input})
 						case builtNotStored:
-							_, _, _, err = d.run(ctx, l, "example.hello", runtime.Invocation{Node: "example.hello", Input: node.input, RunID: newID(), Attempt: 1}, "", false)
+							_, _, _, err = d.run(ctx, l, "example.hello", runtime.Invocation{Node: "example.hello", Input: node.input, RunID: newID(), Attempt: 1}, "", nil, false)
 						case noEvidence:
 							_, err = l.mod.Invoke(ctx, runtime.Invocation{Input: node.input, RunID: "r"})
 						}

@@ -57,6 +57,9 @@ type Config struct {
 	LockTTL time.Duration
 	// Log receives one line per notable event; may be nil.
 	Log func(msg string, kv ...any)
+	// CheckIntent checks a follow-up a node stages against the home
+	// (skills, adapter, profile, model: the Host's CheckIntent); may be nil.
+	CheckIntent func(ctx context.Context, in *host.TaskIntent) error
 	// Observer is told of every attempt, task start and finish, and change
 	// of the dispatch lock (metrics, logs); may be nil.
 	Observer host.Observer
@@ -97,7 +100,9 @@ type loaded struct {
 	manifest *packs.Manifest
 	module   packs.Module
 	// What every attempt of the module records, worked out once.
-	pack       string // name@version; "" for a bare module
+	pack       string         // name@version; "" for a bare module
+	archive    string         // the archive's sha256; "" for a bare module
+	arch       *packs.Archive // the archive itself (asset_read); nil for a bare module
 	abiVersion string
 	limits     json.RawMessage // the limits the module runs under
 }
@@ -216,9 +221,12 @@ func (d *Dispatcher) InvokeArchive(ctx context.Context, arch *packs.Archive, req
 		runID = newID()
 	}
 	attempt := max(req.Attempt, 1)
-	att, res, svc, err := d.run(ctx, l, node, runtime.Invocation{Node: node, Input: req.Input, RunID: runID, NodeID: req.NodeID, TenantID: req.Tenant, Attempt: attempt, Resume: req.Resume}, "", true)
+	att, res, svc, err := d.run(ctx, l, node, runtime.Invocation{Node: node, Input: req.Input, RunID: runID, NodeID: req.NodeID, TenantID: req.Tenant, Attempt: attempt, Resume: req.Resume}, "", nil, true)
 	if err != nil {
 		return att, res, err
+	}
+	if svc.refused != nil {
+		return att, res, &InputError{AttemptID: att.AttemptID, Node: node, Path: svc.refused.Path, Reason: svc.refused.Reason}
 	}
 	// Outside the queue there is no task to settle: the tasks a completed
 	// invocation enqueued and the sensor events it reported are applied
@@ -257,7 +265,7 @@ func (d *Dispatcher) InvokeModule(ctx context.Context, m *runtime.Module, inv ru
 	}
 	info := m.Info()
 	l := newLoaded(m, &packs.Manifest{Name: info.PackName}, packs.Module{Path: info.Name, SHA256: info.SHA256})
-	att, res, _, err := d.run(ctx, l, inv.Node, inv, "", true)
+	att, res, _, err := d.run(ctx, l, inv.Node, inv, "", nil, true)
 	return att, res, err
 }
 
@@ -314,6 +322,7 @@ func (d *Dispatcher) load(ctx context.Context, arch *packs.Archive, node string,
 		return nil, err
 	}
 	l := newLoaded(rm, m, mod)
+	l.archive, l.arch = arch.SHA256, arch
 	d.mu.Lock()
 	d.modules[key] = l
 	d.mu.Unlock()
@@ -322,7 +331,9 @@ func (d *Dispatcher) load(ctx context.Context, arch *packs.Archive, node string,
 
 // run invokes one attempt and, if record is set, records it. (A task's
 // attempt is recorded by the Finish that settles the task, in one write.)
-func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtime.Invocation, taskID string, record bool) (*host.Attempt, *runtime.Result, *services, error) {
+// b is what a task runs as (nil outside the queue): its nodeContext.agent
+// goes to the node and into the attempt's diagnostics.
+func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtime.Invocation, taskID string, b *bundle, record bool) (*host.Attempt, *runtime.Result, *services, error) {
 	// Time-ordered, like the store's own ids: attempts are indexed by id,
 	// and random ids would scatter every insert across the index.
 	attemptID := host.NewID("att")
@@ -331,12 +342,15 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 		cfg = d.cfg.PackConfig(l.manifest.Name)
 	}
 	svc := newServices(binding{
-		backend: d.cfg.Backend, adapters: d.cfg.Adapters, grants: l.manifest.Grants, config: cfg,
-		tenant: inv.TenantID, taskID: taskID, attemptID: attemptID, node: node,
+		backend: d.cfg.Backend, adapters: d.cfg.Adapters, grants: l.manifest.Grants, config: cfg, archive: l.arch,
+		tenant: inv.TenantID, taskID: taskID, attemptID: attemptID, node: node, bundle: b, checkIntent: d.cfg.CheckIntent,
 	})
+	if b != nil {
+		inv.Agent = b.agent
+	}
 	inv.Services = svc
 	started := time.Now().UTC()
-	res, err := l.mod.Invoke(ctx, inv)
+	res, err := d.invokeChecked(ctx, l, node, inv, svc)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -368,6 +382,26 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 		return nil, res, nil, fmt.Errorf("record attempt %s: %w", attemptID, err)
 	}
 	return att, res, svc, nil
+}
+
+// invokeChecked invokes the node under its contract: an input the node's
+// inputSchema refuses is a failed result without running anything (noted
+// in svc.refused), an output its outputSchema refuses fails the attempt.
+func (d *Dispatcher) invokeChecked(ctx context.Context, l *loaded, node string, inv runtime.Invocation, svc *services) (*runtime.Result, error) {
+	c, err := ContractOf(l.archive, l.manifest, node)
+	if err != nil {
+		return nil, err
+	}
+	if res, v := c.checkInput(node, inv.Input); res != nil {
+		svc.refused = v
+		return res, nil
+	}
+	res, err := l.mod.Invoke(ctx, inv)
+	if err != nil {
+		return nil, err
+	}
+	c.CheckOutput(res)
+	return res, nil
 }
 
 func orEmptyObject(b json.RawMessage) json.RawMessage {
@@ -413,6 +447,12 @@ func attemptOf(res *runtime.Result, svc *services) *host.Attempt {
 	}
 	if len(svc.staged) > 0 {
 		diag["stagedFollowUps"] = len(svc.staged)
+	}
+	if svc.followUpsRefused > 0 {
+		diag["followUpsRefused"] = map[string]any{"count": svc.followUpsRefused, "reason": "result_policy.allow_follow_up_tasks is false"}
+	}
+	if b := svc.b.bundle; b != nil && b.agent != nil {
+		diag["agent"] = b.agent // nodeContext.agent as handed over: replay hands over the same
 	}
 	if len(res.Truncated) > 0 {
 		diag["truncated"] = res.Truncated

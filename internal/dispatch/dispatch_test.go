@@ -39,16 +39,30 @@ func probePack(t *testing.T, grants string) *packs.Archive {
 // "").
 func packOf(t *testing.T, module, name, nodes, grants string) *packs.Archive {
 	t.Helper()
-	wasm, err := os.ReadFile("../../testdata/modules/" + module)
+	return testPack(t, "../../testdata/modules/"+module, name, 1, `"nodes":`+nodes+grants, nil)
+}
+
+// testPack packs the module at path as pack name (version 1.0.0, ABI
+// 1.minor) with rest (the manifest's nodes and more members) and assets
+// (path under assets/ -> content).
+func testPack(t *testing.T, path, name string, minor int, rest string, assets map[string]string) *packs.Archive {
+	t.Helper()
+	wasm, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	sum := sha256.Sum256(wasm)
-	manifest := fmt.Sprintf(`{"name":%q,"version":"1.0.0","runtime":{"language":"wasm","abi":{"version":1,"minor":0},
-		"modules":[{"path":%q,"sha256":%q}]},"nodes":%s%s}`, name, module, hex.EncodeToString(sum[:]), nodes, grants)
+	base := filepath.Base(path)
+	manifest := fmt.Sprintf(`{"name":%q,"version":"1.0.0","runtime":{"language":"wasm","abi":{"version":1,"minor":%d},
+		"modules":[{"path":%q,"sha256":%q}]},%s}`, name, minor, base, hex.EncodeToString(sum[:]), rest)
 	os.WriteFile(filepath.Join(dir, "pack.json"), []byte(manifest), 0o644)
-	os.WriteFile(filepath.Join(dir, module), wasm, 0o644)
+	os.WriteFile(filepath.Join(dir, base), wasm, 0o644)
+	for p, content := range assets {
+		full := filepath.Join(dir, "assets", filepath.FromSlash(p))
+		os.MkdirAll(filepath.Dir(full), 0o755)
+		os.WriteFile(full, []byte(content), 0o644)
+	}
 	b, err := packs.Pack(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +81,22 @@ type env struct {
 
 func newEnv(t *testing.T, grants string) env {
 	t.Helper()
+	return newEnvWith(t, probePack(t, grants))
+}
+
+// echoAdapter configures one adapter, "echo" (/bin/cat).
+const echoAdapter = `{"adapters":[{"adapter_id":"echo","kind":"script","command":"/bin/cat","timeout_ms":5000}]}`
+
+// newEnvWith is a dispatcher serving arch over a new store, with one
+// adapter, "echo" (/bin/cat).
+func newEnvWith(t *testing.T, arch *packs.Archive) env {
+	t.Helper()
+	return newEnvAdapters(t, arch, echoAdapter)
+}
+
+// newEnvAdapters is newEnvWith with the adapters of adaptersJSON.
+func newEnvAdapters(t *testing.T, arch *packs.Archive, adaptersJSON string) env {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	b, err := sqlite.Open(ctx, filepath.Join(dir, "packrun.db"), sqlite.Options{})
@@ -79,7 +109,7 @@ func newEnv(t *testing.T, grants string) env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close(ctx) })
-	cfg, err := adapters.DecodeConfig([]byte(`{"adapters":[{"adapter_id":"echo","kind":"script","command":"/bin/cat","timeout_ms":5000}]}`))
+	cfg, err := adapters.DecodeConfig([]byte(adaptersJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +117,7 @@ func newEnv(t *testing.T, grants string) env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := New(Config{Backend: b, Packs: onePack{probePack(t, grants)}, Runtime: rt, Adapters: reg,
+	d := New(Config{Backend: b, Packs: onePack{arch}, Runtime: rt, Adapters: reg,
 		PackConfig: func(string) json.RawMessage { return json.RawMessage(`{"missing":"now present"}`) }})
 	t.Cleanup(func() { d.Close(ctx) })
 	return env{d, b}

@@ -273,11 +273,7 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 	if err != nil {
 		// No route (or an ambiguous one) is permanent until an operator
 		// acts; a store that failed to answer is worth another try.
-		class := host.RetryPermanent
-		if host.Retryable(err) {
-			class = host.RetryRetryable
-		}
-		fail(class, fmt.Sprintf("task type %q: %v", t.TaskType, err))
+		fail(classOf(err), fmt.Sprintf("task type %q: %v", t.TaskType, err))
 		return
 	}
 	stats.Pack = route.Pack
@@ -291,17 +287,32 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 		fail(host.RetryPermanent, fmt.Sprintf("task type %q: %v", t.TaskType, err))
 		return
 	}
+	b, err := d.compile(ctx, t)
+	if err != nil {
+		// A profile or agent missing is permanent until an operator acts.
+		fail(classOf(err), fmt.Sprintf("task type %q: compile bundle: %v", t.TaskType, err))
+		return
+	}
 	att, res, svc, err := d.run(ctx, l, route.Node, runtime.Invocation{
 		Node: route.Node, Input: t.Payload, RunID: t.TaskID, NodeID: route.Node, TenantID: t.Tenant, Attempt: t.AttemptCount, Resume: t.ResumeValues,
-	}, t.TaskID, false)
+	}, t.TaskID, b, false)
 	if err != nil {
 		fail(host.RetryRetryable, fmt.Sprintf("invoke %s: %v", route.Node, err))
 		return
 	}
 	stats.Outcome = string(res.Outcome)
-	in := host.FinishInput{Record: att, Claimed: t, RetryClass: att.RetryClass}
-	switch res.Outcome {
-	case abi.Completed:
+	in := host.FinishInput{Record: att, Claimed: t, RetryClass: att.RetryClass, Bundle: b.event(t.TaskID, att.AttemptID, t.AttemptCount)}
+	unmet := ""
+	if res.Outcome == abi.Completed {
+		unmet = b.successFailure(svc, att.Output, res.TaskOutcome)
+	}
+	switch {
+	case unmet != "":
+		// The node completed, but not as the task type's success_policy
+		// asks: the attempt stands as recorded, the task fails.
+		in.Outcome = host.TaskOutcome{Status: host.TaskPermanentFailure, MachineStatus: host.MachineFailed, OperatorSummary: unmet, RawOutput: string(att.Output)}
+		in.RetryClass, in.Error = host.RetryPermanent, unmet
+	case res.Outcome == abi.Completed:
 		evs, err := reportedEvents(l, route.Node, att.Output, svc)
 		if err != nil {
 			msg := "invalid_output: " + err.Error()
@@ -313,7 +324,7 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 			RawOutput: string(att.Output), ArtifactPaths: svc.artifacts}
 		in.FollowUps, in.SensorEvents = svc.staged, evs
 		svc.applyTaskOutcome(&in, res.TaskOutcome)
-	case abi.Suspended:
+	case res.Outcome == abi.Suspended:
 		in.Outcome = host.TaskOutcome{Status: host.TaskBlocked, MachineStatus: host.MachineBlocked, OperatorSummary: "suspended: " + string(att.Interrupt)}
 	default:
 		msg := "failed"
@@ -335,6 +346,15 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 			d.cfg.Log("recording attempt failed", "task", t.TaskID, "attempt", att.AttemptID, "error", rerr)
 		}
 	}
+}
+
+// classOf is the retry class of a failure to prepare a task: retryable
+// when the store failed to answer, else permanent.
+func classOf(err error) host.RetryClass {
+	if host.Retryable(err) {
+		return host.RetryRetryable
+	}
+	return host.RetryPermanent
 }
 
 // retry calls fn until it returns nil or an answer rather than a failure

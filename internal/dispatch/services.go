@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
@@ -23,10 +25,36 @@ type binding struct {
 	adapters  *adapters.Registry // nil: no adapters configured
 	grants    packs.Grants
 	config    json.RawMessage // the pack's configuration object, may be nil
+	archive   *packs.Archive  // the pack's archive (asset_read); nil for a bare module
 	tenant    string
 	taskID    string
 	attemptID string
 	node      string // the node's typeId: a sensor's default sensor_id
+	// bundle is what the task runs as (nil outside the queue): the
+	// adapter and model of its calls, the artifact roles and result
+	// policy it runs under.
+	bundle *bundle
+	// checkIntent checks a follow-up against the home (Config.CheckIntent).
+	checkIntent func(context.Context, *host.TaskIntent) error
+}
+
+// followUpsAllowed reports whether the task's profile lets it stage
+// follow-up tasks (result_policy.allow_follow_up_tasks).
+func (b *binding) followUpsAllowed() bool {
+	return b.bundle == nil || b.bundle.profile == nil || b.bundle.profile.ResultPolicy.AllowFollowUpTasks
+}
+
+// ExternalMessagesAllowed reports whether the task's profile lets it send
+// external messages (result_policy.allow_external_messages); true outside
+// the queue and without a profile.
+func (b *binding) ExternalMessagesAllowed() bool {
+	return b.bundle == nil || b.bundle.profile == nil || b.bundle.profile.ResultPolicy.AllowExternalMessages
+}
+
+// roleAllowed reports whether the task type lets its attempts store
+// artifacts under role (artifact_roles; any when not set).
+func (b *binding) roleAllowed(role string) bool {
+	return b.bundle == nil || len(b.bundle.spec.ArtifactRoles) == 0 || slices.Contains(b.bundle.spec.ArtifactRoles, role)
 }
 
 // services implements runtime.Services for one attempt. Side effects that
@@ -41,6 +69,14 @@ type services struct {
 	records      []json.RawMessage
 	adapterCalls []*adapters.Call
 	artifacts    []string
+	// artifactNames are the names the attempt's artifacts were stored under.
+	artifactNames []string
+	// followUpsRefused counts follow-ups the result policy refused.
+	followUpsRefused int
+
+	// refused is set when the node's inputSchema refused the input, so
+	// the guest never ran.
+	refused *Violation
 }
 
 var _ runtime.Services = (*services)(nil)
@@ -127,6 +163,17 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 		if err != nil {
 			return abi.StatusValidation, nil
 		}
+		if !s.b.followUpsAllowed() {
+			s.mu.Lock()
+			s.followUpsRefused++
+			s.mu.Unlock()
+			return abi.StatusAccessDenied, mustJSON(map[string]string{"error": "result_policy.allow_follow_up_tasks is false for this task's profile"})
+		}
+		if s.b.checkIntent != nil {
+			if err := s.b.checkIntent(ctx, &intent); err != nil {
+				return abi.StatusValidation, mustJSON(map[string]string{"error": err.Error()})
+			}
+		}
 		s.mu.Lock()
 		if len(s.staged) >= host.MaxFollowUps {
 			s.mu.Unlock()
@@ -149,10 +196,22 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 			Adapter string          `json:"adapter"`
 			Input   json.RawMessage `json:"input"`
 		}
-		if json.Unmarshal(req, &r) != nil || r.Adapter == "" {
+		if json.Unmarshal(req, &r) != nil {
 			return abi.StatusValidation, nil
 		}
-		call, err := s.b.adapters.Invoke(ctx, g.Adapters, r.Adapter, adapters.Request{Input: r.Input, TaskID: s.b.taskID, AttemptID: s.b.attemptID})
+		areq := adapters.Request{Input: r.Input, TaskID: s.b.taskID, AttemptID: s.b.attemptID}
+		if b := s.b.bundle; b != nil && b.adapterID != "" {
+			// The task's adapter (requested, or its type's or profile's
+			// default) serves a call that names none, with its model.
+			r.Adapter = orDefault(r.Adapter, b.adapterID)
+			if r.Adapter == b.adapterID {
+				areq.Model = b.model
+			}
+		}
+		if r.Adapter == "" {
+			return abi.StatusValidation, nil
+		}
+		call, err := s.b.adapters.Invoke(ctx, g.Adapters, r.Adapter, areq)
 		if call != nil {
 			s.mu.Lock()
 			s.adapterCalls = append(s.adapterCalls, call)
@@ -198,12 +257,16 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 		if r.Role == "" {
 			r.Role = "output"
 		}
+		if !s.b.roleAllowed(r.Role) {
+			return abi.StatusAccessDenied, mustJSON(map[string]string{"error": "role " + r.Role + " is not among the task type's artifact_roles"})
+		}
 		a, err := s.b.backend.PutArtifact(ctx, host.ArtifactInput{TaskID: s.b.taskID, AttemptID: s.b.attemptID, Role: host.ArtifactRole(r.Role), Name: r.Name, ContentType: r.ContentType, Data: data})
 		if err != nil {
 			return statusOf(err), nil
 		}
 		s.mu.Lock()
 		s.artifacts = append(s.artifacts, a.RelativePath)
+		s.artifactNames = append(s.artifactNames, r.Name)
 		s.mu.Unlock()
 		return abi.StatusOK, mustJSON(map[string]string{"artifact_id": a.ArtifactID, "sha256": a.SHA256})
 	case abi.HostConfigGet:
@@ -225,6 +288,8 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 			return abi.StatusNotFound, nil
 		}
 		return abi.StatusOK, mustJSON(map[string]json.RawMessage{"value": v})
+	case abi.HostAssetRead:
+		return s.assetRead(req)
 	}
 	return abi.StatusNotFound, nil
 }
@@ -255,6 +320,35 @@ func (s *services) sensorEmit(ctx context.Context, req []byte) (abi.Status, []by
 	}
 	s.sensorEvents = append(s.sensorEvents, ev)
 	return abi.StatusOK, mustJSON(map[string]any{"event_id": ev.EventID, "status": "staged", "staged": len(s.sensorEvents)})
+}
+
+// assetRead serves asset_read: {"path":P} names a file under the pack's
+// own assets/ (no grant needed: a node reads its own pack). The answer is
+// {"text":...} for UTF-8, {"base64":...} otherwise; a path that could
+// leave assets/ is a validation error, a missing file not found (11), one
+// over packs.MaxAssetBytes a capability breach.
+func (s *services) assetRead(req []byte) (abi.Status, []byte) {
+	var r struct {
+		Path string `json:"path"`
+	}
+	if json.Unmarshal(req, &r) != nil || r.Path == "" {
+		return abi.StatusValidation, nil
+	}
+	if s.b.archive == nil {
+		return abi.StatusNotFound, nil
+	}
+	data, ok, err := s.b.archive.Asset(r.Path)
+	switch {
+	case err != nil:
+		return abi.StatusValidation, nil
+	case !ok:
+		return abi.StatusNotFound, nil
+	case len(data) > packs.MaxAssetBytes:
+		return abi.StatusCapabilityBreach, nil
+	case utf8.Valid(data):
+		return abi.StatusOK, mustJSON(map[string]string{"text": string(data)})
+	}
+	return abi.StatusOK, mustJSON(map[string]string{"base64": base64.StdEncoding.EncodeToString(data)})
 }
 
 func (s *services) memory(ctx context.Context, fn string, r memReq) (abi.Status, []byte) {

@@ -42,7 +42,7 @@ func BenchmarkOriginalVsReplay(b *testing.B) {
 	})
 	b.Run("replay", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			v, err := Run(ctx, m, tr)
+			v, err := Run(ctx, m, tr, nil)
 			if err != nil || !v.Identical {
 				b.Fatalf("%v %+v", err, v)
 			}

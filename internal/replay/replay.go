@@ -52,8 +52,11 @@ type Trace struct {
 	Attempt      int             `json:"attempt"`
 	Limits       json.RawMessage `json:"limits,omitempty"`
 	Input        json.RawMessage `json:"input"`
-	Calls        []runtime.Call  `json:"calls"`
-	Expected     Expected        `json:"expected"`
+	// Agent is the nodeContext.agent the attempt was handed (a queued
+	// task's agent and profile, from the attempt's diagnostics).
+	Agent    json.RawMessage `json:"agent,omitempty"`
+	Calls    []runtime.Call  `json:"calls"`
+	Expected Expected        `json:"expected"`
 	// Digest is the sha256 of the file's canonical content without this
 	// field and the seal; a file whose digest does not match was edited.
 	Digest string `json:"digest"`
@@ -76,6 +79,12 @@ func FromAttempt(a *host.Attempt) (*Trace, error) {
 	}
 	if t.Calls == nil {
 		t.Calls = []runtime.Call{}
+	}
+	var diag struct {
+		Agent json.RawMessage `json:"agent"`
+	}
+	if json.Unmarshal(a.Diagnostics, &diag) == nil && len(diag.Agent) > 0 && string(diag.Agent) != "null" {
+		t.Agent = diag.Agent
 	}
 	return t, nil
 }
@@ -161,13 +170,20 @@ type Verdict struct {
 	DurationMs float64 `json:"duration_ms"`
 }
 
+// Contract is a node's schema checks, applied as the dispatcher applies
+// them (dispatch.Contract): an input refused before anything runs, an
+// output refused after.
+type Contract interface {
+	CheckInput(node string, input json.RawMessage) *runtime.Result
+	CheckOutput(res *runtime.Result)
+}
+
 // Run replays t on module m (the recorded module, or another version of it)
-// with no side effects: every host call is served from the trace.
-func Run(ctx context.Context, m *runtime.Module, t *Trace) (*Verdict, error) {
-	res, err := m.Invoke(ctx, runtime.Invocation{
-		Node: t.Node, Input: t.Input, RunID: t.RunID, TenantID: t.Tenant, Attempt: max(t.Attempt, 1),
-		Replay: &runtime.Replay{Calls: t.Calls},
-	})
+// with no side effects: every host call is served from the trace. c, if
+// not nil, is the node's contract, applied as when the attempt was
+// recorded.
+func Run(ctx context.Context, m *runtime.Module, t *Trace, c Contract) (*Verdict, error) {
+	res, err := invoke(ctx, m, t, c)
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +204,22 @@ func Run(ctx context.Context, m *runtime.Module, t *Trace) (*Verdict, error) {
 		v.Identical = true
 	}
 	return v, nil
+}
+
+func invoke(ctx context.Context, m *runtime.Module, t *Trace, c Contract) (*runtime.Result, error) {
+	if c != nil {
+		if res := c.CheckInput(t.Node, t.Input); res != nil {
+			return res, nil
+		}
+	}
+	res, err := m.Invoke(ctx, runtime.Invocation{
+		Node: t.Node, Input: t.Input, RunID: t.RunID, TenantID: t.Tenant, Attempt: max(t.Attempt, 1), Agent: t.Agent,
+		Replay: &runtime.Replay{Calls: t.Calls},
+	})
+	if err == nil && c != nil {
+		c.CheckOutput(res)
+	}
+	return res, err
 }
 
 func canonical(b json.RawMessage) ([]byte, bool) {

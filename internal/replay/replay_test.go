@@ -105,7 +105,7 @@ func TestReuseDivergenceDetected(t *testing.T) {
 	}
 	tr := &Trace{Format: Format, Node: "probe.counter", Input: json.RawMessage(`{}`), Calls: rec.Trace,
 		Expected: Expected{Outcome: rec.Outcome, Output: rec.Output}}
-	v, err := Run(ctx, fresh, tr)
+	v, err := Run(ctx, fresh, tr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

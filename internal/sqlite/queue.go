@@ -323,6 +323,11 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			if a.Attempt != t.AttemptCount {
 				return host.Errorf(op, taskID, host.ErrConflict, "attempt %s is attempt %d but the task is on attempt %d (a stale runner?)", a.AttemptID, a.Attempt, t.AttemptCount)
 			}
+			if len(in.Bundle) > 0 {
+				if _, err := s.event(tx, host.EventBundleCompiled, taskID, a.AttemptID, in.Bundle); err != nil {
+					return err
+				}
+			}
 			if err := s.taskStarted(tx, t, a.AttemptID, ts(a.StartedAt)); err != nil {
 				return err
 			}

@@ -179,7 +179,7 @@ func (s *Store) resolve(ctx context.Context, taskType string) (host.TaskTypeRout
 	}
 	switch len(found) {
 	case 0:
-		return r, host.Errorf(op, taskType, host.ErrNotFound, "no installed pack serves this task type; install one that does, or set an override")
+		return r, host.Errorf(op, taskType, host.ErrNotFound, "no installed pack serves this task type; install one that does, or route it: packrun task-types set TYPE --pack NAME --node TYPEID")
 	case 1:
 		return found[0], nil
 	}
@@ -187,7 +187,7 @@ func (s *Store) resolve(ctx context.Context, taskType string) (host.TaskTypeRout
 	for i, f := range found {
 		packs[i] = f.Pack
 	}
-	return r, host.Errorf(op, taskType, host.ErrConflict, "served by %s; set an operator override to choose", strings.Join(packs, ", "))
+	return r, host.Errorf(op, taskType, host.ErrConflict, "served by %s; choose one: packrun task-types set TYPE --pack NAME --node TYPEID", strings.Join(packs, ", "))
 }
 
 // ListTaskTypes implements host.TaskTypes.

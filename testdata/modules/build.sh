@@ -6,3 +6,4 @@ clang --target=wasm32-wasi -O2 -mexec-model=reactor -Wl,--strip-all -o probe.was
 clang --target=wasm32-wasi -O2 -mexec-model=reactor -Wl,--strip-all -DPROBE_V2 -o probe-v2.wasm probe.c
 wat2wasm envelope.wat -o envelope.wasm
 wat2wasm sensor.wat -o sensor.wasm
+wat2wasm assets.wat -o assets.wasm
