@@ -1,0 +1,141 @@
+package packrun
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/packrun/packrun/host"
+)
+
+// minimumRuntimeEvents are the 21 event types of seed 003 §14, as written.
+var minimumRuntimeEvents = []string{
+	"task_enqueued", "task_claimed", "bundle_compiled", "task_retry_scheduled", "task_attempt_finished",
+	"task_started", "task_finished", "schedule_upserted", "schedule_task_created", "sensor_event_recorded",
+	"sensor_event_deduped", "sensor_task_created", "sensor_workflow_created", "sensor_workflow_deduped",
+	"workflow_transitioned", "workflow_completed", "workflow_task_created", "dispatch_idle",
+	"dispatch_locked", "boot_sweep_reclaimed", "dispatch_lock_stale_cleared",
+}
+
+// workflowEvents need seed 003's workflows (§10, §11), which issue 17
+// builds: until then a sensor's proposed_workflow is recorded as not
+// supported and no workflow transitions.
+var workflowEvents = []string{"sensor_workflow_created", "sensor_workflow_deduped",
+	"workflow_transitioned", "workflow_completed", "workflow_task_created"}
+
+// TestEveryRuntimeEventSeen drives one home through what makes each event
+// of seed 003 §14 happen — a stale dispatch lock, a task a crash left
+// running, a retryable failure, a recurring schedule, a sensor event and
+// its duplicate, a task run as an agent's profile, the queue going idle —
+// and checks that every one is in the evidence chain, which verifies.
+func TestEveryRuntimeEventSeen(t *testing.T) {
+	f := withAdapters(t)
+	echo := probe()
+	echo.nodes = `[{"typeId":"probe.echo","kind":"skill","taskTypes":["echo.t"]}]`
+	f.install(t, echo)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "SOUL.md"), []byte("soul"), 0o644)
+	os.WriteFile(filepath.Join(dir, "PURPOSE.md"), []byte("purpose"), 0o644)
+	agentFile, profileFile := filepath.Join(dir, "arc.json"), filepath.Join(dir, "writer.json")
+	os.WriteFile(agentFile, []byte(`{"agent":{"agent_id":"arc","internal_name":"arc","display_name":"Arc"},
+		"constitution":{"agent_id":"arc","soul_path":"SOUL.md","purpose_path":"PURPOSE.md","version":"1","revised_at":"2026-01-01"}}`), 0o644)
+	os.WriteFile(profileFile, []byte(`{"profile_id":"writer","style":"codex-like","role":"writes","default_adapter_id":"llm",
+		"prompt_parts":[],"skill_ids":["probe.echo"],"context_policy":{"max_prompt_chars":100,"include_recent_memory":false},
+		"result_policy":{"allow_follow_up_tasks":true,"allow_external_messages":false}}`), 0o644)
+	if _, _, err := f.AddAgent(ctx, agentFile); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.AddProfile(ctx, profileFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SetTaskType(ctx, host.TaskTypeSpec{TaskType: "echo.t", DefaultProfileID: "writer"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	store := f.Store()
+	echoTask := host.TaskIntent{TaskType: "echo.t", Source: "test", Payload: json.RawMessage(`{}`)}
+
+	// A task whose only settlement is a retryable failure, and one a
+	// crashed runner left running (reclaimed by the boot sweep of Run).
+	for _, settle := range []bool{true, false} {
+		if _, err := store.Enqueue(ctx, echoTask, host.EnqueueOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := store.Claim(ctx, "crashed-runner", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if settle {
+			_, err := store.Finish(ctx, claimed.TaskID, host.FinishInput{RetryClass: host.RetryRetryable, Error: "adapter timed out",
+				Outcome: host.TaskOutcome{MachineStatus: host.MachineNeedsRetry, OperatorSummary: "adapter timed out"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A lock whose holder died: the next dispatcher clears it.
+	if _, err := store.AcquireDispatchLock(ctx, "dead-dispatcher", time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+
+	scheduled := echoTask // a schedule's and a sensor's tasks get their source from it
+	scheduled.Source = ""
+	if _, err := store.CreateSchedule(ctx, host.ScheduleSpec{Name: "tick", IntervalSeconds: 1, Task: scheduled}); err != nil {
+		t.Fatal(err)
+	}
+	ev := host.SensorEvent{SensorID: "watcher", EventID: "e1", ObservedAt: time.Now().UTC().Format(time.RFC3339),
+		SourceRef: "test", DedupeKey: "k1", Payload: json.RawMessage(`{}`), ProposedTask: &scheduled}
+	for _, id := range []string{"e1", "e2"} {
+		ev.EventID = id
+		if _, err := store.RecordSensorEvent(ctx, ev, host.SensorEventOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.Run(runCtx) }()
+	want := slices.DeleteFunc(slices.Clone(minimumRuntimeEvents), func(e string) bool { return slices.Contains(workflowEvents, e) })
+	var missing []string
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		seen := map[string]bool{}
+		for after := int64(0); ; {
+			evs, err := store.Events(ctx, host.EventFilter{AfterSeq: after, Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) == 0 {
+				break
+			}
+			for _, e := range evs {
+				seen[e.Type] = true
+			}
+			after = evs[len(evs)-1].Seq
+		}
+		missing = slices.DeleteFunc(slices.Clone(want), func(e string) bool { return seen[e] })
+		if len(missing) == 0 {
+			for _, e := range workflowEvents {
+				if seen[e] {
+					t.Errorf("%s seen: take it out of workflowEvents", e)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never seen: %v", missing)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	report, err := f.VerifyChain(ctx, nil)
+	if err != nil || !report.OK {
+		t.Fatalf("chain: %+v %v", report, err)
+	}
+}
