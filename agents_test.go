@@ -13,10 +13,10 @@ import (
 	"github.com/packrun/packrun/host"
 )
 
-// A task run by Host.Run as a registered agent and profile: the node gets
-// nodeContext.agent, bundle_compiled is in the chain, and Host.Replay of
-// the attempt (what `packrun replay` does) says identical.
-func TestAgentTaskReplaysIdentical(t *testing.T) {
+// withAgent is a home with the echo skill serving echo.t, the agent arc
+// (with a constitution) and the profile writer, which echo.t runs as.
+func withAgent(t *testing.T) (*fixture, *host.AgentRecord) {
+	t.Helper()
 	f := withAdapters(t)
 	echo := probe()
 	echo.nodes = `[{"typeId":"probe.echo","kind":"skill","taskTypes":["echo.t"]}]`
@@ -41,6 +41,14 @@ func TestAgentTaskReplaysIdentical(t *testing.T) {
 	if err := f.SetTaskType(ctx, host.TaskTypeSpec{TaskType: "echo.t", DefaultProfileID: "writer"}, nil); err != nil {
 		t.Fatal(err)
 	}
+	return f, rec
+}
+
+// A task run by Host.Run as a registered agent and profile: the node gets
+// nodeContext.agent, bundle_compiled is in the chain, and Host.Replay of
+// the attempt (what `packrun replay` does) says identical.
+func TestAgentTaskReplaysIdentical(t *testing.T) {
+	f, rec := withAgent(t)
 	task, err := f.Enqueue(ctx, host.TaskIntent{TaskType: "echo.t", Source: "test", Payload: json.RawMessage(`{}`)}, host.EnqueueOptions{})
 	if err != nil {
 		t.Fatal(err)

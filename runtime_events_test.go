@@ -3,8 +3,6 @@ package packrun
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -33,28 +31,7 @@ var workflowEvents = []string{"sensor_workflow_created", "sensor_workflow_dedupe
 // its duplicate, a task run as an agent's profile, the queue going idle —
 // and checks that every one is in the evidence chain, which verifies.
 func TestEveryRuntimeEventSeen(t *testing.T) {
-	f := withAdapters(t)
-	echo := probe()
-	echo.nodes = `[{"typeId":"probe.echo","kind":"skill","taskTypes":["echo.t"]}]`
-	f.install(t, echo)
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "SOUL.md"), []byte("soul"), 0o644)
-	os.WriteFile(filepath.Join(dir, "PURPOSE.md"), []byte("purpose"), 0o644)
-	agentFile, profileFile := filepath.Join(dir, "arc.json"), filepath.Join(dir, "writer.json")
-	os.WriteFile(agentFile, []byte(`{"agent":{"agent_id":"arc","internal_name":"arc","display_name":"Arc"},
-		"constitution":{"agent_id":"arc","soul_path":"SOUL.md","purpose_path":"PURPOSE.md","version":"1","revised_at":"2026-01-01"}}`), 0o644)
-	os.WriteFile(profileFile, []byte(`{"profile_id":"writer","style":"codex-like","role":"writes","default_adapter_id":"llm",
-		"prompt_parts":[],"skill_ids":["probe.echo"],"context_policy":{"max_prompt_chars":100,"include_recent_memory":false},
-		"result_policy":{"allow_follow_up_tasks":true,"allow_external_messages":false}}`), 0o644)
-	if _, _, err := f.AddAgent(ctx, agentFile); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := f.AddProfile(ctx, profileFile); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.SetTaskType(ctx, host.TaskTypeSpec{TaskType: "echo.t", DefaultProfileID: "writer"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	f, _ := withAgent(t)
 	store := f.Store()
 	echoTask := host.TaskIntent{TaskType: "echo.t", Source: "test", Payload: json.RawMessage(`{}`)}
 
