@@ -440,8 +440,8 @@ func ValidateIntent(in *TaskIntent) error {
 		}
 	}
 	if in.AvailableAt != "" {
-		if _, err := time.Parse(time.RFC3339, in.AvailableAt); err != nil {
-			return Invalid(op, "available_at", "must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+		if err := checkTime(op, "available_at", in.AvailableAt); err != nil {
+			return err
 		}
 	}
 	if err := checkObject(op, "payload", in.Payload); err != nil {
@@ -451,6 +451,14 @@ func ValidateIntent(in *TaskIntent) error {
 		if err := checkList(op, "evidence_requirements.required_artifacts", er.RequiredArtifacts); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkTime refuses a value that is not an RFC 3339 time.
+func checkTime(op, field, v string) error {
+	if _, err := time.Parse(time.RFC3339, v); err != nil {
+		return Invalid(op, field, "must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
 	}
 	return nil
 }

@@ -223,12 +223,12 @@ func ValidateSensorEvent(ev *SensorEvent) error {
 			return err
 		}
 	}
-	if _, err := time.Parse(time.RFC3339, ev.ObservedAt); err != nil {
-		return Invalid(op, "observed_at", "must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+	if err := checkTime(op, "observed_at", ev.ObservedAt); err != nil {
+		return err
 	}
 	if ev.FreshnessDeadline != "" {
-		if _, err := time.Parse(time.RFC3339, ev.FreshnessDeadline); err != nil {
-			return Invalid(op, "freshness_deadline", "must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+		if err := checkTime(op, "freshness_deadline", ev.FreshnessDeadline); err != nil {
+			return err
 		}
 	}
 	if err := checkObject(op, "payload", ev.Payload); err != nil {
