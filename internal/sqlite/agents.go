@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/packrun/packrun/host"
 )
@@ -42,42 +43,92 @@ func (s *Store) put(ctx context.Context, t configTable, op, id string, v any) (r
 			id, string(b), ts(s.now())); err != nil {
 			return err
 		}
+		s.configWrite(tx)
 		_, err := s.event(tx, t.event, "", "", map[string]any{t.key: id, "replaced": replaced})
 		return err
 	})
 	return replaced, host.Wrap(op, id, err)
 }
 
+// configCache keeps what get and list read from the configuration tables,
+// found or not: the dispatcher reads a task type's spec and the agents
+// for every task it runs, and they change only when an operator says so.
+// Keys are "<table>\x00<id>" for get (no records: not found) and
+// "<table>\x00" for list. Coherent through the routes generation, which
+// every write of these tables touches (configWrite; see genCache).
+type configCache = genCache[string, []string]
+
+func newConfigCache(g gen) *configCache {
+	return newGenCache(g, 16<<20, func(k string, recs []string) int {
+		n := len(k)
+		for _, r := range recs {
+			n += len(r)
+		}
+		return n
+	})
+}
+
+// configWrite marks tx as changing the configuration tables.
+func (s *Store) configWrite(tx *wtx) { tx.touch(s.gens.routes) }
+
+// records reads the records of t under id (one, or none), or every
+// record of t when all, through configCache.
+func (s *Store) records(ctx context.Context, t configTable, id string, all bool) ([]string, error) {
+	key := t.table + "\x00"
+	q, args := `SELECT `+t.column+` FROM `+t.table+` ORDER BY `+t.key, []any{}
+	if !all {
+		key += id
+		q, args = `SELECT `+t.column+` FROM `+t.table+` WHERE `+t.key+` = ?`, []any{id}
+	}
+	now := time.Now()
+	recs, ok, g := s.config.lookup(key, now)
+	if ok {
+		return recs, nil
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	recs = []string{}
+	for rows.Next() {
+		var rec string
+		if err := rows.Scan(&rec); err != nil {
+			return nil, err
+		}
+		recs = append(recs, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	s.config.store(key, recs, g, now)
+	return recs, nil
+}
+
 // get reads the record under id into v; ErrNotFound if none.
 func (s *Store) get(ctx context.Context, t configTable, op, id string, v any) error {
-	var rec string
-	err := s.db.QueryRowContext(ctx, `SELECT `+t.column+` FROM `+t.table+` WHERE `+t.key+` = ?`, id).Scan(&rec)
-	if errors.Is(err, sql.ErrNoRows) {
-		return host.Errorf(op, id, host.ErrNotFound, "")
-	}
+	recs, err := s.records(ctx, t, id, false)
 	if err != nil {
 		return host.Wrap(op, id, err)
 	}
-	return host.Wrap(op, id, json.Unmarshal([]byte(rec), v))
+	if len(recs) == 0 {
+		return host.Errorf(op, id, host.ErrNotFound, "")
+	}
+	return host.Wrap(op, id, json.Unmarshal([]byte(recs[0]), v))
 }
 
 // list reads every record, by key, through each(raw).
 func (s *Store) list(ctx context.Context, t configTable, op string, each func([]byte) error) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+t.column+` FROM `+t.table+` ORDER BY `+t.key)
+	recs, err := s.records(ctx, t, "", true)
 	if err != nil {
 		return host.Wrap(op, "", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var rec string
-		if err := rows.Scan(&rec); err != nil {
-			return host.Wrap(op, "", err)
-		}
+	for _, rec := range recs {
 		if err := each([]byte(rec)); err != nil {
 			return host.Wrap(op, "", err)
 		}
 	}
-	return host.Wrap(op, "", rows.Err())
+	return nil
 }
 
 // listOf reads every record of t as a T.
@@ -141,6 +192,7 @@ func (s *Store) SetTaskTypeSpec(ctx context.Context, spec host.TaskTypeSpec) err
 func (s *Store) RemoveTaskTypeSpec(ctx context.Context, taskType string) error {
 	const op = "remove task type spec"
 	err := s.w.do(ctx, func(tx *wtx) error {
+		s.configWrite(tx)
 		res, err := tx.Exec(`DELETE FROM task_type_specs WHERE task_type = ?`, taskType)
 		if err != nil {
 			return err

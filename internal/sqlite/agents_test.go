@@ -79,3 +79,42 @@ func TestAgentConfigStored(t *testing.T) {
 		t.Fatalf("chain: %+v %v", rep, err)
 	}
 }
+
+// The configuration reads are cached (the dispatcher reads a spec and the
+// agents for every task), and a write by another process is seen at once:
+// found and not found alike.
+func TestConfigCacheCoherentAcrossStores(t *testing.T) {
+	f := newFixture(t, Options{})
+	other := f.another(t)
+	if _, err := f.TaskTypeSpec(ctx, "echo.t"); !errors.Is(err, host.ErrNotFound) {
+		t.Fatalf("no spec yet: %v", err)
+	}
+	if agents, err := f.ListAgents(ctx); err != nil || len(agents) != 0 {
+		t.Fatalf("no agent yet: %v %v", agents, err)
+	}
+	if err := other.SetTaskTypeSpec(ctx, host.TaskTypeSpec{TaskType: "echo.t", DefaultModel: "m1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.PutAgent(ctx, &host.AgentRecord{Agent: host.AgentIdentity{AgentID: "arc", InternalName: "arc", DisplayName: "Arc"}}); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := f.TaskTypeSpec(ctx, "echo.t")
+	if err != nil || spec.DefaultModel != "m1" {
+		t.Fatalf("spec written by the other store: %+v %v", spec, err)
+	}
+	if agents, err := f.ListAgents(ctx); err != nil || len(agents) != 1 {
+		t.Fatalf("agent written by the other store: %v %v", agents, err)
+	}
+	if err := other.SetTaskTypeSpec(ctx, host.TaskTypeSpec{TaskType: "echo.t", DefaultModel: "m2"}); err != nil {
+		t.Fatal(err)
+	}
+	if spec, _ := f.TaskTypeSpec(ctx, "echo.t"); spec.DefaultModel != "m2" {
+		t.Fatalf("replaced spec: %+v", spec)
+	}
+	if err := other.RemoveTaskTypeSpec(ctx, "echo.t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.TaskTypeSpec(ctx, "echo.t"); !errors.Is(err, host.ErrNotFound) {
+		t.Fatalf("removed spec: %v", err)
+	}
+}

@@ -130,9 +130,10 @@ type Store struct {
 	w      *writer
 	opts   Options
 	gens   gens
-	mc     *memCache   // memory entries read (memCache)
-	routes *routeCache // task types resolved (routeCache)
-	keys   *keyring    // seals secret memory values (secrets.go)
+	mc     *memCache    // memory entries read (memCache)
+	routes *routeCache  // task types resolved (routeCache)
+	config *configCache // task type specs, agents, profiles read (configCache)
+	keys   *keyring     // seals secret memory values (secrets.go)
 	// hostKey signs, and cp writes, the evidence head checkpoints
 	// (checkpoint.go).
 	hostKey *hostKey
@@ -191,7 +192,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
-	s := &Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), keys: keys, hostKey: hk, cp: cp}
+	s := &Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), config: newConfigCache(gens.routes), keys: keys, hostKey: hk, cp: cp}
 	if err := s.seedCheckpoint(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open host store: anchor the evidence head: %w", err)
