@@ -50,6 +50,10 @@ type Config struct {
 	// model) against the home before it is enqueued (Host.CheckIntent);
 	// nil checks only that its task type is served.
 	CheckIntent func(ctx context.Context, in *host.TaskIntent) error
+	// CheckWorkflow checks what a workflow definition names (profiles,
+	// skills) before POST /v1/workflows stores it (Host.CheckWorkflow);
+	// nil checks nothing more than the definition's own rules.
+	CheckWorkflow func(ctx context.Context, def *host.WorkflowDefinition) error
 	// Agents serves GET /v1/agents and /v1/profiles (nil: empty lists).
 	Agents AgentService
 	// TaskTypes serves /v1/task-types (nil: 503).

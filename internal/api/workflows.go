@@ -29,6 +29,11 @@ func (s *server) putWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if s.cfg.CheckWorkflow != nil {
+		if err := s.cfg.CheckWorkflow(r.Context(), def); err != nil {
+			return err
+		}
+	}
 	replaced, err := s.cfg.Backend.PutWorkflow(r.Context(), def)
 	if err != nil {
 		return err
