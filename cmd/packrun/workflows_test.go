@@ -10,25 +10,10 @@ import (
 	"github.com/packrun/packrun/host"
 )
 
-// goalLoopHome is a home with examples/goal-loop installed.
-func goalLoopHome(t *testing.T) homeCLI {
-	t.Helper()
-	dir := t.TempDir()
-	h := homeCLI{t, filepath.Join(dir, "home")}
-	key := filepath.Join(dir, "k")
-	pack := filepath.Join(dir, "goal.pack")
-	h.ok("keys", "generate", "--out", key)
-	h.ok("pack", "../../examples/goal-loop", "-o", pack)
-	h.ok("sign", pack, "--key", key+".key")
-	h.ok("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
-	h.ok("install", pack)
-	return h
-}
-
 // The workflows commands: add (refusals name the field, store nothing),
 // list, show, start (twice: the same record), records, record, cancel.
 func TestWorkflowsCommands(t *testing.T) {
-	h := goalLoopHome(t)
+	h := exampleHome(t, "goal-loop")
 	if out := h.ok("workflows", "list"); !strings.Contains(out, "goal-loop") || !strings.Contains(out, "plan") {
 		t.Fatalf("list:\n%s", out)
 	}

@@ -28,6 +28,19 @@ func scanWorkflowRecord(row interface{ Scan(...any) error }) (*host.WorkflowReco
 	return &r, nil
 }
 
+// selectRecord is the query of one record by workflow_id (?1).
+const selectRecord = `SELECT ` + workflowRecordColumns + ` FROM workflow_records WHERE workflow_id = ?1`
+
+// recordOf scans a selectRecord row; a record of a tenant other than
+// tenant ("": any) is sql.ErrNoRows, as a missing one.
+func recordOf(row *sql.Row, tenant string) (*host.WorkflowRecord, error) {
+	r, err := scanWorkflowRecord(row)
+	if err == nil && tenant != "" && r.Tenant != tenant {
+		return nil, sql.ErrNoRows
+	}
+	return r, err
+}
+
 func scanWorkflowDefinition(row interface{ Scan(...any) error }) (*host.WorkflowDefinition, error) {
 	var def string
 	if err := row.Scan(&def); err != nil {
@@ -197,8 +210,8 @@ func (s *Store) enterState(tx *wtx, r *host.WorkflowRecord, attemptID string, no
 // WorkflowRecord implements host.Workflows.
 func (s *Store) WorkflowRecord(ctx context.Context, tenant, id string) (*host.WorkflowRecord, error) {
 	const op = "workflow record"
-	r, err := scanWorkflowRecord(s.queryRow(ctx, `SELECT `+workflowRecordColumns+` FROM workflow_records WHERE workflow_id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) || err == nil && tenant != "" && r.Tenant != tenant {
+	r, err := recordOf(s.queryRow(ctx, selectRecord, id), tenant)
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, host.Errorf(op, id, host.ErrNotFound, "")
 	}
 	return r, host.Wrap(op, id, err)
@@ -220,8 +233,8 @@ func (s *Store) CancelWorkflowRecord(ctx context.Context, tenant, id string) (*h
 	const op = "cancel workflow record"
 	var out *host.WorkflowRecord
 	err := s.w.do(ctx, func(tx *wtx) error {
-		r, err := scanWorkflowRecord(tx.QueryRow(`SELECT `+workflowRecordColumns+` FROM workflow_records WHERE workflow_id = ?`, id))
-		if errors.Is(err, sql.ErrNoRows) || err == nil && tenant != "" && r.Tenant != tenant {
+		r, err := recordOf(tx.QueryRow(selectRecord, id), tenant)
+		if errors.Is(err, sql.ErrNoRows) {
 			return host.Errorf(op, id, host.ErrNotFound, "")
 		}
 		if err != nil {
@@ -257,8 +270,7 @@ func (s *Store) saveRecord(tx *wtx, r *host.WorkflowRecord, now time.Time) error
 // checkWorkflowRef checks, in tx, that an intent's workflow_ref names a
 // record of tenant with that instance_key and a state of its definition.
 func checkWorkflowRef(tx *wtx, op, tenant string, ref *host.WorkflowRef) error {
-	r, err := scanWorkflowRecord(tx.QueryRow(`SELECT `+workflowRecordColumns+` FROM workflow_records WHERE workflow_id = ? AND tenant = ?`,
-		ref.WorkflowID, tenant))
+	r, err := recordOf(tx.QueryRow(selectRecord, ref.WorkflowID), tenant)
 	if errors.Is(err, sql.ErrNoRows) {
 		return host.Invalid(op, "workflow_ref.workflow_id", "no workflow record %s (start it first)", ref.WorkflowID)
 	}
@@ -292,8 +304,7 @@ const (
 func (s *Store) applyWorkflowSignal(tx *wtx, t *host.TaskRecord, signal, attemptID string, now time.Time) (string, error) {
 	const op = "workflow signal"
 	ref := t.WorkflowRef
-	r, err := scanWorkflowRecord(tx.QueryRow(`SELECT `+workflowRecordColumns+` FROM workflow_records WHERE workflow_id = ? AND tenant = ?`,
-		ref.WorkflowID, t.Tenant))
+	r, err := recordOf(tx.QueryRow(selectRecord, ref.WorkflowID), t.Tenant)
 	if errors.Is(err, sql.ErrNoRows) {
 		return signalStale, nil
 	}

@@ -32,7 +32,7 @@ func signalNext(t *testing.T, f *fixture, r *host.WorkflowRecord, taskType, sign
 	return finishWith(t, f, task, host.FinishInput{Outcome: out})
 }
 
-func recordOf(t *testing.T, f *fixture, id string) *host.WorkflowRecord {
+func mustRecord(t *testing.T, f *fixture, id string) *host.WorkflowRecord {
 	t.Helper()
 	r, err := f.WorkflowRecord(ctx, "", id)
 	if err != nil {
@@ -73,11 +73,11 @@ func TestGoalLoopThroughSignals(t *testing.T) {
 	}
 	for _, s := range steps {
 		signalNext(t, f, r, s.taskType, s.signal)
-		if got := recordOf(t, f, r.WorkflowID); got.CurrentState != s.state {
+		if got := mustRecord(t, f, r.WorkflowID); got.CurrentState != s.state {
 			t.Fatalf("after %s: state %s, want %s", s.signal, got.CurrentState, s.state)
 		}
 	}
-	got := recordOf(t, f, r.WorkflowID)
+	got := mustRecord(t, f, r.WorkflowID)
 	if got.Status != host.WorkflowCompleted || got.CompletedAt == nil {
 		t.Fatalf("not completed: %+v", got)
 	}
@@ -101,7 +101,7 @@ func TestWorkflowUnmatchedAndStaleSignals(t *testing.T) {
 	out := okOutcome()
 	out.MachineStatus, out.WorkflowSignal = host.MachineFailed, "planned"
 	finishWith(t, f, task, host.FinishInput{Outcome: out})
-	if got := recordOf(t, f, r.WorkflowID); got.CurrentState != "plan" {
+	if got := mustRecord(t, f, r.WorkflowID); got.CurrentState != "plan" {
 		t.Fatalf("a failed task moved the record: %+v", got)
 	}
 	// Two operator tasks naming the plan state: the first moves the
@@ -119,7 +119,7 @@ func TestWorkflowUnmatchedAndStaleSignals(t *testing.T) {
 		out = okOutcome()
 		out.WorkflowSignal = "planned"
 		finishWith(t, f, claimed, host.FinishInput{Outcome: out})
-		if got := recordOf(t, f, r.WorkflowID); got.CurrentState != "execute" || got.Status != host.WorkflowActive {
+		if got := mustRecord(t, f, r.WorkflowID); got.CurrentState != "execute" || got.Status != host.WorkflowActive {
 			t.Fatalf("task %d: record %+v", i, got)
 		}
 		if evs, _ := f.Events(ctx, host.EventFilter{TaskID: claimed.TaskID}); !hasData(evs, host.EventTaskAttemptFinished, "workflow", want) {
@@ -127,7 +127,7 @@ func TestWorkflowUnmatchedAndStaleSignals(t *testing.T) {
 		}
 	}
 	signalNext(t, f, r, "goal.execute", "what?")
-	got := recordOf(t, f, r.WorkflowID)
+	got := mustRecord(t, f, r.WorkflowID)
 	if got.Status != host.WorkflowBlocked || got.CurrentState != "execute" {
 		t.Fatalf("unmatched: %+v", got)
 	}
@@ -264,7 +264,7 @@ func TestWorkflowRefAndStart(t *testing.T) {
 	out := okOutcome()
 	out.WorkflowSignal = "go"
 	finishWith(t, f, claimed, host.FinishInput{Outcome: out})
-	if got := recordOf(t, f, r.WorkflowID); got.CurrentState != "b" || got.Status != host.WorkflowActive {
+	if got := mustRecord(t, f, r.WorkflowID); got.CurrentState != "b" || got.Status != host.WorkflowActive {
 		t.Fatalf("after go: %+v", got)
 	}
 	if _, err := f.WorkflowRecord(ctx, "t2", r.WorkflowID); !errors.Is(err, host.ErrNotFound) {
