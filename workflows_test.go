@@ -3,6 +3,7 @@ package packrun
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"reflect"
 	"testing"
 	"time"
@@ -109,5 +110,70 @@ func TestGoalLoopEndToEnd(t *testing.T) {
 	}
 	if n[host.EventWorkflowTransitioned] != 3 || n[host.EventWorkflowTaskCreated] != 3 || n[host.EventWorkflowCompleted] != 1 {
 		t.Fatalf("events %v", n)
+	}
+}
+
+// Over the HTTP API with tokens and the dispatcher running: registering a
+// definition needs admin; records are per tenant (the same instance_key in
+// two tenants is two records, another tenant's answers 404); a goal-loop
+// record started over the API runs to completion.
+func TestGoalLoopOverAPI(t *testing.T) {
+	e := newAuthEnv(t, HandlerOptions{})
+	e.install(t, goalLoopPack(t))
+	acme, _ := e.token(t, "acme", "tasks:write,tasks:read")
+	globex, _ := e.token(t, "globex", "tasks:write,tasks:read")
+	admin, _ := e.token(t, "acme", "admin")
+	def := `{"workflow_type":"one-step","initial_state":"a","states":[{"state_id":"a","completion_signals":["done"]}]}`
+	if r := e.call(t, acme, "POST", "/v1/workflows", def); r.code != http.StatusForbidden {
+		t.Fatalf("tasks:write registered a workflow: %d %s", r.code, r.body)
+	}
+	if r := e.call(t, admin, "POST", "/v1/workflows", def); r.code != http.StatusCreated {
+		t.Fatalf("admin: %d %s", r.code, r.body)
+	}
+	start := func(token string) host.WorkflowRecord {
+		t.Helper()
+		r := e.call(t, token, "POST", "/v1/workflows/goal-loop/records", `{"instance_key":"docs","context":{"goal":"g"}}`)
+		var rec host.WorkflowRecord
+		if err := json.Unmarshal([]byte(r.body), &rec); err != nil || r.code != http.StatusCreated {
+			t.Fatalf("start: %d %s", r.code, r.body)
+		}
+		return rec
+	}
+	a, g := start(acme), start(globex)
+	if a.WorkflowID == g.WorkflowID || a.Tenant != "acme" || g.Tenant != "globex" {
+		t.Fatalf("records %+v %+v", a, g)
+	}
+	if r := e.call(t, globex, "GET", "/v1/workflow-records/"+a.WorkflowID, ""); r.code != http.StatusNotFound {
+		t.Fatalf("globex read acme's record: %d", r.code)
+	}
+	if r := e.call(t, globex, "POST", "/v1/workflow-records/"+a.WorkflowID+":cancel", ""); r.code != http.StatusNotFound {
+		t.Fatalf("globex canceled acme's record: %d", r.code)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for _, c := range []struct {
+		token string
+		rec   host.WorkflowRecord
+	}{{acme, a}, {globex, g}} {
+		for {
+			r := e.call(t, c.token, "GET", "/v1/workflow-records/"+c.rec.WorkflowID, "")
+			var got host.WorkflowRecord
+			if err := json.Unmarshal([]byte(r.body), &got); err != nil || r.code != http.StatusOK {
+				t.Fatalf("get: %d %s", r.code, r.body)
+			}
+			if got.Status == host.WorkflowCompleted {
+				break
+			}
+			if got.Status != host.WorkflowActive || time.Now().After(deadline) {
+				t.Fatalf("record %+v", got)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	r := e.call(t, globex, "GET", "/v1/workflow-records?type=goal-loop", "")
+	var list struct {
+		Records []host.WorkflowRecord `json:"workflow_records"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &list); err != nil || len(list.Records) != 1 || list.Records[0].WorkflowID != g.WorkflowID {
+		t.Fatalf("globex's list: %s", r.body)
 	}
 }
