@@ -3,7 +3,9 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -275,6 +277,9 @@ func ValidateWorkflowDefinition(d *WorkflowDefinition) error {
 		if s.EmitsTaskIntent && s.TaskType == "" {
 			return Invalid(op, f+".task_type", "required: the state emits a task intent")
 		}
+		if err := checkStateIntent(op, f, &s); err != nil {
+			return err
+		}
 	}
 	if d.State(d.InitialState) == nil {
 		return Invalid(op, "initial_state", "%q names no state", d.InitialState)
@@ -285,6 +290,24 @@ func ValidateWorkflowDefinition(d *WorkflowDefinition) error {
 		}
 	}
 	return nil
+}
+
+// checkStateIntent checks that the task intent state s would emit is
+// valid (ValidateIntent's rules for task_type, the profile and the
+// skills), naming the state's fields, so that entering it never fails.
+func checkStateIntent(op, prefix string, s *WorkflowState) error {
+	if s.TaskType == "" {
+		return nil
+	}
+	probe := TaskIntent{TaskType: s.TaskType, Source: "workflow", RequestedProfileID: s.DefaultProfileID, SkillIDs: s.DefaultSkillIDs,
+		Payload: json.RawMessage(`{}`)}
+	err := ValidateIntent(&probe)
+	var he *Error
+	if !errors.As(err, &he) {
+		return err
+	}
+	field := strings.NewReplacer("requested_profile_id", "default_profile_id", "skill_ids", "default_skill_ids").Replace(he.Field)
+	return &Error{Op: op, Field: prefix + "." + field, Err: he.Err}
 }
 
 // checkStateSignals checks the transitions of d.States[i].

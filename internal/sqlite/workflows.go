@@ -115,8 +115,11 @@ func (s *Store) StartWorkflow(ctx context.Context, st host.WorkflowStart) (*host
 	var created bool
 	err := s.w.do(ctx, func(tx *wtx) error {
 		var err error
-		out, created, err = s.startWorkflow(tx, op, "workflow_type", &st, s.now())
+		out, created, err = s.findOrNewRecord(tx, op, "workflow_type", &st, s.now())
 		if err != nil || !created {
+			return err
+		}
+		if err := insertRecord(tx, out); err != nil {
 			return err
 		}
 		if _, err := s.event(tx, host.EventWorkflowCreated, "", "", workflowData(out, nil)); err != nil {
@@ -130,11 +133,12 @@ func (s *Store) StartWorkflow(ctx context.Context, st host.WorkflowStart) (*host
 	return out, created, nil
 }
 
-// startWorkflow finds the tenant's record of st's type and instance key
-// (created false), or inserts a new one in tx without its events or
-// the task of its first state (see enterState). typeField names the
-// field that gave the workflow type in errors.
-func (s *Store) startWorkflow(tx *wtx, op, typeField string, st *host.WorkflowStart, now time.Time) (*host.WorkflowRecord, bool, error) {
+// findOrNewRecord finds the tenant's record of st's type and instance
+// key (created false), or builds a new one, checked against its
+// definition but not yet inserted (insertRecord), so that a caller with
+// more to check can still refuse without having written anything.
+// typeField names the field that gave the workflow type in errors.
+func (s *Store) findOrNewRecord(tx *wtx, op, typeField string, st *host.WorkflowStart, now time.Time) (*host.WorkflowRecord, bool, error) {
 	r, err := scanWorkflowRecord(tx.QueryRow(`SELECT `+workflowRecordColumns+` FROM workflow_records
 		WHERE tenant = ? AND workflow_type = ? AND instance_key = ?`, st.Tenant, st.WorkflowType, st.InstanceKey))
 	if err == nil {
@@ -159,9 +163,14 @@ func (s *Store) startWorkflow(tx *wtx, op, typeField string, st *host.WorkflowSt
 		r.Context = evidence.CompactJSON(st.Context)
 	}
 	r.CreatedAt, r.UpdatedAt = parseTS(ts(now)), parseTS(ts(now))
-	_, err = tx.Exec(`INSERT INTO workflow_records (`+workflowRecordColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
-		r.WorkflowID, r.Tenant, r.WorkflowType, r.InstanceKey, r.CurrentState, string(r.Context), string(r.Status), ts(now), ts(now))
-	return r, true, err
+	return r, true, nil
+}
+
+// insertRecord stores a new record built by findOrNewRecord.
+func insertRecord(tx *wtx, r *host.WorkflowRecord) error {
+	_, err := tx.Exec(`INSERT INTO workflow_records (`+workflowRecordColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
+		r.WorkflowID, r.Tenant, r.WorkflowType, r.InstanceKey, r.CurrentState, string(r.Context), string(r.Status), ts(r.CreatedAt), ts(r.UpdatedAt))
+	return err
 }
 
 // workflowData is the data of a workflow event about r, with extra.
@@ -355,14 +364,14 @@ func (s *Store) applyWorkflowSignal(tx *wtx, t *host.TaskRecord, signal, attempt
 	return signalTransitioned, s.enterState(tx, r, attemptID, now)
 }
 
-// sensorWorkflow finds or creates, in tx, the record an accepted sensor
-// event's proposed_workflow names: the tenant's record of that template
-// (workflow_type) and instance_key. Its events and first task follow
-// with sensorWorkflowEvents, once the sensor event is recorded.
+// sensorWorkflow finds, or builds without inserting, the record an
+// accepted sensor event's proposed_workflow names: the tenant's record of
+// that template (workflow_type) and instance_key. sensorWorkflowEvents
+// inserts a new one, once the whole event is known to apply.
 func (s *Store) sensorWorkflow(tx *wtx, ev *host.SensorEvent, tenant string, now time.Time) (*host.WorkflowRecord, bool, error) {
 	w := ev.ProposedWorkflow
 	st := host.WorkflowStart{WorkflowType: w.Template, InstanceKey: w.InstanceKey, State: w.State, Context: w.Context, Tenant: tenant}
-	r, created, err := s.startWorkflow(tx, "sensor event", "proposed_workflow.template", &st, now)
+	r, created, err := s.findOrNewRecord(tx, "sensor event", "proposed_workflow.template", &st, now)
 	var he *host.Error
 	if errors.As(err, &he) && he.Field == "state" {
 		he.Field = "proposed_workflow.state"
@@ -370,12 +379,16 @@ func (s *Store) sensorWorkflow(tx *wtx, ev *host.SensorEvent, tenant string, now
 	return r, created, err
 }
 
-// sensorWorkflowEvents appends sensor_workflow_created (and enqueues the
-// task of the new record's first state) or sensor_workflow_deduped (the
-// record existed; nothing of it changes).
+// sensorWorkflowEvents inserts a new record and appends
+// sensor_workflow_created (and enqueues the task of its first state), or
+// appends sensor_workflow_deduped (the record existed; nothing of it
+// changes).
 func (s *Store) sensorWorkflowEvents(tx *wtx, r *host.WorkflowRecord, created bool, sev *host.SensorEventRecord, attemptID string, now time.Time) error {
 	evType := host.EventSensorWorkflowDeduped
 	if created {
+		if err := insertRecord(tx, r); err != nil {
+			return err
+		}
 		evType = host.EventSensorWorkflowCreated
 	}
 	if _, err := s.event(tx, evType, "", attemptID, workflowData(r, map[string]any{"record_id": sev.RecordID, "sensor_id": sev.Event.SensorID})); err != nil {

@@ -186,6 +186,17 @@ func TestSensorProposedWorkflowDedupe(t *testing.T) {
 	if he, ok := err.(*host.Error); !ok || he.Field != "proposed_workflow.state" {
 		t.Fatalf("bad state: %v", err)
 	}
+	// Reported with a proposed_task nothing serves: the event is refused
+	// and its workflow is not created either.
+	ev.DedupeKey, ev.ProposedWorkflow.InstanceKey, ev.ProposedWorkflow.State = "k4", "ticket-9", ""
+	ev.ProposedTask = &host.TaskIntent{TaskType: "no.route", Payload: json.RawMessage(`{}`)}
+	got, err := f.ApplySensorEvents(ctx, []host.SensorEvent{ev}, host.SensorEventOptions{}, "att-1")
+	if err != nil || len(got) != 1 || got[0].Status != host.SensorRefused {
+		t.Fatalf("refused: %+v %v", got, err)
+	}
+	if recs, _ := f.ListWorkflowRecords(ctx, host.WorkflowRecordFilter{}); len(recs) != 1 {
+		t.Fatalf("a refused event created a record: %+v", recs)
+	}
 	signalNext(t, f, recs[0], "goal.plan", "planned")
 }
 
@@ -202,6 +213,8 @@ func TestWorkflowDefinitionRefused(t *testing.T) {
 		{`{"workflow_type":"w","initial_state":"a","states":[{"state_id":"a","transitions":[{"signal":"s","next_state":"a"},{"signal":"s","next_state":"a"}]}]}`, "states[0].transitions[1].signal"},
 		{`{"workflow_type":"w","initial_state":"a","states":[{"state_id":"a","task_type":"t","emits_task_intent":true,"completion_signals":["s"],"transitions":[{"signal":"s","next_state":"a"}]}]}`, "states[0].transitions[0].next_state"},
 		{`{"workflow_type":"w","initial_state":"a","states":[]}`, "states"},
+		{`{"workflow_type":"w","initial_state":"a","states":[{"state_id":"a","task_type":"has space"}]}`, "states[0].task_type"},
+		{`{"workflow_type":"w","initial_state":"a","states":[{"state_id":"a","task_type":"t","default_skill_ids":["ok","bad\u0001"]}]}`, "states[0].default_skill_ids[1]"},
 	} {
 		_, err := host.DecodeWorkflowDefinition([]byte(c.doc))
 		var he *host.Error
