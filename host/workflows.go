@@ -232,15 +232,8 @@ func DecodeWorkflowRecord(b []byte) (*WorkflowRecord, error) {
 	if !json.Valid(b) {
 		return nil, Invalid(op, "", "not valid JSON")
 	}
-	// The schema has no tenant: check the seed's fields only.
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(b, &doc); err == nil {
-		delete(doc, "tenant")
-		if plain, err := json.Marshal(doc); err == nil {
-			if err := validateSchema(op, WorkflowRecordSchema, "", plain); err != nil {
-				return nil, err
-			}
-		}
+	if err := validateSchema(op, WorkflowRecordSchema, "", b); err != nil {
+		return nil, err
 	}
 	r := &WorkflowRecord{}
 	if err := strictDecode(op, b, r); err != nil {
