@@ -23,8 +23,9 @@ const (
 	// created a record.
 	EventSensorWorkflowCreated = "sensor_workflow_created"
 	// EventSensorWorkflowDeduped: a sensor event's proposed_workflow named
-	// a record that exists (same workflow_type and instance_key); nothing
-	// changed.
+	// a record that exists (same workflow_type and instance_key): nothing
+	// of it changes, except that a blocked record is woken (data.woken:
+	// active again, its current state entered again).
 	EventSensorWorkflowDeduped = "sensor_workflow_deduped"
 	// EventWorkflowCreated: an operator started a record (not in §14,
 	// which names only the sensor path).

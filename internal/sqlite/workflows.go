@@ -381,20 +381,28 @@ func (s *Store) sensorWorkflow(tx *wtx, ev *host.SensorEvent, tenant string, now
 
 // sensorWorkflowEvents inserts a new record and appends
 // sensor_workflow_created (and enqueues the task of its first state), or
-// appends sensor_workflow_deduped (the record existed; nothing of it
-// changes).
+// appends sensor_workflow_deduped for an existing record: nothing of it
+// changes, except that a blocked record is woken (active again, its
+// current state entered again, data.woken true).
 func (s *Store) sensorWorkflowEvents(tx *wtx, r *host.WorkflowRecord, created bool, sev *host.SensorEventRecord, attemptID string, now time.Time) error {
-	evType := host.EventSensorWorkflowDeduped
-	if created {
+	evType, woken := host.EventSensorWorkflowDeduped, false
+	switch {
+	case created:
 		if err := insertRecord(tx, r); err != nil {
 			return err
 		}
 		evType = host.EventSensorWorkflowCreated
+	case r.Status == host.WorkflowBlocked:
+		r.Status, woken = host.WorkflowActive, true
+		if err := s.saveRecord(tx, r, now); err != nil {
+			return err
+		}
 	}
-	if _, err := s.event(tx, evType, "", attemptID, workflowData(r, map[string]any{"record_id": sev.RecordID, "sensor_id": sev.Event.SensorID})); err != nil {
+	if _, err := s.event(tx, evType, "", attemptID, workflowData(r, map[string]any{"record_id": sev.RecordID, "sensor_id": sev.Event.SensorID,
+		"woken": woken})); err != nil {
 		return err
 	}
-	if !created {
+	if !created && !woken {
 		return nil
 	}
 	return s.enterState(tx, r, attemptID, now)

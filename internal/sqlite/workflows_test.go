@@ -197,7 +197,23 @@ func TestSensorProposedWorkflowDedupe(t *testing.T) {
 	if recs, _ := f.ListWorkflowRecords(ctx, host.WorkflowRecordFilter{}); len(recs) != 1 {
 		t.Fatalf("a refused event created a record: %+v", recs)
 	}
+	// A signal the plan state does not know blocks the record; the
+	// sensor proposing it again wakes it: active, its plan task again.
+	signalNext(t, f, recs[0], "goal.plan", "no-such-signal")
+	if got := mustRecord(t, f, recs[0].WorkflowID); got.Status != host.WorkflowBlocked {
+		t.Fatalf("not blocked: %+v", got)
+	}
+	ev.DedupeKey, ev.ProposedWorkflow.InstanceKey, ev.ProposedTask = "k5", "ticket-7", nil
+	if r, err := f.RecordSensorEvent(ctx, ev, host.SensorEventOptions{}); err != nil || r.Status != host.SensorWorkflowDeduped {
+		t.Fatalf("wake: %+v %v", r, err)
+	}
+	if got := mustRecord(t, f, recs[0].WorkflowID); got.Status != host.WorkflowActive || got.CurrentState != "plan" {
+		t.Fatalf("not woken: %+v", got)
+	}
 	signalNext(t, f, recs[0], "goal.plan", "planned")
+	if got := mustRecord(t, f, recs[0].WorkflowID); got.CurrentState != "execute" {
+		t.Fatalf("after wake: %+v", got)
+	}
 }
 
 // Bad definitions are refused naming the JSON path, and nothing is
