@@ -14,6 +14,7 @@ type Backend interface {
 	Packs
 	Schedules
 	Sensors
+	Workflows
 	// Close flushes acknowledged writes and releases the backend.
 	Close() error
 }

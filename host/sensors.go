@@ -40,8 +40,8 @@ const MaxSensorEventBytes = MaxPayloadBytes + 128<<10
 // calls and its output's sensor_events together).
 const MaxSensorEvents = 100
 
-// WorkflowsNotSupported is the detail of an event whose proposed_workflow
-// could not be applied.
+// WorkflowsNotSupported is the detail of events recorded before workflows
+// existed (status workflow_unsupported); no new event gets it.
 const WorkflowsNotSupported = "proposed_workflow not supported yet: workflows arrive with issue 17"
 
 // SensorEvent is what a sensor reports (seed 003 §5, field names as
@@ -73,7 +73,9 @@ const (
 	// Accepted (they hold the dedupe key):
 	SensorRecorded            SensorEventStatus = "recorded"             // nothing proposed
 	SensorTaskCreated         SensorEventStatus = "task_created"         // proposed_task enqueued
-	SensorWorkflowUnsupported SensorEventStatus = "workflow_unsupported" // proposed_workflow only: see WorkflowsNotSupported
+	SensorWorkflowCreated     SensorEventStatus = "workflow_created"     // proposed_workflow created its record (and no proposed_task)
+	SensorWorkflowDeduped     SensorEventStatus = "workflow_deduped"     // proposed_workflow's record existed (and no proposed_task)
+	SensorWorkflowUnsupported SensorEventStatus = "workflow_unsupported" // recorded before workflows existed: see WorkflowsNotSupported
 	// Not accepted:
 	SensorDeduped SensorEventStatus = "deduped" // same (sensor_id, dedupe_key) as an accepted one
 	SensorExpired SensorEventStatus = "expired" // past freshness_deadline
@@ -88,6 +90,9 @@ type SensorEventRecord struct {
 	Detail string `json:"detail,omitempty"`
 	// TaskID is the task its proposed_task became.
 	TaskID string `json:"task_id,omitempty"`
+	// WorkflowID is the workflow record its proposed_workflow created or
+	// found.
+	WorkflowID string `json:"workflow_id,omitempty"`
 	// DuplicateOf is the record a deduped event repeated.
 	DuplicateOf string `json:"duplicate_of,omitempty"`
 	// Origin is who reported it: "api", "task:<id>" or "attempt:<id>".

@@ -18,12 +18,19 @@ import (
 // hello.c), set up through the CLI.
 func helloHome(t *testing.T) homeCLI {
 	t.Helper()
+	return exampleHome(t, "hello-c")
+}
+
+// exampleHome is a new home with examples/<example> packed, signed by a
+// trusted key and installed.
+func exampleHome(t *testing.T, example string) homeCLI {
+	t.Helper()
 	dir := t.TempDir()
 	h := homeCLI{t, filepath.Join(dir, "home")}
 	key := filepath.Join(dir, "k")
-	pack := filepath.Join(dir, "hello.pack")
+	pack := filepath.Join(dir, "example.pack")
 	h.ok("keys", "generate", "--out", key)
-	h.ok("pack", "../../examples/hello-c", "-o", pack)
+	h.ok("pack", "../../examples/"+example, "-o", pack)
 	h.ok("sign", pack, "--key", key+".key")
 	h.ok("trust", "add-key", "k", key+".pub", "--namespace", "local.*")
 	h.ok("install", pack)

@@ -50,6 +50,10 @@ type Config struct {
 	// model) against the home before it is enqueued (Host.CheckIntent);
 	// nil checks only that its task type is served.
 	CheckIntent func(ctx context.Context, in *host.TaskIntent) error
+	// CheckWorkflow checks what a workflow definition names (profiles,
+	// skills) before POST /v1/workflows stores it (Host.CheckWorkflow);
+	// nil checks nothing more than the definition's own rules.
+	CheckWorkflow func(ctx context.Context, def *host.WorkflowDefinition) error
 	// Agents serves GET /v1/agents and /v1/profiles (nil: empty lists).
 	Agents AgentService
 	// TaskTypes serves /v1/task-types (nil: 503).
@@ -150,6 +154,14 @@ const maxBodyDepth = 10000
 //	DELETE /v1/schedules/{id}                   tasks:write    the deleted RecurringSchedule (the tasks it created stay)
 //	POST /v1/sensor-events                      tasks:write    a SensorEvent → 201 SensorEventRecord (task_id: its proposed_task),
 //	                                                           200 a duplicate's record (status deduped), 422 invalid or expired
+//	GET  /v1/workflows                          tasks:read     {"workflows":[WorkflowDefinition...]}, by workflow_type
+//	POST /v1/workflows                          admin          a WorkflowDefinition → 201 (200: it replaced one of that type)
+//	GET  /v1/workflows/{type}                   tasks:read     WorkflowDefinition
+//	POST /v1/workflows/{type}/records           tasks:write    {"instance_key","state"?,"context"?} → 201 WorkflowRecord (its first
+//	                                                           state's task enqueued), 200 the tenant's existing record of that key
+//	GET  /v1/workflow-records[?type=&limit=]    tasks:read     {"workflow_records":[WorkflowRecord...]}, newest first
+//	GET  /v1/workflow-records/{id}              tasks:read     WorkflowRecord
+//	POST /v1/workflow-records/{id}:cancel       tasks:write    WorkflowRecord, canceled (409 completed or canceled already)
 //	POST /v1/invoke                             invoke         run one node of an installed pack
 //	GET  /v1/packs                              (any token)    {"packs":[PackInfo...]}
 //	GET  /v1/task-types                         tasks:read     {"task_types":[TaskTypeInfo...]}
@@ -239,6 +251,17 @@ func New(cfg Config) http.Handler {
 		http.MethodGet:    scoped(auth.ScopeTasksRead, takes(s.getTaskType)),
 		http.MethodPut:    scoped(auth.ScopeAdmin, takes(s.putTaskType)),
 		http.MethodDelete: scoped(auth.ScopeAdmin, takes(s.deleteTaskType)),
+	})
+	route("/v1/workflows", map[string]handler{
+		http.MethodGet:  scoped(auth.ScopeTasksRead, takes(s.listWorkflows)),
+		http.MethodPost: scoped(auth.ScopeAdmin, takes(s.putWorkflow)),
+	})
+	route("/v1/workflows/{type}", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.getWorkflow))})
+	route("/v1/workflows/{type}/records", map[string]handler{http.MethodPost: scoped(auth.ScopeTasksWrite, takes(s.startWorkflow))})
+	route("/v1/workflow-records", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.listWorkflowRecords, "type", "limit"))})
+	route("/v1/workflow-records/{id}", map[string]handler{
+		http.MethodGet:  scoped(auth.ScopeTasksRead, takes(s.getWorkflowRecord)),
+		http.MethodPost: scoped(auth.ScopeTasksWrite, takes(s.workflowRecordAction)),
 	})
 	route("/v1/agents", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.listAgents))})
 	route("/v1/profiles", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.listProfiles))})

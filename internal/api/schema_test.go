@@ -23,8 +23,15 @@ func validates(t *testing.T, id string, doc []byte) {
 // agent-runtime/task.record/v1; every event, agent-runtime/runtime.event/v1.
 func TestRecordsSatisfyTheirSchemas(t *testing.T) {
 	e := newEnv(t, newBackend(t), nil)
-	r := e.post("/v1/tasks", `{"task_type":"hello.wat","subject":"s","payload":{"name":"x"},"skill_ids":["a"],
-		"workflow_ref":{"workflow_id":"w","state_id":"s","instance_key":"i"},"evidence_requirements":{"require_adapter_audit":true}}`)
+	r := e.post("/v1/workflows", `{"workflow_type":"w","initial_state":"s","states":[{"state_id":"s"}]}`)
+	wantStatus(t, r, http.StatusCreated)
+	validates(t, host.WorkflowDefinitionSchema, r.body)
+	r = e.post("/v1/workflows/w/records", `{"instance_key":"i"}`)
+	wantStatus(t, r, http.StatusCreated)
+	validates(t, host.WorkflowRecordSchema, r.body)
+	wf := decode[*host.WorkflowRecord](t, r)
+	r = e.post("/v1/tasks", `{"task_type":"hello.wat","subject":"s","payload":{"name":"x"},"skill_ids":["a"],
+		"workflow_ref":{"workflow_id":"`+wf.WorkflowID+`","state_id":"s","instance_key":"i"},"evidence_requirements":{"require_adapter_audit":true}}`)
 	wantStatus(t, r, http.StatusCreated)
 	validates(t, "agent-runtime/task.record/v1", r.body)
 	task := decode[*host.TaskRecord](t, r)

@@ -122,7 +122,15 @@ func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.E
 		}
 		t.Tenant = opts.Tenant
 	}
-	if err := s.w.do(ctx, func(tx *wtx) error { return s.insertTask(tx, t, "") }); err != nil {
+	err = s.w.do(ctx, func(tx *wtx) error {
+		if t.WorkflowRef != nil {
+			if err := checkWorkflowRef(tx, op, t.Tenant, t.WorkflowRef); err != nil {
+				return err
+			}
+		}
+		return s.insertTask(tx, t, "")
+	})
+	if err != nil {
 		return nil, host.Wrap(op, intent.TaskType, err)
 	}
 	return t, nil
@@ -409,7 +417,7 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			return err
 		}
 
-		applied := []string{}
+		applied, wfResult := []string{}, ""
 		if status == host.TaskCompleted {
 			for i := range followUps {
 				ft, err := newTask(op, &followUps[i], 0, now)
@@ -432,6 +440,11 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			if _, err := s.applyReported(tx, in.SensorEvents, opts, taskID, in.AttemptID, now); err != nil {
 				return err
 			}
+			if t.WorkflowRef != nil && in.Outcome.WorkflowSignal != "" {
+				if wfResult, err = s.applyWorkflowSignal(tx, t, in.Outcome.WorkflowSignal, in.AttemptID, now); err != nil {
+					return err
+				}
+			}
 		}
 		d := (&evData{}).int("attempt", int64(t.AttemptCount))
 		if n := len(in.Outcome.ExternalMessage); n > 0 {
@@ -449,6 +462,9 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			d.value("missing_evidence", missing)
 		}
 		d.str("retry_class", string(rc)).str("status", string(status))
+		if wfResult != "" {
+			d.str("workflow", wfResult)
+		}
 		if in.Outcome.WorkflowSignal != "" {
 			d.str("workflow_signal", in.Outcome.WorkflowSignal)
 		}

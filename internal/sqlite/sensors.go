@@ -10,17 +10,17 @@ import (
 	"github.com/packrun/packrun/host"
 )
 
-const sensorEventColumns = `record_id, tenant, sensor_id, event_id, dedupe_key, status, detail, task_id, duplicate_of, origin, event, received_at`
+const sensorEventColumns = `record_id, tenant, sensor_id, event_id, dedupe_key, status, detail, task_id, duplicate_of, origin, event, received_at, workflow_id`
 
 // acceptedStatuses are the statuses that hold an event's dedupe key (the
 // partial unique index sensor_events_dedupe says the same).
-const acceptedStatuses = `('recorded', 'task_created', 'workflow_unsupported')`
+const acceptedStatuses = `('recorded', 'task_created', 'workflow_unsupported', 'workflow_created', 'workflow_deduped')`
 
 func scanSensorEvent(row interface{ Scan(...any) error }) (*host.SensorEventRecord, error) {
 	var r host.SensorEventRecord
 	var sensorID, eventID, dedupe, status, event, received string
 	if err := row.Scan(&r.RecordID, &r.Tenant, &sensorID, &eventID, &dedupe, &status, &r.Detail, &r.TaskID, &r.DuplicateOf,
-		&r.Origin, &event, &received); err != nil {
+		&r.Origin, &event, &received, &r.WorkflowID); err != nil {
 		return nil, err
 	}
 	r.Status, r.ReceivedAt = host.SensorEventStatus(status), parseTS(received)
@@ -68,6 +68,8 @@ func (s *Store) applySensorEvent(tx *wtx, ev *host.SensorEvent, tenant, origin, 
 	r := &host.SensorEventRecord{RecordID: host.NewID("sev"), Origin: origin, Tenant: tenant, ReceivedAt: now, Event: *ev}
 	evType := host.EventSensorEventRecorded
 	var task *host.TaskRecord
+	var wf *host.WorkflowRecord
+	var wfCreated bool
 	switch {
 	case ev.Expired(now):
 		r.Status, r.Detail, evType = host.SensorExpired, "past its freshness_deadline "+ev.FreshnessDeadline, host.EventSensorEventExpired
@@ -83,7 +85,13 @@ func (s *Store) applySensorEvent(tx *wtx, ev *host.SensorEvent, tenant, origin, 
 		}
 		r.Status = host.SensorRecorded
 		if ev.ProposedWorkflow != nil {
-			r.Status, r.Detail = host.SensorWorkflowUnsupported, host.WorkflowsNotSupported
+			if wf, wfCreated, err = s.sensorWorkflow(tx, ev, tenant, now); err != nil {
+				return nil, err
+			}
+			r.Status, r.WorkflowID = host.SensorWorkflowDeduped, wf.WorkflowID
+			if wfCreated {
+				r.Status = host.SensorWorkflowCreated
+			}
 		}
 		if ev.ProposedTask != nil {
 			if task, err = s.sensorTask(tx, ev, tenant, now); err != nil {
@@ -100,6 +108,9 @@ func (s *Store) applySensorEvent(tx *wtx, ev *host.SensorEvent, tenant, origin, 
 	if r.DuplicateOf != "" {
 		data["duplicate_of"] = r.DuplicateOf
 	}
+	if r.WorkflowID != "" {
+		data["workflow_id"] = r.WorkflowID
+	}
 	if r.Detail != "" {
 		data["detail"] = r.Detail
 	}
@@ -109,6 +120,11 @@ func (s *Store) applySensorEvent(tx *wtx, ev *host.SensorEvent, tenant, origin, 
 	if task != nil {
 		if _, err := s.event(tx, host.EventSensorTaskCreated, task.TaskID, attemptID, map[string]any{
 			"record_id": r.RecordID, "sensor_id": ev.SensorID, "task_type": task.TaskType}); err != nil {
+			return nil, err
+		}
+	}
+	if wf != nil {
+		if err := s.sensorWorkflowEvents(tx, wf, wfCreated, r, attemptID, now); err != nil {
 			return nil, err
 		}
 	}
@@ -134,6 +150,11 @@ func (s *Store) sensorTask(tx *wtx, ev *host.SensorEvent, tenant string, now tim
 		return nil, err
 	}
 	t.Tenant = tenant
+	if ref := t.WorkflowRef; ref != nil {
+		if err := checkWorkflowRef(tx, "sensor event", tenant, ref); err != nil {
+			return nil, err
+		}
+	}
 	return t, s.insertTask(tx, t, "")
 }
 
@@ -143,9 +164,9 @@ func insertSensorEvent(tx *wtx, r *host.SensorEventRecord) error {
 		return err
 	}
 	e := &r.Event
-	_, err = tx.Exec(`INSERT INTO sensor_events (`+sensorEventColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err = tx.Exec(`INSERT INTO sensor_events (`+sensorEventColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.RecordID, r.Tenant, e.SensorID, e.EventID, e.DedupeKey, string(r.Status), r.Detail, r.TaskID, r.DuplicateOf, r.Origin,
-		string(event), ts(r.ReceivedAt))
+		string(event), ts(r.ReceivedAt), r.WorkflowID)
 	return err
 }
 

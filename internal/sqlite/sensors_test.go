@@ -90,8 +90,13 @@ func TestSensorEventExpiredWorkflowAndRefused(t *testing.T) {
 	}
 	wf := sensorEvent(t, `{"sensor_id":"s","event_id":"e","observed_at":"2026-03-01T10:00:00Z","source_ref":"r","dedupe_key":"w",
 		"payload":{},"proposed_workflow":{"template":"triage","instance_key":"i1"}}`)
+	_, err = f.RecordSensorEvent(ctx, wf, host.SensorEventOptions{})
+	if he, ok := err.(*host.Error); !ok || he.Field != "proposed_workflow.template" {
+		t.Fatalf("unregistered workflow: %v", err)
+	}
+	wf.ProposedWorkflow.Template = host.GoalLoop
 	r, err = f.RecordSensorEvent(ctx, wf, host.SensorEventOptions{})
-	if err != nil || r.Status != host.SensorWorkflowUnsupported || r.Detail != host.WorkflowsNotSupported {
+	if err != nil || r.Status != host.SensorWorkflowCreated || r.WorkflowID == "" {
 		t.Fatalf("workflow: %+v %v", r, err)
 	}
 }
