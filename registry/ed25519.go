@@ -40,23 +40,10 @@ func (tp *trustPolicy) verifyEd25519(tarball, sig []byte, name string) ([]signer
 	if len(sig) == 0 {
 		return nil, refuse(name, CheckUnsigned, nil, "pack has no Ed25519 signature")
 	}
-	raw, verr := decodeEd25519Signature(sig, name)
-	if verr != nil {
-		return nil, verr
-	}
 	if len(tp.registry) == 0 {
 		return nil, refuse(name, CheckSignature, nil, "the trust policy has no openwop registry keys")
 	}
-	var matched []signer
-	for _, k := range tp.registry {
-		if ed25519.Verify(k.pub.(ed25519.PublicKey), tarball, raw) {
-			matched = append(matched, signer{display: "registry-key:" + k.name, keyID: k.id, namespaces: k.namespaces})
-		}
-	}
-	if len(matched) == 0 {
-		return nil, refuse(name, CheckSignature, nil, "Ed25519 signature does not verify with any trusted registry key (tried %d)", len(tp.registry))
-	}
-	return matched, nil
+	return tp.verifyDetached(tarball, sig, name, "Ed25519 signature over the tarball")
 }
 
 func decodeEd25519Signature(sig []byte, name string) ([]byte, *VerifyError) {

@@ -153,21 +153,22 @@ Statement with a SLSA Provenance v1 predicate). Both verify offline with cosign:
 
 // bundleFlags are the ways to find a pack's bundles.
 type bundleFlags struct {
-	bundle, provenance, signature, trust string
-	unsafe                               bool
+	bundle, provenance, signature, trust, integrity string
+	unsafe                                          bool
 }
 
 func (f *bundleFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.bundle, "bundle", "", "signature bundle (default FILE.sigstore.json beside the pack)")
 	cmd.Flags().StringVar(&f.provenance, "provenance", "", "provenance bundle (default FILE.provenance.sigstore.json beside the pack)")
-	cmd.Flags().StringVar(&f.signature, "signature", "", "detached Ed25519 signature of an openwop registry .tgz (default FILE.sig)")
+	cmd.Flags().StringVar(&f.signature, "signature", "", "detached Ed25519 signature of an openwop registry .tgz (default FILE.sig, or VERSION.sig beside VERSION.tgz)")
+	cmd.Flags().StringVar(&f.integrity, "integrity", "", "pin the archive: sha256-<base64> of its bytes (an openwop version manifest's integrity); needed for an openwop pack signed over its pack.json")
 	cmd.Flags().StringVar(&f.trust, "trust", "", "trust policy file (default $PACKRUN_HOME/trust.json)")
 	cmd.Flags().BoolVar(&f.unsafe, "allow-unsigned-unsafe", false, "UNSAFE: accept a pack that has no signature at all")
 }
 
 // files are the pack file options of a command.
 func (f *bundleFlags) files() packrun.PackFiles {
-	return packrun.PackFiles{Bundle: f.bundle, Provenance: f.provenance, Signature: f.signature, TrustFile: f.trust, AllowUnsignedUnsafe: f.unsafe}
+	return packrun.PackFiles{Bundle: f.bundle, Provenance: f.provenance, Signature: f.signature, Integrity: f.integrity, TrustFile: f.trust, AllowUnsignedUnsafe: f.unsafe}
 }
 
 func (a *app) verifyCommand() *cobra.Command {

@@ -46,6 +46,9 @@ FILE.pack.provenance.sigstore.json unless given.`,
 			} else {
 				fmt.Fprintf(a.stdout, "installed %s (sha256 %s), signed by %s\n", p.Ref(), p.SHA256, p.Signer)
 			}
+			if _, m, err := h.Pack(ctx, p.Ref()); err == nil && m.Openwop != nil {
+				printOpenwop(a.stdout, m.Openwop)
+			}
 			return nil
 		},
 	}
@@ -124,7 +127,39 @@ func (a *app) inspectInstalled(ctx context.Context, ref string, asJSON bool) err
 	for _, s := range m.Skills() {
 		printSkill(w, s)
 	}
+	if m.Openwop != nil {
+		printOpenwop(w, m.Openwop)
+	}
 	return nil
+}
+
+// printOpenwop prints how an openwop pack.json was translated.
+func printOpenwop(w io.Writer, ow *packs.Openwop) {
+	fmt.Fprintf(w, "openwop:    %s manifest, engines.openwop %q, RFC 0008 ABI %d\n", ow.Format, ow.Engines, ow.ABIVersion)
+	fmt.Fprintf(w, "  entry:    %s -> module %s\n", ow.Entry, ow.Module)
+	if ow.EntryNote != "" {
+		fmt.Fprintf(w, "  note:     %s\n", ow.EntryNote)
+	}
+	if s := ow.Signing; s != nil {
+		fmt.Fprintf(w, "  signing:  %s\n", strings.Join(nonEmpty("keyId "+s.KeyID, "scheme "+s.Scheme, "publicKeyRef "+s.PublicKeyRef, "signatureRef "+s.SignatureRef, "method "+s.Method), ", "))
+	}
+	for _, n := range ow.Nodes {
+		fmt.Fprintf(w, "  node:     %s version %q category %q role %q\n", n.TypeID, n.Version, n.Category, n.Role)
+	}
+	if len(ow.Ignored) > 0 {
+		fmt.Fprintf(w, "  ignored:  %s (extension keys)\n", strings.Join(ow.Ignored, ", "))
+	}
+}
+
+// nonEmpty keeps the "label value" strings whose value is not empty.
+func nonEmpty(fields ...string) []string {
+	var out []string
+	for _, f := range fields {
+		if !strings.HasSuffix(f, " ") {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // printSkill prints a skill's SkillManifest, one field a line.
