@@ -241,9 +241,16 @@ func (a *app) trustCommand() *cobra.Command {
 	}
 	add.Flags().StringArrayVar(&namespaces, "namespace", nil, "name pattern, e.g. vendor.acme.* (repeatable)")
 	addReg := &cobra.Command{
-		Use:   "add-registry-key NAME KEY --namespace PATTERN...",
+		Use:   "add-registry-key KEY_ID KEY --namespace PATTERN...",
 		Short: "Trust an openwop registry Ed25519 public key (file or base64) for packs matching the patterns",
-		Args:  cobra.ExactArgs(2),
+		Long: `Trust an openwop registry's Ed25519 key (a PEM "PUBLIC KEY" file, such as the
+registry's keys/<keyId>.pub, or the base64 of the raw 32-byte key) for the pack
+names matching the patterns: the key's permittedNamespaces in the registry's
+.well-known/openwop-registry.json signingKeys[]. Name it by the registry's keyId:
+a v2 pack's signing.keyId selects the key by that name. A pack whose name no
+pattern matches is refused with pack_namespace_unauthorized.`,
+		Example: `  packrun trust add-registry-key openwop-registry-root openwop-registry-root.pub --namespace vendor.openwop.* --namespace core.*`,
+		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(namespaces) == 0 {
 				return usageError("add-registry-key needs at least one --namespace")
