@@ -269,3 +269,31 @@ func TestOpenwopManifestSignature(t *testing.T) {
 	}
 	greet(t, h) // opened from its blob: translated again, equal to the manifest recorded
 }
+
+// TestOpenwopSigstoreSigned: an openwop tarball signed with a Sigstore
+// bundle is judged as any packrun pack: under a policy requiring
+// provenance it installs with its provenance and is refused without it
+// (an openwop manifest does not waive provenance).
+func TestOpenwopSigstoreSigned(t *testing.T) {
+	k := newTestKey(t)
+	home := filepath.Join(t.TempDir(), "home")
+	savePolicy(t, home, trustKey(t, k, "core.ow_t.*"))
+	h := openHost(t, home)
+	req := k.sign(t, hosttest.OpenwopTarball(t, owFiles(t, owManifest(""))), owName)
+	noProv := req
+	noProv.Provenance = nil
+	if _, _, err := h.Install(ctx, noProv, InstallOptions{}); !errors.Is(err, registry.ErrUntrusted) || !strings.Contains(err.Error(), "provenance") {
+		t.Fatalf("without provenance: %v", err)
+	}
+	if n := blobCount(t, home); n != 0 {
+		t.Fatalf("refused, yet %d blobs stored", n)
+	}
+	p, _, err := h.Install(ctx, req, InstallOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Provenance == nil || p.Signer != "key:test" {
+		t.Fatalf("installed %+v", p)
+	}
+	greet(t, h)
+}

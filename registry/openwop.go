@@ -89,8 +89,10 @@ func checkIntegrity(pin string, digest []byte, name string) *VerifyError {
 //     Ed25519 signature over pack.json as stored, by a trusted registry key.
 //
 // A signature over pack.json alone does not cover the module, so those two
-// schemes are reached only when the archive's digest was pinned (Signed.
-// Integrity; checkSigned). The signer must be trusted for the pack's name.
+// schemes are accepted only when the archive's digest was pinned (Signed.
+// Integrity; checkSigned). An archive signed with a Sigstore bundle is
+// judged as any packrun pack (provenance included). The signer must be
+// trusted for the pack's name.
 func (s *signedArchive) vouchOpenwop(arch *packs.Archive, sig []byte) (*Verdict, error) {
 	m := arch.Manifest
 	name, ow := m.Name, m.Openwop
@@ -106,6 +108,10 @@ func (s *signedArchive) vouchOpenwop(arch *packs.Archive, sig []byte) (*Verdict,
 		verr    *VerifyError
 	)
 	switch {
+	case len(s.signers) > 0 && !s.openwop:
+		// A Sigstore bundle over the archive: packrun's own trust, judged
+		// like any packrun pack's (provenance included) by vouch.
+		return s.vouch(name)
 	case s.unsigned && !s.pinned: // AllowUnsignedUnsafe: nothing to judge
 	case v2 && !s.pinned:
 		return nil, refuse(name, CheckIntegrity, nil, "its %s signature covers pack.json, not the module: pin the archive with --integrity sha256-... (the registry's version manifest gives it)", packs.SchemeCanonicalJSON)
@@ -126,7 +132,7 @@ func (s *signedArchive) vouchOpenwop(arch *packs.Archive, sig []byte) (*Verdict,
 	if len(signers) > 0 {
 		s.signers, s.unsigned = signers, false
 	}
-	s.openwop = true
+	s.openwop = true // registry keys vouch without SLSA provenance
 	return s.vouch(name)
 }
 
