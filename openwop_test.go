@@ -116,6 +116,37 @@ func greet(t testing.TB, h *Host) {
 	}
 }
 
+// owRefusal is an install that must be refused with an openwop code ("":
+// none) under a policy trusting the key for namespaces (nil: core.ow_t.*).
+type owRefusal struct {
+	name       string
+	req        registry.Signed
+	namespaces []string
+	code       string
+}
+
+// checkRefusals installs each case into a fresh home: each is refused with
+// its code, named in the message, and nothing is stored.
+func checkRefusals(t *testing.T, k owKey, cases []owRefusal) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ns := c.namespaces
+			if ns == nil {
+				ns = []string{"core.ow_t.*"}
+			}
+			h, home := owHost(t, k, ns...)
+			_, _, err := h.Install(ctx, c.req, InstallOptions{})
+			var ve *registry.VerifyError
+			if !errors.As(err, &ve) || ve.Code != c.code || !strings.Contains(err.Error(), c.code) {
+				t.Fatalf("err %v, want code %q", err, c.code)
+			}
+			if n := blobCount(t, home); n != 0 || len(refs(t, h)) != 0 {
+				t.Fatalf("refused, yet %d blobs and packs %v stored", n, refs(t, h))
+			}
+		})
+	}
+}
+
 // TestOpenwopTarballSignature: an openwop registry's v1 tree as published
 // (VERSION.tgz with "./" entries, VERSION.sig over the tarball beside it)
 // installs from its file; the module runtime.entry names is missing and
@@ -172,12 +203,7 @@ func TestOpenwopCanonicalSignature(t *testing.T) {
 	tamperedFiles := owFiles(t, pj)
 	tamperedFiles["dist/openwop_hello.wasm"] = append(tamperedFiles["dist/openwop_hello.wasm"], 0)
 	tampered := hosttest.OpenwopTarball(t, tamperedFiles)
-	cases := []struct {
-		name       string
-		req        registry.Signed
-		namespaces []string
-		code       string
-	}{
+	checkRefusals(t, k, []owRefusal{
 		{"no integrity pin", registry.Signed{Archive: tgz, Signature: good.Signature}, nil, registry.CodeSignatureInvalid},
 		{"wrong pin", registry.Signed{Archive: tgz, Signature: good.Signature, Integrity: registry.Integrity(tampered)}, nil, registry.CodeIntegrityFailure},
 		{"malformed pin", registry.Signed{Archive: tgz, Signature: good.Signature, Integrity: "sha256-nope"}, nil, registry.CodeIntegrityFailure},
@@ -188,24 +214,7 @@ func TestOpenwopCanonicalSignature(t *testing.T) {
 		{"keyId not in the policy", registry.Signed{Archive: otherTgz, Signature: k.canonicalSig(t, otherPJ), Integrity: registry.Integrity(otherTgz)}, nil, registry.CodeSignatureInvalid},
 		{"key not permitted for the namespace", good, []string{"vendor.acme.*"}, registry.CodeNamespaceUnauthorized},
 		{"no signature", registry.Signed{Archive: tgz, Integrity: good.Integrity}, nil, registry.CodeSignatureInvalid},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			ns := c.namespaces
-			if ns == nil {
-				ns = []string{"core.ow_t.*"}
-			}
-			h, home := owHost(t, k, ns...)
-			_, _, err := h.Install(ctx, c.req, InstallOptions{})
-			var ve *registry.VerifyError
-			if !errors.As(err, &ve) || ve.Code != c.code || !strings.Contains(err.Error(), c.code) {
-				t.Fatalf("err %v, want code %s", err, c.code)
-			}
-			if n := blobCount(t, home); n != 0 || len(refs(t, h)) != 0 {
-				t.Fatalf("refused, yet %d blobs and packs %v stored", n, refs(t, h))
-			}
-		})
-	}
+	})
 	h, _ := owHost(t, k, "core.ow_t.*")
 	if _, _, err := h.Install(ctx, good, InstallOptions{}); err != nil {
 		t.Fatal(err)
@@ -233,32 +242,12 @@ func TestOpenwopManifestSignature(t *testing.T) {
 	badSig := hosttest.OpenwopTarball(t, files)
 	delete(files, "pack.json.sig")
 	unsigned := hosttest.OpenwopTarball(t, files)
-	for _, c := range []struct {
-		name, code string
-		req        registry.Signed
-		namespaces []string
-	}{
-		{"unpinned", "", registry.Signed{Archive: tgz}, nil},
-		{"signature of other bytes", registry.CodeSignatureInvalid, registry.Signed{Archive: badSig, Integrity: registry.Integrity(badSig)}, nil},
-		{"no pack.json.sig", registry.CodeSignatureInvalid, registry.Signed{Archive: unsigned, Integrity: registry.Integrity(unsigned)}, nil},
-		{"not permitted", registry.CodeNamespaceUnauthorized, registry.Signed{Archive: tgz, Integrity: registry.Integrity(tgz)}, []string{"core.other.*"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			ns := c.namespaces
-			if ns == nil {
-				ns = []string{"core.ow_t.*"}
-			}
-			h, home := owHost(t, k, ns...)
-			_, _, err := h.Install(ctx, c.req, InstallOptions{})
-			var ve *registry.VerifyError
-			if !errors.As(err, &ve) || ve.Code != c.code {
-				t.Fatalf("err %v, want code %q", err, c.code)
-			}
-			if n := blobCount(t, home); n != 0 || len(refs(t, h)) != 0 {
-				t.Fatalf("refused, yet %d blobs and packs %v stored", n, refs(t, h))
-			}
-		})
-	}
+	checkRefusals(t, k, []owRefusal{
+		{"unpinned", registry.Signed{Archive: tgz}, nil, ""},
+		{"signature of other bytes", registry.Signed{Archive: badSig, Integrity: registry.Integrity(badSig)}, nil, registry.CodeSignatureInvalid},
+		{"no pack.json.sig", registry.Signed{Archive: unsigned, Integrity: registry.Integrity(unsigned)}, nil, registry.CodeSignatureInvalid},
+		{"not permitted", registry.Signed{Archive: tgz, Integrity: registry.Integrity(tgz)}, []string{"core.other.*"}, registry.CodeNamespaceUnauthorized},
+	})
 	h, _ := owHost(t, k, "core.ow_t.*")
 	p, _, err := h.Install(ctx, registry.Signed{Archive: tgz, Integrity: registry.Integrity(tgz)}, InstallOptions{})
 	if err != nil {
