@@ -185,12 +185,7 @@ func (c *checker) openwopManifest(v any, ow *Openwop) *Manifest {
 	if !ok {
 		return nil
 	}
-	m := &Manifest{
-		Name:        c.str(o, "$", "name", true),
-		Version:     c.str(o, "$", "version", true),
-		Description: c.str(o, "$", "description", false),
-		License:     c.str(o, "$", "license", false),
-	}
+	m := c.identity(o)
 	ow.Format = "openwop-v1"
 	if kind, ok := o["kind"]; ok {
 		ow.Format = "openwop-v2"
