@@ -160,8 +160,8 @@ func (c *checker) openObject(ow *Openwop, p string, v any, fields []string) (map
 	return obj.Vals, true
 }
 
-// empty reports a problem when o[key] is present and not empty: what the
-// pack asks for there packrun cannot provide.
+// refuseNonEmpty reports a problem when o[key] is present and not empty:
+// what the pack asks for there packrun cannot provide.
 func (c *checker) refuseNonEmpty(o map[string]any, p, key, why string) {
 	v, ok := o[key]
 	if !ok {
@@ -225,7 +225,7 @@ func (c *checker) openwopManifest(v any, ow *Openwop) *Manifest {
 		c.openwopRuntime(rv, p, m, ow)
 	}
 	nodes, np := c.array(o, "$", "nodes", true)
-	if len(nodes) == 0 && len(c.problems) == 0 {
+	if a, ok := o["nodes"].([]any); ok && len(a) == 0 {
 		c.add(np, "must list at least one node")
 	}
 	for i, nv := range nodes {
