@@ -286,3 +286,21 @@ func TestOpenwopSigstoreSigned(t *testing.T) {
 	}
 	greet(t, h)
 }
+
+// TestOpenwopUnsignedUnsafe: openwop's conformance fixture packs are
+// published unsigned; --allow-unsigned-unsafe installs one as "unsigned",
+// and without it the pack is refused and nothing stored.
+func TestOpenwopUnsignedUnsafe(t *testing.T) {
+	k := newOwKey(t, "registry-test-1")
+	tgz := hosttest.OpenwopTarball(t, owFiles(t, strings.Replace(owManifest(""), `"version"`, `"kind": "node", "version"`, 1)))
+	checkRefusals(t, k, []owRefusal{{"unsigned", registry.Signed{Archive: tgz}, nil, ""}})
+	h, _ := owHost(t, k, "core.ow_t.*")
+	p, _, err := h.Install(ctx, registry.Signed{Archive: tgz}, InstallOptions{AllowUnsignedUnsafe: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Signer != "unsigned" {
+		t.Fatalf("signer %s", p.Signer)
+	}
+	greet(t, h)
+}

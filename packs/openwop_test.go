@@ -69,6 +69,7 @@ func TestTranslateOpenwopRefusals(t *testing.T) {
 		{`"author":"a"`, `"author":"a","main":"x"`, `$.main`, "unknown field"},
 		{`"author":"a"`, `"author":"a","x-main":"x","vendor.acme":1,"openwop-y":{}`, ``, ""},
 		{`"author":"a"`, `"kind":"workflow-chain"`, `$.kind`, "only node packs"},
+		{`"author":"a"`, `"kind":"node"`, ``, ""},
 		{`>=1.1 <2.0.0`, `>=3.0.0 <4.0.0`, `$.engines.openwop`, "pack_engine_unsupported"},
 		{`>=1.1 <2.0.0`, `>=2.0.0 <3.0.0`, ``, ""},
 		{`>=1.1 <2.0.0`, `latest`, `$.engines.openwop`, "pack_engine_unsupported"},
