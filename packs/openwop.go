@@ -74,7 +74,7 @@ var openwopMajors = []int{1, 2}
 // something packrun cannot give (dependencies, secrets, platform
 // primitives) are refused when not empty.
 var (
-	openwopTop = []string{"kind", "name", "version", "description", "author", "license", "homepage",
+	openwopTop = []string{"$schema", "kind", "name", "version", "description", "author", "license", "homepage",
 		"repository", "keywords", "engines", "dependencies", "peerDependencies", "peerDependenciesMeta",
 		"nodes", "agents", "runtime", "signing", "connector"}
 	openwopRuntime = []string{"language", "entry", "format", "minRuntimeVersion", "requires", "mcpServer", "wasm"}
@@ -82,7 +82,7 @@ var (
 		"configSchemaRef", "inputSchemaRef", "outputSchemaRef", "outputs", "envelopeContractRef", "artifact",
 		"mcp", "requiresSecrets", "requiredCredentials", "auth", "requiredModelCapabilities", "fallbackModel", "kind"}
 	openwopWasm    = []string{"abiVersion", "memoryPagesInitial", "memoryPagesMax"}
-	openwopSigning = []string{"keyId", "scheme", "publicKeyRef", "signatureRef", "method"}
+	openwopSigning = []string{"keyId", "scheme", "publicKeyRef", "signatureRef", "method", "publicKeyUrl"}
 )
 
 // IsOpenwopManifest reports whether pack.json is written in openwop's
