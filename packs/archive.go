@@ -52,10 +52,11 @@ func (a *Archive) SourceDigest() string { return digestFiles(a.Files) }
 
 // Read reads a .pack (gzip-compressed tar) from untrusted bytes and checks
 // it: every entry is a regular file (directories are skipped) with a
-// relative, clean path; no path appears twice (also ignoring case);
-// pack.json is present and valid; every file is pack.json, a module the
-// manifest lists, or under assets/; every module is present and matches its
-// sha256; sizes, counts and the compression ratio stay within lim (zero
+// relative, clean path (a "./" prefix is dropped); no path appears twice
+// (also ignoring case); pack.json is present and valid; every file is
+// pack.json, a module the manifest lists, or under assets/ (an openwop
+// pack, whose pack.json is translated, may hold other files); every module
+// is present and matches its sha256; sizes, counts and the compression ratio stay within lim (zero
 // fields: DefaultLimits()). Nothing is trusted from headers: decompression
 // stops at the first limit reached.
 // Refusals are *FormatError, matched by ErrInvalidPack.
