@@ -16,7 +16,8 @@ import (
 // ignored). The two cannot be confused: base64 of 64 bytes is 86 or 88
 // characters, never 64 bytes long.
 //
-// Every refusal is a *VerifyError matching ErrUntrusted.
+// Every refusal is a *VerifyError matching ErrUntrusted, with openwop's
+// code (VerifyError.Code) where openwop has one.
 func VerifyEd25519(tarball, sig []byte, name string, p *Policy) (*Verdict, error) {
 	if p == nil {
 		return nil, refuse(name, CheckPolicy, nil, "no trust policy")
@@ -29,9 +30,10 @@ func VerifyEd25519(tarball, sig []byte, name string, p *Policy) (*Verdict, error
 	}
 	s, err := checkSigned(context.Background(), p, Signed{Archive: tarball, Signature: sig}, VerifyOptions{}, name)
 	if err != nil {
-		return nil, err
+		return nil, withOpenwopCode(err)
 	}
-	return s.vouch(name)
+	v, err := s.vouch(name)
+	return v, withOpenwopCode(err)
 }
 
 // verifyEd25519 returns every registry key in the policy that verifies sig
