@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -58,5 +59,29 @@ func TestOpenwopCodeInMessage(t *testing.T) {
 	err := withOpenwopCode(refuse("vendor.a.b", CheckNamespace, nil, "no"))
 	if got := err.Error(); got != "verify vendor.a.b: namespace (pack_namespace_unauthorized): no" {
 		t.Fatal(got)
+	}
+}
+
+// TestIntegrityPinIsNotASignature: a pin alone never vouches for a pack,
+// opened or not, and a pin over a signed packrun pack adds a check.
+func TestIntegrityPinIsNotASignature(t *testing.T) {
+	tr := newTrusted(t)
+	arch := buildPack(t, "vendor.acme.tools", "1.0.0")
+	pinned := Signed{Archive: arch, Integrity: Integrity(arch)}
+	var ve *VerifyError
+	if _, err := Verify(context.Background(), tr.policy, pinned, "vendor.acme.tools", VerifyOptions{}); !errors.As(err, &ve) || ve.Check != CheckSignature {
+		t.Fatalf("Verify of a pinned, unsigned pack: %v", err)
+	}
+	if _, _, err := VerifyRequest(context.Background(), tr.policy, pinned, VerifyOptions{}); !errors.As(err, &ve) || ve.Check != CheckSignature {
+		t.Fatalf("VerifyRequest of a pinned, unsigned pack: %v", err)
+	}
+	b, p := signPack(t, tr.key, arch, "vendor.acme.tools")
+	signed := Signed{Archive: arch, Bundle: b, Provenance: p, Integrity: Integrity(arch)}
+	if _, _, err := VerifyRequest(context.Background(), tr.policy, signed, VerifyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	signed.Integrity = Integrity(append(arch, 0))
+	if _, _, err := VerifyRequest(context.Background(), tr.policy, signed, VerifyOptions{}); !errors.As(err, &ve) || ve.Check != CheckIntegrity || ve.Code != CodeIntegrityFailure {
+		t.Fatalf("wrong pin: %v", err)
 	}
 }

@@ -134,8 +134,6 @@ func VerifyRequest(ctx context.Context, p *Policy, s Signed, opts VerifyOptions)
 	case arch.Manifest.Openwop != nil:
 		v, err = sa.vouchOpenwop(arch, s.Signature)
 		err = withOpenwopCode(err)
-	case sa.pinnedOnly && !sa.unsigned:
-		err = refuse(arch.Manifest.Name, CheckUnsigned, nil, "pack has no signature bundle (an integrity pin is not a signature)")
 	default:
 		v, err = sa.vouch(arch.Manifest.Name)
 	}
@@ -258,9 +256,12 @@ func (s *signedArchive) vouch(name string) (*Verdict, error) {
 		return nil, refuse(name, CheckNamespace, err, "invalid pack name")
 	}
 	var v Verdict
-	if s.unsigned {
+	switch {
+	case s.unsigned:
 		v.Signer, v.Unsigned = "unsigned", true
-	} else {
+	case len(s.signers) == 0: // pinned only: no signature verified over the archive
+		return nil, refuse(name, CheckSignature, nil, "no trusted signature covers the archive (an integrity pin is not a signature)")
+	default:
 		who, verr := permit(s.signers, name, "signature")
 		if verr != nil {
 			return nil, verr
