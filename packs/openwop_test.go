@@ -55,6 +55,11 @@ func TestReadOpenwopArchive(t *testing.T) {
 	if b, _ := json.Marshal(back); !bytes.Equal(b, a.ManifestBytes) {
 		t.Fatalf("the recorded translation does not read back:\n%s\n%s", b, a.ManifestBytes)
 	}
+	// "./pack.json" and "pack.json" are one path.
+	dup := craft(t, reg("./pack.json", []byte(owPJ)), reg("pack.json", []byte(owPJ)), reg("module.wasm", wasmStub))
+	if _, err := Read(bytes.NewReader(dup), Limits{}); err == nil || !strings.Contains(err.Error(), "duplicate entry") {
+		t.Fatalf("duplicate through ./: %v", err)
+	}
 	// The translation is repeated when the installed pack is read again.
 	if _, err := ReadInstalled(bytes.NewReader(owArchive(t, owPJ)), Limits{}, a.SHA256, back); err != nil {
 		t.Fatal(err)
