@@ -62,6 +62,9 @@ func TestInstallOpenwopPack(t *testing.T) {
 			t.Errorf("install output lacks %q:\n%s", want, out)
 		}
 	}
+	if out := h.ok("verify", path, "--integrity", registry.Integrity(tgz)); !strings.Contains(out, "verified core.ow_t.helloPack@1.0.0") || !strings.Contains(out, "using dist/openwop_hello.wasm") {
+		t.Errorf("verify:\n%s", out)
+	}
 	if out := h.ok("inspect", "core.ow_t.helloPack"); !strings.Contains(out, "entry:    target/wasm32-unknown-unknown/release/openwop_hello.wasm -> module dist/openwop_hello.wasm") {
 		t.Errorf("inspect:\n%s", out)
 	}

@@ -196,6 +196,9 @@ func (a *app) verifyCommand() *cobra.Command {
 			if p := v.Provenance; p != nil {
 				fmt.Fprintf(a.stdout, "  provenance: builder %s, built %s, source sha256 %s\n", p.BuilderID, p.BuiltAt.Format(time.RFC3339), p.SourceDigest)
 			}
+			if ow := arch.Manifest.Openwop; ow != nil {
+				printOpenwop(a.stdout, ow)
+			}
 			return nil
 		},
 	}
