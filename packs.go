@@ -31,6 +31,10 @@ type PackFiles struct {
 	// .tgz (default FILE.sig beside it); when present, it is verified
 	// instead of the bundles.
 	Signature string
+	// Integrity pins the archive, "sha256-<base64>" of its bytes (an
+	// openwop registry's version manifest "integrity"); required for an
+	// openwop pack signed over its pack.json only.
+	Integrity string
 	// TrustFile is the trust policy (default the host's Config.TrustFile).
 	TrustFile string
 	// AllowUnsignedUnsafe accepts a pack that has no signature at all.
@@ -41,7 +45,8 @@ type PackFiles struct {
 var maxPackFileBytes = packs.DefaultLimits().ArchiveBytes
 
 // ReadSigned reads a pack file and the signatures beside it (or where f
-// says). A missing pack file wraps ErrNotFound; a missing default
+// says): FILE.sig, or for FILE.tgz also FILE.sig without .tgz (an openwop
+// registry's <version>.sig). A missing pack file wraps ErrNotFound; a missing default
 // signature file is simply absent, a missing explicit one is an error.
 func ReadSigned(path string, f PackFiles) (registry.Signed, error) {
 	var s registry.Signed
@@ -68,8 +73,15 @@ func ReadSigned(path string, f PackFiles) (registry.Signed, error) {
 		}
 		return b, err
 	}
+	s.Integrity = f.Integrity
 	if s.Signature, err = optional(f.Signature, path+".sig"); err != nil {
 		return s, err
+	}
+	if base, ok := strings.CutSuffix(path, ".tgz"); ok && s.Signature == nil && f.Signature == "" {
+		// an openwop registry's layout: <version>.tgz beside <version>.sig
+		if s.Signature, err = optional("", base+".sig"); err != nil {
+			return s, err
+		}
 	}
 	if s.Signature == nil {
 		if s.Bundle, err = optional(f.Bundle, path+".sigstore.json"); err != nil {

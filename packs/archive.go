@@ -7,6 +7,7 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -24,7 +25,9 @@ type File struct {
 // Archive is a .pack that Read accepted.
 type Archive struct {
 	Manifest *Manifest
-	// ManifestBytes is pack.json exactly as stored.
+	// ManifestBytes is pack.json exactly as stored; for an openwop pack,
+	// the JSON of its translation into packrun's model (Manifest.Openwop
+	// set), pack.json as written being in Files.
 	ManifestBytes []byte
 	// Files holds every file, pack.json included, sorted by path.
 	Files []File
@@ -49,10 +52,11 @@ func (a *Archive) SourceDigest() string { return digestFiles(a.Files) }
 
 // Read reads a .pack (gzip-compressed tar) from untrusted bytes and checks
 // it: every entry is a regular file (directories are skipped) with a
-// relative, clean path; no path appears twice (also ignoring case);
-// pack.json is present and valid; every file is pack.json, a module the
-// manifest lists, or under assets/; every module is present and matches its
-// sha256; sizes, counts and the compression ratio stay within lim (zero
+// relative, clean path (a "./" prefix is dropped); no path appears twice
+// (also ignoring case); pack.json is present and valid; every file is
+// pack.json, a module the manifest lists, or under assets/ (an openwop
+// pack, whose pack.json is translated, may hold other files); every module
+// is present and matches its sha256; sizes, counts and the compression ratio stay within lim (zero
 // fields: DefaultLimits()). Nothing is trusted from headers: decompression
 // stops at the first limit reached.
 // Refusals are *FormatError, matched by ErrInvalidPack.
@@ -146,9 +150,14 @@ func readTar(br *bufio.Reader, src *capReader, lim Limits) ([]File, error) {
 		if entries > lim.Entries {
 			return nil, formatErr("", ErrTooLarge, "more than %d entries", lim.Entries)
 		}
-		name := hdr.Name
+		// openwop's registry tarballs prefix every entry with "./" and
+		// hold the "./" directory itself: the same paths, relative.
+		name := strings.TrimPrefix(hdr.Name, "./")
 		if hdr.Typeflag == tar.TypeDir {
 			name = strings.TrimSuffix(name, "/")
+			if name == "" || name == "." {
+				continue
+			}
 		}
 		if reason := checkPath(name); reason != "" {
 			return nil, formatErr(hdr.Name, nil, "%s", reason)
@@ -222,11 +231,15 @@ func readTar(br *bufio.Reader, src *capReader, lim Limits) ([]File, error) {
 }
 
 // check validates the manifest (unless m, decoded before, is given) and
-// that the files are exactly what it declares.
+// that the files are exactly what it declares. An openwop pack.json is
+// translated (checkOpenwop) every time, whatever m says.
 func (a *Archive) check(m *Manifest) error {
 	mb, ok := a.File(ManifestName)
 	if !ok {
 		return formatErr(ManifestName, nil, "missing; every pack has a manifest at its root")
+	}
+	if IsOpenwopManifest(mb) {
+		return a.checkOpenwop(mb)
 	}
 	if m == nil {
 		var err error
@@ -250,6 +263,24 @@ func (a *Archive) check(m *Manifest) error {
 		}
 	}
 	return a.checkSkillPaths(m)
+}
+
+// checkOpenwop translates an openwop pack.json (TranslateOpenwop): the
+// archive's Manifest is the translation and ManifestBytes its JSON, which
+// is what the store records; pack.json as written stays in Files. An
+// openwop pack may hold other files (README.md, schemas/, keys/,
+// pack.json.sig): they are kept and never run.
+func (a *Archive) checkOpenwop(mb []byte) error {
+	m, err := TranslateOpenwop(mb, a.File)
+	if err != nil {
+		return formatErr(ManifestName, err, "invalid openwop manifest")
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return formatErr(ManifestName, err, "encoding the translated manifest")
+	}
+	a.Manifest, a.ManifestBytes = m, b
+	return nil
 }
 
 // checkSkillPaths checks that every path a skill manifest names is a file

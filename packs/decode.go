@@ -260,12 +260,7 @@ func (c *checker) manifest(v any) *Manifest {
 	if !ok {
 		return nil
 	}
-	m := &Manifest{
-		Name:        c.str(o, "$", "name", true),
-		Version:     c.str(o, "$", "version", true),
-		Description: c.str(o, "$", "description", false),
-		License:     c.str(o, "$", "license", false),
-	}
+	m := c.identity(o)
 	if rv, p, ok := c.field(o, "$", "runtime", true); ok {
 		m.Runtime = c.runtime(p, rv)
 	}
@@ -283,6 +278,17 @@ func (c *checker) manifest(v any) *Manifest {
 		}
 	}
 	return m
+}
+
+// identity reads the members packrun and openwop manifests share: name,
+// version, description and license.
+func (c *checker) identity(o map[string]any) *Manifest {
+	return &Manifest{
+		Name:        c.str(o, "$", "name", true),
+		Version:     c.str(o, "$", "version", true),
+		Description: c.str(o, "$", "description", false),
+		License:     c.str(o, "$", "license", false),
+	}
 }
 
 func (c *checker) runtime(path string, v any) Runtime {

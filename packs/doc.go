@@ -23,12 +23,22 @@
 // in sync, not in openwop), ignore files (a second rule to learn, when
 // assets/ already says "ship this").
 //
+// # openwop packs
+//
+// Read also takes an openwop registry tarball as published: its entries'
+// "./" prefix is dropped (and the "./" directory skipped), and a pack.json
+// in openwop's format (IsOpenwopManifest) is translated into packrun's model
+// by TranslateOpenwop, Manifest.Openwop recording what the translation read
+// and decided. Such a pack may hold files the manifest does not name
+// (README.md, schemas/, keys/, pack.json.sig): they are kept and never run.
+// Its signatures are the registry package's business.
+//
 // # Paths
 //
 // A path inside a pack is relative, slash-separated, clean (no "." or ".."
 // components, no repeated or trailing slash), valid UTF-8 without control
 // characters, backslashes or colons, at most 1024 bytes, and no two paths
-// differ only in case.
+// differ only in case. A leading "./" is read as nothing.
 //
 // # Digests
 //

@@ -64,6 +64,8 @@ func FuzzRead(f *testing.F) {
 	f.Add(craft(f, append(ok, reg("../x", []byte("x")))...))
 	f.Add(craft(f, append(ok, reg("m.wasm", wasmStub))...))
 	f.Add(craft(f, reg("pack.json", []byte(valid))))
+	f.Add(owArchive(f, owPJ))
+	f.Add(craft(f, reg("./pack.json", []byte(owPJ)), reg("pack.json", []byte(owPJ))))
 	lim := Limits{ArchiveBytes: 1 << 20, TotalBytes: 4 << 20, EntryBytes: 1 << 20, Entries: 64}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, err := Read(bytes.NewReader(b), lim)

@@ -30,6 +30,10 @@ type Manifest struct {
 	Nodes       []Node  `json:"nodes"`
 	// Grants is the capability grant: nothing is granted unless listed.
 	Grants Grants `json:"grants,omitzero"`
+	// Openwop is set only on a manifest translated from an openwop
+	// pack.json (see TranslateOpenwop): what the translation read and
+	// decided. A packrun pack.json cannot carry it.
+	Openwop *Openwop `json:"openwop,omitempty"`
 }
 
 // Runtime says how the pack's modules run.

@@ -19,6 +19,10 @@ import (
 var (
 	// namePattern: vendor.<org>.<pack>[...], community.<author>.<pack>[...], local.<pack>[...].
 	namePattern = lazyRegexp(`^(?:(?:vendor|community)\.[a-z0-9][a-z0-9-]*|local)(?:\.[a-z0-9][a-z0-9-]*)+$`)
+	// openwopNamePattern is openwop's pack name grammar
+	// (schemas/v2/node-pack-manifest.schema.json "name"), for packs
+	// translated from an openwop pack.json.
+	openwopNamePattern = lazyRegexp(`^(?:core|vendor|community|private)\.[a-z][a-z0-9_-]*(?:\.[a-z][a-zA-Z0-9_-]*)+$`)
 	// semverPattern is the SemVer 2.0 grammar (semver.org), without a "v" prefix.
 	semverPattern = lazyRegexp(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
 		`(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?` +
@@ -51,6 +55,10 @@ func (m *Manifest) check(c *checker) {
 		c.add("$.name", "must not be empty")
 	case len(m.Name) > maxNameLen:
 		c.add("$.name", "longer than %d characters", maxNameLen)
+	case m.Openwop != nil:
+		if !openwopNamePattern().MatchString(m.Name) {
+			c.add("$.name", "%s is not an openwop pack name: use core., vendor., community. or private.<org>.<pack>, the first two segments [a-z][a-z0-9_-]*, the rest [a-z][a-zA-Z0-9_-]*", quote(m.Name))
+		}
 	case !namePattern().MatchString(m.Name):
 		c.add("$.name", "%s is not a pack name: use vendor.<org>.<pack>, community.<author>.<pack> or local.<pack>, segments of a-z, 0-9 and '-' starting with a letter or digit", quote(m.Name))
 	}

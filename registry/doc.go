@@ -3,7 +3,11 @@
 // an in-toto SLSA provenance statement), verifies them with sigstore-go
 // against a trust policy ($PACKRUN_HOME/trust.json) whose keys and keyless
 // identities are each limited to pack namespaces, and verifies the Ed25519
-// signatures of openwop registry packs.
+// signatures of openwop registry packs: over the tarball (the v1 registry
+// tree), over the RFC 8785 form of pack.json (v2 ed25519-canonical-json,
+// by the key its keyId names) or over pack.json as stored (v1
+// pack.json.sig); the last two only for an archive pinned by its integrity
+// (sha256-<base64>), since they do not cover the module (openwop.go).
 //
 // Everything is secure by default: an empty policy trusts nothing, provenance
 // is required unless the policy says otherwise, and the one option that

@@ -16,7 +16,8 @@ import (
 // ignored). The two cannot be confused: base64 of 64 bytes is 86 or 88
 // characters, never 64 bytes long.
 //
-// Every refusal is a *VerifyError matching ErrUntrusted.
+// Every refusal is a *VerifyError matching ErrUntrusted, with openwop's
+// code (VerifyError.Code) where openwop has one.
 func VerifyEd25519(tarball, sig []byte, name string, p *Policy) (*Verdict, error) {
 	if p == nil {
 		return nil, refuse(name, CheckPolicy, nil, "no trust policy")
@@ -29,9 +30,10 @@ func VerifyEd25519(tarball, sig []byte, name string, p *Policy) (*Verdict, error
 	}
 	s, err := checkSigned(context.Background(), p, Signed{Archive: tarball, Signature: sig}, VerifyOptions{}, name)
 	if err != nil {
-		return nil, err
+		return nil, withOpenwopCode(err)
 	}
-	return s.vouch(name)
+	v, err := s.vouch(name)
+	return v, withOpenwopCode(err)
 }
 
 // verifyEd25519 returns every registry key in the policy that verifies sig
@@ -40,23 +42,10 @@ func (tp *trustPolicy) verifyEd25519(tarball, sig []byte, name string) ([]signer
 	if len(sig) == 0 {
 		return nil, refuse(name, CheckUnsigned, nil, "pack has no Ed25519 signature")
 	}
-	raw, verr := decodeEd25519Signature(sig, name)
-	if verr != nil {
-		return nil, verr
-	}
 	if len(tp.registry) == 0 {
 		return nil, refuse(name, CheckSignature, nil, "the trust policy has no openwop registry keys")
 	}
-	var matched []signer
-	for _, k := range tp.registry {
-		if ed25519.Verify(k.pub.(ed25519.PublicKey), tarball, raw) {
-			matched = append(matched, signer{display: "registry-key:" + k.name, keyID: k.id, namespaces: k.namespaces})
-		}
-	}
-	if len(matched) == 0 {
-		return nil, refuse(name, CheckSignature, nil, "Ed25519 signature does not verify with any trusted registry key (tried %d)", len(tp.registry))
-	}
-	return matched, nil
+	return tp.verifyDetached(tarball, sig, name, "Ed25519 signature over the tarball")
 }
 
 func decodeEd25519Signature(sig []byte, name string) ([]byte, *VerifyError) {

@@ -29,6 +29,7 @@ const (
 	CheckProvenance = "provenance" // provenance missing, invalid, or not about this archive
 	CheckBuilder    = "builder"    // provenance names a builder the policy does not allow
 	CheckPolicy     = "policy"     // the trust policy itself is unusable (e.g. keyless without a trusted root)
+	CheckIntegrity  = "integrity"  // the archive is not the one its integrity pin (sha256-<base64>) names
 )
 
 // VerifyError is a refusal to trust a pack. Its message is one line naming
@@ -41,8 +42,12 @@ type VerifyError struct {
 	// its signature was refused before it was opened to learn its name.
 	Archive string
 	Check   string // one of the Check... constants
-	Reason  string // what was wrong, for a human
-	Err     error  // underlying error, if any
+	// Code is openwop's error code for the refusal of an openwop pack
+	// (pack_signature_invalid, pack_namespace_unauthorized,
+	// pack_integrity_failure), "" otherwise.
+	Code   string
+	Reason string // what was wrong, for a human
+	Err    error  // underlying error, if any
 }
 
 func (e *VerifyError) Error() string {
@@ -50,7 +55,11 @@ func (e *VerifyError) Error() string {
 	if what == "" {
 		what = "archive sha256:" + short(e.Archive)
 	}
-	msg := fmt.Sprintf("verify %s: %s: %s", what, e.Check, textclip.Clip(e.Reason, maxReason))
+	check := e.Check
+	if e.Code != "" {
+		check += " (" + e.Code + ")"
+	}
+	msg := fmt.Sprintf("verify %s: %s: %s", what, check, textclip.Clip(e.Reason, maxReason))
 	if e.Err != nil {
 		msg += ": " + textclip.Clip(e.Err.Error(), maxReason)
 	}

@@ -31,8 +31,8 @@ const PolicyVersion = 1
 // the prefix itself ("vendor.acme"), so that trust for an organisation's
 // packs never extends to a pack named like the organisation. A bare "*" is
 // not allowed: trusting a key for everything has to be spelled out
-// ("vendor.*", "community.*", "local.*"). Segments are lowercase letters,
-// digits, '-' and '_'.
+// ("vendor.*", "community.*", "local.*"). Segments are letters, digits,
+// '-' and '_', starting with a lowercase letter or a digit.
 type Policy struct {
 	// Version is PolicyVersion; 0 (absent) is read as PolicyVersion.
 	Version int `json:"version"`
@@ -435,7 +435,9 @@ func validateEntryName(name string) error {
 	return nil
 }
 
-var segmentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+// segmentRE is one segment of a pack name: packrun's grammar and openwop's
+// (whose later segments may hold capitals, as in vendor.acme.fooBar).
+var segmentRE = regexp.MustCompile(`^[a-z0-9][a-zA-Z0-9_-]*$`)
 
 // validatePackName checks the shape namespace matching relies on: dot
 // separated segments of lowercase letters, digits, '-' and '_'.
@@ -448,7 +450,7 @@ func validatePackName(name string) error {
 	}
 	for _, seg := range strings.Split(name, ".") {
 		if !segmentRE.MatchString(seg) {
-			return fmt.Errorf("pack name %s: segment %s is not [a-z0-9][a-z0-9_-]*", quote(name), quote(seg))
+			return fmt.Errorf("pack name %s: segment %s is not [a-z0-9][a-zA-Z0-9_-]*", quote(name), quote(seg))
 		}
 	}
 	return nil

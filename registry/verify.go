@@ -59,6 +59,13 @@ type Signed struct {
 	// pack (see VerifyEd25519); when set it is verified instead of Bundle,
 	// and Provenance is not looked at.
 	Signature []byte
+	// Integrity, when set, pins the archive: "sha256-<base64>" of its
+	// bytes, as an openwop registry's version manifest or a pack-lock.json
+	// gives it. An archive with another digest is refused before anything
+	// else. It is what lets an openwop pack signed over its pack.json only
+	// (v1 pack.json.sig, v2 ed25519-canonical-json) be trusted: such a
+	// signature does not cover the module.
+	Integrity string
 }
 
 // Verify decides whether a pack archive may be trusted under policy p as
@@ -113,13 +120,23 @@ func VerifyRequest(ctx context.Context, p *Policy, s Signed, opts VerifyOptions)
 		if errors.As(err, &ve) && ve.Pack == "" {
 			ve.Archive = digestOrEmpty(s.Archive)
 		}
+		if s.Signature != nil || s.Integrity != "" {
+			err = withOpenwopCode(err)
+		}
 		return nil, nil, err
 	}
 	arch, err := readArchive(bytes.NewReader(s.Archive), packs.DefaultLimits())
 	if err != nil {
 		return nil, nil, err
 	}
-	v, err := sa.vouch(arch.Manifest.Name)
+	var v *Verdict
+	switch {
+	case arch.Manifest.Openwop != nil:
+		v, err = sa.vouchOpenwop(arch, s.Signature)
+		err = withOpenwopCode(err)
+	default:
+		v, err = sa.vouch(arch.Manifest.Name)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -158,6 +175,12 @@ type signedArchive struct {
 	// provenance is checked by vouch; openwop (Ed25519) packs have none.
 	provenance []byte
 	openwop    bool
+	// pinnedOnly: the archive's digest matched Signed.Integrity and no
+	// signature verified over its bytes; only an openwop pack.json
+	// signature (vouchOpenwop) can vouch for it.
+	pinnedOnly bool
+	// pinned: the archive's digest matched Signed.Integrity.
+	pinned bool
 }
 
 // checkSigned verifies the signature of req over the archive bytes against
@@ -177,16 +200,33 @@ func checkSigned(ctx context.Context, p *Policy, req Signed, opts VerifyOptions,
 	}
 	sum := sha256.Sum256(req.Archive)
 	s := &signedArchive{policy: p, tp: tp, digest: sum[:], provenance: req.Provenance}
+	pinned := req.Integrity != ""
+	if pinned {
+		if verr := checkIntegrity(req.Integrity, s.digest, name); verr != nil {
+			return nil, verr
+		}
+		s.pinned = true
+	}
 	switch {
 	case req.Signature != nil:
 		signers, verr := tp.verifyEd25519(req.Archive, req.Signature, name)
-		if verr != nil {
+		switch {
+		case verr != nil && pinned && verr.Check == CheckSignature:
+			// Perhaps an openwop v2 signature over pack.json: the pin
+			// makes the archive safe to open and judge (vouchOpenwop).
+			s.pinnedOnly = true
+		case verr != nil:
+			if verr.Check == CheckSignature {
+				verr.Reason += "; an openwop v2 signature (over pack.json) is checked only when the archive is pinned by its integrity (--integrity sha256-...)"
+			}
 			return nil, verr
 		}
 		s.signers, s.openwop, s.provenance = signers, true, nil
+	case len(req.Bundle) == 0 && pinned:
+		s.pinnedOnly, s.unsigned = true, opts.AllowUnsignedUnsafe
 	case len(req.Bundle) == 0:
 		if !opts.AllowUnsignedUnsafe {
-			return nil, refuse(name, CheckUnsigned, nil, "pack has no signature bundle")
+			return nil, refuse(name, CheckUnsigned, nil, "pack has no signature bundle (an openwop pack signed over its pack.json is checked only when pinned by its integrity: --integrity sha256-...)")
 		}
 		s.unsigned = true
 	default:
@@ -216,9 +256,12 @@ func (s *signedArchive) vouch(name string) (*Verdict, error) {
 		return nil, refuse(name, CheckNamespace, err, "invalid pack name")
 	}
 	var v Verdict
-	if s.unsigned {
+	switch {
+	case s.unsigned:
 		v.Signer, v.Unsigned = "unsigned", true
-	} else {
+	case len(s.signers) == 0: // pinned only: no signature verified over the archive
+		return nil, refuse(name, CheckSignature, nil, "no trusted signature covers the archive (an integrity pin is not a signature)")
+	default:
 		who, verr := permit(s.signers, name, "signature")
 		if verr != nil {
 			return nil, verr

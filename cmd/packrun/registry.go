@@ -153,21 +153,22 @@ Statement with a SLSA Provenance v1 predicate). Both verify offline with cosign:
 
 // bundleFlags are the ways to find a pack's bundles.
 type bundleFlags struct {
-	bundle, provenance, signature, trust string
-	unsafe                               bool
+	bundle, provenance, signature, trust, integrity string
+	unsafe                                          bool
 }
 
 func (f *bundleFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.bundle, "bundle", "", "signature bundle (default FILE.sigstore.json beside the pack)")
 	cmd.Flags().StringVar(&f.provenance, "provenance", "", "provenance bundle (default FILE.provenance.sigstore.json beside the pack)")
-	cmd.Flags().StringVar(&f.signature, "signature", "", "detached Ed25519 signature of an openwop registry .tgz (default FILE.sig)")
+	cmd.Flags().StringVar(&f.signature, "signature", "", "detached Ed25519 signature of an openwop registry .tgz (default FILE.sig, or VERSION.sig beside VERSION.tgz)")
+	cmd.Flags().StringVar(&f.integrity, "integrity", "", "pin the archive: sha256-<base64> of its bytes (an openwop version manifest's integrity); needed for an openwop pack signed over its pack.json")
 	cmd.Flags().StringVar(&f.trust, "trust", "", "trust policy file (default $PACKRUN_HOME/trust.json)")
 	cmd.Flags().BoolVar(&f.unsafe, "allow-unsigned-unsafe", false, "UNSAFE: accept a pack that has no signature at all")
 }
 
 // files are the pack file options of a command.
 func (f *bundleFlags) files() packrun.PackFiles {
-	return packrun.PackFiles{Bundle: f.bundle, Provenance: f.provenance, Signature: f.signature, TrustFile: f.trust, AllowUnsignedUnsafe: f.unsafe}
+	return packrun.PackFiles{Bundle: f.bundle, Provenance: f.provenance, Signature: f.signature, Integrity: f.integrity, TrustFile: f.trust, AllowUnsignedUnsafe: f.unsafe}
 }
 
 func (a *app) verifyCommand() *cobra.Command {
@@ -194,6 +195,9 @@ func (a *app) verifyCommand() *cobra.Command {
 			fmt.Fprintf(a.stdout, "verified %s@%s (sha256 %s)\n  signed by %s\n", arch.Manifest.Name, arch.Manifest.Version, arch.SHA256, v.Signer)
 			if p := v.Provenance; p != nil {
 				fmt.Fprintf(a.stdout, "  provenance: builder %s, built %s, source sha256 %s\n", p.BuilderID, p.BuiltAt.Format(time.RFC3339), p.SourceDigest)
+			}
+			if ow := arch.Manifest.Openwop; ow != nil {
+				printOpenwop(a.stdout, ow)
 			}
 			return nil
 		},
@@ -240,9 +244,16 @@ func (a *app) trustCommand() *cobra.Command {
 	}
 	add.Flags().StringArrayVar(&namespaces, "namespace", nil, "name pattern, e.g. vendor.acme.* (repeatable)")
 	addReg := &cobra.Command{
-		Use:   "add-registry-key NAME KEY --namespace PATTERN...",
+		Use:   "add-registry-key KEY_ID KEY --namespace PATTERN...",
 		Short: "Trust an openwop registry Ed25519 public key (file or base64) for packs matching the patterns",
-		Args:  cobra.ExactArgs(2),
+		Long: `Trust an openwop registry's Ed25519 key (a PEM "PUBLIC KEY" file, such as the
+registry's keys/<keyId>.pub, or the base64 of the raw 32-byte key) for the pack
+names matching the patterns: the key's permittedNamespaces in the registry's
+.well-known/openwop-registry.json signingKeys[]. Name it by the registry's keyId:
+a v2 pack's signing.keyId selects the key by that name. A pack whose name no
+pattern matches is refused with pack_namespace_unauthorized.`,
+		Example: `  packrun trust add-registry-key openwop-registry-root openwop-registry-root.pub --namespace vendor.openwop.* --namespace core.*`,
+		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(namespaces) == 0 {
 				return usageError("add-registry-key needs at least one --namespace")

@@ -18,14 +18,26 @@ func (a *app) installCommand() *cobra.Command {
 	var f bundleFlags
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "install FILE.pack [--bundle F] [--provenance F] [--trust FILE]",
+		Use:   "install FILE.pack|VERSION.tgz [--bundle F] [--provenance F] [--signature F] [--integrity PIN] [--trust FILE]",
 		Short: "Verify a signed pack and install it into the local store",
 		Long: `Verify FILE.pack against the trust policy (signature, provenance, namespace, manifest,
 module digests) before anything enters the store, check every module loads and serves
 the nodes the manifest declares, then store it content-addressed. Installing the
 identical pack again changes nothing; a different pack under the same name@version is
 refused. Bundles are read from FILE.pack.sigstore.json and
-FILE.pack.provenance.sigstore.json unless given.`,
+FILE.pack.provenance.sigstore.json unless given.
+
+An openwop registry pack installs as published: VERSION.tgz (its pack.json is
+translated into packrun's model; install and inspect show how) with its detached
+signature FILE.sig or VERSION.sig beside it. A signature over the tarball (the v1
+registry tree) is checked before the archive is opened. A signature over pack.json
+only (v2 ed25519-canonical-json, v1 pack.json.sig inside the archive) does not cover
+the module: such a pack needs --integrity, the sha256-<base64> pin the registry's
+version manifest gives. Trust the registry's key with
+  packrun trust add-registry-key KEY_ID KEY --namespace vendor.openwop.*
+(KEY_ID as the registry names it: v2 packs name their key by it).`,
+		Example: `  packrun install hello.pack
+  packrun install 1.0.0.tgz --integrity sha256-oAxD58p11EJDYJ8427coH0zhULSVo/gel+MI9liC3gg=`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -45,6 +57,9 @@ FILE.pack.provenance.sigstore.json unless given.`,
 				fmt.Fprintf(a.stdout, "%s already installed (sha256 %s)\n", p.Ref(), p.SHA256)
 			} else {
 				fmt.Fprintf(a.stdout, "installed %s (sha256 %s), signed by %s\n", p.Ref(), p.SHA256, p.Signer)
+			}
+			if _, m, err := h.Pack(ctx, p.Ref()); err == nil && m.Openwop != nil {
+				printOpenwop(a.stdout, m.Openwop)
 			}
 			return nil
 		},
@@ -124,7 +139,39 @@ func (a *app) inspectInstalled(ctx context.Context, ref string, asJSON bool) err
 	for _, s := range m.Skills() {
 		printSkill(w, s)
 	}
+	if m.Openwop != nil {
+		printOpenwop(w, m.Openwop)
+	}
 	return nil
+}
+
+// printOpenwop prints how an openwop pack.json was translated.
+func printOpenwop(w io.Writer, ow *packs.Openwop) {
+	fmt.Fprintf(w, "openwop:    %s manifest, engines.openwop %q, RFC 0008 ABI %d\n", ow.Format, ow.Engines, ow.ABIVersion)
+	fmt.Fprintf(w, "  entry:    %s -> module %s\n", ow.Entry, ow.Module)
+	if ow.EntryNote != "" {
+		fmt.Fprintf(w, "  note:     %s\n", ow.EntryNote)
+	}
+	if s := ow.Signing; s != nil {
+		fmt.Fprintf(w, "  signing:  %s\n", strings.Join(nonEmpty("keyId "+s.KeyID, "scheme "+s.Scheme, "publicKeyRef "+s.PublicKeyRef, "signatureRef "+s.SignatureRef, "method "+s.Method), ", "))
+	}
+	for _, n := range ow.Nodes {
+		fmt.Fprintf(w, "  node:     %s version %q category %q role %q\n", n.TypeID, n.Version, n.Category, n.Role)
+	}
+	if len(ow.Ignored) > 0 {
+		fmt.Fprintf(w, "  ignored:  %s (extension keys)\n", strings.Join(ow.Ignored, ", "))
+	}
+}
+
+// nonEmpty keeps the "label value" strings whose value is not empty.
+func nonEmpty(fields ...string) []string {
+	var out []string
+	for _, f := range fields {
+		if !strings.HasSuffix(f, " ") {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // printSkill prints a skill's SkillManifest, one field a line.

@@ -7,3 +7,4 @@ clang --target=wasm32-wasi -O2 -mexec-model=reactor -Wl,--strip-all -DPROBE_V2 -
 wat2wasm envelope.wat -o envelope.wasm
 wat2wasm sensor.wat -o sensor.wasm
 wat2wasm assets.wat -o assets.wasm
+wat2wasm openwop_hello.wat -o openwop_hello.wasm
