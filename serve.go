@@ -145,7 +145,7 @@ type apiInvoker struct {
 
 func (a apiInvoker) Invoke(ctx context.Context, r dispatch.InvokeRequest) (*host.Attempt, *runtime.Result, error) {
 	inv, err := a.h.InvokePack(ctx, r.Pack, InvokeRequest{Node: r.Node, Input: r.Input, Tenant: r.Tenant, RunID: r.RunID,
-		NodeID: r.NodeID, Attempt: r.Attempt, Resume: r.Resume, Limits: r.Limits})
+		NodeID: r.NodeID, Attempt: r.Attempt, AttemptGiven: r.AttemptGiven, Resume: r.Resume, Limits: r.Limits})
 	if err != nil {
 		return nil, nil, err
 	}
