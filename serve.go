@@ -98,6 +98,7 @@ func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts Hand
 		CheckIntent:  h.CheckIntent,
 		TaskTypes:    h,
 		Agents:       h,
+		Runs:         h,
 		Host:         rt.Host(),
 		Build:        &build,
 		MaxBodyBytes: opts.MaxBodyBytes,

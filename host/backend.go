@@ -14,6 +14,7 @@ type Backend interface {
 	Packs
 	Schedules
 	Sensors
+	Runs
 	// Close flushes acknowledged writes and releases the backend.
 	Close() error
 }
