@@ -117,12 +117,12 @@ func (h *Host) openwopWorkflow(ctx context.Context, tenant, id string) (*host.Op
 	return h.store.OpenwopWorkflow(ctx, tenant, id)
 }
 
-// StartRun creates a run of workflowID with inputs (a JSON object; empty
-// is {}) and executes it in the background. A workflow whose nodes are
+// StartRun creates a run of workflowID with inputs (a JSON object; left
+// out or null is {}) and executes it in the background. A workflow whose nodes are
 // not all provided by installed packs is refused (host.ErrInvalid).
 func (h *Host) StartRun(ctx context.Context, tenant, workflowID string, inputs json.RawMessage) (*host.Run, error) {
 	const op = "start run"
-	if len(inputs) == 0 {
+	if len(inputs) == 0 || string(inputs) == "null" {
 		inputs = json.RawMessage(`{}`)
 	}
 	var obj map[string]json.RawMessage

@@ -105,6 +105,10 @@ const bombBody = `    (block $refused (loop $grow
       (br $grow)))
     (i64.or (i64.const 656) (i64.shl (i64.const 47) (i64.const 32)))`
 
+// spinBody never returns: only a cancel or the time limit stops it.
+const spinBody = `    (loop $l (br $l))
+    (i64.const 0)`
+
 // owPack writes, packs and signs a packrun-format pack of one openwop
 // module and returns the .pack path.
 func owPack(t *testing.T, h homeCLI, dir, key, name, typeID string, abi int, body string) string {
@@ -149,6 +153,7 @@ func startOpenwopHost(t *testing.T) openwopHost {
 	if code != 5 || !strings.Contains(errs, "999") {
 		t.Fatalf("installing the ABI 999 pack: exit %d, %s", code, errs)
 	}
+	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.spin", "vendor.openwop.spin.forever", 1, spinBody))
 	created := h.ok("tokens", "create", "--tenant", "default", "--scopes", "invoke,tasks:read,tasks:write")
 	apiKey := strings.TrimSpace(created[strings.LastIndex(strings.TrimRight(created, "\n"), "\n")+1:])
 
@@ -393,4 +398,103 @@ func TestOpenwopRFC0008Scenarios(t *testing.T) {
 			t.Fatalf("run of abi-mismatch: %d %v", code, v)
 		}
 	})
+}
+
+// token creates a token of tenant with scopes.
+func (o openwopHost) token(tenant, scopes string) string {
+	created := o.h.ok("tokens", "create", "--tenant", tenant, "--scopes", scopes)
+	return strings.TrimSpace(created[strings.LastIndex(strings.TrimRight(created, "\n"), "\n")+1:])
+}
+
+// TestOpenwopRuns: what the scenarios do not reach. Workflows registered
+// over HTTP run their nodes in order; bodies are strict; a run is its
+// tenant's (another's answers 404); scopes gate the routes; cancel ends a
+// run mid-node and is refused once the run is terminal.
+func TestOpenwopRuns(t *testing.T) {
+	o := startOpenwopHost(t)
+	const greet = "vendor.openwop.rust-hello.greet"
+	def := map[string]any{"workflowId": "greet-twice", "nodes": []map[string]string{{"id": "a", "typeId": greet}, {"id": "b", "typeId": greet}}}
+	if code, v := o.do(t, "POST", "/v1/openwop/workflows", def); code != http.StatusCreated {
+		t.Fatalf("register: %d %v", code, v)
+	}
+	runID := o.startRun(t, "greet-twice", map[string]any{"name": "twice"})
+	if s := o.pollUntilTerminal(t, runID)["status"]; s != "completed" {
+		t.Fatalf("status %v", s)
+	}
+	var nodes []any
+	for _, e := range o.events(t, runID) {
+		if e["type"] == "node.completed" {
+			nodes = append(nodes, e["nodeId"])
+		}
+	}
+	if fmt.Sprint(nodes) != "[a b]" {
+		t.Fatalf("completed nodes %v", nodes)
+	}
+	// The attempts are recorded evidence, attempt 0 as openwop counts.
+	var atts []map[string]any
+	json.Unmarshal([]byte(o.h.ok("attempts", "list", "--json")), &atts)
+	found := 0
+	for _, a := range atts {
+		if a["run_id"] == runID && a["attempt"] == 0.0 {
+			found++
+		}
+	}
+	if found != 2 {
+		t.Fatalf("%d attempts of run %s with attempt 0 in %v", found, runID, atts)
+	}
+
+	for _, c := range []struct {
+		path string
+		body any
+		code int
+		says string
+	}{
+		{"/v1/openwop/workflows", map[string]any{"workflowId": "x", "nodes": []any{}}, 400, "nodes"},
+		{"/v1/openwop/workflows", map[string]any{"workflowId": "conformance-wasm-pack-roundtrip", "nodes": []map[string]string{{"id": "a", "typeId": greet}}}, 409, "built-in"},
+		{"/v1/openwop/workflows", map[string]any{"workflowId": "x", "nodes": []map[string]string{{"id": "a", "typeId": greet}}, "extra": 1}, 400, "extra"},
+		{"/v1/runs", map[string]any{"workflowId": "greet-twice", "inputs": []int{1}}, 400, "inputs"},
+		{"/v1/runs", map[string]any{"workflowId": "nope"}, 404, "nope"},
+		{"/v1/runs", map[string]any{"workflowId": "greet-twice", "tenant": "other"}, 400, "tenant"},
+		{"/v1/runs/" + runID + ":fork", map[string]any{}, 400, "mode"},
+		{"/v1/runs/" + runID + ":rewind", map[string]any{}, 404, "rewind"},
+		{"/v1/runs/" + runID + "/cancel", map[string]any{}, 409, "completed"},
+	} {
+		code, v := o.do(t, "POST", c.path, c.body)
+		if code != c.code || !strings.Contains(fmt.Sprint(v), c.says) {
+			t.Errorf("POST %s %v: %d %v, want %d naming %s", c.path, c.body, code, v, c.code, c.says)
+		}
+	}
+
+	// Another tenant's token sees nothing; a token without invoke cannot start a run.
+	other := o.token("other", "invoke,tasks:read")
+	if code, _ := get(t, "GET", o.base+"/v1/runs/"+runID, other, ""); code != http.StatusNotFound {
+		t.Fatalf("another tenant's GET: %d", code)
+	}
+	if code, _ := get(t, "GET", o.base+"/v1/runs/"+runID+"/events", other, ""); code != http.StatusNotFound {
+		t.Fatalf("another tenant's events: %d", code)
+	}
+	if code, _ := get(t, "POST", o.base+"/v1/runs/"+runID+":fork", other, `{"mode":"replay"}`); code != http.StatusNotFound {
+		t.Fatalf("another tenant's fork: %d", code)
+	}
+	if code, _ := get(t, "POST", o.base+"/v1/runs", o.token("default", "tasks:read"), `{"workflowId":"greet-twice"}`); code != http.StatusForbidden {
+		t.Fatalf("POST /v1/runs without invoke: %d", code)
+	}
+
+	// Cancel stops the node being executed.
+	def = map[string]any{"workflowId": "spin", "nodes": []map[string]string{{"id": "s", "typeId": "vendor.openwop.spin.forever"}, {"id": "g", "typeId": greet}}}
+	if code, v := o.do(t, "POST", "/v1/openwop/workflows", def); code != http.StatusCreated {
+		t.Fatalf("register: %d %v", code, v)
+	}
+	spin := o.startRun(t, "spin", nil)
+	if code, v := o.do(t, "POST", "/v1/runs/"+spin+":cancel", map[string]any{"reason": "enough"}); code != 200 || v["status"] != "cancelled" {
+		t.Fatalf("cancel: %d %v", code, v)
+	}
+	if s := o.pollUntilTerminal(t, spin)["status"]; s != "cancelled" {
+		t.Fatalf("status %v", s)
+	}
+	// Nothing follows run.cancelled: the second node never starts.
+	evs := o.events(t, spin)
+	if last := evs[len(evs)-1]["type"]; last != "run.cancelled" || findEvent(evs, "node.completed") != nil || len(evs) != 3 {
+		t.Fatalf("events after cancel: %v", evs)
+	}
 }

@@ -355,6 +355,10 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 		inv.Agent = b.agent
 	}
 	inv.Services = svc
+	// The attempt number recorded is the one the node is handed.
+	if !inv.AttemptGiven {
+		inv.Attempt, inv.AttemptGiven = max(inv.Attempt, 1), true
+	}
 	started := time.Now().UTC()
 	res, err := d.invokeChecked(ctx, l, node, inv, svc)
 	if err != nil {
