@@ -51,19 +51,21 @@ type openwopDiscovery struct {
 	Fixtures []string `json:"fixtures"`
 }
 
-func (s *server) runs() (RunService, error) {
-	if s.cfg.Runs == nil {
-		return nil, refuse(http.StatusServiceUnavailable, CodeUnavailable, "", "openwop runs are not served by this server")
+// runHandler is a handler of the run API, handed the RunService.
+type runHandler func(w http.ResponseWriter, r *http.Request, rs RunService) error
+
+// withRuns answers 503 when the server has no RunService.
+func (s *server) withRuns(h runHandler) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if s.cfg.Runs == nil {
+			return refuse(http.StatusServiceUnavailable, CodeUnavailable, "", "openwop runs are not served by this server")
+		}
+		return h(w, r, s.cfg.Runs)
 	}
-	return s.cfg.Runs, nil
 }
 
 // wellKnownOpenwop is GET /.well-known/openwop.
-func (s *server) wellKnownOpenwop(w http.ResponseWriter, r *http.Request) error {
-	rs, err := s.runs()
-	if err != nil {
-		return err
-	}
+func (s *server) wellKnownOpenwop(w http.ResponseWriter, r *http.Request, rs RunService) error {
 	loaded, err := rs.OpenwopLoadedPacks(r.Context())
 	if err != nil {
 		return err
@@ -89,11 +91,7 @@ func (s *server) wellKnownOpenwop(w http.ResponseWriter, r *http.Request) error 
 }
 
 // putOpenwopWorkflow is POST /v1/openwop/workflows.
-func (s *server) putOpenwopWorkflow(w http.ResponseWriter, r *http.Request) error {
-	rs, err := s.runs()
-	if err != nil {
-		return err
-	}
+func (s *server) putOpenwopWorkflow(w http.ResponseWriter, r *http.Request, rs RunService) error {
 	b, err := s.readObject(w, r)
 	if err != nil {
 		return err
@@ -115,11 +113,7 @@ func (s *server) putOpenwopWorkflow(w http.ResponseWriter, r *http.Request) erro
 }
 
 // startRun is POST /v1/runs.
-func (s *server) startRun(w http.ResponseWriter, r *http.Request) error {
-	rs, err := s.runs()
-	if err != nil {
-		return err
-	}
+func (s *server) startRun(w http.ResponseWriter, r *http.Request, rs RunService) error {
 	b, err := s.readObject(w, r)
 	if err != nil {
 		return err
@@ -141,11 +135,7 @@ func (s *server) startRun(w http.ResponseWriter, r *http.Request) error {
 }
 
 // getRun is GET /v1/runs/{id}.
-func (s *server) getRun(w http.ResponseWriter, r *http.Request) error {
-	rs, err := s.runs()
-	if err != nil {
-		return err
-	}
+func (s *server) getRun(w http.ResponseWriter, r *http.Request, rs RunService) error {
 	run, err := rs.GetRun(r.Context(), tenantOf(r, ""), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -155,11 +145,7 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) error {
 }
 
 // runEvents is GET /v1/runs/{id}/events.
-func (s *server) runEvents(w http.ResponseWriter, r *http.Request) error {
-	rs, err := s.runs()
-	if err != nil {
-		return err
-	}
+func (s *server) runEvents(w http.ResponseWriter, r *http.Request, rs RunService) error {
 	evs, err := rs.RunEvents(r.Context(), tenantOf(r, ""), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -169,26 +155,22 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) error {
 }
 
 // cancelRun is POST /v1/runs/{id}/cancel (also {id}:cancel).
-func (s *server) cancelRun(w http.ResponseWriter, r *http.Request) error {
-	return s.runActionOn(w, r, r.PathValue("id"), "cancel")
+func (s *server) cancelRun(w http.ResponseWriter, r *http.Request, rs RunService) error {
+	return s.runActionOn(w, r, rs, r.PathValue("id"), "cancel")
 }
 
 // runAction is POST /v1/runs/{id}:fork or {id}:cancel.
-func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
+func (s *server) runAction(w http.ResponseWriter, r *http.Request, rs RunService) error {
 	seg := r.PathValue("id")
 	i := strings.LastIndexByte(seg, ':')
 	if i < 0 {
 		w.Header().Set("Allow", "GET, HEAD")
 		return refuse(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", "POST to a run needs an action: POST /v1/runs/{id}:fork or :cancel")
 	}
-	return s.runActionOn(w, r, seg[:i], seg[i+1:])
+	return s.runActionOn(w, r, rs, seg[:i], seg[i+1:])
 }
 
-func (s *server) runActionOn(w http.ResponseWriter, r *http.Request, id, action string) error {
-	rs, err := s.runs()
-	if err != nil {
-		return err
-	}
+func (s *server) runActionOn(w http.ResponseWriter, r *http.Request, rs RunService, id, action string) error {
 	b, err := s.readOptionalObject(w, r)
 	if err != nil {
 		return err
