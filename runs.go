@@ -34,7 +34,9 @@ const (
 	// with the code openwop's suspend scenario recognises.
 	RunErrSuspendNotImplemented = "wasm_suspend_not_implemented"
 	RunErrNodeFailed            = "node_failed"
-	RunErrReplayDiverged        = "replay_diverged"
+	// RunErrReplayFailed: a fork could not replay a recorded attempt (its
+	// module or trace is gone).
+	RunErrReplayFailed = "replay_failed"
 )
 
 // runSet tracks the runs executing in this process, to cancel and wait for
@@ -177,14 +179,20 @@ func (h *Host) CancelRun(ctx context.Context, tenant, runID, reason string) (*ho
 	return r, nil
 }
 
-// ForkRun forks a terminal run. Mode "replay" (openwop's replay fork)
-// re-executes each node's recorded attempt with every host call answered
-// from its trace, in a new run: each node that replays identically
-// completes with its recorded output; one that diverges fails the run.
-func (h *Host) ForkRun(ctx context.Context, tenant, runID, mode string) (*host.Run, error) {
+// ForkRun forks a terminal run as openwop's replay spec (spec/v1/replay.md)
+// describes mode "replay": the new run takes the source's events before
+// fromSeq as fixed history (copied) and re-executes each node completed at
+// or after it by replaying its recorded attempt, every host call answered
+// from the trace. A replay that differs emits replay.diverged and the run
+// carries on with what the replay produced (the spec's divergence is
+// informational). Mode "branch" is not served.
+func (h *Host) ForkRun(ctx context.Context, tenant, runID, mode string, fromSeq int) (*host.Run, error) {
 	const op = "fork run"
 	if mode != "replay" {
-		return nil, host.Invalid(op, "mode", "must be \"replay\" (the only fork mode served)")
+		return nil, host.Invalid(op, "mode", "must be \"replay\" (branch is not served)")
+	}
+	if fromSeq < 0 {
+		return nil, host.Invalid(op, "fromSeq", "must be 0 or more")
 	}
 	src, err := h.store.Run(ctx, tenant, runID)
 	if err != nil {
@@ -197,11 +205,20 @@ func (h *Host) ForkRun(ctx context.Context, tenant, runID, mode string) (*host.R
 	if err != nil {
 		return nil, err
 	}
-	r := &host.Run{RunID: host.NewID("run"), Tenant: tenant, WorkflowID: src.WorkflowID, Status: host.RunRunning, Inputs: src.Inputs, ForkedFrom: src.RunID, Mode: mode}
-	if err := h.store.CreateRun(ctx, r, []host.RunEvent{runEvent(host.RunEventStarted, "", map[string]any{"workflowId": src.WorkflowID, "forkedFrom": src.RunID, "mode": mode})}); err != nil {
+	if fromSeq > len(evs) {
+		return nil, host.Invalid(op, "fromSeq", "the run has %d events", len(evs))
+	}
+	r := &host.Run{RunID: host.NewID("run"), Tenant: tenant, WorkflowID: src.WorkflowID, Status: host.RunRunning, Inputs: src.Inputs, ForkedFrom: src.RunID, Mode: mode, FromSeq: fromSeq}
+	first := []host.RunEvent{runEvent(host.RunEventStarted, "", map[string]any{"workflowId": src.WorkflowID, "sourceRunId": src.RunID, "mode": mode, "fromSeq": fromSeq})}
+	for _, e := range evs[:max(fromSeq-1, 0)] { // fixed history (the source's run.started is replaced)
+		if e.Type != host.RunEventStarted {
+			first = append(first, host.RunEvent{Type: e.Type, NodeID: e.NodeID, Payload: e.Payload})
+		}
+	}
+	if err := h.store.CreateRun(ctx, r, first); err != nil {
 		return nil, err
 	}
-	h.spawn(r, func(ctx context.Context) { h.replayRun(ctx, r, evs) })
+	h.spawn(r, func(ctx context.Context) { h.replayRun(ctx, r, evs[max(fromSeq-1, 0):]) })
 	return r, nil
 }
 
@@ -290,35 +307,43 @@ func breaches(nodeID, attemptID string, res *runtime.Result) []host.RunEvent {
 	return evs
 }
 
-// replayRun replays the attempts recorded by a run's node.completed
-// events, in order.
+// replayRun replays the attempts recorded by the node.completed events of
+// src, in order; the run ends as the last replayed node did.
 func (h *Host) replayRun(ctx context.Context, r *host.Run, src []host.RunEvent) {
 	for _, e := range src {
 		if e.Type != host.RunEventNodeDone {
 			continue
 		}
 		var p struct {
-			NodeID    string          `json:"nodeId"`
-			TypeID    string          `json:"typeId"`
-			AttemptID string          `json:"attemptId"`
-			Output    json.RawMessage `json:"output"`
+			NodeID    string `json:"nodeId"`
+			TypeID    string `json:"typeId"`
+			AttemptID string `json:"attemptId"`
 		}
 		json.Unmarshal(e.Payload, &p)
 		n := host.OpenwopNode{ID: p.NodeID, TypeID: p.TypeID}
 		v, err := h.Replay(ctx, p.AttemptID, ReplayOptions{})
 		if err != nil {
-			h.fail(ctx, r, n, &host.RunError{Code: RunErrReplayDiverged, Message: fmt.Sprintf("node %s: replay of attempt %s: %v", n.ID, p.AttemptID, err)})
+			h.fail(ctx, r, n, &host.RunError{Code: RunErrReplayFailed, Message: fmt.Sprintf("node %s: replay of attempt %s: %v", n.ID, p.AttemptID, err)})
 			return
 		}
+		var evs []host.RunEvent
 		if !v.Identical {
-			h.fail(ctx, r, n, &host.RunError{Code: RunErrReplayDiverged, Message: fmt.Sprintf("node %s: attempt %s replayed differently: %s", n.ID, p.AttemptID, v.Difference)})
+			evs = append(evs, runEvent(host.RunEventReplayDiverged, n.ID, map[string]any{
+				"originalEventId": fmt.Sprintf("%s/%d", r.ForkedFrom, e.Seq), "divergencePoint": e.Seq, "nodeId": n.ID, "attemptId": p.AttemptID,
+				"divergence": v.Divergence, "difference": v.Difference}))
+		}
+		if v.Got.Outcome != "completed" {
+			evs = append(evs, runEvent(host.RunEventNodeFailed, n.ID, map[string]any{"nodeId": n.ID, "attemptId": p.AttemptID, "replayed": true, "error": v.Got.Error}))
+			h.advance(ctx, r, "", nil, evs...)
+			h.fail(ctx, r, n, &host.RunError{Code: RunErrNodeFailed, Message: fmt.Sprintf("node %s %s on replay", n.ID, v.Got.Outcome)})
 			return
 		}
-		if !h.advance(ctx, r, "", nil, runEvent(host.RunEventNodeDone, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "attemptId": p.AttemptID, "replayed": true, "output": v.Got.Output})) {
+		evs = append(evs, runEvent(host.RunEventNodeDone, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "attemptId": p.AttemptID, "replayed": true, "output": v.Got.Output}))
+		if !h.advance(ctx, r, "", nil, evs...) {
 			return
 		}
 	}
-	h.advance(ctx, r, host.RunCompleted, nil, runEvent(host.RunEventCompleted, "", map[string]any{"forkedFrom": r.ForkedFrom}))
+	h.advance(ctx, r, host.RunCompleted, nil, runEvent(host.RunEventCompleted, "", map[string]any{"sourceRunId": r.ForkedFrom}))
 }
 
 // fail ends r as failed because of node n.

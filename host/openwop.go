@@ -89,9 +89,11 @@ type Run struct {
 	WorkflowID string          `json:"workflowId"`
 	Status     string          `json:"status"`
 	Inputs     json.RawMessage `json:"inputs,omitempty"`
-	// ForkedFrom and Mode are set on a run made by :fork.
-	ForkedFrom string    `json:"forkedFrom,omitempty"`
+	// ForkedFrom (openwop's sourceRunId), Mode and FromSeq are set on a
+	// run made by :fork.
+	ForkedFrom string    `json:"sourceRunId,omitempty"`
 	Mode       string    `json:"mode,omitempty"`
+	FromSeq    int       `json:"fromSeq,omitempty"`
 	Error      *RunError `json:"error,omitempty"`
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`
@@ -118,16 +120,18 @@ type RunEvent struct {
 
 // Run event types (openwop's dotted names).
 const (
-	RunEventStarted      = "run.started"
-	RunEventCompleted    = "run.completed"
-	RunEventFailed       = "run.failed"
-	RunEventCancelled    = "run.cancelled"
-	RunEventNodeStarted  = "node.started"
-	RunEventNodeDone     = "node.completed"
-	RunEventNodeFailed   = "node.failed"
-	RunEventNodeSuspend  = "node.suspended"
-	RunEventCapBreached  = "cap.breached"
-	RunEventNodeReplayed = "node.replayed"
+	RunEventStarted     = "run.started"
+	RunEventCompleted   = "run.completed"
+	RunEventFailed      = "run.failed"
+	RunEventCancelled   = "run.cancelled"
+	RunEventNodeStarted = "node.started"
+	RunEventNodeDone    = "node.completed"
+	RunEventNodeFailed  = "node.failed"
+	RunEventNodeSuspend = "node.suspended"
+	RunEventCapBreached = "cap.breached"
+	// RunEventReplayDiverged: a replay fork's node did not reproduce
+	// the source run's (openwop spec/v1/replay.md §"Failure surfaces").
+	RunEventReplayDiverged = "replay.diverged"
 )
 
 // Runs stores openwop workflow definitions and runs.

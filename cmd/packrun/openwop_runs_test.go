@@ -333,7 +333,7 @@ func TestOpenwopRFC0008Scenarios(t *testing.T) {
 		}
 		code, v := o.do(t, "POST", "/v1/runs/"+first+":fork", map[string]any{"mode": "replay"})
 		fork, _ := v["runId"].(string)
-		if code != http.StatusCreated || fork == "" {
+		if code != http.StatusCreated || fork == "" || v["sourceRunId"] != first || v["eventsUrl"] != "/v1/runs/"+fork+"/events" {
 			t.Fatalf("fork: %d %v", code, v)
 		}
 		if s := o.pollUntilTerminal(t, fork)["status"]; s != "completed" {
@@ -343,8 +343,26 @@ func TestOpenwopRFC0008Scenarios(t *testing.T) {
 		if m := greeting.FindStringSubmatch(string(node)); m == nil || m[1] != a || !strings.Contains(string(node), `"replayed":true`) {
 			t.Fatalf("fork's node.completed: %s", node)
 		}
-		if code, v := o.do(t, "POST", "/v1/runs/"+first+":fork", map[string]any{"mode": "branch"}); code != http.StatusBadRequest {
-			t.Fatalf("fork mode branch: %d %v", code, v)
+		// From seq 3 (the source's node.completed): events 1-2 are fixed
+		// history, the node is replayed.
+		code, v = o.do(t, "POST", "/v1/runs/"+first+":fork", map[string]any{"mode": "replay", "fromSeq": 3})
+		from3, _ := v["runId"].(string)
+		if code != http.StatusCreated || v["fromSeq"] != 3.0 {
+			t.Fatalf("fork from 3: %d %v", code, v)
+		}
+		o.pollUntilTerminal(t, from3)
+		var types []string
+		for _, e := range o.events(t, from3) {
+			types = append(types, fmt.Sprint(e["type"]))
+		}
+		if got := strings.Join(types, ","); got != "run.started,node.started,node.completed,run.completed" {
+			t.Fatalf("fork from 3 events: %s", got)
+		}
+		for _, bad := range []map[string]any{{"mode": "branch"}, {"mode": "replay", "fromSeq": 99}, {"mode": "replay", "fromSeq": -1},
+			{"mode": "replay", "runOptionsOverlay": map[string]any{"configurable": map[string]any{"model": "x"}}}} {
+			if code, v := o.do(t, "POST", "/v1/runs/"+first+":fork", bad); code != http.StatusBadRequest {
+				t.Fatalf("fork %v: %d %v", bad, code, v)
+			}
 		}
 	})
 

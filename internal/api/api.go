@@ -167,12 +167,13 @@ const maxBodyDepth = 10000
 //	POST /v1/openwop/workflows                  tasks:write    {workflowId, nodes:[{id, typeId}]} → 201: an openwop workflow
 //	                                            definition whose nodes are installed pack typeIds
 //	POST /v1/runs                               invoke         {workflowId, inputs?} → 201 {runId}; the run executes in the
-//	                                            background (422 when a node's typeId is not installed)
+//	                                            background (400 naming a node's typeId no installed pack provides)
 //	GET  /v1/runs/{id}                          tasks:read     Run {runId, status: running|completed|failed|cancelled, ...}
 //	GET  /v1/runs/{id}/events                   tasks:read     {"events":[{seq, type, nodeId, payload, data, at}...]}
 //	POST /v1/runs/{id}/cancel, {id}:cancel      invoke         {reason?} → Run, cancelled (409 once terminal)
-//	POST /v1/runs/{id}:fork                     invoke         {mode:"replay"} → 201 Run: each node's recorded attempt
-//	                                            replayed from its trace in a new run
+//	POST /v1/runs/{id}:fork                     invoke         {mode:"replay", fromSeq?} → 201 {runId, sourceRunId, fromSeq,
+//	                                            mode, status, eventsUrl}: a new run, events before fromSeq copied,
+//	                                            each later node's recorded attempt replayed from its trace
 //
 // Every route needs a bearer token (Auth) carrying the scope shown: 401
 // without a valid one, 403 without the scope, 429 over the token's rate.

@@ -17,7 +17,7 @@ type RunService interface {
 	GetRun(ctx context.Context, tenant, runID string) (*host.Run, error)
 	RunEvents(ctx context.Context, tenant, runID string) ([]host.RunEvent, error)
 	CancelRun(ctx context.Context, tenant, runID, reason string) (*host.Run, error)
-	ForkRun(ctx context.Context, tenant, runID, mode string) (*host.Run, error)
+	ForkRun(ctx context.Context, tenant, runID, mode string, fromSeq int) (*host.Run, error)
 	// OpenwopFixtures lists the conformance fixtures runnable here.
 	OpenwopFixtures(ctx context.Context) ([]string, error)
 	// OpenwopLoadedPacks lists the names of the packs loaded (installed).
@@ -176,30 +176,39 @@ func (s *server) runActionOn(w http.ResponseWriter, r *http.Request, rs RunServi
 		return err
 	}
 	var body struct {
-		Reason string `json:"reason"`
-		Mode   string `json:"mode"`
+		Reason  string          `json:"reason"`
+		Mode    string          `json:"mode"`
+		FromSeq int             `json:"fromSeq"`
+		Overlay json.RawMessage `json:"runOptionsOverlay"`
 	}
 	if err := decodeStrict(b, &body); err != nil {
 		return err
 	}
 	tenant := tenantOf(r, "")
-	var run *host.Run
-	status := http.StatusOK
 	switch action {
 	case "cancel":
-		run, err = rs.CancelRun(r.Context(), tenant, id, body.Reason)
+		run, err := rs.CancelRun(r.Context(), tenant, id, body.Reason)
+		if err != nil {
+			return err
+		}
+		s.recordCall(r, "", "")
+		reply(w, http.StatusOK, run)
+		return nil
 	case "fork":
-		run, err = rs.ForkRun(r.Context(), tenant, id, body.Mode)
-		status = http.StatusCreated
-	default:
-		return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("unknown run action %q; the actions are fork and cancel", host.ShortName(action)))
+		// openwop spec/v1/replay.md: a replay takes no overlay.
+		if o := strings.TrimSpace(string(body.Overlay)); o != "" && o != "null" && o != "{}" {
+			return refuse(http.StatusBadRequest, CodeInvalid, "runOptionsOverlay", "runOptionsOverlay: must be omitted or empty for mode replay")
+		}
+		run, err := rs.ForkRun(r.Context(), tenant, id, body.Mode, body.FromSeq)
+		if err != nil {
+			return err
+		}
+		s.recordCall(r, "", "")
+		reply(w, http.StatusCreated, map[string]any{"runId": run.RunID, "sourceRunId": run.ForkedFrom, "fromSeq": run.FromSeq,
+			"mode": run.Mode, "status": run.Status, "eventsUrl": "/v1/runs/" + run.RunID + "/events"})
+		return nil
 	}
-	if err != nil {
-		return err
-	}
-	s.recordCall(r, "", "")
-	reply(w, status, run)
-	return nil
+	return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("unknown run action %q; the actions are fork and cancel", host.ShortName(action)))
 }
 
 // readOptionalObject reads a JSON object body that may be left out
