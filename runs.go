@@ -66,8 +66,8 @@ func fixtureOf(id string) *host.OpenwopWorkflow {
 	return nil
 }
 
-// providers maps each installed node typeId to an installed pack
-// (name@version) providing it.
+// providers maps each installed node typeId to the name of an installed
+// pack providing it (InvokePack runs its newest version).
 func (h *Host) providers(ctx context.Context) (map[string]string, error) {
 	infos, err := h.index.packInfos(ctx)
 	if err != nil {
@@ -76,7 +76,7 @@ func (h *Host) providers(ctx context.Context) (map[string]string, error) {
 	m := map[string]string{}
 	for _, p := range infos {
 		for _, n := range p.Nodes {
-			m[n] = p.Ref() // several providers: the last listed wins
+			m[n] = p.Name // several packs: the last listed wins
 		}
 	}
 	return m, nil

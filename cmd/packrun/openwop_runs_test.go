@@ -41,6 +41,7 @@ func owModule(pack, typeID string, abi int, body string) string {
   (data (i32.const 528) "{\22outcome\22:\22completed\22,\22output\22:{\22greeting\22:\22Hello, ")
   (data (i32.const 640) "!\22}}")
   (data (i32.const 656) "{\22outcome\22:\22completed\22,\22output\22:{\22grown\22:true}}")
+  (data (i32.const 720) "{\22outcome\22:\22suspended\22,\22interrupt\22:{\22question\22:\22approve?\22}}")
   (global $heap (mut i32) (i32.const 4096))
   (func $alloc (export "openwop_alloc") (param $size i32) (result i32)
     (local $p i32) (local $end i32) (local $pages i32)
@@ -109,6 +110,10 @@ const bombBody = `    (block $refused (loop $grow
 const spinBody = `    (loop $l (br $l))
     (i64.const 0)`
 
+// suspendBody returns outcome "suspended" without calling
+// openwop_interrupt (RFC 0008 §D's second pattern).
+const suspendBody = `    (i64.or (i64.const 720) (i64.shl (i64.const 59) (i64.const 32)))`
+
 // owPack writes, packs and signs a packrun-format pack of one openwop
 // module and returns the .pack path.
 func owPack(t *testing.T, h homeCLI, dir, key, name, typeID string, abi int, body string) string {
@@ -154,6 +159,7 @@ func startOpenwopHost(t *testing.T) openwopHost {
 		t.Fatalf("installing the ABI 999 pack: exit %d, %s", code, errs)
 	}
 	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.spin", "vendor.openwop.spin.forever", 1, spinBody))
+	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.ask", "vendor.openwop.ask.approve", 1, suspendBody))
 	created := h.ok("tokens", "create", "--tenant", "default", "--scopes", "invoke,tasks:read,tasks:write")
 	apiKey := strings.TrimSpace(created[strings.LastIndex(strings.TrimRight(created, "\n"), "\n")+1:])
 
@@ -496,6 +502,20 @@ func TestOpenwopRuns(t *testing.T) {
 	}
 	if code, _ := get(t, "POST", o.base+"/v1/runs", o.token("default", "tasks:read"), `{"workflowId":"greet-twice"}`); code != http.StatusForbidden {
 		t.Fatalf("POST /v1/runs without invoke: %d", code)
+	}
+
+	// A node that suspends fails its run with the code openwop's suspend
+	// scenario recognises, its interrupt in node.suspended.
+	def = map[string]any{"workflowId": "ask", "nodes": []map[string]string{{"id": "q", "typeId": "vendor.openwop.ask.approve"}}}
+	if code, v := o.do(t, "POST", "/v1/openwop/workflows", def); code != http.StatusCreated {
+		t.Fatalf("register: %d %v", code, v)
+	}
+	ask := o.startRun(t, "ask", nil)
+	if term := o.pollUntilTerminal(t, ask); term["status"] != "failed" || !strings.Contains(fmt.Sprint(term["error"]), "wasm_suspend_not_implemented") {
+		t.Fatalf("suspending run: %v", term)
+	}
+	if e := findEvent(o.events(t, ask), "node.suspended"); !strings.Contains(fmt.Sprint(e["payload"]), "approve?") {
+		t.Fatalf("node.suspended %v", e)
 	}
 
 	// Cancel stops the node being executed.
