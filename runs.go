@@ -34,6 +34,9 @@ const (
 	// with the code openwop's suspend scenario recognises.
 	RunErrSuspendNotImplemented = "wasm_suspend_not_implemented"
 	RunErrNodeFailed            = "node_failed"
+	// RunErrHostStopped: the host closed while the run's node was running
+	// (runs are not resumed after a restart).
+	RunErrHostStopped = "host_stopped"
 	// RunErrReplayFailed: a fork could not replay a recorded attempt (its
 	// module or trace is gone).
 	RunErrReplayFailed = "replay_failed"
@@ -265,7 +268,11 @@ func (h *Host) execute(ctx context.Context, r *host.Run, w *host.OpenwopWorkflow
 		}
 		inv, err := h.InvokePack(ctx, refs[i], InvokeRequest{Node: n.TypeID, Input: r.Inputs, Tenant: r.Tenant, RunID: r.RunID, NodeID: n.ID, AttemptGiven: true})
 		if err != nil {
-			h.fail(ctx, r, n, &host.RunError{Code: RunErrNodeFailed, Message: err.Error()})
+			code := RunErrNodeFailed
+			if ctx.Err() != nil { // cancelled (the run refuses this) or the host is closing
+				code = RunErrHostStopped
+			}
+			h.fail(ctx, r, n, &host.RunError{Code: code, Message: fmt.Sprintf("node %s: %v", n.ID, err)})
 			return
 		}
 		evs := breaches(n.ID, inv.Attempt.AttemptID, inv.Result)
