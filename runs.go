@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/runtime"
 )
@@ -278,14 +279,14 @@ func (h *Host) execute(ctx context.Context, r *host.Run, w *host.OpenwopWorkflow
 		evs := breaches(n.ID, inv.Attempt.AttemptID, inv.Result)
 		res := inv.Result
 		switch res.Outcome {
-		case "completed":
+		case abi.Completed:
 			outputs[n.ID] = res.Output
 			evs = append(evs, runEvent(host.RunEventNodeDone, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "attemptId": inv.Attempt.AttemptID, "output": res.Output}))
 			if !h.advance(ctx, r, "", nil, evs...) {
 				return
 			}
 			continue
-		case "suspended":
+		case abi.Suspended:
 			evs = append(evs, runEvent(host.RunEventNodeSuspend, n.ID, map[string]any{"nodeId": n.ID, "attemptId": inv.Attempt.AttemptID, "interrupt": res.Interrupt}))
 			h.advance(ctx, r, "", nil, evs...)
 			h.fail(ctx, r, n, &host.RunError{Code: RunErrSuspendNotImplemented, Message: "node " + n.ID + " suspended; resuming an openwop run is not implemented"})
@@ -339,7 +340,7 @@ func (h *Host) replayRun(ctx context.Context, r *host.Run, src []host.RunEvent) 
 				"originalEventId": fmt.Sprintf("%s/%d", r.ForkedFrom, e.Seq), "divergencePoint": e.Seq, "nodeId": n.ID, "attemptId": p.AttemptID,
 				"divergence": v.Divergence, "difference": v.Difference}))
 		}
-		if v.Got.Outcome != "completed" {
+		if v.Got.Outcome != abi.Completed {
 			evs = append(evs, runEvent(host.RunEventNodeFailed, n.ID, map[string]any{"nodeId": n.ID, "attemptId": p.AttemptID, "replayed": true, "error": v.Got.Error}))
 			h.advance(ctx, r, "", nil, evs...)
 			h.fail(ctx, r, n, &host.RunError{Code: RunErrNodeFailed, Message: fmt.Sprintf("node %s %s on replay", n.ID, v.Got.Outcome)})
