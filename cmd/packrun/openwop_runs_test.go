@@ -160,8 +160,7 @@ func startOpenwopHost(t *testing.T) openwopHost {
 	}
 	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.spin", "vendor.openwop.spin.forever", 1, spinBody))
 	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.ask", "vendor.openwop.ask.approve", 1, suspendBody))
-	created := h.ok("tokens", "create", "--tenant", "default", "--scopes", "invoke,tasks:read,tasks:write")
-	apiKey := strings.TrimSpace(created[strings.LastIndex(strings.TrimRight(created, "\n"), "\n")+1:])
+	apiKey := newToken(h, "default", "invoke,tasks:read,tasks:write")
 
 	bin := filepath.Join(dir, "packrun")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -424,11 +423,13 @@ func TestOpenwopRFC0008Scenarios(t *testing.T) {
 	})
 }
 
-// token creates a token of tenant with scopes.
-func (o openwopHost) token(tenant, scopes string) string {
-	created := o.h.ok("tokens", "create", "--tenant", tenant, "--scopes", scopes)
+// newToken creates a token of tenant with scopes (printed on the last line).
+func newToken(h homeCLI, tenant, scopes string) string {
+	created := h.ok("tokens", "create", "--tenant", tenant, "--scopes", scopes)
 	return strings.TrimSpace(created[strings.LastIndex(strings.TrimRight(created, "\n"), "\n")+1:])
 }
+
+func (o openwopHost) token(tenant, scopes string) string { return newToken(o.h, tenant, scopes) }
 
 // TestOpenwopRuns: what the scenarios do not reach. Workflows registered
 // over HTTP run their nodes in order; bodies are strict; a run is its
