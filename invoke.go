@@ -31,6 +31,10 @@ type InvokeRequest struct {
 	NodeID string
 	// Attempt is the attempt number (default 1; it must not be negative).
 	Attempt int
+	// AttemptGiven uses Attempt as given, 0 included: openwop counts
+	// nodeContext.attempt from 0, and RFC 0008 §G seeds openwop_random
+	// per (runId, nodeId, attempt), so attempt 0 has a stream of its own.
+	AttemptGiven bool
 	// Resume holds the values the node's next openwop_interrupt calls
 	// return, in order.
 	Resume []json.RawMessage
@@ -77,9 +81,18 @@ func (req *InvokeRequest) check() error {
 	return nil
 }
 
+// attempt is the attempt number the node sees: as given when AttemptGiven,
+// else at least 1.
+func (req *InvokeRequest) attempt() int {
+	if req.AttemptGiven {
+		return req.Attempt
+	}
+	return max(req.Attempt, 1)
+}
+
 func (req *InvokeRequest) dispatch(pack string) dispatch.InvokeRequest {
 	return dispatch.InvokeRequest{Pack: pack, Node: req.Node, Input: req.Input, Tenant: req.Tenant, RunID: req.RunID,
-		NodeID: req.NodeID, Attempt: req.Attempt, Resume: req.Resume, Limits: req.Limits}
+		NodeID: req.NodeID, Attempt: req.Attempt, AttemptGiven: req.AttemptGiven, Resume: req.Resume, Limits: req.Limits}
 }
 
 // Invoke runs one node of target and records the attempt. target is a
@@ -211,7 +224,7 @@ func (h *Host) invokeModule(ctx context.Context, wasm []byte, name string, req I
 		return nil, err
 	}
 	att, res, err := d.InvokeModule(ctx, m, runtime.Invocation{Node: req.Node, Input: req.Input, RunID: req.RunID,
-		NodeID: req.NodeID, TenantID: req.Tenant, Attempt: max(req.Attempt, 1), Resume: req.Resume})
+		NodeID: req.NodeID, TenantID: req.Tenant, Attempt: req.attempt(), AttemptGiven: true, Resume: req.Resume})
 	if err != nil {
 		return nil, err
 	}

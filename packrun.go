@@ -86,6 +86,8 @@ type Host struct {
 	dispatcher *dispatch.Dispatcher
 	started    atomic.Pointer[dispatch.Dispatcher] // the dispatcher, once engine has run
 
+	runs runSet // openwop runs executing here (runs.go)
+
 	closeOnce sync.Once
 }
 
@@ -202,6 +204,7 @@ func (h *Host) Runtime(ctx context.Context) (*runtime.Runtime, error) {
 func (h *Host) Close(ctx context.Context) error {
 	var err error
 	h.closeOnce.Do(func() {
+		h.stopRuns()
 		if h.dispatcher != nil {
 			h.dispatcher.Close(ctx)
 		}

@@ -99,6 +99,7 @@ func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts Hand
 		CheckWorkflow: h.CheckWorkflow,
 		TaskTypes:     h,
 		Agents:        h,
+		Runs:          h,
 		Host:          rt.Host(),
 		Build:         &build,
 		MaxBodyBytes:  opts.MaxBodyBytes,
@@ -146,7 +147,7 @@ type apiInvoker struct {
 
 func (a apiInvoker) Invoke(ctx context.Context, r dispatch.InvokeRequest) (*host.Attempt, *runtime.Result, error) {
 	inv, err := a.h.InvokePack(ctx, r.Pack, InvokeRequest{Node: r.Node, Input: r.Input, Tenant: r.Tenant, RunID: r.RunID,
-		NodeID: r.NodeID, Attempt: r.Attempt, Resume: r.Resume, Limits: r.Limits})
+		NodeID: r.NodeID, Attempt: r.Attempt, AttemptGiven: r.AttemptGiven, Resume: r.Resume, Limits: r.Limits})
 	if err != nil {
 		return nil, nil, err
 	}

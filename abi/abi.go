@@ -133,6 +133,11 @@ type Func struct {
 	// Minor is the minor version of its namespace that added it: a pack
 	// declaring an older minor may not import it.
 	Minor int
+	// OrNoResult marks an import a module may also declare with no result
+	// at all: openwop_random, which RFC 0008 §C declares (i32 i32) -> ()
+	// while packrun's SDKs import it with a status result. The host serves
+	// whichever the module declares.
+	OrNoResult bool
 }
 
 // Allowed reports whether a module built for version v may import f: a
@@ -146,7 +151,11 @@ func (f Func) Signature() string {
 	for i, t := range f.Params {
 		p[i] = t.String()
 	}
-	return "(" + strings.Join(p, " ") + ") -> " + f.Results.String()
+	sig := "(" + strings.Join(p, " ") + ") -> " + f.Results.String()
+	if f.OrNoResult {
+		sig += " or ()"
+	}
+	return sig
 }
 
 var (
@@ -173,7 +182,7 @@ var exports = []Func{
 var openwopImports = []Func{
 	{Name: ImportLog, Params: i32x3, Results: ResultsNone, Doc: "(level, ptr, len): log a UTF-8 message at level 0..4"},
 	{Name: ImportNowMs, Results: ResultsI64, Doc: "host clock, Unix milliseconds (recorded)"},
-	{Name: ImportRandom, Params: i32x2, Results: ResultsI32, Doc: "(ptr, len): fill with bytes seeded by (runId, nodeId, attempt); status"},
+	{Name: ImportRandom, Params: i32x2, Results: ResultsI32, OrNoResult: true, Doc: "(ptr, len): fill with bytes seeded by (runId, nodeId, attempt); status, or no result as RFC 0008 §C declares it"},
 	{Name: ImportVariableGet, Params: i32x2, Results: ResultsPtrLen, Doc: "(name) -> JSON value, (0,0) when unset"},
 	{Name: ImportVariableSet, Params: i32x4, Results: ResultsI32, Doc: "(name, JSON value) -> status"},
 	{Name: ImportChannelRead, Params: i32x2, Results: ResultsPtrLen, Doc: "(channel) -> JSON array of values written so far"},

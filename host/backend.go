@@ -15,6 +15,7 @@ type Backend interface {
 	Schedules
 	Sensors
 	Workflows
+	Runs
 	// Close flushes acknowledged writes and releases the backend.
 	Close() error
 }

@@ -74,7 +74,7 @@ type Attempt struct {
 	Node         string `json:"node"`          // typeId
 	Tenant       string `json:"tenant"`        // "" means "default"
 	RunID        string `json:"run_id"`
-	Attempt      int    `json:"attempt"` // 1-based; for a task, its attempt_count at the claim
+	Attempt      int    `json:"attempt"` // as the node was handed it: for a task, its attempt_count at the claim (from 1); an openwop run counts from 0
 	ABIVersion   string `json:"abi_version"`
 
 	Input     json.RawMessage `json:"input"`

@@ -66,7 +66,11 @@ func openwopHostModule(rt wazero.Runtime, v variant) wazero.HostModuleBuilder {
 	}
 	fn(abi.ImportLog, hostLog, []api.ValueType{i32, i32, i32}, nil)
 	fn(abi.ImportNowMs, hostNowMs, nil, []api.ValueType{i64})
-	fn(abi.ImportRandom, hostRandom, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	if v&randomNoResult != 0 {
+		fn(abi.ImportRandom, hostRandomNoResult, []api.ValueType{i32, i32}, nil)
+	} else {
+		fn(abi.ImportRandom, hostRandom, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	}
 	fn(abi.ImportVariableGet, hostVariableGet, []api.ValueType{i32, i32}, ptrLen(abi.ImportVariableGet))
 	fn(abi.ImportVariableSet, hostVariableSet, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32})
 	fn(abi.ImportChannelRead, hostChannelRead, []api.ValueType{i32, i32}, ptrLen(abi.ImportChannelRead))
@@ -134,14 +138,30 @@ func hostNowMs(ctx context.Context, _ api.Module, stack []uint64) {
 
 func hostRandom(ctx context.Context, mod api.Module, stack []uint64) {
 	_, a := begin(ctx, abi.ImportRandom)
+	stack[0] = uint64(fillRandom(a, mod, stack))
+}
+
+// hostRandomNoResult serves openwop_random as RFC 0008 §C declares it,
+// (out_ptr, len) with no result: with no status to return, a buffer the
+// module cannot have (out of its memory, or above the per-call bound) stops
+// the guest instead of being answered with validation_error.
+func hostRandomNoResult(ctx context.Context, mod api.Module, stack []uint64) {
+	_, a := begin(ctx, abi.ImportRandom)
+	if s := fillRandom(a, mod, stack); s != abi.StatusOK {
+		a.fail(abi.CodeHostCallBounds, fmt.Sprintf("openwop_random: buffer (ptr %#x, len %d) is outside the module's memory or above %d bytes", uint32(stack[0]), uint32(stack[1]), maxRandomBytes))
+	}
+}
+
+// fillRandom fills the guest's (ptr, len) buffer from the invocation's
+// random stream (or the recorded bytes on replay) and records the call.
+func fillRandom(a *activity, mod api.Module, stack []uint64) abi.Status {
 	ptr, n := uint32(stack[0]), uint32(stack[1])
 	args := binary.LittleEndian.AppendUint32(nil, n)
 	c := a.replayed(fnRandom, args)
 	buf, ok := mod.Memory().Read(ptr, n)
 	if n > maxRandomBytes || !ok {
 		a.record(fnRandom, args, abi.StatusValidation, nil)
-		stack[0] = uint64(abi.StatusValidation)
-		return
+		return abi.StatusValidation
 	}
 	if c != nil {
 		a.replayedBytes(c, buf)
@@ -149,7 +169,7 @@ func hostRandom(ctx context.Context, mod api.Module, stack []uint64) {
 		a.random().Read(buf)
 	}
 	a.record(fnRandom, args, abi.StatusOK, buf)
-	stack[0] = uint64(abi.StatusOK)
+	return abi.StatusOK
 }
 
 func hostVariableGet(ctx context.Context, mod api.Module, stack []uint64) {

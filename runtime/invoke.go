@@ -25,7 +25,11 @@ type Invocation struct {
 	RunID    string
 	NodeID   string // defaults to the typeId
 	TenantID string // defaults to "default"
-	Attempt  int    // defaults to 1
+	// Attempt is nodeContext.attempt: 0 means 1 (packrun's tasks count
+	// from 1) unless AttemptGiven, when it is used as given, 0 included
+	// (openwop counts from 0). It seeds openwop_random with RunID and NodeID.
+	Attempt      int
+	AttemptGiven bool
 
 	Configurable json.RawMessage
 	Agent        json.RawMessage
@@ -128,7 +132,7 @@ func (m *Module) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 	if inv.TenantID == "" {
 		inv.TenantID = "default"
 	}
-	if inv.Attempt == 0 {
+	if inv.Attempt == 0 && !inv.AttemptGiven {
 		inv.Attempt = 1
 	}
 	if inv.State == nil {

@@ -334,3 +334,39 @@ func TestTraceRecordsEveryInput(t *testing.T) {
 		t.Fatalf("random trace %+v", res.Trace)
 	}
 }
+
+// TestRandomAsRFC0008Declares loads a module importing openwop_random with
+// no result (RFC 0008 §C): it is served, seeded per (run, node, attempt)
+// with attempts 0 and 1 distinct, replayed from the trace, and a buffer it
+// cannot have stops the guest since there is no status to return.
+func TestRandomAsRFC0008Declares(t *testing.T) {
+	r := newTestRuntime(t, NewConfig())
+	m, err := r.Load(context.Background(), fixture(t, "testdata/hostile/random_rfc.wasm"), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	draw := func(attempt int) *Result {
+		res := mustInvoke(t, m, Invocation{Node: "rfc.random", RunID: "run-1", NodeID: "n", Attempt: attempt, AttemptGiven: true})
+		if res.Outcome != abi.Completed || len(res.Output) != 34 {
+			t.Fatalf("attempt %d: %s %s %v", attempt, res.Outcome, res.Output, res.Error)
+		}
+		return res
+	}
+	a0, a1 := draw(0), draw(1)
+	if string(a0.Output) == string(a1.Output) {
+		t.Fatalf("attempts 0 and 1 drew the same bytes %s", a0.Output)
+	}
+	if again := draw(0); string(again.Output) != string(a0.Output) {
+		t.Fatalf("attempt 0 drew %s then %s", a0.Output, again.Output)
+	}
+	// Replay serves the recorded bytes, whatever the seed.
+	rep := mustInvoke(t, m, Invocation{Node: "rfc.random", RunID: "other", NodeID: "n", Attempt: 7, Replay: &Replay{Calls: a0.Trace}})
+	if string(rep.Output) != string(a0.Output) {
+		t.Fatalf("replay gave %s, recorded %s", rep.Output, a0.Output)
+	}
+	res := mustInvoke(t, m, Invocation{Node: "rfc.random_oob", RunID: "run-1"})
+	if res.Outcome != abi.Failed || res.Error == nil || res.Error.Code != abi.CodeHostCallBounds {
+		t.Fatalf("out of bounds: %s %+v", res.Outcome, res.Error)
+	}
+}

@@ -47,10 +47,13 @@ func (r *Runtime) lockCompile(digest [32]byte) (unlock func()) {
 // imports: bit i set means ptrLenImports[i] is served as multi-value instead
 // of packed i64. A wazero runtime can serve one signature per import name,
 // so each variant a module needs gets its own wazero runtime; they all share
-// one compilation cache.
+// one compilation cache. Bit randomNoResult serves openwop_random with no
+// result, as RFC 0008 §C declares it, instead of packrun's (i32) status.
 type variant uint8
 
 var ptrLenImports = []string{abi.ImportVariableGet, abi.ImportChannelRead, abi.ImportInterrupt}
+
+const randomNoResult variant = 1 << 3
 
 type engine struct {
 	rt       wazero.Runtime

@@ -75,7 +75,7 @@ breached (wasm-memory, wasm-execution-time, output-size, host-calls, host-memory
 	fl.StringVar(&f.runID, "run-id", "", "run id (seeds openwop_random with node id and attempt)")
 	fl.StringVar(&f.nodeID, "node-id", "", "node id within the run (default: the typeId)")
 	fl.StringVar(&f.tenant, "tenant", "default", "tenant id")
-	fl.IntVar(&f.attempt, "attempt", 1, "attempt number")
+	fl.IntVar(&f.attempt, "attempt", 1, "attempt number, nodeContext.attempt (openwop counts from 0; given, 0 stays 0)")
 	fl.StringArrayVar(&f.resume, "resume", nil, "JSON value returned by the next openwop_interrupt (repeatable)")
 	f.pack.register(cmd)
 	return cmd
@@ -189,7 +189,7 @@ func (a *app) invoke(cmd *cobra.Command, target, node string, f invokeFlags) err
 	defer h.Close(context.Background())
 	inv, err := h.Invoke(ctx, target, packrun.InvokeRequest{
 		Node: node, Input: input, Tenant: f.tenant, RunID: f.runID, NodeID: f.nodeID,
-		Attempt: f.attempt, Resume: resume, Limits: limits, Trust: f.pack.files(),
+		Attempt: f.attempt, AttemptGiven: cmd.Flags().Changed("attempt"), Resume: resume, Limits: limits, Trust: f.pack.files(),
 	})
 	if err != nil {
 		if errors.Is(err, runtime.ErrRefused) {

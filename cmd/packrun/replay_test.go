@@ -76,6 +76,7 @@ func TestReplayRecordedAttempts(t *testing.T) {
 	ids := []string{
 		attemptID(t, h, "invoke", "local.probe", "probe.host"),
 		attemptID(t, h, "invoke", "local.probe", "probe.random", "--run-id", "r1"),
+		attemptID(t, h, "invoke", "local.probe", "probe.random", "--run-id", "r1", "--attempt", "0"),
 		attemptID(t, h, "invoke", "local.probe", "probe.now"),
 		attemptID(t, h, "invoke", "local.probe", "probe.state"),
 		attemptID(t, h, "invoke", "local.probe", "probe.interrupt2"),
@@ -104,6 +105,28 @@ func TestReplayRecordedAttempts(t *testing.T) {
 	json.Unmarshal([]byte(h.ok("attempts", "list", "--json")), &atts)
 	if len(atts) != len(ids) {
 		t.Fatalf("%d attempts after replays, want %d", len(atts), len(ids))
+	}
+}
+
+// TestInvokeAttemptZero: openwop counts nodeContext.attempt from 0, so an
+// explicit --attempt 0 stays 0 and draws a random stream of its own
+// (RFC 0008 §G seeds per (runId, nodeId, attempt)); no flag still means 1.
+func TestInvokeAttemptZero(t *testing.T) {
+	h, _ := probeHome(t)
+	draw := func(args ...string) string {
+		var v struct{ Output json.RawMessage }
+		out := h.ok(append([]string{"invoke", "local.probe", "probe.random", "--run-id", "r0", "--json"}, args...)...)
+		if err := json.Unmarshal([]byte(out), &v); err != nil || len(v.Output) == 0 {
+			t.Fatalf("%v: %v %s", args, err, out)
+		}
+		return string(v.Output)
+	}
+	zero, one, unset := draw("--attempt", "0"), draw("--attempt", "1"), draw()
+	if zero == one {
+		t.Fatalf("attempts 0 and 1 drew the same bytes: %s", zero)
+	}
+	if unset != one {
+		t.Fatalf("no --attempt drew %s, --attempt 1 drew %s", unset, one)
 	}
 }
 

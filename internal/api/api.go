@@ -81,6 +81,8 @@ type Config struct {
 	// Auth says who may call: every route needs a bearer token unless
 	// Auth.Insecure.
 	Auth Auth
+	// Runs serves openwop's run API and /.well-known/openwop (nil: 503).
+	Runs RunService
 	// Replay serves POST /v1/attempts/{id}:replay (without it, 503): it
 	// checks the stored attempt against the evidence chain and re-executes
 	// it with every host call served from its trace.
@@ -172,6 +174,18 @@ const maxBodyDepth = 10000
 //	GET  /v1/profiles                           tasks:read     {"profiles":[SubagentProfile...]}
 //	GET  /v1/skills                             (any token)    {"skills":[InstalledSkill...]}: the installed skills and their SkillManifest
 //	GET  /.well-known/packrun                   (any token)    host capabilities
+//	GET  /.well-known/openwop                   (any token)    openwop discovery: nodePackRuntimes.wasm (RFC 0008 §H) at
+//	                                            the root and under capabilities, loadedPacks, fixtures runnable here
+//	POST /v1/openwop/workflows                  tasks:write    {workflowId, nodes:[{id, typeId}]} → 201: an openwop workflow
+//	                                            definition whose nodes are installed pack typeIds
+//	POST /v1/runs                               invoke         {workflowId, inputs?} → 201 {runId}; the run executes in the
+//	                                            background (400 naming a node's typeId no installed pack provides)
+//	GET  /v1/runs/{id}                          tasks:read     Run {runId, status: running|completed|failed|cancelled, ...}
+//	GET  /v1/runs/{id}/events                   tasks:read     {"events":[{seq, type, nodeId, payload, data, at}...]}
+//	POST /v1/runs/{id}/cancel, {id}:cancel      invoke         {reason?} → Run, cancelled (409 once terminal)
+//	POST /v1/runs/{id}:fork                     invoke         {mode:"replay", fromSeq?} → 201 {runId, sourceRunId, fromSeq,
+//	                                            mode, status, eventsUrl}: a new run, events before fromSeq copied,
+//	                                            each later node's recorded attempt replayed from its trace
 //
 // Every route needs a bearer token (Auth) carrying the scope shown: 401
 // without a valid one, 403 without the scope, 429 over the token's rate.
@@ -267,6 +281,12 @@ func New(cfg Config) http.Handler {
 	route("/v1/profiles", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.listProfiles))})
 	route("/v1/skills", map[string]handler{http.MethodGet: scoped("", takes(s.listSkills))})
 	route("/.well-known/packrun", map[string]handler{http.MethodGet: scoped("", takes(s.wellKnown))})
+	route("/.well-known/openwop", map[string]handler{http.MethodGet: scoped("", takes(s.withRuns(s.wellKnownOpenwop)))})
+	route("/v1/openwop/workflows", map[string]handler{http.MethodPost: scoped(auth.ScopeTasksWrite, takes(s.withRuns(s.putOpenwopWorkflow)))})
+	route("/v1/runs", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.startRun)))})
+	route("/v1/runs/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.getRun))), http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.runAction)))})
+	route("/v1/runs/{id}/events", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.runEvents)))})
+	route("/v1/runs/{id}/cancel", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.cancelRun)))})
 	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no route %s", r.URL.Path))
 	}))

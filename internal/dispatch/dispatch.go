@@ -186,8 +186,11 @@ type InvokeRequest struct {
 	Tenant  string
 	RunID   string
 	NodeID  string // defaults to the typeId
-	Attempt int    // defaults to 1
-	Resume  []json.RawMessage
+	Attempt int    // defaults to 1 unless AttemptGiven
+	// AttemptGiven uses Attempt as given, 0 included (openwop counts
+	// attempts from 0).
+	AttemptGiven bool
+	Resume       []json.RawMessage
 	// Limits override the pack's own (zero fields keep them).
 	Limits runtime.Limits
 }
@@ -220,8 +223,11 @@ func (d *Dispatcher) InvokeArchive(ctx context.Context, arch *packs.Archive, req
 	if runID == "" {
 		runID = newID()
 	}
-	attempt := max(req.Attempt, 1)
-	att, res, svc, err := d.run(ctx, l, node, runtime.Invocation{Node: node, Input: req.Input, RunID: runID, NodeID: req.NodeID, TenantID: req.Tenant, Attempt: attempt, Resume: req.Resume}, "", nil, true)
+	attempt := req.Attempt
+	if !req.AttemptGiven {
+		attempt = max(attempt, 1)
+	}
+	att, res, svc, err := d.run(ctx, l, node, runtime.Invocation{Node: node, Input: req.Input, RunID: runID, NodeID: req.NodeID, TenantID: req.Tenant, Attempt: attempt, AttemptGiven: true, Resume: req.Resume}, "", nil, true)
 	if err != nil {
 		return att, res, err
 	}
@@ -349,6 +355,10 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 		inv.Agent = b.agent
 	}
 	inv.Services = svc
+	// The attempt number recorded is the one the node is handed.
+	if !inv.AttemptGiven {
+		inv.Attempt, inv.AttemptGiven = max(inv.Attempt, 1), true
+	}
 	started := time.Now().UTC()
 	res, err := d.invokeChecked(ctx, l, node, inv, svc)
 	if err != nil {

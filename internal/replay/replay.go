@@ -213,7 +213,7 @@ func invoke(ctx context.Context, m *runtime.Module, t *Trace, c Contract) (*runt
 		}
 	}
 	res, err := m.Invoke(ctx, runtime.Invocation{
-		Node: t.Node, Input: t.Input, RunID: t.RunID, TenantID: t.Tenant, Attempt: max(t.Attempt, 1), Agent: t.Agent,
+		Node: t.Node, Input: t.Input, RunID: t.RunID, TenantID: t.Tenant, Attempt: t.Attempt, AttemptGiven: true, Agent: t.Agent,
 		Replay: &runtime.Replay{Calls: t.Calls},
 	})
 	if err == nil && c != nil {

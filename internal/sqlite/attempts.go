@@ -32,11 +32,10 @@ func (s *Store) normalizeAttempt(a *host.Attempt) error {
 	if a.Tenant == "" {
 		a.Tenant = "default"
 	}
-	if a.Attempt == 0 {
-		a.Attempt = 1
-	}
+	// 0 is an attempt number (openwop counts from 0): callers that count
+	// from 1 set it (the dispatcher records what the node was handed).
 	if a.Attempt < 0 {
-		return host.Invalid(op, "attempt", "must be positive")
+		return host.Invalid(op, "attempt", "must be 0 or more")
 	}
 	switch a.Outcome {
 	case abi.Completed, abi.Suspended, abi.Failed:

@@ -261,7 +261,7 @@ func TestRecordAttemptValidation(t *testing.T) {
 	if err := f.RecordAttempt(ctx, &a); err != nil {
 		t.Fatal(err)
 	}
-	if a.AttemptID == "" || a.Tenant != "default" || a.ExitStatus != host.ExitError || a.RetryClass != host.RetryNone || a.Attempt != 1 {
+	if a.AttemptID == "" || a.Tenant != "default" || a.ExitStatus != host.ExitError || a.RetryClass != host.RetryNone || a.Attempt != 0 {
 		t.Fatalf("defaults: %+v", a)
 	}
 }

@@ -1,0 +1,539 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/packrun/packrun/internal/hosttest"
+)
+
+// The RFC 0008 conformance scenarios of openwop's suite
+// (conformance/src/scenarios/wasm-pack-*.test.ts), ported: a `packrun
+// serve` with the packs their fixtures need installed, spoken to over HTTP
+// as the scenarios speak (OPENWOP_BASE_URL, OPENWOP_API_KEY as a bearer
+// token, discovery at the document's root, polling GET /v1/runs/{id}). Where
+// a scenario soft-skips on a host that does not advertise something, the
+// port requires it to be advertised: packrun must pass, not skip.
+
+// owModule is the WAT of a one-node openwop module: abi is what
+// openwop_abi_version returns, body the code of openwop_node_invoke
+// (params $node $rp $rl, locals $i $s $e $n $out, result i64 = ptr|len<<32).
+// It imports openwop_random as RFC 0008 §C declares it (no result).
+func owModule(pack, typeID string, abi int, body string) string {
+	return fmt.Sprintf(`(module
+  (import "openwop" "openwop_random" (func $random (param i32 i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) %q)
+  (data (i32.const 256) %q)
+  (data (i32.const 512) "\22name\22:\22")
+  (data (i32.const 528) "{\22outcome\22:\22completed\22,\22output\22:{\22greeting\22:\22Hello, ")
+  (data (i32.const 640) "!\22}}")
+  (data (i32.const 656) "{\22outcome\22:\22completed\22,\22output\22:{\22grown\22:true}}")
+  (data (i32.const 720) "{\22outcome\22:\22suspended\22,\22interrupt\22:{\22question\22:\22approve?\22}}")
+  (global $heap (mut i32) (i32.const 4096))
+  (func $alloc (export "openwop_alloc") (param $size i32) (result i32)
+    (local $p i32) (local $end i32) (local $pages i32)
+    (local.set $p (global.get $heap))
+    (local.set $end (i32.and (i32.add (i32.add (local.get $p) (local.get $size)) (i32.const 7)) (i32.const -8)))
+    (local.set $pages (i32.shr_u (i32.add (local.get $end) (i32.const 65535)) (i32.const 16)))
+    (if (i32.gt_u (local.get $pages) (memory.size))
+      (then (if (i32.eq (memory.grow (i32.sub (local.get $pages) (memory.size))) (i32.const -1))
+        (then (return (i32.const 0))))))
+    (global.set $heap (local.get $end))
+    (local.get $p))
+  (func (export "openwop_free") (param i32 i32))
+  (func $copy (param $dst i32) (param $src i32) (param $n i32)
+    (block $done (loop $l
+      (br_if $done (i32.eqz (local.get $n)))
+      (i32.store8 (local.get $dst) (i32.load8_u (local.get $src)))
+      (local.set $dst (i32.add (local.get $dst) (i32.const 1)))
+      (local.set $src (i32.add (local.get $src) (i32.const 1)))
+      (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+      (br $l))))
+  (func (export "openwop_abi_version") (result i32) (i32.const %d))
+  (func (export "openwop_node_count") (result i32) (i32.const 1))
+  (func (export "openwop_pack_name") (result i64) (i64.or (i64.const 16) (i64.shl (i64.const %d) (i64.const 32))))
+  (func (export "openwop_node_id_at") (param i32) (result i64) (i64.or (i64.const 256) (i64.shl (i64.const %d) (i64.const 32))))
+  (func (export "openwop_node_invoke") (param $node i32) (param $rp i32) (param $rl i32) (result i64)
+    (local $i i32) (local $s i32) (local $e i32) (local $n i32) (local $out i32)
+%s))
+`, pack, typeID, abi, len(pack), len(typeID), body)
+}
+
+// greetBody answers {"greeting":"Hello, <inputs.name>!"} as openwop's
+// rust-hello greet does: it finds the first "name":" in the request and
+// copies up to the next quote. It draws 8 random bytes first (unused), so
+// its trace holds an openwop_random call for replay to answer.
+const greetBody = `    (call $random (i32.const 1024) (i32.const 8))
+    (local.set $s (i32.const -1))
+    (block $found (loop $scan
+      (br_if $found (i32.gt_u (i32.add (local.get $i) (i32.const 8)) (local.get $rl)))
+      (if (i64.eq (i64.load (i32.add (local.get $rp) (local.get $i))) (i64.load (i32.const 512)))
+        (then (local.set $s (i32.add (i32.add (local.get $rp) (local.get $i)) (i32.const 8))) (br $found)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $scan)))
+    (local.set $e (local.get $s))
+    (if (i32.ge_s (local.get $s) (i32.const 0))
+      (then (block $end (loop $q
+        (br_if $end (i32.ge_u (local.get $e) (i32.add (local.get $rp) (local.get $rl))))
+        (br_if $end (i32.eq (i32.load8_u (local.get $e)) (i32.const 34)))
+        (local.set $e (i32.add (local.get $e) (i32.const 1)))
+        (br $q))))
+      (else (local.set $s (i32.const 0)) (local.set $e (i32.const 0))))
+    (local.set $n (i32.add (i32.const 56) (i32.sub (local.get $e) (local.get $s))))
+    (local.set $out (call $alloc (local.get $n)))
+    (call $copy (local.get $out) (i32.const 528) (i32.const 52))
+    (call $copy (i32.add (local.get $out) (i32.const 52)) (local.get $s) (i32.sub (local.get $e) (local.get $s)))
+    (call $copy (i32.add (i32.add (local.get $out) (i32.const 52)) (i32.sub (local.get $e) (local.get $s))) (i32.const 640) (i32.const 4))
+    (i64.or (i64.extend_i32_u (local.get $out)) (i64.shl (i64.extend_i32_u (local.get $n)) (i64.const 32)))`
+
+// bombBody grows memory 16 MiB at a time until a grow is refused, then
+// claims to have completed: the host must report the breach anyway.
+const bombBody = `    (block $refused (loop $grow
+      (br_if $refused (i32.eq (memory.grow (i32.const 256)) (i32.const -1)))
+      (br $grow)))
+    (i64.or (i64.const 656) (i64.shl (i64.const 47) (i64.const 32)))`
+
+// spinBody never returns: only a cancel or the time limit stops it.
+const spinBody = `    (loop $l (br $l))
+    (i64.const 0)`
+
+// suspendBody returns outcome "suspended" without calling
+// openwop_interrupt (RFC 0008 §D's second pattern).
+const suspendBody = `    (i64.or (i64.const 720) (i64.shl (i64.const 59) (i64.const 32)))`
+
+// owPack writes, packs and signs a packrun-format pack of one openwop
+// module and returns the .pack path.
+func owPack(t *testing.T, h homeCLI, dir, key, name, typeID string, abi int, body string) string {
+	t.Helper()
+	src := filepath.Join(dir, name)
+	os.MkdirAll(src, 0o755)
+	wat := filepath.Join(src, "module.wat")
+	os.WriteFile(wat, []byte(owModule(name, typeID, abi, body)), 0o644)
+	wasm := hosttest.Build(t, "module.wasm", func(out string) error {
+		return hosttest.Run(exec.Command(hosttest.Getenv("WAT2WASM", "wat2wasm"), wat, "-o", out))
+	})
+	os.WriteFile(filepath.Join(src, "module.wasm"), wasm, 0o644)
+	sum := sha256.Sum256(wasm)
+	os.WriteFile(filepath.Join(src, "pack.json"), []byte(fmt.Sprintf(`{"name":%q,"version":"1.0.0",
+		"runtime":{"language":"wasm","abi":{"version":1,"minor":0},"modules":[{"path":"module.wasm","sha256":%q}]},
+		"nodes":[{"typeId":%q,"kind":"node"}]}`, name, hex.EncodeToString(sum[:]), typeID)), 0o644)
+	pack := filepath.Join(dir, name+".pack")
+	h.ok("pack", src, "-o", pack)
+	h.ok("sign", pack, "--key", key+".key")
+	return pack
+}
+
+// openwopHost is a served home with the three RFC 0008 fixture packs
+// offered: rust-hello and misbehaving-memory install, misbehaving-abi is
+// refused (exit 5, naming 999).
+type openwopHost struct {
+	base, key string
+	h         homeCLI
+}
+
+func startOpenwopHost(t *testing.T) openwopHost {
+	t.Helper()
+	hosttest.NeedCommand(t, hosttest.Getenv("WAT2WASM", "wat2wasm"), "wabt not available (apt-get install wabt, or set WAT2WASM)")
+	dir := t.TempDir()
+	h := homeCLI{t, filepath.Join(dir, "home")}
+	key := filepath.Join(dir, "k")
+	h.ok("keys", "generate", "--out", key)
+	h.ok("trust", "add-key", "k", key+".pub", "--namespace", "vendor.openwop.*")
+	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.rust-hello", "vendor.openwop.rust-hello.greet", 1, greetBody))
+	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.misbehaving-memory", "vendor.openwop.misbehaving.memory-bomb", 1, bombBody))
+	code, _, errs := h.run("install", owPack(t, h, dir, key, "vendor.openwop.misbehaving-abi", "vendor.openwop.misbehaving.abi-bomb", 999, greetBody))
+	if code != 5 || !strings.Contains(errs, "999") {
+		t.Fatalf("installing the ABI 999 pack: exit %d, %s", code, errs)
+	}
+	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.spin", "vendor.openwop.spin.forever", 1, spinBody))
+	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.ask", "vendor.openwop.ask.approve", 1, suspendBody))
+	apiKey := newToken(h, "default", "invoke,tasks:read,tasks:write")
+
+	bin := filepath.Join(dir, "packrun")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	s := startServeWith(t, bin, h.home)
+	t.Cleanup(func() {
+		s.Process.Signal(syscall.SIGTERM)
+		s.Wait()
+	})
+	s.waitUp(t)
+	m := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())
+	return openwopHost{base: m[1], key: apiKey, h: h}
+}
+
+// do sends a request as openwop's driver does and decodes the JSON answer.
+func (o openwopHost) do(t *testing.T, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	var b string
+	if body != nil {
+		j, _ := json.Marshal(body)
+		b = string(j)
+	}
+	code, text := get(t, method, o.base+path, o.key, b)
+	var v map[string]any
+	json.Unmarshal([]byte(text), &v)
+	return code, v
+}
+
+// wasmCaps is discovery's nodePackRuntimes.wasm, read at the document root.
+func (o openwopHost) wasmCaps(t *testing.T) map[string]any {
+	t.Helper()
+	code, d := o.do(t, "GET", "/.well-known/openwop", nil)
+	npr, _ := d["nodePackRuntimes"].(map[string]any)
+	wasm, _ := npr["wasm"].(map[string]any)
+	if code != 200 || wasm == nil || wasm["supported"] != true {
+		t.Fatalf("discovery: %d %v", code, d)
+	}
+	return wasm
+}
+
+// advertised requires fixture to be in discovery's fixtures.
+func (o openwopHost) advertised(t *testing.T, fixture string) {
+	t.Helper()
+	_, d := o.do(t, "GET", "/.well-known/openwop", nil)
+	fs, _ := d["fixtures"].([]any)
+	if !slices.Contains(fs, any(fixture)) {
+		t.Fatalf("fixture %s not advertised: %v", fixture, d["fixtures"])
+	}
+}
+
+func (o openwopHost) startRun(t *testing.T, workflowID string, inputs any) string {
+	t.Helper()
+	code, v := o.do(t, "POST", "/v1/runs", map[string]any{"workflowId": workflowID, "inputs": inputs})
+	id, _ := v["runId"].(string)
+	if code != http.StatusCreated || id == "" {
+		t.Fatalf("POST /v1/runs %s: %d %v", workflowID, code, v)
+	}
+	return id
+}
+
+// pollUntilTerminal polls GET /v1/runs/{id} every 250 ms, as polling.ts
+// does, until the status is completed, failed or cancelled.
+func (o openwopHost) pollUntilTerminal(t *testing.T, runID string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second) // the scenarios' 15 s, scaled for a loaded machine
+	var last map[string]any
+	for time.Now().Before(deadline) {
+		code, v := o.do(t, "GET", "/v1/runs/"+runID, nil)
+		if code == 200 {
+			last = v
+			if s := v["status"]; s == "completed" || s == "failed" || s == "cancelled" {
+				return v
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("run %s did not reach a terminal status (last %v)", runID, last)
+	return nil
+}
+
+func (o openwopHost) events(t *testing.T, runID string) []map[string]any {
+	t.Helper()
+	code, text := get(t, "GET", o.base+"/v1/runs/"+runID+"/events", o.key, "")
+	var v struct{ Events []map[string]any }
+	if code != 200 || json.Unmarshal([]byte(text), &v) != nil {
+		t.Fatalf("events of %s: %d %s", runID, code, text)
+	}
+	return v.Events
+}
+
+func findEvent(evs []map[string]any, typ string) map[string]any {
+	for _, e := range evs {
+		if e["type"] == typ {
+			return e
+		}
+	}
+	return nil
+}
+
+var greeting = regexp.MustCompile(`Hello, ([^!]+)!`)
+
+func TestOpenwopRFC0008Scenarios(t *testing.T) {
+	o := startOpenwopHost(t)
+	const roundtrip = "conformance-wasm-pack-roundtrip"
+
+	// wasm-pack-load.test.ts
+	t.Run("wasm-pack-load", func(t *testing.T) {
+		wasm := o.wasmCaps(t)
+		if vs, _ := wasm["abiVersions"].([]any); !slices.Contains(vs, any(1.0)) {
+			t.Fatalf("abiVersions %v lacks 1", wasm["abiVersions"])
+		}
+		o.advertised(t, roundtrip)
+		runID := o.startRun(t, roundtrip, map[string]any{"name": "world"})
+		o.do(t, "POST", "/v1/runs/"+runID+"/cancel", map[string]any{"reason": "conformance-cleanup"})
+	})
+
+	// wasm-pack-invoke-completed.test.ts
+	t.Run("wasm-pack-invoke-completed", func(t *testing.T) {
+		o.advertised(t, roundtrip)
+		o.wasmCaps(t)
+		runID := o.startRun(t, roundtrip, map[string]any{"name": "openwop"})
+		if s := o.pollUntilTerminal(t, runID)["status"]; s != "completed" {
+			t.Fatalf("status %v", s)
+		}
+		evs := o.events(t, runID)
+		node, _ := json.Marshal(findEvent(evs, "node.completed"))
+		all, _ := json.Marshal(evs)
+		if !strings.Contains(strings.ToLower(string(node)), "hello, openwop") && !strings.Contains(strings.ToLower(string(all)), "hello, openwop") {
+			t.Fatalf("no greeting in the events: %s", all)
+		}
+		if !strings.Contains(strings.ToLower(string(node)), "hello, openwop") {
+			t.Fatalf("node.completed does not carry the output: %s", node)
+		}
+	})
+
+	// wasm-pack-invoke-suspended.test.ts
+	t.Run("wasm-pack-invoke-suspended", func(t *testing.T) {
+		o.advertised(t, roundtrip)
+		o.wasmCaps(t)
+		runID := o.startRun(t, roundtrip, map[string]any{"name": "suspend-probe"})
+		term := o.pollUntilTerminal(t, runID)
+		if term["status"] == "failed" {
+			all, _ := json.Marshal(o.events(t, runID))
+			h := strings.ToLower(string(all))
+			if !strings.Contains(h, "wasm_suspend_not_implemented") && !strings.Contains(h, "suspend_not_supported") {
+				t.Fatalf("failed without a recognisable code: %s", all)
+			}
+			return
+		}
+		if term["status"] != "completed" {
+			t.Fatalf("status %v", term["status"])
+		}
+	})
+
+	// wasm-pack-replay-determinism.test.ts, then a :fork in replay mode of
+	// the first run, answered from its recorded trace.
+	t.Run("wasm-pack-replay-determinism", func(t *testing.T) {
+		o.advertised(t, roundtrip)
+		o.wasmCaps(t)
+		run := func() (string, string) {
+			runID := o.startRun(t, roundtrip, map[string]any{"name": "determinism-probe"})
+			o.pollUntilTerminal(t, runID)
+			all, _ := json.Marshal(o.events(t, runID))
+			m := greeting.FindStringSubmatch(string(all))
+			if m == nil {
+				return runID, ""
+			}
+			return runID, m[1]
+		}
+		first, a := run()
+		_, b := run()
+		if a == "" || a != b {
+			t.Fatalf("greetings %q and %q", a, b)
+		}
+		code, v := o.do(t, "POST", "/v1/runs/"+first+":fork", map[string]any{"mode": "replay"})
+		fork, _ := v["runId"].(string)
+		if code != http.StatusCreated || fork == "" || v["sourceRunId"] != first || v["eventsUrl"] != "/v1/runs/"+fork+"/events" {
+			t.Fatalf("fork: %d %v", code, v)
+		}
+		if s := o.pollUntilTerminal(t, fork)["status"]; s != "completed" {
+			t.Fatalf("fork status %v: %v", s, o.events(t, fork))
+		}
+		node, _ := json.Marshal(findEvent(o.events(t, fork), "node.completed"))
+		if m := greeting.FindStringSubmatch(string(node)); m == nil || m[1] != a || !strings.Contains(string(node), `"replayed":true`) {
+			t.Fatalf("fork's node.completed: %s", node)
+		}
+		// From seq 3 (the source's node.completed): events 1-2 are fixed
+		// history, the node is replayed.
+		code, v = o.do(t, "POST", "/v1/runs/"+first+":fork", map[string]any{"mode": "replay", "fromSeq": 3})
+		from3, _ := v["runId"].(string)
+		if code != http.StatusCreated || v["fromSeq"] != 3.0 {
+			t.Fatalf("fork from 3: %d %v", code, v)
+		}
+		o.pollUntilTerminal(t, from3)
+		var types []string
+		for _, e := range o.events(t, from3) {
+			types = append(types, fmt.Sprint(e["type"]))
+		}
+		if got := strings.Join(types, ","); got != "run.started,node.started,node.completed,run.completed" {
+			t.Fatalf("fork from 3 events: %s", got)
+		}
+		for _, bad := range []map[string]any{{"mode": "branch"}, {"mode": "replay", "fromSeq": 99}, {"mode": "replay", "fromSeq": -1},
+			{"mode": "replay", "runOptionsOverlay": map[string]any{"configurable": map[string]any{"model": "x"}}}} {
+			if code, v := o.do(t, "POST", "/v1/runs/"+first+":fork", bad); code != http.StatusBadRequest {
+				t.Fatalf("fork %v: %d %v", bad, code, v)
+			}
+		}
+	})
+
+	// wasm-pack-memory-cap.test.ts
+	t.Run("wasm-pack-memory-cap", func(t *testing.T) {
+		wasm := o.wasmCaps(t)
+		maxMem, ok := wasm["maxMemoryBytes"].(float64)
+		if !ok || maxMem < 1<<20 || maxMem > 8<<30 {
+			t.Fatalf("maxMemoryBytes %v", wasm["maxMemoryBytes"])
+		}
+		const fixture = "conformance-wasm-pack-memory-cap-breach"
+		o.advertised(t, fixture)
+		runID := o.startRun(t, fixture, map[string]any{})
+		if s := o.pollUntilTerminal(t, runID)["status"]; s != "failed" {
+			t.Fatalf("status %v", s)
+		}
+		breach := findEvent(o.events(t, runID), "cap.breached")
+		payload, _ := breach["payload"].(map[string]any)
+		data, _ := breach["data"].(map[string]any)
+		if payload["kind"] != "wasm-memory" || data["kind"] != "wasm-memory" {
+			t.Fatalf("cap.breached %v", breach)
+		}
+	})
+
+	// wasm-pack-abi-version-rejection.test.ts, and the fixture that needs
+	// the refused pack: not advertised, and a run of it refused with a 4xx.
+	t.Run("wasm-pack-abi-version-rejection", func(t *testing.T) {
+		wasm := o.wasmCaps(t)
+		vs, ok := wasm["abiVersions"].([]any)
+		if !ok || len(vs) == 0 || !slices.Contains(vs, any(1.0)) {
+			t.Fatalf("abiVersions %v", wasm["abiVersions"])
+		}
+		for _, v := range vs {
+			if f, ok := v.(float64); !ok || f != float64(int(f)) || f <= 0 {
+				t.Fatalf("abiVersions entry %v is not a positive integer", v)
+			}
+		}
+		loaded, ok := wasm["loadedPacks"].([]any)
+		if !ok || !slices.Contains(loaded, any("vendor.openwop.rust-hello")) {
+			t.Fatalf("loadedPacks %v", wasm["loadedPacks"])
+		}
+		if slices.Contains(loaded, any("vendor.openwop.misbehaving-abi")) {
+			t.Fatalf("the ABI 999 pack is loaded: %v", loaded)
+		}
+		_, d := o.do(t, "GET", "/.well-known/openwop", nil)
+		if fs, _ := d["fixtures"].([]any); slices.Contains(fs, any("conformance-wasm-pack-abi-mismatch")) {
+			t.Fatalf("abi-mismatch fixture advertised: %v", fs)
+		}
+		code, v := o.do(t, "POST", "/v1/runs", map[string]any{"workflowId": "conformance-wasm-pack-abi-mismatch"})
+		if code < 400 || code > 499 || !strings.Contains(fmt.Sprint(v), "vendor.openwop.misbehaving.abi-bomb") {
+			t.Fatalf("run of abi-mismatch: %d %v", code, v)
+		}
+	})
+}
+
+// newToken creates a token of tenant with scopes (printed on the last line).
+func newToken(h homeCLI, tenant, scopes string) string {
+	created := h.ok("tokens", "create", "--tenant", tenant, "--scopes", scopes)
+	return strings.TrimSpace(created[strings.LastIndex(strings.TrimRight(created, "\n"), "\n")+1:])
+}
+
+func (o openwopHost) token(tenant, scopes string) string { return newToken(o.h, tenant, scopes) }
+
+// TestOpenwopRuns: what the scenarios do not reach. Workflows registered
+// over HTTP run their nodes in order; bodies are strict; a run is its
+// tenant's (another's answers 404); scopes gate the routes; cancel ends a
+// run mid-node and is refused once the run is terminal.
+func TestOpenwopRuns(t *testing.T) {
+	o := startOpenwopHost(t)
+	const greet = "vendor.openwop.rust-hello.greet"
+	def := map[string]any{"workflowId": "greet-twice", "nodes": []map[string]string{{"id": "a", "typeId": greet}, {"id": "b", "typeId": greet}}}
+	if code, v := o.do(t, "POST", "/v1/openwop/workflows", def); code != http.StatusCreated {
+		t.Fatalf("register: %d %v", code, v)
+	}
+	runID := o.startRun(t, "greet-twice", map[string]any{"name": "twice"})
+	if s := o.pollUntilTerminal(t, runID)["status"]; s != "completed" {
+		t.Fatalf("status %v", s)
+	}
+	var nodes []any
+	for _, e := range o.events(t, runID) {
+		if e["type"] == "node.completed" {
+			nodes = append(nodes, e["nodeId"])
+		}
+	}
+	if fmt.Sprint(nodes) != "[a b]" {
+		t.Fatalf("completed nodes %v", nodes)
+	}
+	// The attempts are recorded evidence, attempt 0 as openwop counts.
+	var atts []map[string]any
+	json.Unmarshal([]byte(o.h.ok("attempts", "list", "--json")), &atts)
+	found := 0
+	for _, a := range atts {
+		if a["run_id"] == runID && a["attempt"] == 0.0 {
+			found++
+		}
+	}
+	if found != 2 {
+		t.Fatalf("%d attempts of run %s with attempt 0 in %v", found, runID, atts)
+	}
+
+	for _, c := range []struct {
+		path string
+		body any
+		code int
+		says string
+	}{
+		{"/v1/openwop/workflows", map[string]any{"workflowId": "x", "nodes": []any{}}, 400, "nodes"},
+		{"/v1/openwop/workflows", map[string]any{"workflowId": "conformance-wasm-pack-roundtrip", "nodes": []map[string]string{{"id": "a", "typeId": greet}}}, 409, "built-in"},
+		{"/v1/openwop/workflows", map[string]any{"workflowId": "x", "nodes": []map[string]string{{"id": "a", "typeId": greet}}, "extra": 1}, 400, "extra"},
+		{"/v1/runs", map[string]any{"workflowId": "greet-twice", "inputs": []int{1}}, 400, "inputs"},
+		{"/v1/runs", map[string]any{"workflowId": "nope"}, 404, "nope"},
+		{"/v1/runs", map[string]any{"workflowId": "greet-twice", "tenant": "other"}, 400, "tenant"},
+		{"/v1/runs/" + runID + ":fork", map[string]any{}, 400, "mode"},
+		{"/v1/runs/" + runID + ":rewind", map[string]any{}, 404, "rewind"},
+		{"/v1/runs/" + runID + "/cancel", map[string]any{}, 409, "completed"},
+	} {
+		code, v := o.do(t, "POST", c.path, c.body)
+		if code != c.code || !strings.Contains(fmt.Sprint(v), c.says) {
+			t.Errorf("POST %s %v: %d %v, want %d naming %s", c.path, c.body, code, v, c.code, c.says)
+		}
+	}
+
+	// Another tenant's token sees nothing; a token without invoke cannot start a run.
+	other := o.token("other", "invoke,tasks:read")
+	if code, _ := get(t, "GET", o.base+"/v1/runs/"+runID, other, ""); code != http.StatusNotFound {
+		t.Fatalf("another tenant's GET: %d", code)
+	}
+	if code, _ := get(t, "GET", o.base+"/v1/runs/"+runID+"/events", other, ""); code != http.StatusNotFound {
+		t.Fatalf("another tenant's events: %d", code)
+	}
+	if code, _ := get(t, "POST", o.base+"/v1/runs/"+runID+":fork", other, `{"mode":"replay"}`); code != http.StatusNotFound {
+		t.Fatalf("another tenant's fork: %d", code)
+	}
+	if code, _ := get(t, "POST", o.base+"/v1/runs", o.token("default", "tasks:read"), `{"workflowId":"greet-twice"}`); code != http.StatusForbidden {
+		t.Fatalf("POST /v1/runs without invoke: %d", code)
+	}
+
+	// A node that suspends fails its run with the code openwop's suspend
+	// scenario recognises, its interrupt in node.suspended.
+	def = map[string]any{"workflowId": "ask", "nodes": []map[string]string{{"id": "q", "typeId": "vendor.openwop.ask.approve"}}}
+	if code, v := o.do(t, "POST", "/v1/openwop/workflows", def); code != http.StatusCreated {
+		t.Fatalf("register: %d %v", code, v)
+	}
+	ask := o.startRun(t, "ask", nil)
+	if term := o.pollUntilTerminal(t, ask); term["status"] != "failed" || !strings.Contains(fmt.Sprint(term["error"]), "wasm_suspend_not_implemented") {
+		t.Fatalf("suspending run: %v", term)
+	}
+	if e := findEvent(o.events(t, ask), "node.suspended"); !strings.Contains(fmt.Sprint(e["payload"]), "approve?") {
+		t.Fatalf("node.suspended %v", e)
+	}
+
+	// Cancel stops the node being executed.
+	def = map[string]any{"workflowId": "spin", "nodes": []map[string]string{{"id": "s", "typeId": "vendor.openwop.spin.forever"}, {"id": "g", "typeId": greet}}}
+	if code, v := o.do(t, "POST", "/v1/openwop/workflows", def); code != http.StatusCreated {
+		t.Fatalf("register: %d %v", code, v)
+	}
+	spin := o.startRun(t, "spin", nil)
+	if code, v := o.do(t, "POST", "/v1/runs/"+spin+":cancel", map[string]any{"reason": "enough"}); code != 200 || v["status"] != "cancelled" {
+		t.Fatalf("cancel: %d %v", code, v)
+	}
+	if s := o.pollUntilTerminal(t, spin)["status"]; s != "cancelled" {
+		t.Fatalf("status %v", s)
+	}
+	// Nothing follows run.cancelled: the second node never starts.
+	evs := o.events(t, spin)
+	if last := evs[len(evs)-1]["type"]; last != "run.cancelled" || findEvent(evs, "node.completed") != nil || len(evs) != 3 {
+		t.Fatalf("events after cancel: %v", evs)
+	}
+}

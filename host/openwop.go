@@ -1,0 +1,153 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// An openwop run (openwop's run API, served by `packrun serve` under
+// /v1/runs) executes an openwop workflow definition: an ordered list of
+// nodes, each naming an installed pack's node typeId. It is a different
+// thing from seed 003's workflow records (state machines driven by task
+// outcomes); the two are kept apart so the latter can later back the
+// former.
+
+// Run statuses. A run is created running; completed, failed and cancelled
+// are terminal.
+const (
+	RunRunning   = "running"
+	RunCompleted = "completed"
+	RunFailed    = "failed"
+	RunCancelled = "cancelled"
+)
+
+// RunTerminal reports whether status is terminal.
+func RunTerminal(status string) bool {
+	return status == RunCompleted || status == RunFailed || status == RunCancelled
+}
+
+// OpenwopWorkflow is an openwop workflow definition: its nodes run in
+// order, each handed the run's inputs.
+type OpenwopWorkflow struct {
+	WorkflowID string        `json:"workflowId"`
+	Tenant     string        `json:"tenant,omitempty"`
+	Nodes      []OpenwopNode `json:"nodes"`
+	// Builtin marks the conformance fixtures compiled into packrun.
+	Builtin bool `json:"builtin,omitempty"`
+}
+
+// OpenwopNode is one node of an OpenwopWorkflow.
+type OpenwopNode struct {
+	// ID is the node's id within the workflow (nodeContext.nodeId).
+	ID string `json:"id"`
+	// TypeID is the installed pack node that runs it.
+	TypeID string `json:"typeId"`
+}
+
+// ValidateOpenwopWorkflow checks a definition: an id, at least one node,
+// node ids unique and non-empty, every node naming a typeId.
+func ValidateOpenwopWorkflow(op string, w *OpenwopWorkflow) error {
+	if !validRef(w.WorkflowID) {
+		return Invalid(op, "workflowId", "must be 1 to 128 characters of letters, digits, '.', '-' and '_'")
+	}
+	if len(w.Nodes) == 0 || len(w.Nodes) > 64 {
+		return Invalid(op, "nodes", "must list 1 to 64 nodes")
+	}
+	seen := map[string]bool{}
+	for i, n := range w.Nodes {
+		if !validRef(n.ID) || seen[n.ID] {
+			return Invalid(op, "nodes["+itoa(i)+"].id", "must be a unique id of 1 to 128 letters, digits, '.', '-' and '_'")
+		}
+		seen[n.ID] = true
+		if !validRef(n.TypeID) {
+			return Invalid(op, "nodes["+itoa(i)+"].typeId", "must name a node typeId")
+		}
+	}
+	return nil
+}
+
+func validRef(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// Run is one openwop run: GET /v1/runs/{id}.
+type Run struct {
+	RunID      string          `json:"runId"`
+	Tenant     string          `json:"tenant"`
+	WorkflowID string          `json:"workflowId"`
+	Status     string          `json:"status"`
+	Inputs     json.RawMessage `json:"inputs,omitempty"`
+	// ForkedFrom (openwop's sourceRunId), Mode and FromSeq are set on a
+	// run made by :fork.
+	ForkedFrom string    `json:"sourceRunId,omitempty"`
+	Mode       string    `json:"mode,omitempty"`
+	FromSeq    int       `json:"fromSeq,omitempty"`
+	Error      *RunError `json:"error,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+}
+
+// RunError is why a run failed.
+type RunError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// RunEvent is one entry of a run's event log (GET /v1/runs/{id}/events).
+// Its detail is under both payload (openwop's current envelope field) and
+// data (what older clients read).
+type RunEvent struct {
+	Seq     int             `json:"seq"`
+	Type    string          `json:"type"`
+	RunID   string          `json:"runId"`
+	NodeID  string          `json:"nodeId,omitempty"`
+	Payload json.RawMessage `json:"payload"`
+	Data    json.RawMessage `json:"data"`
+	At      time.Time       `json:"at"`
+}
+
+// Run event types (openwop's dotted names).
+const (
+	RunEventStarted     = "run.started"
+	RunEventCompleted   = "run.completed"
+	RunEventFailed      = "run.failed"
+	RunEventCancelled   = "run.cancelled"
+	RunEventNodeStarted = "node.started"
+	RunEventNodeDone    = "node.completed"
+	RunEventNodeFailed  = "node.failed"
+	RunEventNodeSuspend = "node.suspended"
+	RunEventCapBreached = "cap.breached"
+	// RunEventReplayDiverged: a replay fork's node did not reproduce
+	// the source run's (openwop spec/v1/replay.md §"Failure surfaces").
+	RunEventReplayDiverged = "replay.diverged"
+)
+
+// Runs stores openwop workflow definitions and runs.
+type Runs interface {
+	// PutOpenwopWorkflow adds or replaces a tenant's definition.
+	PutOpenwopWorkflow(ctx context.Context, w *OpenwopWorkflow) error
+	// OpenwopWorkflow returns a tenant's definition (ErrNotFound).
+	OpenwopWorkflow(ctx context.Context, tenant, id string) (*OpenwopWorkflow, error)
+	// CreateRun stores a new run with its first events.
+	CreateRun(ctx context.Context, r *Run, evs []RunEvent) error
+	// Run returns a tenant's run (ErrNotFound, also for another tenant's).
+	Run(ctx context.Context, tenant, runID string) (*Run, error)
+	// AdvanceRun appends evs to a run's log and, when status is not
+	// empty, sets its status (and rerr), in one transaction. A run
+	// already terminal answers ErrConflict and nothing changes.
+	AdvanceRun(ctx context.Context, tenant, runID, status string, rerr *RunError, evs []RunEvent) (*Run, error)
+	// RunEvents returns a run's log in order.
+	RunEvents(ctx context.Context, tenant, runID string) ([]RunEvent, error)
+}

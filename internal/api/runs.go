@@ -1,0 +1,221 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/packrun/packrun/host"
+)
+
+// RunService serves openwop's run API (the Host, runs.go).
+type RunService interface {
+	PutOpenwopWorkflow(ctx context.Context, w *host.OpenwopWorkflow) error
+	StartRun(ctx context.Context, tenant, workflowID string, inputs json.RawMessage) (*host.Run, error)
+	GetRun(ctx context.Context, tenant, runID string) (*host.Run, error)
+	RunEvents(ctx context.Context, tenant, runID string) ([]host.RunEvent, error)
+	CancelRun(ctx context.Context, tenant, runID, reason string) (*host.Run, error)
+	ForkRun(ctx context.Context, tenant, runID, mode string, fromSeq int) (*host.Run, error)
+	// OpenwopFixtures lists the conformance fixtures runnable here.
+	OpenwopFixtures(ctx context.Context) ([]string, error)
+	// OpenwopLoadedPacks lists the names of the packs loaded (installed).
+	OpenwopLoadedPacks(ctx context.Context) ([]string, error)
+}
+
+// wasmRuntime is discovery's nodePackRuntimes.wasm (RFC 0008 §H).
+type wasmRuntime struct {
+	Supported      bool     `json:"supported"`
+	ABIVersions    []int    `json:"abiVersions"`
+	Engine         string   `json:"engine"`
+	EngineVersion  string   `json:"engineVersion"`
+	MaxMemoryBytes uint64   `json:"maxMemoryBytes"`
+	MaxExecutionMs int64    `json:"maxExecutionMs"`
+	LoadedPacks    []string `json:"loadedPacks"`
+}
+
+type nodePackRuntimes struct {
+	Wasm wasmRuntime `json:"wasm"`
+}
+
+// openwopDiscovery is GET /.well-known/openwop: capability families at the
+// document's root (openwop RFC 0073), mirrored under capabilities for
+// older clients, and the fixtures runnable here.
+type openwopDiscovery struct {
+	Implementation   map[string]string `json:"implementation"`
+	NodePackRuntimes nodePackRuntimes  `json:"nodePackRuntimes"`
+	Capabilities     struct {
+		NodePackRuntimes nodePackRuntimes `json:"nodePackRuntimes"`
+	} `json:"capabilities"`
+	Fixtures []string `json:"fixtures"`
+}
+
+// runHandler is a handler of the run API, handed the RunService.
+type runHandler func(w http.ResponseWriter, r *http.Request, rs RunService) error
+
+// withRuns answers 503 when the server has no RunService.
+func (s *server) withRuns(h runHandler) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if s.cfg.Runs == nil {
+			return refuse(http.StatusServiceUnavailable, CodeUnavailable, "", "openwop runs are not served by this server")
+		}
+		return h(w, r, s.cfg.Runs)
+	}
+}
+
+// wellKnownOpenwop is GET /.well-known/openwop.
+func (s *server) wellKnownOpenwop(w http.ResponseWriter, r *http.Request, rs RunService) error {
+	loaded, err := rs.OpenwopLoadedPacks(r.Context())
+	if err != nil {
+		return err
+	}
+	fixtures, err := rs.OpenwopFixtures(r.Context())
+	if err != nil {
+		return err
+	}
+	h := s.cfg.Host
+	// Engine is "wazero <version> <kind>".
+	f := strings.Fields(h.Engine)
+	wr := wasmRuntime{Supported: true, ABIVersions: []int{1}, Engine: "wazero", MaxMemoryBytes: h.Limits.MemoryBytes, MaxExecutionMs: h.Limits.TimeoutMs, LoadedPacks: loaded}
+	if len(f) > 1 {
+		wr.EngineVersion = strings.TrimPrefix(f[1], "v")
+	}
+	d := openwopDiscovery{Implementation: map[string]string{"name": "packrun"}, NodePackRuntimes: nodePackRuntimes{wr}, Fixtures: fixtures}
+	if s.cfg.Build != nil {
+		d.Implementation["version"] = s.cfg.Build.Version
+	}
+	d.Capabilities.NodePackRuntimes = d.NodePackRuntimes
+	reply(w, http.StatusOK, d)
+	return nil
+}
+
+// putOpenwopWorkflow is POST /v1/openwop/workflows.
+func (s *server) putOpenwopWorkflow(w http.ResponseWriter, r *http.Request, rs RunService) error {
+	b, err := s.readObject(w, r)
+	if err != nil {
+		return err
+	}
+	var def host.OpenwopWorkflow
+	if err := decodeStrict(b, &def); err != nil {
+		return err
+	}
+	if err := refuseTenantField(r, "tenant", def.Tenant); err != nil {
+		return err
+	}
+	def.Tenant = tenantOf(r, def.Tenant)
+	if err := rs.PutOpenwopWorkflow(r.Context(), &def); err != nil {
+		return err
+	}
+	s.recordCall(r, "", "")
+	reply(w, http.StatusCreated, def)
+	return nil
+}
+
+// startRun is POST /v1/runs.
+func (s *server) startRun(w http.ResponseWriter, r *http.Request, rs RunService) error {
+	b, err := s.readObject(w, r)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		WorkflowID string          `json:"workflowId"`
+		Inputs     json.RawMessage `json:"inputs"`
+	}
+	if err := decodeStrict(b, &body); err != nil {
+		return err
+	}
+	run, err := rs.StartRun(r.Context(), tenantOf(r, ""), body.WorkflowID, body.Inputs)
+	if err != nil {
+		return err
+	}
+	s.recordCall(r, "", "")
+	reply(w, http.StatusCreated, map[string]string{"runId": run.RunID, "status": run.Status})
+	return nil
+}
+
+// getRun is GET /v1/runs/{id}.
+func (s *server) getRun(w http.ResponseWriter, r *http.Request, rs RunService) error {
+	run, err := rs.GetRun(r.Context(), tenantOf(r, ""), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	reply(w, http.StatusOK, run)
+	return nil
+}
+
+// runEvents is GET /v1/runs/{id}/events.
+func (s *server) runEvents(w http.ResponseWriter, r *http.Request, rs RunService) error {
+	evs, err := rs.RunEvents(r.Context(), tenantOf(r, ""), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	reply(w, http.StatusOK, map[string]any{"events": evs})
+	return nil
+}
+
+// cancelRun is POST /v1/runs/{id}/cancel (also {id}:cancel).
+func (s *server) cancelRun(w http.ResponseWriter, r *http.Request, rs RunService) error {
+	return s.runActionOn(w, r, rs, r.PathValue("id"), "cancel")
+}
+
+// runAction is POST /v1/runs/{id}:fork or {id}:cancel.
+func (s *server) runAction(w http.ResponseWriter, r *http.Request, rs RunService) error {
+	seg := r.PathValue("id")
+	i := strings.LastIndexByte(seg, ':')
+	if i < 0 {
+		w.Header().Set("Allow", "GET, HEAD")
+		return refuse(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "", "POST to a run needs an action: POST /v1/runs/{id}:fork or :cancel")
+	}
+	return s.runActionOn(w, r, rs, seg[:i], seg[i+1:])
+}
+
+func (s *server) runActionOn(w http.ResponseWriter, r *http.Request, rs RunService, id, action string) error {
+	b, err := s.readOptionalObject(w, r)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Reason  string          `json:"reason"`
+		Mode    string          `json:"mode"`
+		FromSeq int             `json:"fromSeq"`
+		Overlay json.RawMessage `json:"runOptionsOverlay"`
+	}
+	if err := decodeStrict(b, &body); err != nil {
+		return err
+	}
+	tenant := tenantOf(r, "")
+	switch action {
+	case "cancel":
+		run, err := rs.CancelRun(r.Context(), tenant, id, body.Reason)
+		if err != nil {
+			return err
+		}
+		s.recordCall(r, "", "")
+		reply(w, http.StatusOK, run)
+		return nil
+	case "fork":
+		// openwop spec/v1/replay.md: a replay takes no overlay.
+		if o := strings.TrimSpace(string(body.Overlay)); o != "" && o != "null" && o != "{}" {
+			return refuse(http.StatusBadRequest, CodeInvalid, "runOptionsOverlay", "runOptionsOverlay: must be omitted or empty for mode replay")
+		}
+		run, err := rs.ForkRun(r.Context(), tenant, id, body.Mode, body.FromSeq)
+		if err != nil {
+			return err
+		}
+		s.recordCall(r, "", "")
+		reply(w, http.StatusCreated, map[string]any{"runId": run.RunID, "sourceRunId": run.ForkedFrom, "fromSeq": run.FromSeq,
+			"mode": run.Mode, "status": run.Status, "eventsUrl": "/v1/runs/" + run.RunID + "/events"})
+		return nil
+	}
+	return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("unknown run action %q; the actions are fork and cancel", host.ShortName(action)))
+}
+
+// readOptionalObject reads a JSON object body that may be left out
+// (Content-Length 0 reads as {}).
+func (s *server) readOptionalObject(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength == 0 {
+		return []byte(`{}`), nil
+	}
+	return s.readObject(w, r)
+}

@@ -1,0 +1,64 @@
+package sqlite
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/packrun/packrun/host"
+)
+
+// TestOpenwopRunsStore: definitions are a tenant's, replaced whole; a run's log
+// numbers its events, carries the detail under payload and data, and a
+// terminal run refuses further changes; another tenant's run is not found.
+func TestOpenwopRunsStore(t *testing.T) {
+	f := newFixture(t, Options{})
+	w := &host.OpenwopWorkflow{WorkflowID: "wf", Tenant: "acme", Nodes: []host.OpenwopNode{{ID: "a", TypeID: "vendor.x.y.greet"}}}
+	if err := f.PutOpenwopWorkflow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	w.Nodes = append(w.Nodes, host.OpenwopNode{ID: "b", TypeID: "vendor.x.y.greet"})
+	if err := f.PutOpenwopWorkflow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.OpenwopWorkflow(ctx, "acme", "wf"); err != nil || len(got.Nodes) != 2 {
+		t.Fatalf("replaced definition: %+v %v", got, err)
+	}
+	_, err := f.OpenwopWorkflow(ctx, "other", "wf")
+	wantErr(t, err, host.ErrNotFound)
+	bad := &host.OpenwopWorkflow{WorkflowID: "wf", Nodes: []host.OpenwopNode{{ID: "a", TypeID: "t"}, {ID: "a", TypeID: "t"}}}
+	err = f.PutOpenwopWorkflow(ctx, bad)
+	wantErr(t, err, host.ErrValidation)
+	if he := err.(*host.Error); he.Field != "nodes[1].id" {
+		t.Fatalf("field %q", he.Field)
+	}
+
+	r := &host.Run{RunID: "run_1", Tenant: "acme", WorkflowID: "wf", Status: host.RunRunning, Inputs: json.RawMessage(`{"name":"x"}`)}
+	if err := f.CreateRun(ctx, r, []host.RunEvent{{Type: host.RunEventStarted}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.AdvanceRun(ctx, "acme", "run_1", "", nil, []host.RunEvent{{Type: host.RunEventNodeDone, NodeID: "a", Payload: json.RawMessage(`{"output":1}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.AdvanceRun(ctx, "acme", "run_1", host.RunFailed, &host.RunError{Code: "node_failed", Message: "m"}, []host.RunEvent{{Type: host.RunEventFailed}})
+	if err != nil || got.Status != host.RunFailed || got.Error.Code != "node_failed" {
+		t.Fatalf("fail: %+v %v", got, err)
+	}
+	_, err = f.AdvanceRun(ctx, "acme", "run_1", host.RunCancelled, nil, []host.RunEvent{{Type: host.RunEventCancelled}})
+	wantErr(t, err, host.ErrConflict)
+	evs, err := f.RunEvents(ctx, "acme", "run_1")
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("events %+v %v", evs, err)
+	}
+	if evs[1].Seq != 2 || evs[1].NodeID != "a" || string(evs[1].Payload) != `{"output":1}` || string(evs[1].Data) != `{"output":1}` || string(evs[0].Payload) != `{}` {
+		t.Fatalf("event %+v", evs[1])
+	}
+	if run, err := f.Run(ctx, "acme", "run_1"); err != nil || run.Status != host.RunFailed || string(run.Inputs) != `{"name":"x"}` {
+		t.Fatalf("run %+v %v", run, err)
+	}
+	_, err = f.Run(ctx, "other", "run_1")
+	wantErr(t, err, host.ErrNotFound)
+	_, err = f.RunEvents(ctx, "other", "run_1")
+	wantErr(t, err, host.ErrNotFound)
+	_, err = f.AdvanceRun(ctx, "other", "run_1", "", nil, nil)
+	wantErr(t, err, host.ErrNotFound)
+}
