@@ -1,8 +1,9 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cyberphone/json-canonicalization/go/src/webpki.org/jsoncanonicalizer"
 	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/registry"
 )
 
 // The RFC 0008 conformance scenarios of openwop's suite
@@ -114,54 +117,174 @@ const spinBody = `    (loop $l (br $l))
 // openwop_interrupt (RFC 0008 §D's second pattern).
 const suspendBody = `    (i64.or (i64.const 720) (i64.shl (i64.const 59) (i64.const 32)))`
 
-// owPack writes, packs and signs a packrun-format pack of one openwop
-// module and returns the .pack path.
-func owPack(t *testing.T, h homeCLI, dir, key, name, typeID string, abi int, body string) string {
-	t.Helper()
-	src := filepath.Join(dir, name)
-	os.MkdirAll(src, 0o755)
-	wat := filepath.Join(src, "module.wat")
-	os.WriteFile(wat, []byte(owModule(name, typeID, abi, body)), 0o644)
-	wasm := hosttest.Build(t, "module.wasm", func(out string) error {
-		return hosttest.Run(exec.Command(hosttest.Getenv("WAT2WASM", "wat2wasm"), wat, "-o", out))
-	})
-	os.WriteFile(filepath.Join(src, "module.wasm"), wasm, 0o644)
-	sum := sha256.Sum256(wasm)
-	os.WriteFile(filepath.Join(src, "pack.json"), []byte(fmt.Sprintf(`{"name":%q,"version":"1.0.0",
-		"runtime":{"language":"wasm","abi":{"version":1,"minor":0},"modules":[{"path":"module.wasm","sha256":%q}]},
-		"nodes":[{"typeId":%q,"kind":"node"}]}`, name, hex.EncodeToString(sum[:]), typeID)), 0o644)
-	pack := filepath.Join(dir, name+".pack")
-	h.ok("pack", src, "-o", pack)
-	h.ok("sign", pack, "--key", key+".key")
-	return pack
+// owSource is one openwop module a home is offered: its pack and node
+// names, the version its openwop_abi_version reports, and its code.
+type owSource struct {
+	pack, typeID string
+	abi          int
+	body         string
 }
 
-// openwopHost is a served home with the three RFC 0008 fixture packs
-// offered: rust-hello and misbehaving-memory install, misbehaving-abi is
-// refused (exit 5, naming 999).
+var (
+	owRustHello  = owSource{"vendor.openwop.rust-hello", "vendor.openwop.rust-hello.greet", 1, greetBody}
+	owMemoryBomb = owSource{"vendor.openwop.misbehaving", "vendor.openwop.misbehaving.memory-bomb", 1, bombBody}
+	owABIBomb    = owSource{"vendor.openwop.misbehaving-abi", "vendor.openwop.misbehaving.abi-bomb", 999, greetBody}
+	owSpin       = owSource{"vendor.openwop.spin", "vendor.openwop.spin.forever", 1, spinBody}
+	owAsk        = owSource{"vendor.openwop.ask", "vendor.openwop.ask.approve", 1, suspendBody}
+)
+
+// wasm compiles the module's WAT (owModule) with wat2wasm in dir.
+func (s owSource) wasm(t *testing.T, dir string) []byte {
+	t.Helper()
+	wat := filepath.Join(dir, s.pack+".wat")
+	if err := os.WriteFile(wat, []byte(owModule(s.pack, s.typeID, s.abi, s.body)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return hosttest.Build(t, s.pack+".wasm", func(out string) error {
+		return hosttest.Run(exec.Command(hosttest.Getenv("WAT2WASM", "wat2wasm"), wat, "-o", out))
+	})
+}
+
+// packJSON is the module's pack.json as openwop writes one, version
+// 1.0.0: engines, a node with version, category, role and label, and
+// runtime.entry. Callers adjust it before owJSON.
+func (s owSource) packJSON(engines, entry string) map[string]any {
+	return map[string]any{
+		"kind": "node", "name": s.pack, "version": "1.0.0", "license": "Apache-2.0",
+		"description": "an openwop module of packrun's tests", "author": "packrun tests",
+		"engines": map[string]any{"openwop": engines},
+		"nodes":   []any{map[string]any{"typeId": s.typeID, "version": "1.0.0", "category": "data", "role": "transform", "label": s.typeID}},
+		"runtime": map[string]any{"language": "wasm", "entry": entry, "format": "wasm"},
+	}
+}
+
+// owJSON is pack.json's bytes, indented as openwop's files are.
+func owJSON(t *testing.T, pj map[string]any) []byte {
+	t.Helper()
+	b, err := json.MarshalIndent(pj, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// owRegistryKeyID names the registry key the tests sign as, as openwop's
+// registry names its own.
+const owRegistryKeyID = "openwop-registry-root"
+
+// owPublisher writes openwop packs as they are published: a registry's
+// signed .tgz for the packs it serves, or a fixture pack an operator builds
+// from the WAT openwop ships.
+type owPublisher struct {
+	t   *testing.T
+	dir string
+	key ed25519.PrivateKey
+}
+
+// write writes name's bytes in the publisher's directory, returning its path.
+func (p owPublisher) write(name string, b []byte) string {
+	p.t.Helper()
+	path := filepath.Join(p.dir, name)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	return path
+}
+
+// published is s laid out as openwop's registry published rust-hello
+// 1.0.0: runtime.entry names cargo's output path, which the tarball does
+// not hold, and the module is under dist/ instead. It returns pack.json
+// and the tarball.
+func (p owPublisher) published(s owSource, engines string, signing map[string]any) ([]byte, []byte) {
+	mod := strings.ReplaceAll(strings.TrimPrefix(s.pack, "vendor.openwop."), "-", "_") + ".wasm"
+	m := s.packJSON(engines, "target/wasm32-unknown-unknown/release/"+mod)
+	if signing != nil {
+		m["signing"] = signing
+	}
+	pj := owJSON(p.t, m)
+	return pj, hosttest.OpenwopTarball(p.t, map[string][]byte{
+		"pack.json":   pj,
+		"README.md":   []byte("# " + s.pack + "\n"),
+		"dist/" + mod: s.wasm(p.t, p.dir),
+	})
+}
+
+// registryV1 publishes s as openwop's registry published rust-hello
+// (engines >=1.1 <2.0.0) with VERSION.tgz.sig, a detached Ed25519
+// signature over the tarball bytes. It returns the install arguments.
+func (p owPublisher) registryV1(s owSource) []string {
+	_, tgz := p.published(s, ">=1.1 <2.0.0", nil)
+	path := p.write(s.pack+"-1.0.0.tgz", tgz)
+	p.write(s.pack+"-1.0.0.tgz.sig", []byte(base64.StdEncoding.EncodeToString(ed25519.Sign(p.key, tgz))))
+	return []string{path}
+}
+
+// registryV2 publishes s as a v2 registry does: pack.json names the
+// signing key and scheme, the .sig is over its RFC 8785 canonical form,
+// and the version manifest's integrity pins the tarball (packrun requires
+// the pin, since the signature does not cover the module).
+func (p owPublisher) registryV2(s owSource) []string {
+	pj, tgz := p.published(s, ">=2.0.0 <3.0.0", map[string]any{"keyId": owRegistryKeyID, "scheme": "ed25519-canonical-json"})
+	canon, err := jsoncanonicalizer.Transform(pj)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	path := p.write(s.pack+"-1.0.0.tgz", tgz)
+	p.write(s.pack+"-1.0.0.tgz.sig", []byte(base64.StdEncoding.EncodeToString(ed25519.Sign(p.key, canon))))
+	return []string{path, "--integrity", registry.Integrity(tgz)}
+}
+
+// fixture is one of openwop's conformance fixture packs
+// (conformance/fixtures/wasm-packs/*: a pack.json, engines >=2.0.0
+// <3.0.0, runtime.entry module.wasm, and module.wat), published unsigned.
+// The operator compiles the WAT, tars the directory and installs it with
+// --allow-unsigned-unsafe: it is openwop's own test fixture, read and
+// built here, and there is no publisher's signature to check, so signing
+// it with a key of one's own would vouch for nothing more.
+func (p owPublisher) fixture(s owSource) []string {
+	pj := s.packJSON(">=2.0.0 <3.0.0", "module.wasm")
+	pj["version"] = "2.0.0"
+	pj["runtime"].(map[string]any)["minRuntimeVersion"] = "1"
+	tgz := hosttest.OpenwopTarball(p.t, map[string][]byte{
+		"pack.json":   owJSON(p.t, pj),
+		"module.wat":  []byte(owModule(s.pack, s.typeID, s.abi, s.body)),
+		"module.wasm": s.wasm(p.t, p.dir),
+	})
+	return []string{p.write(s.pack+"-fixture.tgz", tgz), "--allow-unsigned-unsafe"}
+}
+
+// owInstall is a way the registry's packs reach a home.
+type owInstall struct {
+	name    string
+	publish func(owPublisher, owSource) []string
+}
+
+var owInstalls = []owInstall{
+	{"registry-v1-tarball-signature", owPublisher.registryV1},
+	{"registry-v2-canonical-json", owPublisher.registryV2},
+}
+
+// openwopHost is a served home, its API key and its CLI, with the three
+// RFC 0008 fixture packs offered: rust-hello and misbehaving install,
+// misbehaving-abi is refused (exit 5, naming 999).
 type openwopHost struct {
 	base, key string
 	h         homeCLI
 }
 
-func startOpenwopHost(t *testing.T) openwopHost {
+// startOpenwopHost serves a fresh home, checks discovery lists no
+// fixture, then installs through the CLI, as an operator would, the
+// registry's packs (rust-hello, and the spin and ask packs of
+// TestOpenwopRuns published alike) as install publishes them, the
+// registry's key trusted for vendor.openwop.*, and openwop's two
+// misbehaving fixture packs. Discovery reads the store on each request: the
+// scenarios' "advertised" checks see the fixtures once installed.
+func startOpenwopHost(t *testing.T, install owInstall) openwopHost {
 	t.Helper()
 	hosttest.NeedCommand(t, hosttest.Getenv("WAT2WASM", "wat2wasm"), "wabt not available (apt-get install wabt, or set WAT2WASM)")
 	dir := t.TempDir()
 	h := homeCLI{t, filepath.Join(dir, "home")}
-	key := filepath.Join(dir, "k")
-	h.ok("keys", "generate", "--out", key)
-	h.ok("trust", "add-key", "k", key+".pub", "--namespace", "vendor.openwop.*")
-	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.rust-hello", "vendor.openwop.rust-hello.greet", 1, greetBody))
-	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.misbehaving-memory", "vendor.openwop.misbehaving.memory-bomb", 1, bombBody))
-	code, _, errs := h.run("install", owPack(t, h, dir, key, "vendor.openwop.misbehaving-abi", "vendor.openwop.misbehaving.abi-bomb", 999, greetBody))
-	if code != 5 || !strings.Contains(errs, "999") {
-		t.Fatalf("installing the ABI 999 pack: exit %d, %s", code, errs)
-	}
-	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.spin", "vendor.openwop.spin.forever", 1, spinBody))
-	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.ask", "vendor.openwop.ask.approve", 1, suspendBody))
 	apiKey := newToken(h, "default", "invoke,tasks:read,tasks:write")
-
 	bin := filepath.Join(dir, "packrun")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -173,7 +296,31 @@ func startOpenwopHost(t *testing.T) openwopHost {
 	})
 	s.waitUp(t)
 	m := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())
-	return openwopHost{base: m[1], key: apiKey, h: h}
+	o := openwopHost{base: m[1], key: apiKey, h: h}
+	if fs := o.fixtures(t); len(fs) != 0 {
+		t.Fatalf("fixtures advertised before their packs are installed: %v", fs)
+	}
+
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := owPublisher{t, dir, priv}
+	h.ok("trust", "add-registry-key", owRegistryKeyID, base64.StdEncoding.EncodeToString(pub), "--namespace", "vendor.openwop.*")
+	for _, src := range []owSource{owRustHello, owSpin, owAsk} {
+		out := h.ok(append([]string{"install"}, install.publish(p, src)...)...)
+		if !strings.Contains(out, "signed by registry-key:"+owRegistryKeyID) || !strings.Contains(out, "using dist/") {
+			t.Fatalf("install of %s:\n%s", src.pack, out)
+		}
+	}
+	if out := h.ok(append([]string{"install"}, p.fixture(owMemoryBomb)...)...); !strings.Contains(out, "signed by unsigned") {
+		t.Fatalf("install of %s:\n%s", owMemoryBomb.pack, out)
+	}
+	code, _, errs := h.run(append([]string{"install"}, p.fixture(owABIBomb)...)...)
+	if code != exitRefused || !strings.Contains(errs, "999") {
+		t.Fatalf("installing the ABI 999 pack: exit %d, %s", code, errs)
+	}
+	return o
 }
 
 // do sends a request as openwop's driver does and decodes the JSON answer.
@@ -202,13 +349,22 @@ func (o openwopHost) wasmCaps(t *testing.T) map[string]any {
 	return wasm
 }
 
+// fixtures is discovery's fixtures.
+func (o openwopHost) fixtures(t *testing.T) []any {
+	t.Helper()
+	code, d := o.do(t, "GET", "/.well-known/openwop", nil)
+	fs, ok := d["fixtures"].([]any)
+	if code != 200 || !ok {
+		t.Fatalf("discovery: %d %v", code, d)
+	}
+	return fs
+}
+
 // advertised requires fixture to be in discovery's fixtures.
 func (o openwopHost) advertised(t *testing.T, fixture string) {
 	t.Helper()
-	_, d := o.do(t, "GET", "/.well-known/openwop", nil)
-	fs, _ := d["fixtures"].([]any)
-	if !slices.Contains(fs, any(fixture)) {
-		t.Fatalf("fixture %s not advertised: %v", fixture, d["fixtures"])
+	if fs := o.fixtures(t); !slices.Contains(fs, any(fixture)) {
+		t.Fatalf("fixture %s not advertised: %v", fixture, fs)
 	}
 }
 
@@ -263,8 +419,16 @@ func findEvent(evs []map[string]any, typ string) map[string]any {
 
 var greeting = regexp.MustCompile(`Hello, ([^!]+)!`)
 
+// TestOpenwopRFC0008Scenarios runs the scenarios on a fresh home for each
+// way a registry publishes rust-hello.
 func TestOpenwopRFC0008Scenarios(t *testing.T) {
-	o := startOpenwopHost(t)
+	for _, install := range owInstalls {
+		t.Run(install.name, func(t *testing.T) { openwopScenarios(t, startOpenwopHost(t, install)) })
+	}
+}
+
+// openwopScenarios runs the six RFC 0008 scenarios against o.
+func openwopScenarios(t *testing.T, o openwopHost) {
 	const roundtrip = "conformance-wasm-pack-roundtrip"
 
 	// wasm-pack-load.test.ts
@@ -436,7 +600,7 @@ func (o openwopHost) token(tenant, scopes string) string { return newToken(o.h, 
 // tenant's (another's answers 404); scopes gate the routes; cancel ends a
 // run mid-node and is refused once the run is terminal.
 func TestOpenwopRuns(t *testing.T) {
-	o := startOpenwopHost(t)
+	o := startOpenwopHost(t, owInstalls[0])
 	const greet = "vendor.openwop.rust-hello.greet"
 	def := map[string]any{"workflowId": "greet-twice", "nodes": []map[string]string{{"id": "a", "typeId": greet}, {"id": "b", "typeId": greet}}}
 	if code, v := o.do(t, "POST", "/v1/openwop/workflows", def); code != http.StatusCreated {
