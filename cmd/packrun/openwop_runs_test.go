@@ -317,7 +317,7 @@ func startOpenwopHost(t *testing.T, install owInstall) openwopHost {
 		t.Fatalf("install of %s:\n%s", owMemoryBomb.pack, out)
 	}
 	code, _, errs := h.run(append([]string{"install"}, p.fixture(owABIBomb)...)...)
-	if code != exitRefused || !strings.Contains(errs, "999") {
+	if code != exitRefused || !strings.Contains(errs, "unsupported_abi_version") || !strings.Contains(errs, "999") {
 		t.Fatalf("installing the ABI 999 pack: exit %d, %s", code, errs)
 	}
 	return o
