@@ -17,7 +17,8 @@ import (
 // openwop workflow definition in order, each through the dispatcher as a
 // recorded attempt (attempt 0, as openwop counts) of the installed pack
 // that provides its typeId, asynchronously; its event log is the openwop
-// wire log (node.completed with the output, cap.breached with the kind).
+// wire log (node.completed with the output, cap.breached with the kind). A
+// run outlives the process executing it: runs_resume.go continues it.
 
 // Conformance fixtures (RFC 0008 §Conformance) built into packrun: each is
 // advertised, and runnable, exactly when the packs its nodes need are
