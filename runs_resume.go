@@ -101,8 +101,11 @@ func (h *Host) continueRun(ctx context.Context, r *host.Run) {
 		h.fail(ctx, r, next, &host.RunError{Code: RunErrNodeFailed, Message: fmt.Sprintf("continuing the run: %v", err)})
 		return
 	}
-	if !h.advance(ctx, r, "", nil, runEvent(host.RunEventResumed, next.ID, map[string]any{
-		"nodeId": next.ID, "attempt": p.started[next.ID], "interrupted": p.started[next.ID] > 0, "reason": ResumeReason})) {
+	resumed := map[string]any{"reason": ResumeReason}
+	if next.ID != "" { // a node is left to run
+		resumed["nodeId"], resumed["attempt"], resumed["interrupted"] = next.ID, p.started[next.ID], p.started[next.ID] > 0
+	}
+	if !h.advance(ctx, r, "", nil, runEvent(host.RunEventResumed, next.ID, resumed)) {
 		return
 	}
 	h.execute(ctx, r, w, refs, p)

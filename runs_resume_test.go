@@ -205,3 +205,51 @@ func TestRunCancelledWhileStopped(t *testing.T) {
 		t.Fatalf("events %s %v", types(evs), err)
 	}
 }
+
+// TestRunContinuedFromItsLog: what a run's log recorded before its process
+// stopped decides how the next dispatcher ends it: a node already failed
+// or suspended fails the run as it would have; every node completed
+// completes it with their outputs, running nothing again.
+func TestRunContinuedFromItsLog(t *testing.T) {
+	f := newFixture(t)
+	f.install(t, hello("1.0.0"))
+	w := &host.OpenwopWorkflow{WorkflowID: "one", Nodes: []host.OpenwopNode{{ID: "greet", TypeID: "example.hello"}}}
+	if err := f.PutOpenwopWorkflow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	ev := func(typ, payload string) host.RunEvent {
+		return host.RunEvent{Type: typ, NodeID: "greet", Payload: json.RawMessage(payload)}
+	}
+	cases := map[string]struct {
+		last       host.RunEvent
+		status     string
+		code, tail string
+	}{
+		"failed":    {ev(host.RunEventNodeFailed, `{}`), host.RunFailed, RunErrNodeFailed, host.RunEventFailed},
+		"suspended": {ev(host.RunEventNodeSuspend, `{}`), host.RunFailed, RunErrSuspendNotImplemented, host.RunEventFailed},
+		"completed": {ev(host.RunEventNodeDone, `{"output":{"greeting":"kept"}}`), host.RunCompleted, "", host.RunEventCompleted},
+	}
+	ids := map[string]string{}
+	for name, c := range cases {
+		r := &host.Run{RunID: host.NewID("run"), WorkflowID: "one", Status: host.RunRunning, Inputs: json.RawMessage(`{}`)}
+		if err := f.store.CreateRun(ctx, r, []host.RunEvent{{Type: host.RunEventStarted}, ev(host.RunEventNodeStarted, `{"attempt":0}`), c.last}); err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = r.RunID
+	}
+	runHost(t, f.Host)
+	for name, c := range cases {
+		got, evs := waitRun(t, f.Host, ids[name], func(r *host.Run, _ []host.RunEvent) bool { return host.RunTerminal(r.Status) })
+		code := ""
+		if got.Error != nil {
+			code = got.Error.Code
+		}
+		last := evs[len(evs)-1]
+		if got.Status != c.status || code != c.code || last.Type != c.tail || count(evs, host.RunEventNodeStarted, "greet") != 1 {
+			t.Errorf("%s: run %s %s, events %s", name, got.Status, code, types(evs))
+		}
+		if name == "completed" && !strings.Contains(string(last.Payload), `"greet":{"greeting":"kept"}`) {
+			t.Errorf("completed: %s", last.Payload)
+		}
+	}
+}
