@@ -61,6 +61,9 @@ func (h *Host) continueRuns(ctx context.Context) {
 		h.log.Error("continue openwop runs", "err", err)
 		return
 	}
+	// A run this process started in the instant between its CreateRun and
+	// its spawn is continued here instead (spawn refuses the second start):
+	// it then executes once, after a run.resumed naming attempt 0.
 	for _, r := range runs {
 		h.spawn(r, func(ctx context.Context) { h.continueRun(ctx, r) })
 	}
