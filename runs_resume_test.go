@@ -56,7 +56,9 @@ func stoppedRun(t *testing.T) (*fixture, *host.Run) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitRun(t, f.Host, r.RunID, func(_ *host.Run, evs []host.RunEvent) bool { return count(evs, host.RunEventNodeStarted, "later") == 1 })
+	hosttest.WaitRun(t, f.store, r.RunID, func(_ *host.Run, evs []host.RunEvent) bool {
+		return hosttest.CountRunEvents(evs, host.RunEventNodeStarted, "later") == 1
+	})
 	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -67,48 +69,6 @@ func stoppedRun(t *testing.T) (*fixture, *host.Run) {
 func (f *fixture) reopen(t *testing.T) *fixture {
 	t.Helper()
 	return &fixture{Host: openHost(t, f.home), home: f.home, key: f.key}
-}
-
-// waitRun polls runID's record and log until done says so (a minute at
-// most) and returns them.
-func waitRun(t *testing.T, h *Host, runID string, done func(*host.Run, []host.RunEvent) bool) (*host.Run, []host.RunEvent) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		r, err := h.GetRun(ctx, host.DefaultTenant, runID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs, err := h.RunEvents(ctx, host.DefaultTenant, runID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if done(r, evs) {
-			return r, evs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s after a minute: %s, events %s", runID, r.Status, types(evs))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func count(evs []host.RunEvent, typ, nodeID string) int {
-	n := 0
-	for _, e := range evs {
-		if e.Type == typ && e.NodeID == nodeID {
-			n++
-		}
-	}
-	return n
-}
-
-func types(evs []host.RunEvent) string {
-	var s []string
-	for _, e := range evs {
-		s = append(s, e.Type+"("+e.NodeID+")")
-	}
-	return strings.Join(s, " ")
 }
 
 // runHost runs h's dispatcher until the test ends.
@@ -138,15 +98,15 @@ func TestRunContinuedAfterRestart(t *testing.T) {
 	}
 	g.install(t, laterPack(t, "1.0.1", false)) // the newest version runs: this one completes
 	runHost(t, g.Host)
-	got, evs := waitRun(t, g.Host, r.RunID, func(r *host.Run, _ []host.RunEvent) bool { return host.RunTerminal(r.Status) })
+	got, evs := hosttest.WaitRun(t, g.store, r.RunID, func(r *host.Run, _ []host.RunEvent) bool { return host.RunTerminal(r.Status) })
 	if got.Status != host.RunCompleted {
-		t.Fatalf("run %s: %+v, events %s", got.Status, got.Error, types(evs))
+		t.Fatalf("run %s: %+v, events %s", got.Status, got.Error, hosttest.RunEventTypes(evs))
 	}
-	if n, m := count(evs, host.RunEventNodeStarted, "greet"), count(evs, host.RunEventNodeDone, "greet"); n != 1 || m != 1 {
-		t.Fatalf("greet started %d and completed %d times: %s", n, m, types(evs))
+	if n, m := hosttest.CountRunEvents(evs, host.RunEventNodeStarted, "greet"), hosttest.CountRunEvents(evs, host.RunEventNodeDone, "greet"); n != 1 || m != 1 {
+		t.Fatalf("greet started %d and completed %d times: %s", n, m, hosttest.RunEventTypes(evs))
 	}
-	if n, m := count(evs, host.RunEventNodeStarted, "later"), count(evs, host.RunEventNodeDone, "later"); n != 2 || m != 1 {
-		t.Fatalf("later started %d and completed %d times: %s", n, m, types(evs))
+	if n, m := hosttest.CountRunEvents(evs, host.RunEventNodeStarted, "later"), hosttest.CountRunEvents(evs, host.RunEventNodeDone, "later"); n != 2 || m != 1 {
+		t.Fatalf("later started %d and completed %d times: %s", n, m, hosttest.RunEventTypes(evs))
 	}
 	var resumed, started, completed struct {
 		NodeID      string          `json:"nodeId"`
@@ -201,8 +161,8 @@ func TestRunCancelledWhileStopped(t *testing.T) {
 		t.Fatalf("run: %+v %v", got, err)
 	}
 	evs, err := g.RunEvents(ctx, host.DefaultTenant, r.RunID)
-	if err != nil || count(evs, host.RunEventResumed, "") != 0 || count(evs, host.RunEventResumed, "later") != 0 || evs[len(evs)-1].Type != host.RunEventCancelled {
-		t.Fatalf("events %s %v", types(evs), err)
+	if err != nil || hosttest.CountRunEvents(evs, host.RunEventResumed, "") != 0 || hosttest.CountRunEvents(evs, host.RunEventResumed, "later") != 0 || evs[len(evs)-1].Type != host.RunEventCancelled {
+		t.Fatalf("events %s %v", hosttest.RunEventTypes(evs), err)
 	}
 }
 
@@ -239,14 +199,14 @@ func TestRunContinuedFromItsLog(t *testing.T) {
 	}
 	runHost(t, f.Host)
 	for name, c := range cases {
-		got, evs := waitRun(t, f.Host, ids[name], func(r *host.Run, _ []host.RunEvent) bool { return host.RunTerminal(r.Status) })
+		got, evs := hosttest.WaitRun(t, f.store, ids[name], func(r *host.Run, _ []host.RunEvent) bool { return host.RunTerminal(r.Status) })
 		code := ""
 		if got.Error != nil {
 			code = got.Error.Code
 		}
 		last := evs[len(evs)-1]
-		if got.Status != c.status || code != c.code || last.Type != c.tail || count(evs, host.RunEventNodeStarted, "greet") != 1 {
-			t.Errorf("%s: run %s %s, events %s", name, got.Status, code, types(evs))
+		if got.Status != c.status || code != c.code || last.Type != c.tail || hosttest.CountRunEvents(evs, host.RunEventNodeStarted, "greet") != 1 {
+			t.Errorf("%s: run %s %s, events %s", name, got.Status, code, hosttest.RunEventTypes(evs))
 		}
 		if name == "completed" && !strings.Contains(string(last.Payload), `"greet":{"greeting":"kept"}`) {
 			t.Errorf("completed: %s", last.Payload)

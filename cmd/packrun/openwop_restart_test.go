@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"os/exec"
@@ -9,7 +8,6 @@ import (
 	"regexp"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/hosttest"
@@ -50,8 +48,8 @@ func TestOpenwopRunSurvivesSIGKILL(t *testing.T) {
 		t.Fatalf("start run: %d %s", code, body)
 	}
 	b := homeStore(t, h.home)
-	waitRunEvents(t, b, run.RunID, func(r *host.Run, evs []host.RunEvent) bool {
-		return nodeEvents(evs, host.RunEventNodeStarted, "spin") == 1
+	hosttest.WaitRun(t, b, run.RunID, func(r *host.Run, evs []host.RunEvent) bool {
+		return hosttest.CountRunEvents(evs, host.RunEventNodeStarted, "spin") == 1
 	})
 	if err := s.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -66,14 +64,14 @@ func TestOpenwopRunSurvivesSIGKILL(t *testing.T) {
 		s2.Wait()
 	})
 	s2.waitUp(t)
-	r, evs := waitRunEvents(t, b, run.RunID, func(r *host.Run, _ []host.RunEvent) bool { return host.RunTerminal(r.Status) })
+	r, evs := hosttest.WaitRun(t, b, run.RunID, func(r *host.Run, _ []host.RunEvent) bool { return host.RunTerminal(r.Status) })
 	if r.Status != host.RunCompleted {
 		t.Fatalf("run %s %+v: %v", r.Status, r.Error, evs)
 	}
-	if n := nodeEvents(evs, host.RunEventNodeStarted, "greet"); n != 1 {
+	if n := hosttest.CountRunEvents(evs, host.RunEventNodeStarted, "greet"); n != 1 {
 		t.Fatalf("greet started %d times: %v", n, evs)
 	}
-	if n, m := nodeEvents(evs, host.RunEventNodeStarted, "spin"), nodeEvents(evs, host.RunEventNodeDone, "spin"); n != 2 || m != 1 {
+	if n, m := hosttest.CountRunEvents(evs, host.RunEventNodeStarted, "spin"), hosttest.CountRunEvents(evs, host.RunEventNodeDone, "spin"); n != 2 || m != 1 {
 		t.Fatalf("spin started %d and completed %d times: %v", n, m, evs)
 	}
 	var resumed struct {
@@ -88,39 +86,4 @@ func TestOpenwopRunSurvivesSIGKILL(t *testing.T) {
 	if resumed.NodeID != "spin" || resumed.Attempt != 1 {
 		t.Fatalf("run.resumed %+v: %v", resumed, evs)
 	}
-}
-
-// waitRunEvents polls a default-tenant run in b until done says so (two
-// minutes at most: a killed serve's dispatch lock must expire first).
-func waitRunEvents(t *testing.T, b host.Backend, runID string, done func(*host.Run, []host.RunEvent) bool) (*host.Run, []host.RunEvent) {
-	t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		r, err := b.Run(ctx, host.DefaultTenant, runID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs, err := b.RunEvents(ctx, host.DefaultTenant, runID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if done(r, evs) {
-			return r, evs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s after two minutes: %s, %v", runID, r.Status, evs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func nodeEvents(evs []host.RunEvent, typ, nodeID string) int {
-	n := 0
-	for _, e := range evs {
-		if e.Type == typ && e.NodeID == nodeID {
-			n++
-		}
-	}
-	return n
 }
