@@ -12,6 +12,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/internal/runstest"
 )
 
 // laterPack is examples/hello-wat renamed local.later.wat, its node
@@ -56,8 +57,8 @@ func stoppedRun(t *testing.T) (*fixture, *host.Run) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hosttest.WaitRun(t, f.store, r.RunID, func(_ *host.Run, evs []host.RunEvent) bool {
-		return hosttest.CountRunEvents(evs, host.RunEventNodeStarted, "later") == 1
+	runstest.Wait(t, f.store, r.RunID, func(_ *host.Run, evs []host.RunEvent) bool {
+		return runstest.Count(evs, host.RunEventNodeStarted, "later") == 1
 	})
 	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -98,15 +99,15 @@ func TestRunContinuedAfterRestart(t *testing.T) {
 	}
 	g.install(t, laterPack(t, "1.0.1", false)) // the newest version runs: this one completes
 	runHost(t, g.Host)
-	got, evs := hosttest.WaitRun(t, g.store, r.RunID, func(r *host.Run, _ []host.RunEvent) bool { return host.RunTerminal(r.Status) })
+	got, evs := runstest.Wait(t, g.store, r.RunID, func(r *host.Run, _ []host.RunEvent) bool { return host.RunTerminal(r.Status) })
 	if got.Status != host.RunCompleted {
-		t.Fatalf("run %s: %+v, events %s", got.Status, got.Error, hosttest.RunEventTypes(evs))
+		t.Fatalf("run %s: %+v, events %s", got.Status, got.Error, runstest.Types(evs))
 	}
-	if n, m := hosttest.CountRunEvents(evs, host.RunEventNodeStarted, "greet"), hosttest.CountRunEvents(evs, host.RunEventNodeDone, "greet"); n != 1 || m != 1 {
-		t.Fatalf("greet started %d and completed %d times: %s", n, m, hosttest.RunEventTypes(evs))
+	if n, m := runstest.Count(evs, host.RunEventNodeStarted, "greet"), runstest.Count(evs, host.RunEventNodeDone, "greet"); n != 1 || m != 1 {
+		t.Fatalf("greet started %d and completed %d times: %s", n, m, runstest.Types(evs))
 	}
-	if n, m := hosttest.CountRunEvents(evs, host.RunEventNodeStarted, "later"), hosttest.CountRunEvents(evs, host.RunEventNodeDone, "later"); n != 2 || m != 1 {
-		t.Fatalf("later started %d and completed %d times: %s", n, m, hosttest.RunEventTypes(evs))
+	if n, m := runstest.Count(evs, host.RunEventNodeStarted, "later"), runstest.Count(evs, host.RunEventNodeDone, "later"); n != 2 || m != 1 {
+		t.Fatalf("later started %d and completed %d times: %s", n, m, runstest.Types(evs))
 	}
 	var resumed, started, completed struct {
 		NodeID      string          `json:"nodeId"`
@@ -161,8 +162,8 @@ func TestRunCancelledWhileStopped(t *testing.T) {
 		t.Fatalf("run: %+v %v", got, err)
 	}
 	evs, err := g.RunEvents(ctx, host.DefaultTenant, r.RunID)
-	if err != nil || hosttest.CountRunEvents(evs, host.RunEventResumed, "") != 0 || hosttest.CountRunEvents(evs, host.RunEventResumed, "later") != 0 || evs[len(evs)-1].Type != host.RunEventCancelled {
-		t.Fatalf("events %s %v", hosttest.RunEventTypes(evs), err)
+	if err != nil || runstest.Count(evs, host.RunEventResumed, "") != 0 || runstest.Count(evs, host.RunEventResumed, "later") != 0 || evs[len(evs)-1].Type != host.RunEventCancelled {
+		t.Fatalf("events %s %v", runstest.Types(evs), err)
 	}
 }
 
@@ -199,14 +200,14 @@ func TestRunContinuedFromItsLog(t *testing.T) {
 	}
 	runHost(t, f.Host)
 	for name, c := range cases {
-		got, evs := hosttest.WaitRun(t, f.store, ids[name], func(r *host.Run, _ []host.RunEvent) bool { return host.RunTerminal(r.Status) })
+		got, evs := runstest.Wait(t, f.store, ids[name], func(r *host.Run, _ []host.RunEvent) bool { return host.RunTerminal(r.Status) })
 		code := ""
 		if got.Error != nil {
 			code = got.Error.Code
 		}
 		last := evs[len(evs)-1]
-		if got.Status != c.status || code != c.code || last.Type != c.tail || hosttest.CountRunEvents(evs, host.RunEventNodeStarted, "greet") != 1 {
-			t.Errorf("%s: run %s %s, events %s", name, got.Status, code, hosttest.RunEventTypes(evs))
+		if got.Status != c.status || code != c.code || last.Type != c.tail || runstest.Count(evs, host.RunEventNodeStarted, "greet") != 1 {
+			t.Errorf("%s: run %s %s, events %s", name, got.Status, code, runstest.Types(evs))
 		}
 		if name == "completed" && !strings.Contains(string(last.Payload), `"greet":{"greeting":"kept"}`) {
 			t.Errorf("completed: %s", last.Payload)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/internal/runstest"
 )
 
 // TestOpenwopRunSurvivesSIGKILL: `packrun serve` is killed (SIGKILL) while
@@ -48,8 +49,8 @@ func TestOpenwopRunSurvivesSIGKILL(t *testing.T) {
 		t.Fatalf("start run: %d %s", code, body)
 	}
 	b := homeStore(t, h.home)
-	hosttest.WaitRun(t, b, run.RunID, func(r *host.Run, evs []host.RunEvent) bool {
-		return hosttest.CountRunEvents(evs, host.RunEventNodeStarted, "spin") == 1
+	runstest.Wait(t, b, run.RunID, func(r *host.Run, evs []host.RunEvent) bool {
+		return runstest.Count(evs, host.RunEventNodeStarted, "spin") == 1
 	})
 	if err := s.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -64,14 +65,14 @@ func TestOpenwopRunSurvivesSIGKILL(t *testing.T) {
 		s2.Wait()
 	})
 	s2.waitUp(t)
-	r, evs := hosttest.WaitRun(t, b, run.RunID, func(r *host.Run, _ []host.RunEvent) bool { return host.RunTerminal(r.Status) })
+	r, evs := runstest.Wait(t, b, run.RunID, func(r *host.Run, _ []host.RunEvent) bool { return host.RunTerminal(r.Status) })
 	if r.Status != host.RunCompleted {
 		t.Fatalf("run %s %+v: %v", r.Status, r.Error, evs)
 	}
-	if n := hosttest.CountRunEvents(evs, host.RunEventNodeStarted, "greet"); n != 1 {
+	if n := runstest.Count(evs, host.RunEventNodeStarted, "greet"); n != 1 {
 		t.Fatalf("greet started %d times: %v", n, evs)
 	}
-	if n, m := hosttest.CountRunEvents(evs, host.RunEventNodeStarted, "spin"), hosttest.CountRunEvents(evs, host.RunEventNodeDone, "spin"); n != 2 || m != 1 {
+	if n, m := runstest.Count(evs, host.RunEventNodeStarted, "spin"), runstest.Count(evs, host.RunEventNodeDone, "spin"); n != 2 || m != 1 {
 		t.Fatalf("spin started %d and completed %d times: %v", n, m, evs)
 	}
 	var resumed struct {

@@ -1,4 +1,6 @@
-package hosttest
+// Package runstest is test support for openwop runs: polling a run in a
+// store until it reaches a state, counting its events. Only tests import it.
+package runstest
 
 import (
 	"context"
@@ -9,10 +11,10 @@ import (
 	"github.com/packrun/packrun/host"
 )
 
-// WaitRun polls a default-tenant openwop run in runs until done says so
+// Wait polls a default-tenant openwop run in runs until done says so
 // (two minutes at most: a killed serve's dispatch lock must expire before
 // another continues its runs) and returns the run and its log.
-func WaitRun(t testing.TB, runs host.Runs, runID string, done func(*host.Run, []host.RunEvent) bool) (*host.Run, []host.RunEvent) {
+func Wait(t testing.TB, runs host.Runs, runID string, done func(*host.Run, []host.RunEvent) bool) (*host.Run, []host.RunEvent) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(2 * time.Minute)
@@ -29,14 +31,14 @@ func WaitRun(t testing.TB, runs host.Runs, runID string, done func(*host.Run, []
 			return r, evs
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run %s after two minutes: %s, events %s", runID, r.Status, RunEventTypes(evs))
+			t.Fatalf("run %s after two minutes: %s, events %s", runID, r.Status, Types(evs))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// CountRunEvents counts the events of evs of type typ about node nodeID.
-func CountRunEvents(evs []host.RunEvent, typ, nodeID string) int {
+// Count counts the events of evs of type typ about node nodeID.
+func Count(evs []host.RunEvent, typ, nodeID string) int {
 	n := 0
 	for _, e := range evs {
 		if e.Type == typ && e.NodeID == nodeID {
@@ -46,8 +48,8 @@ func CountRunEvents(evs []host.RunEvent, typ, nodeID string) int {
 	return n
 }
 
-// RunEventTypes lists evs as "type(nodeId)", for failure messages.
-func RunEventTypes(evs []host.RunEvent) string {
+// Types lists evs as "type(nodeId)", for failure messages.
+func Types(evs []host.RunEvent) string {
 	var s []string
 	for _, e := range evs {
 		s = append(s, e.Type+"("+e.NodeID+")")
