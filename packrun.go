@@ -187,6 +187,7 @@ func (h *Host) engine(ctx context.Context) (*runtime.Runtime, *dispatch.Dispatch
 			Log:         func(msg string, kv ...any) { h.log.Info(msg, kv...) },
 			Observer:    h.cfg.Observer,
 			CheckIntent: h.CheckIntent,
+			AfterSweep:  h.continueRuns,
 		})
 		h.started.Store(h.dispatcher)
 	})

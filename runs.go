@@ -17,7 +17,8 @@ import (
 // openwop workflow definition in order, each through the dispatcher as a
 // recorded attempt (attempt 0, as openwop counts) of the installed pack
 // that provides its typeId, asynchronously; its event log is the openwop
-// wire log (node.completed with the output, cap.breached with the kind).
+// wire log (node.completed with the output, cap.breached with the kind). A
+// run outlives the process executing it: runs_resume.go continues it.
 
 // Conformance fixtures (RFC 0008 §Conformance) built into packrun: each is
 // advertised, and runnable, exactly when the packs its nodes need are
@@ -35,9 +36,6 @@ const (
 	// with the code openwop's suspend scenario recognises.
 	RunErrSuspendNotImplemented = "wasm_suspend_not_implemented"
 	RunErrNodeFailed            = "node_failed"
-	// RunErrHostStopped: the host closed while the run's node was running
-	// (runs are not resumed after a restart).
-	RunErrHostStopped = "host_stopped"
 	// RunErrReplayFailed: a fork could not replay a recorded attempt (its
 	// module or trace is gone).
 	RunErrReplayFailed = "replay_failed"
@@ -49,6 +47,7 @@ type runSet struct {
 	mu      sync.Mutex
 	cancels map[string]context.CancelFunc
 	wg      sync.WaitGroup
+	closed  bool // stopRuns has run: nothing more starts
 }
 
 // PutOpenwopWorkflow registers (or replaces) a tenant's openwop workflow
@@ -154,7 +153,7 @@ func (h *Host) StartRun(ctx context.Context, tenant, workflowID string, inputs j
 	if err := h.store.CreateRun(ctx, r, []host.RunEvent{runEvent(host.RunEventStarted, "", map[string]any{"workflowId": w.WorkflowID})}); err != nil {
 		return nil, err
 	}
-	h.spawn(r, func(ctx context.Context) { h.execute(ctx, r, w, refs) })
+	h.spawn(r, func(ctx context.Context) { h.execute(ctx, r, w, refs, progress{}) })
 	return r, nil
 }
 
@@ -227,12 +226,19 @@ func (h *Host) ForkRun(ctx context.Context, tenant, runID, mode string, fromSeq 
 }
 
 // spawn runs fn for r in the background, cancellable by CancelRun and
-// waited for by Close.
+// waited for by Close. A run this process already executes is not started
+// twice, and nothing starts once the host is closing (the run stays
+// running, for the next start to continue).
 func (h *Host) spawn(r *host.Run, fn func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	h.runs.mu.Lock()
 	if h.runs.cancels == nil {
 		h.runs.cancels = map[string]context.CancelFunc{}
+	}
+	if h.runs.closed || h.runs.cancels[r.RunID] != nil {
+		h.runs.mu.Unlock()
+		cancel()
+		return
 	}
 	h.runs.cancels[r.RunID] = cancel
 	h.runs.wg.Add(1)
@@ -249,9 +255,12 @@ func (h *Host) spawn(r *host.Run, fn func(ctx context.Context)) {
 	}()
 }
 
-// stopRuns cancels every run executing here and waits for them.
+// stopRuns cancels every run executing here and waits for them. The runs
+// are left running: the next dispatcher to take the store's dispatch lock
+// continues them (continueRuns).
 func (h *Host) stopRuns() {
 	h.runs.mu.Lock()
+	h.runs.closed = true
 	for _, c := range h.runs.cancels {
 		c()
 	}
@@ -259,21 +268,30 @@ func (h *Host) stopRuns() {
 	h.runs.wg.Wait()
 }
 
-// execute runs w's nodes in order. Every step is an AdvanceRun, which
-// refuses once the run is terminal (cancelled): the run then stops.
-func (h *Host) execute(ctx context.Context, r *host.Run, w *host.OpenwopWorkflow, refs []string) {
+// execute runs w's nodes in order, skipping those p records as completed
+// (their outputs are kept); a node's attempt is numbered from the attempts
+// p records started for it, 0 first. Every step is an AdvanceRun, which
+// refuses once the run is terminal (cancelled): the run then stops. A node
+// cut short because the run's context ended (cancelled, or the host is
+// closing) ends nothing: a cancelled run already is, a run of a closing
+// host stays running and is continued by the next start.
+func (h *Host) execute(ctx context.Context, r *host.Run, w *host.OpenwopWorkflow, refs []string, p progress) {
 	outputs := map[string]json.RawMessage{}
 	for i, n := range w.Nodes {
-		if !h.advance(ctx, r, "", nil, runEvent(host.RunEventNodeStarted, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "pack": refs[i], "attempt": 0})) {
+		if out, done := p.outputs[n.ID]; done {
+			outputs[n.ID] = out
+			continue
+		}
+		attempt := p.started[n.ID]
+		if !h.advance(ctx, r, "", nil, runEvent(host.RunEventNodeStarted, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "pack": refs[i], "attempt": attempt})) {
 			return
 		}
-		inv, err := h.InvokePack(ctx, refs[i], InvokeRequest{Node: n.TypeID, Input: r.Inputs, Tenant: r.Tenant, RunID: r.RunID, NodeID: n.ID, AttemptGiven: true})
+		inv, err := h.InvokePack(ctx, refs[i], InvokeRequest{Node: n.TypeID, Input: r.Inputs, Tenant: r.Tenant, RunID: r.RunID, NodeID: n.ID, Attempt: attempt, AttemptGiven: true})
+		if ctx.Err() != nil && (err != nil || inv.Result.Outcome != abi.Completed) {
+			return
+		}
 		if err != nil {
-			code := RunErrNodeFailed
-			if ctx.Err() != nil { // cancelled (the run refuses this) or the host is closing
-				code = RunErrHostStopped
-			}
-			h.fail(ctx, r, n, &host.RunError{Code: code, Message: fmt.Sprintf("node %s: %v", n.ID, err)})
+			h.fail(ctx, r, n, &host.RunError{Code: RunErrNodeFailed, Message: fmt.Sprintf("node %s: %v", n.ID, err)})
 			return
 		}
 		evs := breaches(n.ID, inv.Attempt.AttemptID, inv.Result)
@@ -289,7 +307,7 @@ func (h *Host) execute(ctx context.Context, r *host.Run, w *host.OpenwopWorkflow
 		case abi.Suspended:
 			evs = append(evs, runEvent(host.RunEventNodeSuspend, n.ID, map[string]any{"nodeId": n.ID, "attemptId": inv.Attempt.AttemptID, "interrupt": res.Interrupt}))
 			h.advance(ctx, r, "", nil, evs...)
-			h.fail(ctx, r, n, &host.RunError{Code: RunErrSuspendNotImplemented, Message: "node " + n.ID + " suspended; resuming an openwop run is not implemented"})
+			h.fail(ctx, r, n, suspendError(n))
 			return
 		}
 		rerr := &host.RunError{Code: RunErrNodeFailed, Message: fmt.Sprintf("node %s %s", n.ID, res.Outcome)}
@@ -302,6 +320,11 @@ func (h *Host) execute(ctx context.Context, r *host.Run, w *host.OpenwopWorkflow
 		return
 	}
 	h.advance(ctx, r, host.RunCompleted, nil, runEvent(host.RunEventCompleted, "", map[string]any{"outputs": outputs}))
+}
+
+// suspendError is why a run whose node n suspended fails.
+func suspendError(n host.OpenwopNode) *host.RunError {
+	return &host.RunError{Code: RunErrSuspendNotImplemented, Message: "node " + n.ID + " suspended; resuming an openwop run is not implemented"}
 }
 
 // breaches are the cap.breached events of an attempt.
@@ -330,6 +353,9 @@ func (h *Host) replayRun(ctx context.Context, r *host.Run, src []host.RunEvent) 
 		json.Unmarshal(e.Payload, &p)
 		n := host.OpenwopNode{ID: p.NodeID, TypeID: p.TypeID}
 		v, err := h.Replay(ctx, p.AttemptID, ReplayOptions{})
+		if ctx.Err() != nil && (err != nil || v.Got.Outcome != abi.Completed) {
+			return // cancelled, or left running for the next start
+		}
 		if err != nil {
 			h.fail(ctx, r, n, &host.RunError{Code: RunErrReplayFailed, Message: fmt.Sprintf("node %s: replay of attempt %s: %v", n.ID, p.AttemptID, err)})
 			return

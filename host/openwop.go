@@ -132,6 +132,10 @@ const (
 	// RunEventReplayDiverged: a replay fork's node did not reproduce
 	// the source run's (openwop spec/v1/replay.md §"Failure surfaces").
 	RunEventReplayDiverged = "replay.diverged"
+	// RunEventResumed: a run left running by a process that stopped is
+	// continued by another (or the same, restarted): its payload names the
+	// node run again, its new attempt number and why.
+	RunEventResumed = "run.resumed"
 )
 
 // Runs stores openwop workflow definitions and runs.
@@ -150,4 +154,8 @@ type Runs interface {
 	AdvanceRun(ctx context.Context, tenant, runID, status string, rerr *RunError, evs []RunEvent) (*Run, error)
 	// RunEvents returns a run's log in order.
 	RunEvents(ctx context.Context, tenant, runID string) ([]RunEvent, error)
+	// UnfinishedRuns returns every tenant's runs that are not terminal
+	// (left running by a process that stopped), oldest first: the
+	// dispatcher continues them when it takes the dispatch lock.
+	UnfinishedRuns(ctx context.Context) ([]*Run, error)
 }

@@ -57,6 +57,11 @@ type Config struct {
 	LockTTL time.Duration
 	// Log receives one line per notable event; may be nil.
 	Log func(msg string, kv ...any)
+	// AfterSweep, when set, is called once Run holds the dispatch lock
+	// and has reclaimed the tasks left running, before it claims any:
+	// the host continues there the work a stopped process left (openwop
+	// runs), so two processes on one store never both continue it.
+	AfterSweep func(ctx context.Context)
 	// CheckIntent checks a follow-up a node stages against the home
 	// (skills, adapter, profile, model: the Host's CheckIntent); may be nil.
 	CheckIntent func(ctx context.Context, in *host.TaskIntent) error

@@ -65,6 +65,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if n > 0 {
 		d.cfg.Log("boot sweep reclaimed tasks left running", "count", n)
 	}
+	if d.cfg.AfterSweep != nil {
+		d.cfg.AfterSweep(ctx)
+	}
 
 	// Renew the lock while running. Should renewal ever fail (a stall
 	// longer than the TTL let another dispatcher take it), workers stop

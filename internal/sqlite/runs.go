@@ -115,6 +115,29 @@ func (s *Store) RunEvents(ctx context.Context, tenant, runID string) ([]host.Run
 	return evs, rows.Err()
 }
 
+// UnfinishedRuns implements host.Runs.
+func (s *Store) UnfinishedRuns(ctx context.Context) ([]*host.Run, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT record FROM openwop_runs WHERE status NOT IN (?, ?, ?) ORDER BY rowid`,
+		host.RunCompleted, host.RunFailed, host.RunCancelled)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*host.Run
+	for rows.Next() {
+		var rec string
+		if err := rows.Scan(&rec); err != nil {
+			return nil, err
+		}
+		var r host.Run
+		if err := json.Unmarshal([]byte(rec), &r); err != nil {
+			return nil, err
+		}
+		out = append(out, &r)
+	}
+	return out, rows.Err()
+}
+
 func writeRun(tx *wtx, r *host.Run, create bool) error {
 	rec, err := json.Marshal(r)
 	if err != nil {

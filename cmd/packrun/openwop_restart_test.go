@@ -1,0 +1,90 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"testing"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/internal/runstest"
+)
+
+// TestOpenwopRunSurvivesSIGKILL: `packrun serve` is killed (SIGKILL) while
+// a run's second node runs; the next serve on the home continues the run:
+// the first node is not run again, the second is run again as attempt 1
+// (here by a pack installed meanwhile that completes), and the run
+// completes.
+func TestOpenwopRunSurvivesSIGKILL(t *testing.T) {
+	hosttest.NeedCommand(t, hosttest.Getenv("WAT2WASM", "wat2wasm"), "wabt not available (apt-get install wabt, or set WAT2WASM)")
+	const greetType, spinType = "vendor.openwop.rust-hello.greet", "vendor.openwop.spin.forever"
+	dir := t.TempDir()
+	h := homeCLI{t, filepath.Join(dir, "home")}
+	key := filepath.Join(dir, "k")
+	h.ok("keys", "generate", "--out", key)
+	h.ok("trust", "add-key", "k", key+".pub", "--namespace", "vendor.openwop.*")
+	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.rust-hello", greetType, 1, greetBody))
+	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.spin", spinType, 1, spinBody))
+	bin := filepath.Join(dir, "packrun")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+
+	s := startServe(t, bin, h.home)
+	s.waitUp(t)
+	base := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())[1]
+	def := `{"workflowId":"greet-then-spin","nodes":[{"id":"greet","typeId":"` + greetType + `"},{"id":"spin","typeId":"` + spinType + `"}]}`
+	if code, body := get(t, "POST", base+"/v1/openwop/workflows", "", def); code != http.StatusCreated {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	code, body := get(t, "POST", base+"/v1/runs", "", `{"workflowId":"greet-then-spin","inputs":{"name":"ada"}}`)
+	var run struct {
+		RunID string `json:"runId"`
+	}
+	if json.Unmarshal([]byte(body), &run); code != http.StatusCreated && code != http.StatusAccepted || run.RunID == "" {
+		t.Fatalf("start run: %d %s", code, body)
+	}
+	b := homeStore(t, h.home)
+	runstest.Wait(t, b, run.RunID, func(r *host.Run, evs []host.RunEvent) bool {
+		return runstest.Count(evs, host.RunEventNodeStarted, "spin") == 1
+	})
+	if err := s.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s.Wait()
+
+	h.ok("uninstall", "vendor.openwop.spin")
+	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.spin-fixed", spinType, 1, greetBody))
+	s2 := startServe(t, bin, h.home)
+	t.Cleanup(func() {
+		s2.Process.Signal(syscall.SIGTERM)
+		s2.Wait()
+	})
+	s2.waitUp(t)
+	r, evs := runstest.Wait(t, b, run.RunID, func(r *host.Run, _ []host.RunEvent) bool { return host.RunTerminal(r.Status) })
+	if r.Status != host.RunCompleted {
+		t.Fatalf("run %s %+v: %v", r.Status, r.Error, evs)
+	}
+	if n := runstest.Count(evs, host.RunEventNodeStarted, "greet"); n != 1 {
+		t.Fatalf("greet started %d times: %v", n, evs)
+	}
+	if n, m := runstest.Count(evs, host.RunEventNodeStarted, "spin"), runstest.Count(evs, host.RunEventNodeDone, "spin"); n != 2 || m != 1 {
+		t.Fatalf("spin started %d and completed %d times: %v", n, m, evs)
+	}
+	var resumed struct {
+		NodeID  string `json:"nodeId"`
+		Attempt int    `json:"attempt"`
+	}
+	for _, e := range evs {
+		if e.Type == host.RunEventResumed {
+			json.Unmarshal(e.Payload, &resumed)
+		}
+	}
+	if resumed.NodeID != "spin" || resumed.Attempt != 1 {
+		t.Fatalf("run.resumed %+v: %v", resumed, evs)
+	}
+}
