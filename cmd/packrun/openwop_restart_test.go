@@ -1,6 +1,9 @@
 package main
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"os/exec"
@@ -21,14 +24,17 @@ import (
 // completes.
 func TestOpenwopRunSurvivesSIGKILL(t *testing.T) {
 	hosttest.NeedCommand(t, hosttest.Getenv("WAT2WASM", "wat2wasm"), "wabt not available (apt-get install wabt, or set WAT2WASM)")
-	const greetType, spinType = "vendor.openwop.rust-hello.greet", "vendor.openwop.spin.forever"
+	greetType, spinType := owRustHello.typeID, owSpin.typeID
 	dir := t.TempDir()
 	h := homeCLI{t, filepath.Join(dir, "home")}
-	key := filepath.Join(dir, "k")
-	h.ok("keys", "generate", "--out", key)
-	h.ok("trust", "add-key", "k", key+".pub", "--namespace", "vendor.openwop.*")
-	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.rust-hello", greetType, 1, greetBody))
-	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.spin", spinType, 1, spinBody))
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := owPublisher{t, dir, priv}
+	h.ok("trust", "add-registry-key", owRegistryKeyID, base64.StdEncoding.EncodeToString(pub), "--namespace", "vendor.openwop.*")
+	h.ok(append([]string{"install"}, p.registryV1(owRustHello)...)...)
+	h.ok(append([]string{"install"}, p.registryV1(owSpin)...)...)
 	bin := filepath.Join(dir, "packrun")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
@@ -57,8 +63,11 @@ func TestOpenwopRunSurvivesSIGKILL(t *testing.T) {
 	}
 	s.Wait()
 
-	h.ok("uninstall", "vendor.openwop.spin")
-	h.ok("install", owPack(t, h, dir, key, "vendor.openwop.spin-fixed", spinType, 1, greetBody))
+	// The spin pack is replaced by one whose node of the same type completes.
+	h.ok("uninstall", owSpin.pack)
+	fixed := owSpin
+	fixed.body = greetBody
+	h.ok(append([]string{"install"}, p.registryV1(fixed)...)...)
 	s2 := startServe(t, bin, h.home)
 	t.Cleanup(func() {
 		s2.Process.Signal(syscall.SIGTERM)
