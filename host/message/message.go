@@ -1,0 +1,101 @@
+// Package message is the agent message model of seeds 000–002 (issue 20):
+// one normalised Message, and a codec per wire format that decodes
+// strictly, validates what its seed says and converts to and from the
+// model. A format is always named by the caller (Format), never guessed.
+//
+// Formats:
+//   - FormatEnvelope (seed 000): the agent message envelope JSON Schema
+//     (draft-07): ULID ids, agent:// URIs, seven intents, prev_truth_state,
+//     an Ed25519 signature, priority 0–10, ttl.
+//   - FormatAgentMessage (seed 001): AgentMessage with {agentId,
+//     instanceId} routing, eleven message types, a typed payload, a
+//     session context, an evidence chain, six validation rules.
+//   - FormatBus (seed 002): the bus envelope {metadata, payload} with
+//     topic-specific payloads.
+package message
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Format names a wire format.
+type Format string
+
+const (
+	FormatEnvelope     Format = "agent-envelope" // seed 000
+	FormatAgentMessage Format = "agent-message"  // seed 001
+	FormatBus          Format = "bus-envelope"   // seed 002
+)
+
+// Formats lists every format, in seed order.
+var Formats = []Format{FormatEnvelope, FormatAgentMessage, FormatBus}
+
+// MaxBytes is the largest message any codec accepts.
+const MaxBytes = 256 << 10
+
+// Message is the normalised agent message every format converts to and
+// from. Fields a format cannot carry stay zero when converting from it;
+// Extra keeps, per format, the fields the model has no place for, so a
+// message converted back to its own format loses nothing.
+type Message struct {
+	ID   string    `json:"id"`
+	Time time.Time `json:"time"`
+	// From and To are the sender and the recipient, as the format writes
+	// them (agent://name, "agentId/instanceId", a service name); To is
+	// empty for a broadcast.
+	From string `json:"from"`
+	To   string `json:"to,omitempty"`
+	// Topic is the bus topic (seed 002) or, for formats without topics,
+	// the intent (seed 000) or message type (seed 001).
+	Topic string `json:"topic"`
+	// Kind is the format's own discriminator: seed 000's intent, seed
+	// 001's message type, seed 002's topic.
+	Kind    string          `json:"kind"`
+	Payload json.RawMessage `json:"payload"`
+	ReplyTo string          `json:"reply_to,omitempty"`
+	// ContextIDs are correlation and session ids (conversation, session,
+	// correlation, causation...), by the name the format gives them.
+	ContextIDs map[string]string `json:"context_ids,omitempty"`
+	// Priority is normalised to 0 (lowest) … 10 (highest); seed 001's
+	// low/normal/high map to 2/5/8.
+	Priority int `json:"priority"`
+	// TTL is how long the message is deliverable; 0: no limit.
+	TTL time.Duration `json:"ttl,omitempty"`
+	// Signature is the sender's Ed25519 signature as the format carries
+	// it (seed 000), PrevHash the hash of the sender's previous message
+	// (seed 000's prev_truth_state).
+	Signature string `json:"signature,omitempty"`
+	PrevHash  string `json:"prev_hash,omitempty"`
+	// Source is the format the message was decoded from.
+	Source Format `json:"source"`
+	// Extra holds the fields of Source the model has no place for.
+	Extra map[string]json.RawMessage `json:"extra,omitempty"`
+}
+
+// Codec decodes and encodes one format.
+type Codec interface {
+	Format() Format
+	// Decode checks b strictly against the format's seed and converts it.
+	// A refusal is a *RuleError naming the JSON path and the seed rule.
+	Decode(b []byte) (*Message, error)
+	// Encode renders m in the format. Lost lists the model fields the
+	// format cannot carry (not dropped silently: the caller reports them).
+	Encode(m *Message) (b []byte, lost []string, err error)
+}
+
+// RuleError is a message refused by its seed's rules.
+type RuleError struct {
+	Format Format
+	Path   string // JSON path of the value at fault ("" for the document)
+	Rule   string // the seed's rule or error code, e.g. "MISSING_REQUIRED_FIELD"
+	Reason string
+}
+
+func (e *RuleError) Error() string {
+	p := e.Path
+	if p == "" {
+		p = "$"
+	}
+	return string(e.Format) + ": " + p + ": " + e.Rule + ": " + e.Reason
+}
