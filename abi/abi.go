@@ -40,6 +40,17 @@ func ServedList() string {
 	return strings.Join(s, ", ")
 }
 
+// ServedMajorsList renders the served majors with the newest minor of
+// each, for messages about a module's openwop_abi_version (which names a
+// major only, as openwop counts it): "1 (packrun:host/v1 up to 1.1)".
+func ServedMajorsList() string {
+	s := make([]string, len(served))
+	for i, v := range served {
+		s[i] = fmt.Sprintf("%d (packrun:host/v%d up to %s)", v.Major, v.Major, v)
+	}
+	return strings.Join(s, ", ")
+}
+
 // Import module names the host serves.
 const (
 	// ModuleOpenwop is the openwop RFC 0008 import namespace.

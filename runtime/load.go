@@ -221,7 +221,7 @@ func (r *Runtime) load(ctx context.Context, wasm []byte, opts LoadOptions) (*Mod
 	}
 	if !abi.Serves(m.info.ABIVersion) { // a cache entry from another build
 		cm.Close(ctx)
-		return nil, refuse(CodeUnsupportedABI, "module is built for ABI version %d; this host serves %s", m.info.ABIVersion, abi.ServedList())
+		return nil, refuse(CodeUnsupportedABI, "module is built for ABI version %d (its openwop_abi_version); this host serves ABI version %s", m.info.ABIVersion, abi.ServedMajorsList())
 	}
 	m.pool = newPool(m, r.cfg.poolSize)
 	if err := r.track(m); err != nil {
@@ -544,7 +544,7 @@ func (m *Module) describe(ctx context.Context) error {
 	}
 	ver := int(int32(out[0]))
 	if !abi.Serves(ver) {
-		return refuse(CodeUnsupportedABI, "module is built for ABI version %d; this host serves %s", ver, abi.ServedList())
+		return refuse(CodeUnsupportedABI, "module is built for ABI version %d (its openwop_abi_version); this host serves ABI version %s", ver, abi.ServedMajorsList())
 	}
 	m.info.ABIVersion = ver
 
