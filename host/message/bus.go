@@ -7,8 +7,10 @@ import (
 	"math"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Bus is the codec of seed 002: the bus envelope {metadata, payload}.
@@ -50,9 +52,15 @@ func (b Bus) Decode(data []byte) (*Message, error) {
 	if len(data) > MaxBytes {
 		return nil, busErr("", "max_bytes", "message is %d bytes, the limit is %d", len(data), MaxBytes)
 	}
+	if !utf8.Valid(data) {
+		return nil, busErr("", "utf-8", "not valid UTF-8")
+	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil || top == nil {
 		return nil, busErr("", "json", "not a JSON object")
+	}
+	if err := busDuplicates(json.NewDecoder(bytes.NewReader(data)), nil); err != nil {
+		return nil, err
 	}
 	if err := busOnly("", top, "metadata", "payload"); err != nil {
 		return nil, err
@@ -95,6 +103,9 @@ func (b Bus) Decode(data []byte) (*Message, error) {
 // a message the bus format cannot express (a topic without a dot, a
 // payload missing its topic's fields) is refused.
 func (b Bus) Encode(m *Message) ([]byte, []string, error) {
+	if m == nil {
+		return nil, nil, busErr("", "required", "no message")
+	}
 	var lost []string
 	for _, f := range []struct {
 		name string
@@ -213,6 +224,49 @@ func busPayload(raw json.RawMessage) (map[string]any, error) {
 	}
 	return p, nil
 }
+
+// busDuplicates refuses a member written twice in one object (encoding/json
+// would keep the last silently). It runs on a document json.Unmarshal has
+// accepted, so its nesting depth is already bounded; at holds the path
+// segments, joined only for an error.
+func busDuplicates(dec *json.Decoder, at []string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return busErr(busPath(at), "json", "not valid JSON")
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]struct{}{}
+		for dec.More() {
+			k, err := dec.Token()
+			key, ok := k.(string)
+			if err != nil || !ok {
+				return busErr(busPath(at), "json", "not valid JSON")
+			}
+			if _, dup := seen[key]; dup {
+				return busErr(busPath(append(at, "."+key)), "duplicate_key", "member written twice")
+			}
+			seen[key] = struct{}{}
+			if err := busDuplicates(dec, append(at, "."+key)); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if err := busDuplicates(dec, append(at, "["+strconv.Itoa(i)+"]")); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+	}
+	if err != nil {
+		return busErr(busPath(at), "json", "not valid JSON")
+	}
+	return nil
+}
+
+func busPath(at []string) string { return "$" + strings.Join(at, "") }
 
 // busOnly refuses members other than allowed.
 func busOnly(path string, m map[string]json.RawMessage, allowed ...string) error {

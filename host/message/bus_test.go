@@ -236,6 +236,15 @@ func TestBusOversizedAndGarbage(t *testing.T) {
 	big := busMutate(t, busExamples(t)["crisis.detection"], "payload.context.recent_message", strings.Repeat("a", MaxBytes))
 	_, err := Bus{}.Decode(big)
 	busWantRule(t, err, "", "max_bytes")
+	dup := strings.Replace(string(busExamples(t)["crisis.detection"]), `"crisis_id": "crisis-789",`, `"crisis_id": "crisis-789", "crisis_id": "crisis-790",`, 1)
+	_, err = Bus{}.Decode([]byte(dup))
+	busWantRule(t, err, "$.payload.crisis_id", "duplicate_key")
+	bin := strings.Replace(string(busExamples(t)["crisis.detection"]), "crisis-789", "crisis-\xff", 1)
+	_, err = Bus{}.Decode([]byte(bin))
+	busWantRule(t, err, "", "utf-8")
+	if _, _, err := (Bus{}).Encode(nil); err == nil {
+		t.Fatal("nil message encoded")
+	}
 	for _, b := range []string{"", "null", "[]", "{", `{"metadata":null,"payload":{}}`} {
 		if _, err := (Bus{}).Decode([]byte(b)); err == nil {
 			t.Fatalf("%q accepted", b)
@@ -325,5 +334,16 @@ func busWantRule(t *testing.T, err error, path, rule string) {
 	}
 	if re.Path != path || re.Rule != rule || re.Format != FormatBus || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("want %s at %q, got %v", rule, path, err)
+	}
+}
+
+// BenchmarkDecodeBus decodes the seed's largest example (learning.coordination).
+func BenchmarkDecodeBus(b *testing.B) {
+	data := busExamples(b)["learning.coordination"]
+	b.SetBytes(int64(len(data)))
+	for i := 0; i < b.N; i++ {
+		if _, err := (Bus{}).Decode(data); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
