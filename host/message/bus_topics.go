@@ -76,8 +76,7 @@ func busAgencyInitiative(o *busObj, _ string) {
 	t.optTime("optimal_execution_time")
 	t.optTime("expiration_time")
 	t.optNum("flexibility", 0, 1)
-	o.obj("context")
-	o.obj("initiative_content")
+	o.objs("context", "initiative_content")
 	cp := o.obj("coordination_parameters")
 	if ep := cp.optObj("execution_parameters"); ep != nil {
 		for _, k := range []string{"interruption_threshold", "persistence", "adaptability"} {
@@ -102,9 +101,7 @@ func busExpressionCoordination(o *busObj, _ string) {
 		tr.enum("transition_curve", false, "natural_sigmoid", "linear", "exponential")
 		tr.optNum("transition_speed", 0, 1)
 	}
-	o.obj("modality_expressions")
-	o.obj("coherence_constraints")
-	o.obj("adaptive_parameters")
+	o.objs("modality_expressions", "coherence_constraints", "adaptive_parameters")
 }
 
 func busLearningCoordination(o *busObj, _ string) {
@@ -118,8 +115,7 @@ func busLearningCoordination(o *busObj, _ string) {
 			e.optNum("rating", 1, 5)
 		}
 	}
-	o.obj("module_learning_directives")
-	o.obj("coordination_requirements")
+	o.objs("module_learning_directives", "coordination_requirements")
 }
 
 // busPersonalityDecision: the seed documents version 1.1, which adds
@@ -163,17 +159,14 @@ func busConversationEvents(o *busObj, _ string) {
 	if d := a.optObj("conversation_dynamics"); d != nil {
 		d.optNum("depth", 0, 1)
 	}
-	o.obj("personality_feedback")
-	o.obj("emotion_feedback")
-	o.obj("learning_signals")
+	o.objs("personality_feedback", "emotion_feedback", "learning_signals")
 }
 
 func busConditioningRequest(o *busObj, _ string) {
 	o.str("request_id")
 	o.str("conversation_id")
 	busChatMessage(o.obj("user_message"))
-	o.obj("conversation_context")
-	o.obj("detected_user_state")
+	o.objs("conversation_context", "detected_user_state")
 	r := o.obj("response_parameters")
 	r.optStrs("required_conditioning")
 	r.optNum("response_deadline_ms", 0, busNoLimit)
@@ -230,6 +223,13 @@ func (o *busObj) optNum(name string, lo, hi float64) {
 }
 func (o *busObj) obj(name string) *busObj    { return o.object(name, true) }
 func (o *busObj) optObj(name string) *busObj { return o.object(name, false) }
+
+// objs requires each of names to be an object.
+func (o *busObj) objs(names ...string) {
+	for _, n := range names {
+		o.object(n, true)
+	}
+}
 
 func (o *busObj) string(name string, required bool) string {
 	v, ok := o.get(name, required)
