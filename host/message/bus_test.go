@@ -285,12 +285,20 @@ func FuzzDecodeBus(f *testing.F) {
 			}
 			return
 		}
-		out, _, err := Bus{}.Encode(m)
-		if err != nil {
-			t.Fatalf("accepted message does not encode: %v", err)
+		out, lost, err := Bus{}.Encode(m)
+		if err != nil || len(lost) != 0 {
+			t.Fatalf("accepted message does not encode: %v, lost %v", err, lost)
 		}
-		if _, err := (Bus{}).Decode(out); err != nil {
+		back, err := Bus{}.Decode(out)
+		if err != nil {
 			t.Fatalf("encoded message refused: %v", err)
+		}
+		if !back.Time.Equal(m.Time) {
+			t.Fatalf("time changed: %v %v", m.Time, back.Time)
+		}
+		back.Time = m.Time
+		if !reflect.DeepEqual(back, m) {
+			t.Fatalf("round trip changed the message:\n%+v\n%+v", m, back)
 		}
 	})
 }
