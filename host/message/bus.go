@@ -122,8 +122,12 @@ func (b Bus) Encode(m *Message) ([]byte, []string, error) {
 				return nil, nil, busErr("$.metadata.version", "type", "extra version is not a string")
 			}
 		}
-	} else if len(m.Extra) > 0 {
-		lost = append(lost, "extra")
+	}
+	for k := range m.Extra {
+		if m.Source != FormatBus || k != "version" {
+			lost = append(lost, "extra")
+			break
+		}
 	}
 	payload := m.Payload
 	if len(bytes.TrimSpace(payload)) == 0 {

@@ -260,8 +260,9 @@ func TestBusEncodeListsLost(t *testing.T) {
 	m.To, m.ReplyTo, m.Signature, m.PrevHash = "agent://x", "01H", "sig", "hash"
 	m.Priority, m.TTL = 3, time.Minute
 	m.ContextIDs = map[string]string{"session": "s"}
+	m.Extra["intent"] = json.RawMessage(`"query"`)
 	_, lost, err := Bus{}.Encode(m)
-	want := []string{"to", "reply_to", "signature", "prev_hash", "priority", "ttl", "context_ids"}
+	want := []string{"to", "reply_to", "signature", "prev_hash", "extra", "priority", "ttl", "context_ids"}
 	if err != nil || !reflect.DeepEqual(lost, want) {
 		t.Fatalf("lost %v err %v, want %v", lost, err, want)
 	}
