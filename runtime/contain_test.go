@@ -32,6 +32,9 @@ func TestContainInvoke(t *testing.T) {
 		outcome abi.Outcome
 		code    string // the error code of a failed outcome
 		breach  string
+		// timeout, if set, replaces the 500 ms limit: the floods get time
+		// to reach their host-memory limit on a loaded machine.
+		timeout time.Duration
 		check   func(t *testing.T, res *Result)
 	}{
 		{fixture: "reenter_alloc", outcome: abi.Failed, code: abi.CodeHostReentered, check: func(t *testing.T, res *Result) {
@@ -40,12 +43,12 @@ func TestContainInvoke(t *testing.T) {
 			}
 		}},
 		{fixture: "interrupt_in_alloc", outcome: abi.Failed, code: abi.CodeHostReentered},
-		{fixture: "variable_flood", outcome: abi.Failed, code: abi.CodeCapBreached, breach: abi.CapHostMemory, check: func(t *testing.T, res *Result) {
+		{fixture: "variable_flood", timeout: 10 * time.Second, outcome: abi.Failed, code: abi.CodeCapBreached, breach: abi.CapHostMemory, check: func(t *testing.T, res *Result) {
 			if e := res.Breach(); e.Limit != 16<<20 || e.Observed <= 16<<20 || e.Observed > 17<<20+1024 {
 				t.Errorf("event %+v, want limit 16 MiB, observed within one value of it", e)
 			}
 		}},
-		{fixture: "channel_flood", outcome: abi.Failed, code: abi.CodeCapBreached, breach: abi.CapHostMemory},
+		{fixture: "channel_flood", timeout: 10 * time.Second, outcome: abi.Failed, code: abi.CodeCapBreached, breach: abi.CapHostMemory},
 		{fixture: "table_grow", outcome: abi.Completed, check: func(t *testing.T, res *Result) {
 			if string(res.Output) != `{"grown":-1}` {
 				t.Errorf("output %s: a table.grow of 2^27 entries succeeded", res.Output)
@@ -62,7 +65,11 @@ func TestContainInvoke(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.fixture, func(t *testing.T) {
-			m, err := r.Load(context.Background(), fixture(t, "testdata/hostile/"+c.fixture+".wasm"), LoadOptions{Name: c.fixture, Limits: limits})
+			l := limits
+			if c.timeout != 0 {
+				l.Timeout = c.timeout
+			}
+			m, err := r.Load(context.Background(), fixture(t, "testdata/hostile/"+c.fixture+".wasm"), LoadOptions{Name: c.fixture, Limits: l})
 			if err != nil {
 				t.Fatal(err)
 			}
