@@ -363,14 +363,7 @@ func (c AgentMessage) Encode(m *Message) ([]byte, []string, error) {
 	if kind == "response" && doc["evidence"] == nil {
 		doc["evidence"] = map[string]any{"sources": []any{}, "confidence": 0, "citations": []any{}, "provenance": []any{}}
 	}
-	b, err := encodeJSON(doc)
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := c.Decode(b); err != nil {
-		return nil, nil, err
-	}
-	return b, lost, nil
+	return checked(c, doc, lost)
 }
 
 // amID writes the model id as a seed 001 id: a seed 000 ULID (128 bits)

@@ -143,3 +143,16 @@ func encodeJSON(doc map[string]any) ([]byte, error) {
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
+
+// checked renders doc and decodes it with c: an encoder's output must be
+// a message its own decoder accepts.
+func checked(c Codec, doc map[string]any, lost []string) ([]byte, []string, error) {
+	b, err := encodeJSON(doc)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := c.Decode(b); err != nil {
+		return nil, nil, err
+	}
+	return b, lost, nil
+}

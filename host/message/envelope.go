@@ -273,14 +273,7 @@ func (c Envelope) Encode(m *Message) ([]byte, []string, error) {
 		lost = append(lost, "reply_to")
 	}
 	lost = append(lost, extraInto(doc, m, FormatEnvelope, envModelKeys)...)
-	b, err := encodeJSON(doc)
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := c.Decode(b); err != nil {
-		return nil, nil, err
-	}
-	return b, lost, nil
+	return checked(c, doc, lost)
 }
 
 // envFromKind maps seed 001's message types onto intents (RATIONALE.md);
