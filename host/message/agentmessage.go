@@ -342,6 +342,9 @@ func (c AgentMessage) Encode(m *Message) ([]byte, []string, error) {
 	kind, l := amKind(m.Kind)
 	doc["type"] = kind
 	lost = append(lost, l...)
+	if m.Topic != "" && m.Topic != kind {
+		lost = append(lost, "topic")
+	}
 	content, err := decodeRaw(m.Payload)
 	if err != nil {
 		return nil, nil, amFail("$.payload.content", amRuleTypes, "the model's payload is not JSON")

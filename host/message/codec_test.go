@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // seedExamples reads every example of a seed from testdata.
@@ -315,6 +316,7 @@ func TestEnvelopeToAgentMessageListsWhatIsLost(t *testing.T) {
 		"id (ULID 01ARZ3NDEKTSV4RRFFQ69G5FAV written as msg-01563e3a-b5d3-d676-4c61-efb99302bd5b)",
 		"priority (7 written as high)",
 		"kind (flag written as type event)",
+		"topic",
 		"context_ids.context_id",
 		"extra.emotional", "extra.trinary_state",
 		"signature", "prev_hash",
@@ -357,5 +359,30 @@ func TestULIDAsUUID(t *testing.T) {
 	}
 	if _, ok := ulidUUID("8ZZZZZZZZZZZZZZZZZZZZZZZZZ"); ok {
 		t.Error("a ULID above 128 bits accepted")
+	}
+}
+
+func TestEnvelopeEncodeListsWhatIsLost(t *testing.T) {
+	m := &Message{
+		ID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", From: "agent://guardian", Kind: "response", Topic: "x",
+		Payload: json.RawMessage(`{"ok":true}`), ReplyTo: "01ARZ3NDEKTSV4RRFFQ69G5FAA",
+		ContextIDs: map[string]string{"sessionId": "s-1", "context_id": "branch-a"},
+		Priority:   5, TTL: 1500 * time.Millisecond, PrevHash: strings.Repeat("ab", 32),
+		Source: FormatBus, Extra: map[string]json.RawMessage{"metadata": json.RawMessage(`{}`)},
+	}
+	b, lost, err := Envelope{}.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ttl (fraction of a second)", "context_ids.sessionId", "kind (response written as intent ack)", "reply_to", "topic", "extra.metadata"}
+	if !reflect.DeepEqual(lost, want) {
+		t.Errorf("lost = %q, want %q", lost, want)
+	}
+	got, err := Envelope{}.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Kind != "ack" || got.TTL != time.Second || got.ContextIDs["context_id"] != "branch-a" || got.Priority != 5 {
+		t.Errorf("encoded wrongly: %s", b)
 	}
 }

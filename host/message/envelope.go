@@ -272,6 +272,9 @@ func (c Envelope) Encode(m *Message) ([]byte, []string, error) {
 	if m.ReplyTo != "" {
 		lost = append(lost, "reply_to")
 	}
+	if m.Topic != "" && m.Topic != doc["intent"] {
+		lost = append(lost, "topic")
+	}
 	lost = append(lost, extraInto(doc, m, FormatEnvelope, envModelKeys)...)
 	return checked(c, doc, lost)
 }
