@@ -3,12 +3,16 @@ package host
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
+	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host/schema"
 )
 
@@ -92,6 +96,39 @@ type AgentRecord struct {
 	Agent        AgentIdentity      `json:"agent"`
 	Wallets      []WalletIdentity   `json:"wallets,omitempty"`
 	Constitution *AgentConstitution `json:"constitution,omitempty"`
+	// Messaging, when set, is how the agent's messages are checked on the
+	// bus (issue 20): its key and the topics it may publish.
+	Messaging *MessagingIdentity `json:"messaging,omitempty"`
+}
+
+// MessagingIdentity is an agent's identity on the message bus. The
+// agent's messages are those whose sender (seed 000's agent://<name>,
+// seed 001's from.agentId, seed 002's metadata.source) is its agent_id.
+type MessagingIdentity struct {
+	// PublicKey is the agent's Ed25519 public key: "ed25519:" and the
+	// standard base64 of its 32 bytes. Every message of an agent with a
+	// key must carry a valid signature (seed 000's Ed25519 signature over
+	// the message's canonical form).
+	PublicKey string `json:"public_key,omitempty"`
+	// Topics are the topic patterns the agent may publish ("crisis.*",
+	// "*"); empty: any topic.
+	Topics []string `json:"topics,omitempty"`
+}
+
+// Ed25519Key decodes PublicKey; ok is false when there is none.
+func (m *MessagingIdentity) Ed25519Key() (key ed25519.PublicKey, ok bool, err error) {
+	if m == nil || m.PublicKey == "" {
+		return nil, false, nil
+	}
+	b64, found := strings.CutPrefix(m.PublicKey, "ed25519:")
+	if !found {
+		return nil, false, fmt.Errorf(`must be "ed25519:" and the base64 of the key`)
+	}
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(raw) != ed25519.PublicKeySize {
+		return nil, false, fmt.Errorf("must be the base64 of a %d-byte Ed25519 key", ed25519.PublicKeySize)
+	}
+	return ed25519.PublicKey(raw), true, nil
 }
 
 // ContextPolicy is SubagentProfile.context_policy.
@@ -195,6 +232,7 @@ func DecodeAgentRecord(b []byte) (*AgentRecord, error) {
 		Agent        json.RawMessage   `json:"agent"`
 		Wallets      []json.RawMessage `json:"wallets"`
 		Constitution json.RawMessage   `json:"constitution"`
+		Messaging    json.RawMessage   `json:"messaging"`
 	}
 	if err := strictDecode(op, b, &parts); err != nil {
 		return nil, err
@@ -230,6 +268,20 @@ func DecodeAgentRecord(b []byte) (*AgentRecord, error) {
 		}
 		if rec.Constitution.AgentID != a.AgentID {
 			return nil, Invalid(op, "constitution.agent_id", "is %q, not the agent's %q", rec.Constitution.AgentID, a.AgentID)
+		}
+	}
+	if len(parts.Messaging) > 0 && string(parts.Messaging) != "null" {
+		rec.Messaging = &MessagingIdentity{}
+		if err := strictDecode(op, parts.Messaging, rec.Messaging); err != nil {
+			return nil, Invalid(op, "messaging", "%v", err)
+		}
+		if _, _, err := rec.Messaging.Ed25519Key(); err != nil {
+			return nil, Invalid(op, "messaging.public_key", "%v", err)
+		}
+		for i, p := range rec.Messaging.Topics {
+			if err := abi.CheckTopicPattern(p); err != nil {
+				return nil, Invalid(op, indexField("messaging.topics", i), "%v", err)
+			}
 		}
 	}
 	return rec, nil

@@ -16,6 +16,7 @@ type Backend interface {
 	Sensors
 	Workflows
 	Runs
+	Messages
 	// Close flushes acknowledged writes and releases the backend.
 	Close() error
 }

@@ -361,6 +361,14 @@ type FinishInput struct {
 	// "task:<id>"); an event whose proposed_task routes nowhere is
 	// recorded as refused. Otherwise they are dropped.
 	SensorEvents []SensorEvent
+	// Messages are the messages the attempt published (message_publish,
+	// and its outcome's external_messages in a message format), decoded
+	// and validated. When the task completes they are accepted in the
+	// same transaction, in order, as Messages.PublishMessage does; one
+	// the bus refuses (out of its sender's chain, an id reused with other
+	// content) is left out with a message_refused event. Otherwise they
+	// are dropped.
+	Messages []MessageInput
 	// Bundle, when set with Record, is the data of the bundle_compiled
 	// event appended just before the attempt (what the attempt ran as:
 	// task, attempt, agent, profile, constitution and bundle hashes).

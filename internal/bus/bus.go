@@ -1,0 +1,357 @@
+// Package bus prepares agent messages for the host's bus (issue 20): it
+// reads a request (which format, which document, which signature),
+// decodes the document with its seed's codec (internal/message), checks
+// the topic against the publisher's patterns, computes the message's
+// canonical form and hash, verifies the signature against the sender's
+// registered key, and hands the store a host.MessageInput. It also renders
+// a stored message in any format. No storage of its own.
+package bus
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"mime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/message"
+	"github.com/packrun/packrun/internal/strictjson"
+)
+
+// Rules of the bus's own refusals (RuleError.Rule), beside the seeds'.
+const (
+	RuleFormat       = "FORMAT_REQUIRED"    // the request names no known format
+	RuleRequest      = "INVALID_REQUEST"    // the publish wrapper is malformed
+	RuleTopic        = "TOPIC_NOT_ALLOWED"  // the publisher may not use the topic (HTTP 403)
+	RuleSigRequired  = "SIGNATURE_REQUIRED" // the sender has a key and the message no signature
+	RuleSigInvalid   = "SIGNATURE_INVALID"  // the signature does not verify against the sender's key
+	RuleSigMalformed = "SIGNATURE_MALFORMED"
+)
+
+// Profiles are the Content-Type profile values naming each format (the
+// format's own name), e.g. "application/json; profile=bus-envelope".
+func parseFormat(s string) (message.Format, bool) {
+	f := message.Format(s)
+	return f, slices.Contains(message.Formats, f)
+}
+
+func codec(f message.Format) message.Codec {
+	switch f {
+	case message.FormatEnvelope:
+		return message.Envelope{}
+	case message.FormatAgentMessage:
+		return message.AgentMessage{}
+	case message.FormatBus:
+		return message.Bus{}
+	}
+	return nil
+}
+
+// Request is one message to publish, as a client or a module hands it
+// over: its format, its wire document and (for formats that cannot carry
+// one) its signature.
+type Request struct {
+	Format    message.Format
+	Document  json.RawMessage
+	Signature string
+}
+
+// wrapper is the publish form: {"format","message","signature"}.
+type wrapper struct {
+	Format    string          `json:"format"`
+	Message   json.RawMessage `json:"message"`
+	Signature string          `json:"signature,omitempty"`
+}
+
+func fail(f message.Format, path, rule, reason string) *message.RuleError {
+	return &message.RuleError{Format: f, Path: path, Rule: rule, Reason: reason}
+}
+
+// formatHelp says how a request names its format.
+const formatHelp = `name the format: Content-Type: application/json; profile=agent-envelope|agent-message|bus-envelope, or a body {"format":…,"message":{…}}`
+
+// ParseRequest reads a publish request. A Content-Type whose profile
+// parameter names a format makes body the document itself; otherwise
+// body is the publish form {"format":F,"message":{…},"signature":"…"}.
+// The format is never guessed from the document.
+func ParseRequest(contentType string, body []byte) (*Request, error) {
+	if len(body) > message.MaxBytes+4<<10 {
+		return nil, fail("", "", message.RuleTooLarge, "request is larger than the message limit")
+	}
+	if contentType != "" {
+		_, params, err := mime.ParseMediaType(contentType)
+		if err == nil && params["profile"] != "" {
+			f, ok := parseFormat(params["profile"])
+			if !ok {
+				return nil, fail("", "", RuleFormat, "unknown profile "+clip(params["profile"])+": "+formatHelp)
+			}
+			return &Request{Format: f, Document: body}, nil
+		}
+	}
+	if err := strictjson.Check(body, 64); err != nil {
+		return nil, fail("", "", message.RuleJSON, "not one JSON document: "+formatHelp)
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	var w wrapper
+	if err := d.Decode(&w); err != nil {
+		if name, ok := host.UnknownField(err); ok {
+			return nil, fail("", "$."+clip(name), RuleRequest, "unknown field (the publish form is format, message, signature): "+formatHelp)
+		}
+		return nil, fail("", "", RuleRequest, "not the publish form: "+formatHelp)
+	}
+	if w.Format == "" {
+		return nil, fail("", "$.format", RuleFormat, formatHelp)
+	}
+	f, ok := parseFormat(w.Format)
+	if !ok {
+		return nil, fail("", "$.format", RuleFormat, "unknown format "+clip(w.Format)+": "+formatHelp)
+	}
+	if len(w.Message) == 0 || w.Message[0] != '{' {
+		return nil, fail(f, "$.message", RuleRequest, "must be the message document (a JSON object)")
+	}
+	return &Request{Format: f, Document: w.Message, Signature: w.Signature}, nil
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// Options say who publishes and under which policy.
+type Options struct {
+	Tenant string
+	// Origin is "api", "task:<id>" or "outbox:<task id>".
+	Origin string
+	// Now is when the message is handed over (latency and ttl are
+	// counted from the message's own time).
+	Now time.Time
+	// Direction is the MessageLog direction: "received" from outside,
+	// "sent" by a task.
+	Direction string
+	// Topics, when not nil, are the patterns the publisher may use (a
+	// pack's messages grant); any other topic is refused (RuleTopic).
+	Topics []string
+	// Identity returns the sender's registered messaging identity (nil,
+	// nil when the sender is not a registered agent with one). An
+	// identity with a key requires a valid signature; one with topics
+	// limits the topics the sender may publish.
+	Identity func(ctx context.Context, sender string) (*host.MessagingIdentity, error)
+}
+
+// Sender is the identity a message's chain and signature key belong to:
+// seed 000's agent://<name> is <name>, seed 001's agentId/instanceId is
+// agentId, seed 002's source is itself.
+func Sender(m *message.Message) string {
+	switch m.Source {
+	case message.FormatEnvelope:
+		return strings.TrimPrefix(m.From, "agent://")
+	case message.FormatAgentMessage:
+		a, _, _ := strings.Cut(m.From, "/")
+		return a
+	}
+	return m.From
+}
+
+// Hash is the lowercase hex SHA-256 of a canonical form.
+func Hash(canonical []byte) string {
+	sum := sha256.Sum256(canonical)
+	return hex.EncodeToString(sum[:])
+}
+
+// Sign signs doc's canonical form with key: the standard base64 of the
+// Ed25519 signature, as seed 000's signature property carries it.
+func Sign(key ed25519.PrivateKey, doc []byte) (string, error) {
+	c, err := Canonical(doc)
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(ed25519.Sign(key, c)), nil
+}
+
+// SignEnvelope returns a seed 000 envelope with its signature property set.
+func SignEnvelope(key ed25519.PrivateKey, doc []byte) ([]byte, error) {
+	sig, err := Sign(key, doc)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &m); err != nil {
+		return nil, err
+	}
+	m["signature"], _ = json.Marshal(sig)
+	return json.Marshal(m)
+}
+
+// Prepare decodes r with its format's codec and makes it a MessageInput:
+// a refusal is a *message.RuleError naming the JSON path and the rule.
+// The sender chain and duplicates are the store's to check.
+func Prepare(ctx context.Context, r *Request, o Options) (*host.MessageInput, error) {
+	c := codec(r.Format)
+	if c == nil {
+		return nil, fail(r.Format, "", RuleFormat, formatHelp)
+	}
+	m, err := c.Decode(r.Document)
+	if err != nil {
+		return nil, err
+	}
+	if err := abi.CheckTopic(m.Topic); err != nil {
+		return nil, fail(r.Format, topicPath(r.Format), RuleTopic, err.Error())
+	}
+	if o.Topics != nil && !abi.MatchAnyTopic(o.Topics, m.Topic) {
+		return nil, fail(r.Format, topicPath(r.Format), RuleTopic, "topic "+m.Topic+" is not in the publisher's messages grant")
+	}
+	canon, err := Canonical(r.Document)
+	if err != nil {
+		return nil, fail(r.Format, "", message.RuleJSON, err.Error())
+	}
+	sig := m.Signature
+	if r.Signature != "" {
+		if sig != "" && sig != r.Signature {
+			return nil, fail(r.Format, "$.signature", RuleSigMalformed, "the document and the request carry different signatures")
+		}
+		sig = r.Signature
+	}
+	sender := Sender(m)
+	var signedBy string
+	if o.Identity != nil {
+		id, err := o.Identity(ctx, sender)
+		if err != nil {
+			return nil, err
+		}
+		if id != nil {
+			if id.Topics != nil && !abi.MatchAnyTopic(id.Topics, m.Topic) {
+				return nil, fail(r.Format, topicPath(r.Format), RuleTopic, "agent "+sender+" may not publish topic "+m.Topic)
+			}
+			key, ok, err := id.Ed25519Key()
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				if err := verify(r.Format, key, sig, canon, sender); err != nil {
+					return nil, err
+				}
+				signedBy = sender
+			}
+		}
+	}
+	m.Signature = sig
+	model, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := compact(r.Document)
+	if err != nil {
+		return nil, fail(r.Format, "", message.RuleJSON, "not valid JSON")
+	}
+	in := &host.MessageInput{
+		Tenant: o.Tenant, Origin: o.Origin, Format: string(r.Format), Document: doc, Model: model,
+		Hash: Hash(canon), MessageID: m.ID, Sender: sender, To: m.To, Topic: m.Topic, Kind: m.Kind,
+		ReplyTo: m.ReplyTo, Priority: m.Priority, PrevHash: m.PrevHash, SignedBy: signedBy,
+		Log: messageLog(m, o),
+	}
+	if m.TTL > 0 {
+		in.ExpiresAt = m.Time.Add(m.TTL)
+	}
+	return in, nil
+}
+
+func verify(f message.Format, key ed25519.PublicKey, sig string, canon []byte, sender string) error {
+	if sig == "" {
+		return fail(f, "$.signature", RuleSigRequired, "agent "+sender+" has a registered key: its messages must be signed (Ed25519 over the JCS form without signature)")
+	}
+	raw, err := base64.StdEncoding.DecodeString(sig)
+	if err != nil || len(raw) != ed25519.SignatureSize {
+		return fail(f, "$.signature", RuleSigMalformed, "must be the standard base64 of a 64-byte Ed25519 signature")
+	}
+	if !ed25519.Verify(key, canon, raw) {
+		return fail(f, "$.signature", RuleSigInvalid, "does not verify against agent "+sender+"'s key over the message's canonical form")
+	}
+	return nil
+}
+
+func topicPath(f message.Format) string {
+	switch f {
+	case message.FormatEnvelope:
+		return "$.intent"
+	case message.FormatAgentMessage:
+		return "$.type"
+	}
+	return "$.metadata.message_type"
+}
+
+func compact(doc []byte) (json.RawMessage, error) {
+	var b bytes.Buffer
+	if err := json.Compact(&b, doc); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// messageLog fills seed 001's MessageLog fields: latency from the
+// message's time to now, the evidence count and confidence its payload or
+// evidence carries.
+func messageLog(m *message.Message, o Options) host.MessageLog {
+	l := host.MessageLog{Direction: o.Direction, Status: "success"}
+	if l.Direction == "" {
+		l.Direction = "received"
+	}
+	if !m.Time.IsZero() && !o.Now.IsZero() && o.Now.After(m.Time) {
+		l.LatencyMs = o.Now.Sub(m.Time).Milliseconds()
+	}
+	var ev struct {
+		Sources    []json.RawMessage `json:"sources"`
+		Confidence *float64          `json:"confidence"`
+	}
+	if raw, ok := m.Extra["evidence"]; ok && json.Unmarshal(raw, &ev) == nil {
+		l.EvidenceCount, l.Confidence = len(ev.Sources), ev.Confidence
+	}
+	var p struct {
+		Confidence    *float64          `json:"confidence"`
+		EvidenceChain []json.RawMessage `json:"evidence_chain"`
+		Evidence      []json.RawMessage `json:"evidence"`
+	}
+	if json.Unmarshal(m.Payload, &p) == nil {
+		if l.Confidence == nil && p.Confidence != nil {
+			l.Confidence = p.Confidence
+		}
+		if l.EvidenceCount == 0 {
+			l.EvidenceCount = max(len(p.EvidenceChain), len(p.Evidence))
+		}
+	}
+	return l
+}
+
+// Render writes a stored message in format f: its own format gives back
+// the document as accepted; another is converted from the model, and lost
+// lists what f cannot carry.
+func Render(rec *host.MessageRecord, f message.Format) (doc []byte, lost []string, err error) {
+	if string(f) == rec.Format {
+		return rec.Document, nil, nil
+	}
+	c := codec(f)
+	if c == nil {
+		return nil, nil, fail(f, "", RuleFormat, "unknown format: want agent-envelope, agent-message or bus-envelope")
+	}
+	var m message.Message
+	if err := json.Unmarshal(rec.Model, &m); err != nil {
+		return nil, nil, err
+	}
+	return c.Encode(&m)
+}
+
+// Codec returns the codec of f (nil for an unknown format).
+func Codec(f message.Format) message.Codec { return codec(f) }
+
+// ParseFormat names a format by its name.
+func ParseFormat(s string) (message.Format, bool) { return parseFormat(s) }
