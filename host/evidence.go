@@ -278,6 +278,9 @@ const (
 	BreakArtifactHash    = "artifact_hash"     // the artifact record no longer matches its event
 	BreakArtifactMissing = "artifact_missing"
 	BreakArtifactUnchain = "artifact_unchained"
+	BreakMessageHash     = "message_hash" // the stored message no longer matches its message_accepted event
+	BreakMessageMissing  = "message_missing"
+	BreakMessageUnchain  = "message_unchained"
 	BreakCheckpoint      = "checkpoint"   // the head checkpoint is unreadable or not signed by the host key
 	BreakHeadRewound     = "head_rewound" // the chain ends before, or differs at, an anchored head: newest events were removed or rewritten
 )
@@ -296,6 +299,7 @@ type ChainBreak struct {
 	Type       string `json:"type,omitempty"`
 	AttemptID  string `json:"attempt_id,omitempty"`
 	ArtifactID string `json:"artifact_id,omitempty"`
+	MessageID  string `json:"message_id,omitempty"`
 	Problem    string `json:"problem"` // one of the Break* constants
 	Detail     string `json:"detail"`
 }

@@ -15,6 +15,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"mime"
 	"slices"
 	"strings"
@@ -355,3 +356,37 @@ func Codec(f message.Format) message.Codec { return codec(f) }
 
 // ParseFormat names a format by its name.
 func ParseFormat(s string) (message.Format, bool) { return parseFormat(s) }
+
+// Store is what Accept needs of a backend: the bus's store and the
+// registered agents (their messaging identities).
+type Store interface {
+	host.Messages
+	Agent(ctx context.Context, agentID string) (*host.AgentRecord, error)
+}
+
+// AgentIdentity returns Options.Identity backed by st's registered agents.
+func AgentIdentity(st Store) func(context.Context, string) (*host.MessagingIdentity, error) {
+	return func(ctx context.Context, sender string) (*host.MessagingIdentity, error) {
+		rec, err := st.Agent(ctx, sender)
+		if errors.Is(err, host.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return rec.Messaging, nil
+	}
+}
+
+// Accept prepares r (Prepare; Options.Identity defaults to st's agents)
+// and publishes it.
+func Accept(ctx context.Context, st Store, r *Request, o Options) (*host.MessageReceipt, error) {
+	if o.Identity == nil {
+		o.Identity = AgentIdentity(st)
+	}
+	in, err := Prepare(ctx, r, o)
+	if err != nil {
+		return nil, err
+	}
+	return st.PublishMessage(ctx, in)
+}

@@ -9,13 +9,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/packrun/packrun/internal/message/messagetest"
 )
 
 // The examples of seed 002, copied as written (with their // comments)
-// into testdata/bus; common-envelope.jsonc is the seed's template.
+// into messagetest/seeds/bus; common-envelope.jsonc is the seed's template.
 func busExamples(t testing.TB) map[string][]byte {
 	t.Helper()
-	files, err := filepath.Glob("testdata/bus/*.jsonc")
+	files, err := filepath.Glob("messagetest/seeds/bus/*.jsonc")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples: %v", err)
 	}
@@ -25,36 +27,11 @@ func busExamples(t testing.TB) map[string][]byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[strings.TrimSuffix(filepath.Base(f), ".jsonc")] = stripLineComments(b)
+		out[strings.TrimSuffix(filepath.Base(f), ".jsonc")] = messagetest.StripLineComments(b)
 	}
 	return out
 }
 
-// stripLineComments removes // comments outside JSON strings.
-func stripLineComments(b []byte) []byte {
-	var out []byte
-	inStr, esc := false, false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		switch {
-		case inStr:
-			inStr = !(c == '"' && !esc)
-			esc = c == '\\' && !esc
-		case c == '"':
-			inStr = true
-		case c == '/' && i+1 < len(b) && b[i+1] == '/':
-			for i < len(b) && b[i] != '\n' {
-				i++
-			}
-			if i < len(b) {
-				out = append(out, '\n')
-			}
-			continue
-		}
-		out = append(out, c)
-	}
-	return out
-}
 
 func TestBusSeedExamplesRoundTrip(t *testing.T) {
 	ex := busExamples(t)

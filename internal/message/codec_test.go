@@ -11,12 +11,12 @@ import (
 	"time"
 )
 
-// seedExamples reads every example of a seed from testdata.
+// seedExamples reads every example of a seed from messagetest/seeds.
 func seedExamples(t testing.TB, dir string) map[string][]byte {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", dir, "*.json"))
+	files, err := filepath.Glob(filepath.Join("messagetest", "seeds", dir, "*.json"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no examples in testdata/%s: %v", dir, err)
+		t.Fatalf("no examples in messagetest/seeds/%s: %v", dir, err)
 	}
 	out := map[string][]byte{}
 	for _, f := range files {

@@ -267,6 +267,8 @@ func (c *checker) check(e *chainEntry, prev string) (*host.ChainBreak, error) {
 		return brk(host.BreakAttemptMissing, "attempt %s, recorded at event %d, is no longer stored", ev.AttemptID, ev.Seq), nil
 	case host.EventArtifactRecorded:
 		return c.s.checkArtifact(c.ctx, ev)
+	case host.EventMessageAccepted:
+		return c.s.checkMessage(c.ctx, ev)
 	}
 	return nil, nil
 }
@@ -465,5 +467,5 @@ func (s *Store) findUnchained(ctx context.Context) (*host.ChainBreak, error) {
 	if !errors.Is(err, sql.ErrNoRows) {
 		return nil, err
 	}
-	return nil, nil
+	return s.findUnchainedMessage(ctx)
 }

@@ -440,6 +440,9 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			if _, err := s.applyReported(tx, in.SensorEvents, opts, taskID, in.AttemptID, now); err != nil {
 				return err
 			}
+			if err := s.applyPublished(tx, in.Messages, t.Tenant, taskID, in.AttemptID, now); err != nil {
+				return err
+			}
 			if t.WorkflowRef != nil && in.Outcome.WorkflowSignal != "" {
 				if wfResult, err = s.applyWorkflowSignal(tx, t, in.Outcome.WorkflowSignal, in.AttemptID, now); err != nil {
 					return err
