@@ -32,7 +32,6 @@ func busExamples(t testing.TB) map[string][]byte {
 	return out
 }
 
-
 func TestBusSeedExamplesRoundTrip(t *testing.T) {
 	ex := busExamples(t)
 	if len(ex) != 9 {
