@@ -196,6 +196,7 @@ func (d *Dispatcher) claim(ctx context.Context) (*host.TaskRecord, error) {
 	d.running.Add(1)
 	now := time.Now()
 	d.fireDueSchedules(ctx, now)
+	d.expireMessages(ctx, now)
 	t, err := d.cfg.Backend.Claim(ctx, d.cfg.RunnerID, now)
 	if err != nil {
 		d.running.Add(-1)

@@ -18,6 +18,9 @@ type schedules struct {
 	mu   sync.Mutex
 	next time.Time // earliest next_run_at; zero: none enabled
 	read time.Time // when next was read; zero: read it again
+	// expired is when message deliveries were last checked for an
+	// expired ttl (expireMessages).
+	expired time.Time
 }
 
 // SchedulesChanged tells the dispatcher the schedules changed (created,
@@ -61,5 +64,24 @@ func (d *Dispatcher) fireDueSchedules(ctx context.Context, now time.Time) {
 	s.read = time.Time{}
 	if len(tasks) > 0 {
 		d.Wake()
+	}
+}
+
+// expireMessages dead-letters the deliveries whose message's ttl ran out
+// before their task started (host.Messages.ExpireMessages), at most every
+// scheduleRefresh, in one worker at a time, before claiming: so an expired
+// message's task is never claimed after the check.
+func (d *Dispatcher) expireMessages(ctx context.Context, now time.Time) {
+	s := &d.sched
+	if !s.mu.TryLock() {
+		return
+	}
+	defer s.mu.Unlock()
+	if now.Sub(s.expired) < scheduleRefresh {
+		return
+	}
+	s.expired = now
+	if _, err := d.cfg.Backend.ExpireMessages(ctx, now); err != nil {
+		d.cfg.Log("dead-lettering expired messages failed", "error", err)
 	}
 }
