@@ -1,0 +1,176 @@
+package bus
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/message"
+	"github.com/packrun/packrun/internal/message/messagetest"
+)
+
+var ctx = context.Background()
+
+// Every example of the three seeds is accepted through the publish form
+// and through a Content-Type profile, and renders back in its own format
+// as it was accepted.
+func TestSeedExamplesPrepare(t *testing.T) {
+	for name, f := range map[string]message.Format{
+		"seed000/example1.json": message.FormatEnvelope, "seed001/query.json": message.FormatAgentMessage,
+		"seed001/response.json": message.FormatAgentMessage, "seed001/error.json": message.FormatAgentMessage,
+		"bus/crisis.detection.jsonc": message.FormatBus, "bus/agency.initiative.jsonc": message.FormatBus,
+		"bus/llm.conversation.events.jsonc": message.FormatBus,
+	} {
+		doc := messagetest.Seed(name)
+		form, _ := json.Marshal(map[string]any{"format": f, "message": json.RawMessage(doc)})
+		for _, r := range []struct{ ct, body string }{{"", string(form)}, {"application/json; profile=" + string(f), string(doc)}} {
+			req, err := ParseRequest(r.ct, []byte(r.body))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			in, err := Prepare(ctx, req, Options{Origin: "api", Now: time.Now()})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			canon, _ := Canonical(doc)
+			if in.Hash != Hash(canon) || in.Format != string(f) || in.Topic == "" || in.Sender == "" {
+				t.Fatalf("%s: %+v", name, in)
+			}
+			rec := &host.MessageRecord{Format: in.Format, Document: in.Document, Model: in.Model}
+			back, lost, err := Render(rec, f)
+			if err != nil || lost != nil {
+				t.Fatalf("%s: rendered back: %v %v", name, lost, err)
+			}
+			if c, _ := Canonical(back); string(c) != string(canon) {
+				t.Fatalf("%s: rendered back differs:\n%s\n%s", name, c, canon)
+			}
+			for _, other := range message.Formats {
+				if _, _, err := Render(rec, other); err != nil {
+					var re *message.RuleError
+					if !errors.As(err, &re) {
+						t.Fatalf("%s → %s: %v", name, other, err)
+					}
+				}
+			}
+		}
+	}
+}
+
+// The format is named, never guessed.
+func TestParseRequestNeedsAFormat(t *testing.T) {
+	doc := string(messagetest.Seed("seed000/example1.json"))
+	for _, c := range []struct{ ct, body, rule string }{
+		{"application/json", doc, RuleRequest},
+		{"", `{"message":` + doc + `}`, RuleFormat},
+		{"", `{"format":"yaml","message":` + doc + `}`, RuleFormat},
+		{"application/json; profile=seed-zero", doc, RuleFormat},
+		{"", `{"format":"agent-envelope","message":[1]}`, RuleRequest},
+		{"", `{"format":"agent-envelope","message":{},"extra":1}`, RuleRequest},
+		{"", `{"format":"agent-envelope","format":"bus-envelope","message":{}}`, message.RuleJSON},
+	} {
+		_, err := ParseRequest(c.ct, []byte(c.body))
+		var re *message.RuleError
+		if !errors.As(err, &re) || re.Rule != c.rule {
+			t.Errorf("%q %.60s: %v, want rule %s", c.ct, c.body, err, c.rule)
+		}
+	}
+}
+
+func identity(pub ed25519.PublicKey, topics ...string) func(context.Context, string) (*host.MessagingIdentity, error) {
+	return func(_ context.Context, sender string) (*host.MessagingIdentity, error) {
+		if sender != "alice" {
+			return nil, nil
+		}
+		return &host.MessagingIdentity{PublicKey: "ed25519:" + base64.StdEncoding.EncodeToString(pub), Topics: topics}, nil
+	}
+}
+
+// A sender with a registered key must sign: over the JCS form without the
+// signature, in the document (seed 000) or beside it (the publish form).
+func TestSignatures(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	doc := messagetest.Envelope(1, "alice", "flag", messagetest.ZeroHash)
+	opts := Options{Identity: identity(pub)}
+	rule := func(r *Request) string {
+		_, err := Prepare(ctx, r, opts)
+		var re *message.RuleError
+		if errors.As(err, &re) {
+			return re.Rule
+		}
+		if err != nil {
+			return err.Error()
+		}
+		return ""
+	}
+	if got := rule(&Request{Format: message.FormatEnvelope, Document: doc}); got != RuleSigRequired {
+		t.Fatalf("unsigned: %s", got)
+	}
+	signed, err := SignEnvelope(priv, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rule(&Request{Format: message.FormatEnvelope, Document: signed}); got != "" {
+		t.Fatalf("signed: %s", got)
+	}
+	in, _ := Prepare(ctx, &Request{Format: message.FormatEnvelope, Document: signed}, opts)
+	if unsignedIn, _ := Prepare(ctx, &Request{Format: message.FormatEnvelope, Document: doc}, Options{}); in.SignedBy != "alice" || in.Hash != unsignedIn.Hash {
+		t.Fatalf("the signature is part of the hash, or not recorded: %+v", in)
+	}
+	tampered := []byte(strings.Replace(string(signed), `"n":1`, `"n":2`, 1))
+	if got := rule(&Request{Format: message.FormatEnvelope, Document: tampered}); got != RuleSigInvalid {
+		t.Fatalf("tampered: %s", got)
+	}
+	_, other, _ := ed25519.GenerateKey(nil)
+	wrong, _ := SignEnvelope(other, doc)
+	if got := rule(&Request{Format: message.FormatEnvelope, Document: wrong}); got != RuleSigInvalid {
+		t.Fatalf("another key: %s", got)
+	}
+	if got := rule(&Request{Format: message.FormatEnvelope, Document: doc, Signature: "bm90IGEgc2lnbmF0dXJl"}); got != RuleSigMalformed {
+		t.Fatalf("short signature: %s", got)
+	}
+	sig, _ := Sign(priv, doc)
+	if got := rule(&Request{Format: message.FormatEnvelope, Document: doc, Signature: sig}); got != "" {
+		t.Fatalf("signature beside the document: %s", got)
+	}
+	// Another sender has no key: its messages need none.
+	if got := rule(&Request{Format: message.FormatEnvelope, Document: messagetest.Envelope(2, "bob", "flag", messagetest.ZeroHash)}); got != "" {
+		t.Fatalf("unregistered sender: %s", got)
+	}
+}
+
+// Topics outside the publisher's grant or the agent's topics are refused
+// with the topic named.
+func TestTopicACL(t *testing.T) {
+	crisis := &Request{Format: message.FormatBus, Document: messagetest.Crisis(messagetest.BusID(1), "alice")}
+	opsOnly := func(context.Context, string) (*host.MessagingIdentity, error) {
+		return &host.MessagingIdentity{Topics: []string{"ops.*"}}, nil
+	}
+	for _, o := range []Options{{Topics: []string{"ops.*"}}, {Topics: []string{}}, {Identity: opsOnly}} {
+		_, err := Prepare(ctx, crisis, o)
+		var re *message.RuleError
+		if !errors.As(err, &re) || re.Rule != RuleTopic || !strings.Contains(re.Reason, "crisis.detection") {
+			t.Fatalf("%+v: %v", o, err)
+		}
+	}
+	if _, err := Prepare(ctx, crisis, Options{Topics: []string{"crisis.*"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seed 001's evidence gives the MessageLog its evidence count and
+// confidence.
+func TestMessageLog(t *testing.T) {
+	in, err := Prepare(ctx, &Request{Format: message.FormatAgentMessage, Document: messagetest.Seed("seed001/response.json")}, Options{Direction: "sent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Log.Direction != "sent" || in.Log.EvidenceCount != 1 || in.Log.Confidence == nil || *in.Log.Confidence != 85 || in.ReplyTo == "" {
+		t.Fatalf("log: %+v reply_to %q", in.Log, in.ReplyTo)
+	}
+}
