@@ -258,6 +258,7 @@ type ChainReport struct {
 	Events    int64  `json:"events"`   // events checked
 	Attempts  int64  `json:"attempts"` // attempt contents re-hashed
 	Artifacts int64  `json:"artifacts"`
+	Messages  int64  `json:"messages"` // accepted messages re-hashed
 	Head      string `json:"head"`     // hash of the last event; anchor it elsewhere to detect truncation
 	HeadSeq   int64  `json:"head_seq"` // seq of the last event
 	// Checkpoint is the signed head the store anchored outside the

@@ -219,6 +219,8 @@ func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport, anchor *ho
 			rep.Attempts++
 		case e.ev.Type == host.EventArtifactRecorded:
 			rep.Artifacts++
+		case e.ev.Type == host.EventMessageAccepted:
+			rep.Messages++
 		}
 		prev, want = e.hash(), want+1
 		if err := from.advance(); err != nil {
