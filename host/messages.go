@@ -217,9 +217,10 @@ type Messages interface {
 	// with the same hash is a duplicate (event message_duplicate,
 	// nothing created), with another hash a conflict (ErrConflict).
 	// Otherwise it stores the message, creates one task per subscription
-	// whose patterns match its topic (SubscriberTaskType, payload
-	// {"message": model, "format", "document"}, priority
-	// MessageQueuePriority), and appends message_accepted and a
+	// whose patterns match its topic (SubscriberTaskType, priority
+	// MessageQueuePriority, payload {"message_id", "topic", "sender",
+	// "reply_to", "format", "document"}: the document as accepted, in
+	// its own format), and appends message_accepted and a
 	// message_delivered per task.
 	PublishMessage(ctx context.Context, in *MessageInput) (*MessageReceipt, error)
 	// Message returns one accepted message with its deliveries;

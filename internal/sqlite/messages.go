@@ -121,13 +121,23 @@ func (s *Store) applyMessage(tx *wtx, in *host.MessageInput, taskID, attemptID s
 		in.ReplyTo, in.Priority, expires, in.PrevHash, in.SignedBy, in.Origin, ts(now), e.Seq); err != nil {
 		return nil, err
 	}
+	rec := &host.MessageRecord{Tenant: tenant, MessageID: in.MessageID, Format: in.Format, Document: in.Document, Model: in.Model,
+		Hash: in.Hash, Sender: in.Sender, To: in.To, Topic: in.Topic, Kind: in.Kind, ReplyTo: in.ReplyTo, Priority: in.Priority,
+		PrevHash: in.PrevHash, SignedBy: in.SignedBy, Origin: in.Origin, AcceptedAt: now, EventSeq: e.Seq, Deliveries: []host.Delivery{}}
+	if err := tx.QueryRow(`SELECT last_insert_rowid()`).Scan(&rec.Seq); err != nil {
+		return nil, err
+	}
+	if expires != "" {
+		rec.ExpiresAt = &in.ExpiresAt
+	}
 	for _, sub := range subs {
-		if err := s.deliver(tx, in, tenant, sub, expires, attemptID, now); err != nil {
+		task, err := s.deliver(tx, in, tenant, sub, expires, attemptID, now)
+		if err != nil {
 			return nil, err
 		}
+		rec.Deliveries = append(rec.Deliveries, host.Delivery{Subscriber: sub.Node, TaskID: task.TaskID, Status: host.DeliveryQueued, TaskStatus: task.Status})
 	}
-	rec, err := s.loadMessage(txq{tx}, tenant, in.MessageID)
-	return &host.MessageReceipt{Message: rec}, err
+	return &host.MessageReceipt{Message: rec}, nil
 }
 
 // advanceChain checks in against its sender's chain and makes it the
@@ -188,39 +198,40 @@ func scanSubscription(row interface{ Scan(...any) error }) (*host.Subscription, 
 	return &sub, json.Unmarshal([]byte(topics), &sub.Topics)
 }
 
-// deliveryPayload is the payload of a subscriber's task: the message as
-// accepted (its format and document) and its normalised model.
+// deliveryPayload is the payload of a subscriber's task
+// (host.DeliveryPayload's fields): the message as accepted.
 type deliveryPayload struct {
 	MessageID string          `json:"message_id"`
 	Topic     string          `json:"topic"`
+	Sender    string          `json:"sender"`
+	ReplyTo   string          `json:"reply_to,omitempty"`
 	Format    string          `json:"format"`
 	Document  json.RawMessage `json:"document"`
-	Message   json.RawMessage `json:"message"`
 }
 
 // deliver creates sub's task for the message and its delivery row.
-func (s *Store) deliver(tx *wtx, in *host.MessageInput, tenant string, sub host.Subscription, expires, attemptID string, now time.Time) error {
-	payload, err := json.Marshal(deliveryPayload{MessageID: in.MessageID, Topic: in.Topic, Format: in.Format, Document: in.Document, Message: in.Model})
+func (s *Store) deliver(tx *wtx, in *host.MessageInput, tenant string, sub host.Subscription, expires, attemptID string, now time.Time) (*host.TaskRecord, error) {
+	payload, err := json.Marshal(deliveryPayload{MessageID: in.MessageID, Topic: in.Topic, Sender: in.Sender, ReplyTo: in.ReplyTo, Format: in.Format, Document: in.Document})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	intent := host.TaskIntent{TaskType: sub.TaskType, Source: "message:" + in.MessageID, Subject: in.Topic, Payload: payload,
 		Priority: host.Priority(host.MessageQueuePriority(in.Topic, in.Priority))}
 	t, err := newTask("deliver message", &intent, 0, now)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	t.Tenant = tenant
 	if err := s.insertTask(tx, t, attemptID); err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := tx.Exec(`INSERT INTO message_deliveries (tenant, message_id, subscriber, task_id, status, expires_at) VALUES (?, ?, ?, ?, 'queued', ?)`,
 		tenant, in.MessageID, sub.Node, t.TaskID, expires); err != nil {
-		return err
+		return nil, err
 	}
 	_, err = s.event(tx, host.EventMessageDelivered, t.TaskID, attemptID, map[string]any{
 		"message_id": in.MessageID, "subscriber": sub.Node, "pack": sub.Pack, "topic": in.Topic, "priority": t.Priority})
-	return err
+	return t, err
 }
 
 // applyPublished accepts the messages an attempt published, when its task
