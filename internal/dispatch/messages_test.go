@@ -304,3 +304,33 @@ func TestReplayDoesNotPublishAgain(t *testing.T) {
 		t.Fatalf("tasks after the replay: %d", len(rest))
 	}
 }
+
+// FuzzMessagePublish: any request gets one of message_publish's statuses,
+// with an {"error"} on a refusal, and only an accepted one is staged.
+func FuzzMessagePublish(f *testing.F) {
+	f.Add([]byte(opsAlert))
+	f.Add([]byte(`{"format":"agent-envelope","message":{}}`))
+	f.Add([]byte(`{"format":"bus-envelope","message":[]}`))
+	f.Add([]byte(`{`))
+	granted := packs.Grants{Services: []packs.Service{packs.ServiceMessages}, Topics: []string{"ops.*"}}
+	f.Fuzz(func(t *testing.T, req []byte) {
+		s := newServices(binding{grants: granted, tenant: "t1", attemptID: "a1"})
+		st, resp := s.Serve(context.Background(), abi.HostMessagePublish, req)
+		var body map[string]any
+		if err := json.Unmarshal(resp, &body); err != nil {
+			t.Fatalf("status %d, response %q", st, resp)
+		}
+		switch st {
+		case abi.StatusOK:
+			if len(s.messages) != 1 || body["status"] != "staged" {
+				t.Fatalf("accepted but %d staged: %v", len(s.messages), body)
+			}
+		case abi.StatusAccessDenied, abi.StatusValidation:
+			if len(s.messages) != 0 || body["error"] == nil {
+				t.Fatalf("refused %d but %d staged: %v", st, len(s.messages), body)
+			}
+		default:
+			t.Fatalf("status %d: %v", st, body)
+		}
+	})
+}
