@@ -2,16 +2,11 @@ package dispatch
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
@@ -65,25 +60,8 @@ func (s *finishSpy) last(t *testing.T) host.FinishInput {
 // and test.outbox routed to its two nodes, over a finishSpy.
 func publishEnv(t *testing.T, grants string) (env, *finishSpy, []byte) {
 	t.Helper()
-	wasm, err := os.ReadFile("../../testdata/modules/publish.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	sum := sha256.Sum256(wasm)
-	manifest := fmt.Sprintf(`{"name":"local.publish","version":"1.0.0","runtime":{"language":"wasm","abi":{"version":1,"minor":2},
-		"modules":[{"path":"publish.wasm","sha256":%q}]},"nodes":[{"typeId":"test.publish","kind":"node"},{"typeId":"test.outbox","kind":"node"}]%s}`,
-		hex.EncodeToString(sum[:]), grants)
-	os.WriteFile(filepath.Join(dir, "pack.json"), []byte(manifest), 0o644)
-	os.WriteFile(filepath.Join(dir, "publish.wasm"), wasm, 0o644)
-	b, err := packs.Pack(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	arch, err := packs.Read(strings.NewReader(string(b)), packs.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
+	arch, wasm := wasmPack(t, "publish.wasm", `"name":"local.publish","version":"1.0.0","runtime":{"language":"wasm","abi":{"version":1,"minor":2},
+		"modules":[{"path":"publish.wasm","sha256":%q}]},"nodes":[{"typeId":"test.publish","kind":"node"},{"typeId":"test.outbox","kind":"node"}]`+grants)
 	e := newEnvWith(t, arch)
 	spy := &finishSpy{Backend: e.backend}
 	e.d.cfg.Backend = spy
@@ -95,25 +73,6 @@ func publishEnv(t *testing.T, grants string) (env, *finishSpy, []byte) {
 		t.Fatal(err)
 	}
 	return e, spy, wasm
-}
-
-// runTaskOf enqueues and runs one task of taskType.
-func runTaskOf(t *testing.T, e env, taskType string) *host.TaskRecord {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := e.backend.Enqueue(ctx, host.TaskIntent{TaskType: taskType, Source: "test", Payload: json.RawMessage(`{}`)}, host.EnqueueOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	task, err := e.backend.Claim(ctx, "r", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.d.RunTask(ctx, task)
-	done, err := e.backend.Task(ctx, task.TaskID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return done
 }
 
 const opsGrant = `,"grants":{"services":["messages"],"topics":["ops.*"]}`
