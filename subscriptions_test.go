@@ -32,6 +32,9 @@ func TestSubscriberRoutes(t *testing.T) {
 }
 
 func TestSubscriptionsOf(t *testing.T) {
+	if packs.MaxSubscriptions != host.MaxSubscriptions {
+		t.Fatalf("the manifest allows %d subscriptions per node, the store %d", packs.MaxSubscriptions, host.MaxSubscriptions)
+	}
 	m := &packs.Manifest{Nodes: []packs.Node{
 		{TypeID: "a", Kind: packs.KindSkill, TaskTypes: []string{"t"}, Subscribes: []string{"crisis.*", "ops.alert"}},
 		{TypeID: "b", Kind: packs.KindNode},
