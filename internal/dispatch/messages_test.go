@@ -293,3 +293,14 @@ func FuzzMessagePublish(f *testing.F) {
 		}
 	})
 }
+
+// message_publish is ABI 1.2: a pack declaring 1.1 may not import it.
+func TestMessagePublishNeedsABI12(t *testing.T) {
+	arch, _ := wasmPack(t, "publish.wasm", `"name":"local.publish","version":"1.0.0","runtime":{"language":"wasm","abi":{"version":1,"minor":1},
+		"modules":[{"path":"publish.wasm","sha256":%q}]},"nodes":[{"typeId":"test.publish","kind":"node"}]`+opsGrant)
+	e := newEnvWith(t, arch)
+	_, _, err := e.d.Invoke(context.Background(), InvokeRequest{Pack: "local.publish", Node: "test.publish", Input: json.RawMessage(`{}`)})
+	if err == nil || !strings.Contains(err.Error(), "message_publish was added in ABI 1.2; the pack declares 1.1") {
+		t.Fatalf("a 1.1 pack importing message_publish: %v", err)
+	}
+}
