@@ -228,12 +228,15 @@ func (h *Host) checkModules(ctx context.Context, arch *packs.Archive) error {
 var ErrRefusedPack = fmt.Errorf("%w: modules do not match the manifest", packs.ErrInvalidPack)
 
 // routeTaskTypes routes the task types of names' newest installed
-// versions (a name with none left loses its routes), and each sensor
-// node's (host.SensorTaskType), then keeps the sensors' schedules in sync
+// versions (a name with none left loses its routes), each sensor node's
+// (host.SensorTaskType) and each subscribing node's
+// (host.SubscriberTaskType, with the pack's subscriptions replaced to
+// match), then keeps the sensors' schedules in sync
 // (syncSensorSchedules). Operator overrides still win.
 func (h *Host) routeTaskTypes(ctx context.Context, names ...string) error {
 	for _, name := range names {
 		var routes []host.TaskTypeRoute
+		subs := []host.Subscription{}
 		if ps, err := h.index.match(ctx, name); err == nil {
 			for _, n := range ps[0].manifest.Nodes {
 				for _, tt := range n.TaskTypes {
@@ -241,11 +244,17 @@ func (h *Host) routeTaskTypes(ctx context.Context, names ...string) error {
 				}
 			}
 			routes = append(routes, sensorRoutes(name, ps[0].manifest)...)
+			var subRoutes []host.TaskTypeRoute
+			subRoutes, subs = subscriptionsOf(name, ps[0].manifest)
+			routes = append(routes, subRoutes...)
 		} else if !errors.Is(err, host.ErrPackNotInstalled) {
 			return err
 		}
 		if err := h.store.SetPackTaskTypes(ctx, name, routes); err != nil {
 			return fmt.Errorf("route task types of %s: %w", name, err)
+		}
+		if err := h.store.SetPackSubscriptions(ctx, name, subs); err != nil {
+			return fmt.Errorf("subscriptions of %s: %w", name, err)
 		}
 	}
 	return h.syncSensorSchedules(ctx)

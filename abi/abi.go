@@ -16,7 +16,7 @@ type Version struct {
 func (v Version) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
 
 // served lists the ABI versions this contract defines, newest first.
-var served = []Version{{Major: 1, Minor: 1}}
+var served = []Version{{Major: 1, Minor: 2}}
 
 // Served returns the ABI versions this contract defines, newest first (a
 // copy: the set is fixed at build time).
@@ -42,7 +42,7 @@ func ServedList() string {
 
 // ServedMajorsList renders the served majors with the newest minor of
 // each, for messages about a module's openwop_abi_version (which names a
-// major only, as openwop counts it): "1 (packrun:host/v1 up to 1.1)".
+// major only, as openwop counts it): "1 (packrun:host/v1 up to 1.2)".
 func ServedMajorsList() string {
 	s := make([]string, len(served))
 	for i, v := range served {
@@ -215,6 +215,8 @@ const (
 	// Added in 1.1.
 	HostSensorEmit = "sensor_emit"
 	HostAssetRead  = "asset_read"
+	// Added in 1.2.
+	HostMessagePublish = "message_publish"
 )
 
 // hostV1Imports is the packrun:host/v1 namespace. Every function has the
@@ -240,6 +242,12 @@ const (
 //	                applied only if the attempt completes; needs the sensors grant
 //	asset_read      {"path"} (relative to the pack's assets/) -> {"text"}|{"base64"}  11 when absent
 //
+// Since 1.2:
+//
+//	message_publish the publish form {"format":"agent-envelope|agent-message|bus-envelope","message":{…},"signature"?}
+//	                -> {"message_id","hash","status":"staged","staged":n}; published only if the attempt
+//	                completes; needs the messages grant and a topic within its topics (else 1, naming the topic)
+//
 // A function the pack's manifest does not grant returns StatusAccessDenied.
 var hostV1Imports = []Func{
 	{Name: HostMemoryGet, Params: i32x3, Results: ResultsI32, Doc: "read a memory entry"},
@@ -253,6 +261,7 @@ var hostV1Imports = []Func{
 	{Name: HostConfigGet, Params: i32x3, Results: ResultsI32, Doc: "read pack configuration"},
 	{Name: HostSensorEmit, Params: i32x3, Results: ResultsI32, Doc: "report a SensorEvent (sensors grant)", Minor: 1},
 	{Name: HostAssetRead, Params: i32x3, Results: ResultsI32, Doc: "read a file of the pack's own assets/", Minor: 1},
+	{Name: HostMessagePublish, Params: i32x3, Results: ResultsI32, Doc: "publish an agent message (messages grant)", Minor: 2},
 }
 
 // Lookup finds a function by name in set.

@@ -116,6 +116,23 @@ func TestSignatures(t *testing.T) {
 	}
 }
 
+// message_publish is ABI 1.2: the host serves 1.2, and a pack declaring
+// 1.1 may not import it.
+func TestMessagePublishIsMinor2(t *testing.T) {
+	if Newest() != (Version{Major: 1, Minor: 2}) || ServedList() != "1.2" || ServedMajorsList() != "1 (packrun:host/v1 up to 1.2)" {
+		t.Fatalf("served %v %q %q", Newest(), ServedList(), ServedMajorsList())
+	}
+	f, ok := Lookup(HostV1Imports(), HostMessagePublish)
+	if !ok || f.Signature() != "(i32 i32 i32) -> (i32)" || f.Minor != 2 {
+		t.Fatalf("message_publish: %+v %v", f, ok)
+	}
+	for v, want := range map[Version]bool{{Major: 1, Minor: 2}: true, {Major: 1, Minor: 1}: false, {Major: 1}: false, {}: true} {
+		if f.Allowed(v) != want {
+			t.Errorf("Allowed(%v) = %v, want %v", v, !want, want)
+		}
+	}
+}
+
 // referenceDecode is the straightforward encoding/json decoding of an
 // envelope; DecodeResponse must never accept what it refuses, and must agree
 // with it on everything it accepts. (DecodeResponse is stricter about keys:

@@ -27,8 +27,11 @@ import (
 // workflow_signal is recorded, follow_up_tasks (TaskIntents) are enqueued
 // when the task completes, as queue_enqueue follow-ups are (same limits),
 // and external_messages wait in the host's outbox, undelivered until a
-// messages handler exists. Outside a task (a bare invocation) it is
-// decoded, checked and ignored.
+// messages handler exists, except agent messages in the publish form
+// ({"format":"agent-envelope|agent-message|bus-envelope","message":{…}}),
+// which are published on the bus as message_publish publishes them (same
+// grant and topics; one refused fails the task). Outside a task (a bare
+// invocation) it is decoded, checked and ignored.
 //
 // DecodeResponse checks it strictly: an unknown field, a wrong type, a
 // limit passed (TaskOutcomeLimits), or "taskOutcome" with an outcome other

@@ -269,12 +269,13 @@ func (c *checker) manifest(v any) *Manifest {
 		m.Nodes = append(m.Nodes, c.node(indexPath(np, i), nv))
 	}
 	if gv, p, ok := c.field(o, "$", "grants", false); ok {
-		if g, ok := c.object(p, gv, "services", "adapters", "memoryNamespaces"); ok {
+		if g, ok := c.object(p, gv, "services", "adapters", "memoryNamespaces", "topics"); ok {
 			for _, s := range c.strs(g, p, "services") {
 				m.Grants.Services = append(m.Grants.Services, Service(s))
 			}
 			m.Grants.Adapters = c.strs(g, p, "adapters")
 			m.Grants.MemoryNamespaces = c.strs(g, p, "memoryNamespaces")
+			m.Grants.Topics = c.strs(g, p, "topics")
 		}
 	}
 	return m
@@ -327,7 +328,7 @@ func (c *checker) runtime(path string, v any) Runtime {
 }
 
 func (c *checker) node(path string, v any) Node {
-	o, ok := c.object(path, v, "typeId", "kind", "module", "export", "description", "inputSchema", "outputSchema", "taskTypes", "cadence", "skill")
+	o, ok := c.object(path, v, "typeId", "kind", "module", "export", "description", "inputSchema", "outputSchema", "taskTypes", "cadence", "skill", "subscribes")
 	if !ok {
 		return Node{}
 	}
@@ -346,6 +347,7 @@ func (c *checker) node(path string, v any) Node {
 		TaskTypes:    c.strs(o, path, "taskTypes"),
 		Cadence:      c.str(o, path, "cadence", false),
 		Skill:        c.skill(o, path),
+		Subscribes:   c.strs(o, path, "subscribes"),
 	}
 }
 

@@ -17,6 +17,7 @@ func FuzzDecodeManifest(f *testing.F) {
 	f.Add([]byte(`{"name":"local.x","name":1}`))
 	f.Add([]byte(`{"nodes":[{"inputSchema":{"$ref":"#"}}]}`))
 	f.Add([]byte(`{"runtime":{"limits":{"memoryPages":1e400}}}`))
+	f.Add([]byte(`{"nodes":[{"typeId":"a","kind":"node","subscribes":["crisis.*","*",""]}],"grants":{"services":["messages"],"topics":["crisis.*","a..b"]}}`))
 	examples, _ := filepath.Glob("../examples/*/pack.json")
 	for _, p := range examples {
 		if b, err := os.ReadFile(p); err == nil {

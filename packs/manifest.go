@@ -116,7 +116,17 @@ type Node struct {
 	// Skill is a skill node's SkillManifest (seed 003 §4); only skills
 	// carry one, and it is optional (see Node.SkillManifest).
 	Skill *Skill `json:"skill,omitempty"`
+	// Subscribes are the message topic patterns (abi.CheckTopicPattern:
+	// "crisis.detection", "crisis.*", "*") the node receives agent
+	// messages on, as tasks of type host.SubscriberTaskType(typeId). At
+	// most MaxSubscriptions, each within the pack's messages grant
+	// (Grants.Topics).
+	Subscribes []string `json:"subscribes,omitempty"`
 }
+
+// MaxSubscriptions caps the topic patterns one node subscribes to (the
+// store's host.MaxSubscriptions; packs does not import host).
+const MaxSubscriptions = 32
 
 // Skill is the seed's SkillManifest (003 §4), field names as written. Its
 // paths are relative to the pack's assets/ directory and must name files
@@ -210,6 +220,10 @@ type Grants struct {
 	Adapters []string `json:"adapters,omitempty"`
 	// MemoryNamespaces the pack may read and write; requires ServiceMemory.
 	MemoryNamespaces []string `json:"memoryNamespaces,omitempty"`
+	// Topics are the message topic patterns (abi.CheckTopicPattern) the
+	// pack may publish (message_publish, its outcomes' external_messages)
+	// and its nodes may subscribe to; requires ServiceMessages.
+	Topics []string `json:"topics,omitempty"`
 }
 
 // Allows reports whether service s is granted.
@@ -223,6 +237,12 @@ func (g Grants) AllowsAdapter(name string) bool {
 // AllowsMemoryNamespace reports whether memory namespace ns may be used.
 func (g Grants) AllowsMemoryNamespace(ns string) bool {
 	return g.Allows(ServiceMemory) && slices.Contains(g.MemoryNamespaces, ns)
+}
+
+// AllowsTopic reports whether the pack may publish or receive topic: the
+// messages service is granted and one of Topics matches it.
+func (g Grants) AllowsTopic(topic string) bool {
+	return g.Allows(ServiceMessages) && abi.MatchAnyTopic(g.Topics, topic)
 }
 
 // ABI returns the ABI version the pack needs.

@@ -132,6 +132,12 @@ func TestDecodeManifestValid(t *testing.T) {
 		  "grants": {"services": ["memory", "queue", "adapters", "evidence", "artifacts", "config", "messages", "sensors"],
 		    "adapters": ["http", "slack.post"], "memoryNamespaces": ["notes"]}
 		}`},
+		{"messages", strings.Replace(valid, `"nodes": [{"typeId": "example.hello", "kind": "node"}]`,
+			`"nodes": [{"typeId": "example.hello", "kind": "skill", "taskTypes": ["t"], "subscribes": ["crisis.*", "ops.alert", "ops.disk.*"]}],
+			 "grants": {"services": ["messages"], "topics": ["crisis.*", "ops.*"]}`, 1)},
+		{"subscribing to everything", strings.Replace(valid, `"nodes": [{"typeId": "example.hello", "kind": "node"}]`,
+			`"nodes": [{"typeId": "example.hello", "kind": "node", "subscribes": ["*", "crisis.detection"]}],
+			 "grants": {"services": ["messages"], "topics": ["*"]}`, 1)},
 		{"integral floats", strings.Replace(valid, `"minor": 0`, `"minor": 0.0`, 1)},
 		{"empty task types on a node", strings.Replace(valid, `"kind": "node"`, `"kind": "node", "taskTypes": []`, 1)},
 		{"local with more segments", strings.Replace(valid, "vendor.acme.hello", "local.a.b-c.d9", 1)},
@@ -246,6 +252,19 @@ func TestDecodeManifestInvalid(t *testing.T) {
 				"$.grants.adapters", "$.grants.memoryNamespaces"}, true},
 		{"grants needing a service", r(`"nodes":`, `"grants": {"adapters": ["http"], "memoryNamespaces": ["n"]}, "nodes":`),
 			[]string{"$.grants.adapters", "$.grants.memoryNamespaces"}, false},
+		{"topics needing the messages service", r(`"nodes":`, `"grants": {"topics": ["crisis.*"]}, "nodes":`),
+			[]string{"$.grants.topics"}, false},
+		{"bad topic patterns", r(`"nodes":`, `"grants": {"services": ["messages"], "topics": ["crisis.*", "crisis.*", "a..b", "a.*.b", "", "*.x"]}, "nodes":`),
+			[]string{"$.grants.topics[1]", "$.grants.topics[2]", "$.grants.topics[3]", "$.grants.topics[4]", "$.grants.topics[5]"}, true},
+		{"subscriptions outside the grant", r(node0,
+			`[{"typeId": "a", "kind": "node", "subscribes": ["ops.disk", "crisis.*", "*"]}, {"typeId": "b", "kind": "node", "subscribes": ["a b"]}],
+			 "grants": {"services": ["messages"], "topics": ["ops.*"]}`),
+			[]string{"$.nodes[0].subscribes[1]", "$.nodes[0].subscribes[2]", "$.nodes[1].subscribes[0]"}, false},
+		{"subscriptions without a grant", r(node0, `[{"typeId": "a", "kind": "node", "subscribes": ["ops.disk"]}]`),
+			[]string{"$.nodes[0].subscribes[0]"}, false},
+		{"too many subscriptions", r(node0, `[{"typeId": "a", "kind": "node", "subscribes": [`+manyTopics(MaxSubscriptions+1)+`]}],
+			 "grants": {"services": ["messages"], "topics": ["*"]}`),
+			[]string{"$.nodes[0].subscribes"}, true},
 		{"unknown fields everywhere", r(`"kind": "node"}`, `"kind": "node", "x": 1}`, `"minor": 0}`, `"minor": 0, "patch": 0}`, `"language": "wasm",`, `"language": "wasm", "entry": "main",`),
 			[]string{"$.runtime.entry", "$.runtime.abi.patch", "$.nodes[0].x"}, true},
 		{"odd keys are quoted in paths", r(`"name":`, `"a b": 1, "name":`), []string{`$["a b"]`}, true},
@@ -279,6 +298,43 @@ func TestDecodeManifestInvalid(t *testing.T) {
 				t.Error("the published schema accepts it")
 			}
 		})
+	}
+}
+
+// manyTopics returns n distinct quoted topics, comma-separated.
+func manyTopics(n int) string {
+	t := make([]string, n)
+	for i := range t {
+		t[i] = fmt.Sprintf(`"t.%d"`, i)
+	}
+	return strings.Join(t, ", ")
+}
+
+// A subscription outside the grant is refused naming the node, the
+// pattern and the grant's topics.
+func TestSubscriptionOutsideGrantMessage(t *testing.T) {
+	m := strings.Replace(valid, `"nodes": [{"typeId": "example.hello", "kind": "node"}]`,
+		`"nodes": [{"typeId": "a", "kind": "node"}, {"typeId": "b", "kind": "node", "subscribes": ["crisis.*"]}],
+		 "grants": {"services": ["messages"], "topics": ["ops.*"]}`, 1)
+	_, err := DecodeManifest([]byte(m))
+	want := `$.nodes[1].subscribes[0]: "crisis.*" is not within the pack's messages grant (topics: ["ops.*"])`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v\nwant it to contain %s", err, want)
+	}
+}
+
+func TestAllowsTopic(t *testing.T) {
+	g := Grants{Services: []Service{ServiceMessages}, Topics: []string{"crisis.*", "ops.alert"}}
+	for topic, want := range map[string]bool{
+		"crisis.detection": true, "crisis.a.b": true, "crisis": false, "ops.alert": true, "ops.alert.x": false, "llm.prompt": false,
+	} {
+		if got := g.AllowsTopic(topic); got != want {
+			t.Errorf("AllowsTopic(%q) = %v, want %v", topic, got, want)
+		}
+	}
+	g.Services = nil
+	if g.AllowsTopic("crisis.detection") {
+		t.Error("AllowsTopic without the messages service")
 	}
 }
 

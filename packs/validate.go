@@ -153,6 +153,7 @@ func (m *Manifest) check(c *checker) {
 			}
 			checkSkill(c, p+".skill", n.Skill)
 		}
+		checkSubscribes(c, p, n.Subscribes, m.Grants.Topics)
 		for j, tt := range n.TaskTypes {
 			tp := indexPath(p+".taskTypes", j)
 			if !checkIdent(c, tp, tt, "task type") {
@@ -183,6 +184,55 @@ func (m *Manifest) check(c *checker) {
 	checkNames(c, "$.grants.memoryNamespaces", g.MemoryNamespaces, "memory namespace")
 	if len(g.MemoryNamespaces) > 0 && !g.Allows(ServiceMemory) {
 		c.add("$.grants.memoryNamespaces", "lists namespaces but the %q service is not granted", ServiceMemory)
+	}
+	checkPatterns(c, "$.grants.topics", g.Topics)
+	if len(g.Topics) > 0 && !g.Allows(ServiceMessages) {
+		c.add("$.grants.topics", "lists topics but the %q service is not granted", ServiceMessages)
+	}
+}
+
+// checkPatterns checks a list of topic patterns: each valid, none twice.
+// It reports whether all were.
+func checkPatterns(c *checker, p string, patterns []string) bool {
+	ok := true
+	for i, s := range patterns {
+		ip := indexPath(p, i)
+		if err := abi.CheckTopicPattern(s); err != nil {
+			c.add(ip, "%v", err)
+			ok = false
+		} else if slices.Contains(patterns[:i], s) {
+			c.add(ip, "duplicate topic pattern %s", quote(s))
+			ok = false
+		}
+	}
+	return ok
+}
+
+// quoteAll quotes each of ss, comma-separated.
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = quote(s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// checkSubscribes checks node p's subscriptions: at most
+// MaxSubscriptions valid patterns, each covered by one of the pack's
+// messages grant topics (abi.PatternCovers).
+func checkSubscribes(c *checker, p string, subs, grant []string) {
+	p += ".subscribes"
+	if len(subs) > MaxSubscriptions {
+		c.add(p, "%d topic patterns; a node subscribes to at most %d", len(subs), MaxSubscriptions)
+		return
+	}
+	if !checkPatterns(c, p, subs) {
+		return
+	}
+	for i, s := range subs {
+		if !slices.ContainsFunc(grant, func(g string) bool { return abi.PatternCovers(g, s) }) {
+			c.add(indexPath(p, i), "%s is not within the pack's messages grant (topics: [%s])", quote(s), quoteAll(grant))
+		}
 	}
 }
 

@@ -240,8 +240,10 @@ func (d *Dispatcher) InvokeArchive(ctx context.Context, arch *packs.Archive, req
 		return att, res, &InputError{AttemptID: att.AttemptID, Node: node, Path: svc.refused.Path, Reason: svc.refused.Reason}
 	}
 	// Outside the queue there is no task to settle: the tasks a completed
-	// invocation enqueued and the sensor events it reported are applied
-	// now; a failed or suspended one's are dropped.
+	// invocation enqueued, the sensor events it reported and the messages
+	// it published are applied now; a failed or suspended one's are
+	// dropped. (Its outcome's external_messages are ignored, as outside a
+	// task there is no outbox.)
 	if res.Outcome == abi.Completed {
 		for _, intent := range svc.staged {
 			if intent.Source == "" || strings.HasPrefix(intent.Source, "task:") {
@@ -261,7 +263,14 @@ func (d *Dispatcher) InvokeArchive(ctx context.Context, arch *packs.Archive, req
 				return att, res, fmt.Errorf("apply sensor events of attempt %s: %w", att.AttemptID, err)
 			}
 		}
-		if len(svc.staged) > 0 || len(evs) > 0 {
+		// Its message_publish messages are published one by one, in
+		// order; the first the bus refuses stops the rest.
+		for i := range svc.messages {
+			if _, err := d.cfg.Backend.PublishMessage(ctx, &svc.messages[i]); err != nil {
+				return att, res, fmt.Errorf("publish message %s of attempt %s: %w", svc.messages[i].MessageID, att.AttemptID, err)
+			}
+		}
+		if len(svc.staged) > 0 || len(evs) > 0 || len(svc.messages) > 0 {
 			d.Wake()
 		}
 	}
@@ -462,6 +471,9 @@ func attemptOf(res *runtime.Result, svc *services) *host.Attempt {
 	}
 	if len(svc.staged) > 0 {
 		diag["stagedFollowUps"] = len(svc.staged)
+	}
+	if len(svc.messages) > 0 {
+		diag["stagedMessages"] = len(svc.messages)
 	}
 	if svc.followUpsRefused > 0 {
 		diag["followUpsRefused"] = map[string]any{"count": svc.followUpsRefused, "reason": "result_policy.allow_follow_up_tasks is false"}

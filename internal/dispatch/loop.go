@@ -318,6 +318,10 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 		in.RetryClass, in.Error = host.RetryPermanent, unmet
 	case res.Outcome == abi.Completed:
 		evs, err := reportedEvents(l, route.Node, att.Output, svc)
+		var msgs []host.MessageInput
+		if err == nil {
+			msgs, err = svc.publishedMessages(ctx, res.TaskOutcome)
+		}
 		if err != nil {
 			msg := "invalid_output: " + err.Error()
 			in.Outcome = host.TaskOutcome{Status: host.TaskPermanentFailure, MachineStatus: host.MachineFailed, OperatorSummary: msg}
@@ -326,7 +330,7 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 		}
 		in.Outcome = host.TaskOutcome{Status: host.TaskCompleted, MachineStatus: host.MachineOK, OperatorSummary: "completed",
 			RawOutput: string(att.Output), ArtifactPaths: svc.artifacts}
-		in.FollowUps, in.SensorEvents = svc.staged, evs
+		in.FollowUps, in.SensorEvents, in.Messages = svc.staged, evs, msgs
 		svc.applyTaskOutcome(&in, res.TaskOutcome)
 	case res.Outcome == abi.Suspended:
 		in.Outcome = host.TaskOutcome{Status: host.TaskBlocked, MachineStatus: host.MachineBlocked, OperatorSummary: "suspended: " + string(att.Interrupt)}

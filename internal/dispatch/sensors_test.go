@@ -21,24 +21,8 @@ import (
 // its routes: sensor:test.sensor and test.fix both to the node.
 func sensorEnv(t *testing.T, kind, grants string) env {
 	t.Helper()
-	wasm, err := os.ReadFile("../../testdata/modules/sensor.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	sum := sha256.Sum256(wasm)
-	manifest := fmt.Sprintf(`{"name":"local.sensor","version":"1.0.0","runtime":{"language":"wasm","abi":{"version":1,"minor":1},
-		"modules":[{"path":"sensor.wasm","sha256":%q}]},"nodes":[{"typeId":"test.sensor","kind":%q}]%s}`, hex.EncodeToString(sum[:]), kind, grants)
-	os.WriteFile(filepath.Join(dir, "pack.json"), []byte(manifest), 0o644)
-	os.WriteFile(filepath.Join(dir, "sensor.wasm"), wasm, 0o644)
-	b, err := packs.Pack(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	arch, err := packs.Read(strings.NewReader(string(b)), packs.DefaultLimits())
-	if err != nil {
-		t.Fatal(err)
-	}
+	arch, _ := wasmPack(t, "sensor.wasm", `"name":"local.sensor","version":"1.0.0","runtime":{"language":"wasm","abi":{"version":1,"minor":1},
+		"modules":[{"path":"sensor.wasm","sha256":%q}]},"nodes":[{"typeId":"test.sensor","kind":"`+kind+`"}]`+grants)
 	e := newEnv(t, "")
 	e.d.cfg.Packs = onePack{arch}
 	routes := []host.TaskTypeRoute{
@@ -51,11 +35,41 @@ func sensorEnv(t *testing.T, kind, grants string) env {
 	return e
 }
 
+// wasmPack packs testdata/modules/<module> with the manifest members
+// members (a format whose one %q is the module's sha256), and returns the
+// archive and the module's bytes.
+func wasmPack(t *testing.T, module, members string) (*packs.Archive, []byte) {
+	t.Helper()
+	wasm, err := os.ReadFile("../../testdata/modules/" + module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sum := sha256.Sum256(wasm)
+	os.WriteFile(filepath.Join(dir, "pack.json"), []byte("{"+fmt.Sprintf(members, hex.EncodeToString(sum[:]))+"}"), 0o644)
+	os.WriteFile(filepath.Join(dir, module), wasm, 0o644)
+	b, err := packs.Pack(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arch, err := packs.Read(strings.NewReader(string(b)), packs.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return arch, wasm
+}
+
 // runSensorTask enqueues and runs one task of the sensor's task type.
 func runSensorTask(t *testing.T, e env) *host.TaskRecord {
 	t.Helper()
+	return runTaskOf(t, e, host.SensorTaskType("test.sensor"))
+}
+
+// runTaskOf enqueues and runs one task of taskType.
+func runTaskOf(t *testing.T, e env, taskType string) *host.TaskRecord {
+	t.Helper()
 	ctx := context.Background()
-	if _, err := e.backend.Enqueue(ctx, host.TaskIntent{TaskType: host.SensorTaskType("test.sensor"), Source: "test", Payload: json.RawMessage(`{}`)}, host.EnqueueOptions{}); err != nil {
+	if _, err := e.backend.Enqueue(ctx, host.TaskIntent{TaskType: taskType, Source: "test", Payload: json.RawMessage(`{}`)}, host.EnqueueOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	task, err := e.backend.Claim(ctx, "r", time.Now())

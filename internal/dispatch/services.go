@@ -65,7 +65,8 @@ type services struct {
 
 	mu           sync.Mutex
 	staged       []host.TaskIntent
-	sensorEvents []host.SensorEvent // staged by sensor_emit
+	sensorEvents []host.SensorEvent  // staged by sensor_emit
+	messages     []host.MessageInput // staged by message_publish
 	records      []json.RawMessage
 	adapterCalls []*adapters.Call
 	artifacts    []string
@@ -88,7 +89,9 @@ func newServices(b binding) *services { return &services{b: b, redactor: evidenc
 // settles the task with. Its follow_up_tasks join the ones staged with
 // queue_enqueue, under the same grant and limits: one that is not a valid
 // TaskIntent, or any without the queue grant, refuses them all (the task
-// then fails, as Finish does for invalid staged ones).
+// then fails, as Finish does for invalid staged ones). Its
+// external_messages stay in the outbox, except agent messages in the
+// publish form, which publishedMessages publishes instead.
 func (s *services) applyTaskOutcome(in *host.FinishInput, o *abi.TaskOutcome) {
 	if o == nil {
 		return
@@ -96,7 +99,7 @@ func (s *services) applyTaskOutcome(in *host.FinishInput, o *abi.TaskOutcome) {
 	if o.OperatorSummary != "" {
 		in.Outcome.OperatorSummary = o.OperatorSummary
 	}
-	in.Outcome.FileChanges, in.Outcome.WorkflowSignal, in.Outcome.ExternalMessage = o.FileChanges, o.WorkflowSignal, o.ExternalMessages
+	in.Outcome.FileChanges, in.Outcome.WorkflowSignal, in.Outcome.ExternalMessage = o.FileChanges, o.WorkflowSignal, outboxEntries(o.ExternalMessages)
 	if len(o.FollowUpTasks) == 0 {
 		return
 	}
@@ -188,6 +191,8 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 			return abi.StatusAccessDenied, nil
 		}
 		return s.sensorEmit(ctx, req)
+	case abi.HostMessagePublish:
+		return s.messagePublish(ctx, req)
 	case abi.HostAdapterInvoke:
 		if !g.Allows(packs.ServiceAdapters) || s.b.adapters == nil {
 			return abi.StatusAccessDenied, nil
