@@ -201,6 +201,10 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
+	talk, err := demoMessages(ctx, b)
+	if err != nil {
+		return err
+	}
 	count, _ := b.Get(ctx, host.Scope{Tenant: "default", Namespace: "counters"}, "ada")
 	summary, _ := b.Get(ctx, host.Scope{Tenant: "default", Namespace: "summaries"}, "last")
 
@@ -214,6 +218,12 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	}
 	row("tasks", fmt.Sprintf("%d completed, %d failed (%s; demo.summarize was raised by the sensor)", byStatus[host.TaskCompleted], len(tasks)-byStatus[host.TaskCompleted], strings.Join(types, ", ")))
 	row("sensor", fmt.Sprintf("demo.sensor ran %d times on its 1s schedule: %d events recorded, %d deduped; tasks created from them: %d", sensorRuns, sensed.recorded, sensed.deduped, sensed.tasks))
+	row("messages", fmt.Sprintf("demo.sensor raised %d crisis.detection messages (seed 002, delivered crisis-first); demo.responder answered %d with seed-001 responses", talk.crises, talk.answered))
+	if talk.crisis != nil && talk.answer != nil {
+		row("", fmt.Sprintf("crisis   %s from %s → tasks %s", talk.crisis.MessageID, talk.crisis.Sender, deliveryTasks(talk.crisis)))
+		row("", fmt.Sprintf("response %s from %s, replyTo %s, evidence: %d sources, confidence %s", talk.answer.MessageID, talk.answer.Sender,
+			talk.answer.ReplyTo, talk.evidence, talk.confidence))
+	}
 	row("attempts", fmt.Sprintf("%d recorded (every task attempt, the sensor's runs included, with its full host-call trace)", sum.Total))
 	memory := "counters/ada = ?"
 	if count != nil {
@@ -225,7 +235,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	row("memory", memory)
 	row("replay", fmt.Sprintf("%d identical, %d diverged", identical, diverged))
 	if chain.OK {
-		row("evidence", fmt.Sprintf("intact: %d events, %d attempts hash-chained, head %.16s…", chain.Events, chain.Attempts, chain.Head))
+		row("evidence", fmt.Sprintf("intact: %d events, %d attempts and %d messages hash-chained, head %.16s…", chain.Events, chain.Attempts, chain.Messages, chain.Head))
 	} else {
 		row("evidence", fmt.Sprintf("BROKEN at seq %d: %s", chain.Broken.Seq, brokenText(chain.Broken)))
 	}
@@ -233,7 +243,8 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	if keep {
 		fmt.Fprintf(w, "\nexplore it: packrun --home %s attempts list | tasks list | evidence verify | replay --all\n", a.home)
 	}
-	if diverged > 0 || !chain.OK || byStatus[host.TaskCompleted] != len(tasks) || sensed.tasks != 1 || sensed.deduped == 0 {
+	if diverged > 0 || !chain.OK || byStatus[host.TaskCompleted] != len(tasks) || sensed.tasks != 1 || sensed.deduped == 0 ||
+		talk.crises == 0 || talk.answered != talk.crises {
 		return withCode(exitFailed, fmt.Errorf("demo: not everything went as expected"))
 	}
 	return nil
@@ -313,4 +324,62 @@ func waitSettled(ctx context.Context, b host.Backend, id string) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// demoTalk is what the demo's packs said on the bus.
+type demoTalk struct {
+	crises, answered int
+	crisis, answer   *host.MessageRecord // the first crisis and its answer
+	evidence         int
+	confidence       string
+}
+
+// demoMessages reads the crisis messages the sensor raised and the
+// responses that answered them.
+func demoMessages(ctx context.Context, b host.Backend) (*demoTalk, error) {
+	t := &demoTalk{}
+	page, err := b.ListMessages(ctx, host.MessageQuery{Topic: "crisis.detection", Limit: host.MaxMessageLimit})
+	if err != nil {
+		return nil, err
+	}
+	t.crises = len(page.Messages)
+	for i := range page.Messages {
+		m := &page.Messages[i]
+		replies, err := b.ListMessages(ctx, host.MessageQuery{ReplyTo: m.MessageID, Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		if len(replies.Messages) == 0 {
+			continue
+		}
+		t.answered++
+		if t.answer == nil {
+			t.crisis, t.answer = m, &replies.Messages[0]
+		}
+	}
+	if t.answer != nil {
+		var doc struct {
+			Evidence struct {
+				Sources    []json.RawMessage `json:"sources"`
+				Confidence json.Number       `json:"confidence"`
+			} `json:"evidence"`
+		}
+		if err := json.Unmarshal(t.answer.Document, &doc); err != nil {
+			return nil, err
+		}
+		t.evidence, t.confidence = len(doc.Evidence.Sources), doc.Evidence.Confidence.String()
+	}
+	return t, nil
+}
+
+// deliveryTasks names the tasks a message created, with their subscribers.
+func deliveryTasks(m *host.MessageRecord) string {
+	var out []string
+	for _, d := range m.Deliveries {
+		out = append(out, d.TaskID+" ("+d.Subscriber+", "+string(d.TaskStatus)+")")
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }

@@ -2,6 +2,10 @@
 //   demo.counter    (skill, task type demo.count)     counts calls per name in memory, with a TTL
 //   demo.sensor     (sensor, every second)            reports what it observes as SensorEvents
 //   demo.summarize  (skill, task type demo.summarize) asks the "wordcount" adapter, stores the result
+//   demo.responder  (skill, subscribed to crisis.*)   answers a crisis with a seed-001 response
+// The sensor also raises a seed-002 crisis.detection message (message_publish);
+// the bus delivers it to demo.responder as a task, which answers with a
+// seed-001 response carrying an evidence chain.
 // Written against the raw ABI (see abi/ and examples/hello-c) so it needs no SDK.
 #include <stdint.h>
 #include <stdio.h>
@@ -19,15 +23,16 @@ HOST(memory_get) int32_t memory_get(const char *req, int32_t n, uint32_t *out);
 HOST(memory_put) int32_t memory_put(const char *req, int32_t n, uint32_t *out);
 HOST(adapter_invoke) int32_t adapter_invoke(const char *req, int32_t n, uint32_t *out);
 HOST(sensor_emit) int32_t sensor_emit(const char *req, int32_t n, uint32_t *out);
+HOST(message_publish) int32_t message_publish(const char *req, int32_t n, uint32_t *out);
 
-static const char *nodes[] = {"demo.counter", "demo.sensor", "demo.summarize"};
+static const char *nodes[] = {"demo.counter", "demo.sensor", "demo.summarize", "demo.responder"};
 static uint64_t pack(const void *p, uint32_t n) { return ((uint64_t)n << 32) | (uint32_t)(uintptr_t)p; }
 
 EXPORT(openwop_abi_version) int32_t abi_version(void) { return 1; }
 EXPORT(openwop_pack_name) uint64_t pack_name(void) { return pack("local.demo", 10); }
-EXPORT(openwop_node_count) int32_t node_count(void) { return 3; }
+EXPORT(openwop_node_count) int32_t node_count(void) { return 4; }
 EXPORT(openwop_node_id_at) uint64_t node_id_at(int32_t i) {
-  return (i >= 0 && i < 3) ? pack(nodes[i], strlen(nodes[i])) : 0;
+  return (i >= 0 && i < 4) ? pack(nodes[i], strlen(nodes[i])) : 0;
 }
 EXPORT(openwop_alloc) void *ow_alloc(int32_t n) { return malloc(n > 0 ? n : 1); }
 EXPORT(openwop_free) void ow_free(void *p, int32_t n) { (void)n; free(p); }
@@ -110,6 +115,20 @@ EXPORT(openwop_node_invoke) uint64_t node_invoke(int32_t node, const char *req, 
     if (sensor_emit(q, n, o) != 0) return fail("sensor", "sensor_emit refused");
     free((void *)(uintptr_t)o[0]);
     log_info("reported the disk error");
+    // The crisis, on the bus: a seed-002 crisis.detection message (its id
+    // made from the clock, so each run raises its own).
+    n = snprintf(q, sizeof q,
+                 "{\"format\":\"bus-envelope\",\"message\":{\"metadata\":{\"message_id\":\"c0ffee00-d15c-4e44-8000-%012llx\","
+                 "\"timestamp\":\"%s\",\"source\":\"demo.sensor\",\"message_type\":\"crisis.detection\",\"version\":\"1.0\"},"
+                 "\"payload\":{\"crisis_id\":\"node3-disk\",\"severity\":0.8,\"confidence\":0.9,\"crisis_type\":\"safety_concern\","
+                 "\"detected_by\":{\"module\":\"demo.sensor\",\"detection_method\":\"log_scan\",\"detection_signals\":"
+                 "[{\"signal\":\"syslog\",\"value\":\"%s\",\"confidence\":0.9}]},\"context\":{\"conversation_id\":\"ops-node3\"},"
+                 "\"response_guidance\":{\"priority\":\"immediate\",\"required_actions\":[\"answer_with_evidence\"]},"
+                 "\"escalation_path\":{\"internal_escalation\":true,\"external_escalation\":false},"
+                 "\"timeout\":{\"response_deadline_ms\":5000}}}}",
+                 (unsigned long long)ms, now, disk);
+    if (message_publish(q, n, o) != 0) return fail("bus", "message_publish refused the crisis");
+    free((void *)(uintptr_t)o[0]);
     // The quiet node: in the output's sensor_events, recorded only.
     return respond(snprintf(out, sizeof out,
                             "{\"outcome\":\"completed\",\"output\":{\"sensor_events\":[{\"event_id\":\"quiet-%lld\","
@@ -127,6 +146,32 @@ EXPORT(openwop_node_invoke) uint64_t node_invoke(int32_t node, const char *req, 
     n = snprintf(q, sizeof q, "{\"namespace\":\"summaries\",\"key\":\"last\",\"value\":{\"words\":%ld}}", words);
     memory_put(q, n, o);
     return respond(snprintf(out, sizeof out, "{\"outcome\":\"completed\",\"output\":{\"words\":%ld}}", words));
+  }
+  case 3: { // responder: a crisis delivered by the bus; answer it with evidence
+    char id[64];
+    if (!field(req, len, "message_id", id, sizeof id) || strlen(id) != 36) return fail("invalid_input", "message_id is required");
+    int64_t ms = ow_now_ms();
+    time_t secs = (time_t)(ms / 1000);
+    struct tm tm;
+    char now[32];
+    gmtime_r(&secs, &tm);
+    strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    int n = snprintf(q, sizeof q,
+                     "{\"format\":\"agent-message\",\"message\":{\"id\":\"msg-%.8s-0000-4000-8000-%.12s\",\"timestamp\":\"%s\","
+                     "\"version\":\"1.0.0\",\"from\":{\"agentId\":\"demo-responder\",\"instanceId\":\"r-1\"},"
+                     "\"to\":{\"agentId\":\"demo-sensor\",\"instanceId\":\"s-1\"},\"replyTo\":\"%s\",\"type\":\"response\","
+                     "\"payload\":{\"content\":{\"crisis_id\":\"node3-disk\",\"action\":\"acknowledged\","
+                     "\"summary\":\"node 3's disk failed during the nightly backup; the backup is rescheduled on node 2\"},"
+                     "\"format\":\"json\",\"language\":\"en\",\"encoding\":\"utf-8\"},"
+                     "\"evidence\":{\"sources\":[{\"id\":\"syslog-node3\",\"name\":\"syslog of node 3\",\"type\":\"log\"},"
+                     "{\"id\":\"%s\",\"name\":\"crisis.detection from demo.sensor\",\"type\":\"message\"}],"
+                     "\"confidence\":90,\"citations\":[{\"text\":\"disk error on node 3\",\"source\":\"syslog-node3\"}],"
+                     "\"provenance\":[{\"entity\":\"node3-disk\",\"wasGeneratedBy\":\"demo-responder\",\"wasDerivedFrom\":\"%s\"}]}}}",
+                     id, id + 24, now, id, id, id);
+    if (message_publish(q, n, o) != 0) return fail("bus", "message_publish refused the response");
+    free((void *)(uintptr_t)o[0]);
+    log_info("answered the crisis");
+    return respond(snprintf(out, sizeof out, "{\"outcome\":\"completed\",\"output\":{\"answered\":\"%s\"}}", id));
   }
   }
   return fail("unknown_node", "no such node");
