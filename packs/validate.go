@@ -134,8 +134,8 @@ func (m *Manifest) check(c *checker) {
 		checkText(c, p+".description", n.Description)
 		checkSchema(c, p+".inputSchema", n.InputSchema)
 		checkSchema(c, p+".outputSchema", n.OutputSchema)
-		if n.Kind == KindSkill && len(n.TaskTypes) == 0 {
-			c.add(p+".taskTypes", "a skill must serve at least one task type")
+		if n.Kind == KindSkill && len(n.TaskTypes) == 0 && len(n.Subscribes) == 0 {
+			c.add(p+".taskTypes", "a skill must serve at least one task type or subscribe to a topic")
 		}
 		if n.Kind != KindSkill && len(n.TaskTypes) > 0 {
 			c.add(p+".taskTypes", "only skills serve task types")

@@ -192,10 +192,24 @@ func TestDemo(t *testing.T) {
 	// just before its schedule is paused is a fourth): its error becomes
 	// one task whatever the count, the rest is deduped.
 	for _, want := range []string{" completed, 0 failed", "demo.summarize ×1", "hello.c ×2, demo.count ×3", " identical, 0 diverged",
-		"deduped; tasks created from them: 1", "evidence   intact", "counters/ada = 3", `summaries/last = {"words":8}`} {
+		"deduped; tasks created from them: 1", "evidence   intact", "counters/ada = 3", `summaries/last = {"words":8}`,
+		"crisis.detection messages (seed 002, delivered crisis-first)", "evidence: 2 sources, confidence 90", "(demo.responder, completed)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+	// Every crisis the sensor raised was answered, and the chain covers
+	// every message (crises and responses).
+	var crises, answered, messages int
+	if i := strings.Index(out.String(), "demo.sensor raised "); i < 0 {
+		t.Fatalf("no messages line:\n%s", out.String())
+	} else if _, err := fmt.Sscanf(out.String()[i:], "demo.sensor raised %d crisis.detection messages (seed 002, delivered crisis-first); demo.responder answered %d", &crises, &answered); err != nil || crises == 0 || answered != crises {
+		t.Fatalf("messages line (%d crises, %d answered): %v\n%s", crises, answered, err, out.String())
+	}
+	if i := strings.Index(out.String(), "attempts and "); i < 0 {
+		t.Fatalf("no evidence line:\n%s", out.String())
+	} else if _, err := fmt.Sscanf(out.String()[i:], "attempts and %d messages hash-chained", &messages); err != nil || messages != crises+answered {
+		t.Fatalf("evidence line: %d messages chained for %d crises and %d answers (%v)\n%s", messages, crises, answered, err, out.String())
 	}
 	var runs, recorded, deduped int
 	if i := strings.Index(out.String(), "demo.sensor ran "); i < 0 {

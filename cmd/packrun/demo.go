@@ -213,10 +213,10 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	row := func(k, v string) { fmt.Fprintf(w, "%-10s %s\n", k, v) }
 	row("packs", strings.Join(installed, ", ")+" (signed by key:demo, SLSA provenance by local:packrun-demo)")
 	var types []string
-	for _, t := range []string{"hello.c", "demo.count", host.SensorTaskType("demo.sensor"), "demo.summarize"} {
+	for _, t := range []string{"hello.c", "demo.count", host.SensorTaskType("demo.sensor"), "demo.summarize", host.SubscriberTaskType("demo.responder")} {
 		types = append(types, fmt.Sprintf("%s ×%d", t, byType[t]))
 	}
-	row("tasks", fmt.Sprintf("%d completed, %d failed (%s; demo.summarize was raised by the sensor)", byStatus[host.TaskCompleted], len(tasks)-byStatus[host.TaskCompleted], strings.Join(types, ", ")))
+	row("tasks", fmt.Sprintf("%d completed, %d failed (%s; demo.summarize was raised by the sensor, message:demo.responder by its crisis messages)", byStatus[host.TaskCompleted], len(tasks)-byStatus[host.TaskCompleted], strings.Join(types, ", ")))
 	row("sensor", fmt.Sprintf("demo.sensor ran %d times on its 1s schedule: %d events recorded, %d deduped; tasks created from them: %d", sensorRuns, sensed.recorded, sensed.deduped, sensed.tasks))
 	row("messages", fmt.Sprintf("demo.sensor raised %d crisis.detection messages (seed 002, delivered crisis-first); demo.responder answered %d with seed-001 responses", talk.crises, talk.answered))
 	if talk.crisis != nil && talk.answer != nil {
