@@ -24,14 +24,20 @@ import (
 
 func benchPack(b *testing.B, module, name, nodes, grants string) *packs.Archive {
 	b.Helper()
+	return benchPackABI(b, 0, module, name, nodes, grants)
+}
+
+// benchPackABI is benchPack for a pack that needs ABI minor minor.
+func benchPackABI(b *testing.B, minor int, module, name, nodes, grants string) *packs.Archive {
+	b.Helper()
 	wasm, err := os.ReadFile(module)
 	if err != nil {
 		b.Fatal(err)
 	}
 	dir := b.TempDir()
 	sum := sha256.Sum256(wasm)
-	manifest := fmt.Sprintf(`{"name":%q,"version":"1.0.0","runtime":{"language":"wasm","abi":{"version":1,"minor":0},
-		"modules":[{"path":"m.wasm","sha256":%q}]},"nodes":[%s]%s}`, name, hex.EncodeToString(sum[:]), nodes, grants)
+	manifest := fmt.Sprintf(`{"name":%q,"version":"1.0.0","runtime":{"language":"wasm","abi":{"version":1,"minor":%d},
+		"modules":[{"path":"m.wasm","sha256":%q}]},"nodes":[%s]%s}`, name, minor, hex.EncodeToString(sum[:]), nodes, grants)
 	os.WriteFile(filepath.Join(dir, "pack.json"), []byte(manifest), 0o644)
 	os.WriteFile(filepath.Join(dir, "m.wasm"), wasm, 0o644)
 	raw, err := packs.Pack(dir)
@@ -225,4 +231,52 @@ func benchPar() int {
 		return v
 	}
 	return 64
+}
+
+// BenchmarkMessagePublish: tasks whose node publishes ten seed-002
+// messages each with message_publish (testdata/bench/publoop.c), run
+// like BenchmarkQueueRoundTrip (enqueue -> claim -> run -> finish, durable,
+// 64 at a time); each message is accepted when its task completes, in the
+// write that settles it, with one task for the node subscribed to ops.*.
+// msgs/s counts the messages accepted with their tasks created.
+func BenchmarkMessagePublish(b *testing.B) {
+	arch := benchPackABI(b, 2, "../../testdata/bench/publoop.wasm", "local.publoop", `{"typeId":"bench.publish","kind":"skill","taskTypes":["bench.publish"]}`,
+		`,"grants":{"services":["messages"],"topics":["ops.*"]}`)
+	d, st := benchEnv(b, arch)
+	ctx := context.Background()
+	st.SetPackTaskTypes(ctx, "local.publoop", []host.TaskTypeRoute{{TaskTypeSpec: host.TaskTypeSpec{TaskType: "bench.publish"}, Pack: "local.publoop", Node: "bench.publish"}})
+	if err := st.SetPackSubscriptions(ctx, "local.listen", []host.Subscription{{Pack: "local.listen", Node: "bench.listen", TaskType: host.SubscriberTaskType("bench.listen"), Topics: []string{"ops.*"}}}); err != nil {
+		b.Fatal(err)
+	}
+	b.SetParallelism(64)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			// Priority 0: ahead of the subscriber's tasks (5), which pile up.
+			if _, err := st.Enqueue(ctx, host.TaskIntent{TaskType: "bench.publish", Source: "bench", Priority: host.Priority(0), Payload: json.RawMessage(`{}`)}, host.EnqueueOptions{}); err != nil {
+				b.Error(err)
+				return
+			}
+			t, err := st.Claim(ctx, "bench", time.Now())
+			for errors.Is(err, host.ErrEmpty) {
+				time.Sleep(100 * time.Microsecond)
+				t, err = st.Claim(ctx, "bench", time.Now())
+			}
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			d.RunTask(ctx, t)
+		}
+	})
+	b.StopTimer()
+	page, err := st.ListMessages(ctx, host.MessageQuery{Topic: "ops.*", Limit: 10})
+	if err != nil || len(page.Messages) != 10 || len(page.Messages[9].Deliveries) != 1 {
+		b.Fatalf("messages: %v", err)
+	}
+	listeners, err := st.ListTasks(ctx, host.TaskFilter{TaskType: host.SubscriberTaskType("bench.listen"), Limit: 10})
+	if err != nil || len(listeners) != 10 {
+		b.Fatalf("subscriber tasks: %d %v", len(listeners), err)
+	}
+	b.ReportMetric(float64(10*b.N)/b.Elapsed().Seconds(), "msgs/s")
 }

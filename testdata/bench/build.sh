@@ -6,3 +6,4 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 "${CC:-clang}" --target=wasm32-wasi -O2 -mexec-model=reactor -Wl,--strip-all -o hello-extism.wasm hello-extism.c
 wat2wasm memloop.wat -o memloop.wasm
+"${CC:-clang}" --target=wasm32-wasi -O2 -mexec-model=reactor -Wl,--strip-all -o publoop.wasm publoop.c
