@@ -71,3 +71,29 @@ func FuzzDecodeAgentRecord(f *testing.F) {
 		DecodeTaskTypeSpec(b)
 	})
 }
+
+// An agent's messaging identity: an Ed25519 key as "ed25519:<base64>" and
+// topic patterns; anything else is refused naming the field.
+func TestDecodeAgentMessaging(t *testing.T) {
+	key := "ed25519:" + strings.Repeat("A", 43) + "="
+	doc := strings.TrimSuffix(goodAgent, "}") + `,"messaging":{"public_key":"` + key + `","topics":["crisis.*","query"]}}`
+	rec, err := DecodeAgentRecord([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, ok, err := rec.Messaging.Ed25519Key(); err != nil || !ok || len(k) != 32 || len(rec.Messaging.Topics) != 2 {
+		t.Fatalf("messaging %+v: %v", rec.Messaging, err)
+	}
+	for _, c := range []struct{ from, to, field string }{
+		{key, "rsa:AAAA", "messaging.public_key"},
+		{key, "ed25519:AAAA", "messaging.public_key"},
+		{`"crisis.*"`, `"crisis.*.x"`, "messaging.topics[0]"},
+		{`"topics"`, `"topicz"`, "messaging"},
+	} {
+		_, err := DecodeAgentRecord([]byte(strings.Replace(doc, c.from, c.to, 1)))
+		var he *Error
+		if !errors.As(err, &he) || he.Field != c.field {
+			t.Errorf("%s -> %s: %v (field %q), want field %s", c.from, c.to, err, fieldOf(he), c.field)
+		}
+	}
+}
