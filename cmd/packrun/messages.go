@@ -16,6 +16,7 @@ import (
 
 	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/message"
 )
 
 func (a *app) messagesCommand() *cobra.Command {
@@ -107,11 +108,8 @@ and the rule.`,
 			}
 			return a.withHost(cmd, readWrite, func(h *packrun.Host) error {
 				rec, err := h.PublishMessage(cmd.Context(), host.DefaultTenant, contentType, body)
-				if errors.Is(err, host.ErrValidation) {
-					return withCode(exitRefused, err) // the sender's chain refused it
-				}
 				if err != nil {
-					return err
+					return messageRefusal(err)
 				}
 				if asJSON {
 					return writeJSON(a.stdout, rec)
@@ -130,6 +128,20 @@ and the rule.`,
 	cmd.Flags().StringVar(&signature, "signature", "", "the message's base64 Ed25519 signature (with --format)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the receipt as JSON")
 	return cmd
+}
+
+// messageRefusal is the error of a refused message: exit 5 with one line
+// naming the path and the rule (a request refused before its format is
+// known has no format to name first); a chain refusal (validation) exits
+// 5 too.
+func messageRefusal(err error) error {
+	if re, ok := errors.AsType[*message.RuleError](err); ok && re.Format == "" {
+		return withCode(exitRefused, errors.New(strings.TrimPrefix(re.Error(), ": ")))
+	}
+	if errors.Is(err, host.ErrValidation) && !isRuleError(err) {
+		return withCode(exitRefused, err)
+	}
+	return err
 }
 
 // publishBody is the request PublishMessage reads: the document with a

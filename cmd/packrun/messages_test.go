@@ -42,7 +42,7 @@ func (h homeCLI) refusedWith(code int, args []string, want ...string) {
 	h.t.Helper()
 	c, out, errs := h.run(args...)
 	line := strings.SplitN(errs, "\n", 2)[0]
-	if c != code || out != "" {
+	if c != code || out != "" || strings.Contains(line, ": : ") {
 		h.t.Fatalf("%v: exit %d, stdout %q, stderr %q; want exit %d", args, c, out, errs, code)
 	}
 	for _, w := range want {

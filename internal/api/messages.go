@@ -87,7 +87,9 @@ func messageError(err error) error {
 		case message.RuleTooLarge:
 			status, code = http.StatusRequestEntityTooLarge, CodeTooLarge
 		}
-		ae := refuse(status, code, fieldOfPath(re.Path), oneLine(re.Error()))
+		// A request refused before its format is known has no format
+		// to name: its message starts with the path.
+		ae := refuse(status, code, fieldOfPath(re.Path), strings.TrimPrefix(oneLine(re.Error()), ": "))
 		ae.detail.Path, ae.detail.Rule = re.Path, re.Rule
 		return ae
 	}

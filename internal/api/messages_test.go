@@ -82,7 +82,7 @@ func wantRefused(t *testing.T, r resp, status int, code, path, rule string, ment
 		t.Fatal(err)
 	}
 	d := body.Error
-	if d.Code != code || d.Path != path || d.Rule != rule || strings.Contains(d.Message, "\n") {
+	if d.Code != code || d.Path != path || d.Rule != rule || strings.Contains(d.Message, "\n") || strings.HasPrefix(d.Message, ":") {
 		t.Fatalf("error %+v, want code %q path %q rule %q", d, code, path, rule)
 	}
 	for _, m := range mentions {
