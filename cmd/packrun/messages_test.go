@@ -182,6 +182,14 @@ func TestMessagesSigned(t *testing.T) {
 		t.Fatalf("signed publish form: %s", out)
 	}
 	h.refusedWith(exitUsage, []string{"messages", "sign", doc, "--key", filepath.Join(dir, "arc.pub")}, "PRIVATE KEY")
+	h.ok("keys", "generate", "--out", filepath.Join(dir, "ecdsa"))
+	h.refusedWith(exitUsage, []string{"messages", "sign", doc, "--key", filepath.Join(dir, "ecdsa.key")}, "not an Ed25519 key")
+	h.refusedWith(exitRefused, []string{"messages", "sign", crisisFile(t, dir), "--key", key + ".key"}, "agent-envelope")
+}
+
+// crisisFile is a bus-envelope message: not a seed 000 envelope.
+func crisisFile(t *testing.T, dir string) string {
+	return writeFile(t, dir, "crisis-as-envelope.json", messagetest.Crisis(crisisID, "arc"))
 }
 
 // tail prints the messages after its cursor as they are accepted, and
