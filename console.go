@@ -137,3 +137,25 @@ func (b consoleBackend) askedBy(ctx context.Context, tenant, id string) (string,
 	}
 	return "console", nil
 }
+
+var _ console.MessageReader = consoleBackend{}
+
+// Messages implements console.MessageReader: the tenant's messages.
+func (b consoleBackend) Messages(ctx context.Context, tenant string, q host.MessageQuery) (*host.MessagePage, error) {
+	q.Tenant = tenant
+	return b.h.Messages(ctx, q)
+}
+
+// Message implements console.MessageReader.
+func (b consoleBackend) Message(ctx context.Context, tenant, id string) (*host.MessageRecord, error) {
+	return b.h.store.Message(ctx, tenant, id)
+}
+
+// RenderMessage implements console.MessageReader.
+func (b consoleBackend) RenderMessage(rec *host.MessageRecord, format string) ([]byte, []string, error) {
+	m, err := RenderMessage(rec, format)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m.Document, m.Lost, nil
+}

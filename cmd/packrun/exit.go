@@ -5,6 +5,7 @@ import (
 
 	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/message"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/registry"
 	"github.com/packrun/packrun/runtime"
@@ -40,8 +41,16 @@ var exitCodes = []struct {
 		runtime.ErrUnknownNode, registry.ErrNotFound)},
 	{exitUsage, isAny(packrun.ErrUsage, host.ErrValidation, host.ErrTooLarge)},
 	{exitConfig, isAny(packrun.ErrConfig)},
+	{exitRefused, isRuleError}, // an agent message its seed's or the bus's rules refuse
 	{exitRefused, isAny(runtime.ErrRefused, registry.ErrUntrusted, packs.ErrInvalidPack, packs.ErrInvalidManifest,
 		host.ErrPackConflict, host.ErrConflict, host.ErrTampered, packrun.ErrInvalidTrace, packrun.ErrInvalidBundle, packrun.ErrInputRefused)},
+}
+
+// isRuleError reports whether err is an agent message refused by a rule
+// of its seed or of the bus (internal/message.RuleError).
+func isRuleError(err error) bool {
+	_, ok := errors.AsType[*message.RuleError](err)
+	return ok
 }
 
 func isAny(targets ...error) func(error) bool {

@@ -26,6 +26,8 @@ request body says) and carries scopes:
   memory:read     read the tenant's memory
   memory:write    write the tenant's memory
   evidence:read   attempts, artifacts, events and replays
+  messages:read   read the tenant's agent messages
+  messages:write  publish agent messages (POST /v1/messages)
   packs:admin     manage packs
   admin           every scope (and secret memory values)
 
@@ -80,7 +82,7 @@ func (a *app) tokensCreateCommand() *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&tenant, "tenant", "", "the tenant the token acts for (required)")
-	fl.StringVar(&scopes, "scopes", "", "comma-separated scopes (required): invoke, tasks:write, tasks:read, memory:read, memory:write, evidence:read, packs:admin, admin")
+	fl.StringVar(&scopes, "scopes", "", "comma-separated scopes (required): invoke, tasks:write, tasks:read, memory:read, memory:write, evidence:read, messages:read, messages:write, packs:admin, admin")
 	fl.StringVar(&name, "name", "", "a name for people: who or what holds the token")
 	fl.StringVar(&expires, "expires", "", "lifetime, e.g. 30d, 12h, 90m (default: never)")
 	return cmd

@@ -156,6 +156,19 @@ const maxBodyDepth = 10000
 //	DELETE /v1/schedules/{id}                   tasks:write    the deleted RecurringSchedule (the tasks it created stay)
 //	POST /v1/sensor-events                      tasks:write    a SensorEvent → 201 SensorEventRecord (task_id: its proposed_task),
 //	                                                           200 a duplicate's record (status deduped), 422 invalid or expired
+//	POST /v1/messages                           messages:write an agent message (seeds 000–002), its format named by
+//	                                                           Content-Type: application/json; profile=agent-envelope|agent-message|
+//	                                                           bus-envelope (the body is the document) or by the publish form
+//	                                                           {"format","message","signature"?} → 201 {"message":MessageRecord,
+//	                                                           "tasks":[id...],"duplicate":false}, 200 the same with duplicate true
+//	                                                           for a resent message (nothing created), 422 refused by a rule (error
+//	                                                           .path, .rule), 403 a topic its sender may not use, 409 an id reused
+//	                                                           with other content, 413 over host.MaxMessageBytes (256 KiB)
+//	GET  /v1/messages[?topic=&from=&reply_to=&dead=true&after=&limit=]  messages:read  {"messages":[MessageRecord...],"next":SEQ},
+//	                                                           oldest first; topic is a pattern (crisis.*); pass next as after
+//	GET  /v1/messages/{id}[?format=|?view=record]  messages:read  the document in format (default its own) with Content-Type
+//	                                                           application/json; profile=<format> and Packrun-Lost-Fields: what the
+//	                                                           format cannot carry; view=record: the MessageRecord (deliveries)
 //	GET  /v1/workflows                          tasks:read     {"workflows":[WorkflowDefinition...]}, by workflow_type
 //	POST /v1/workflows                          admin          a WorkflowDefinition → 201 (200: it replaced one of that type)
 //	GET  /v1/workflows/{type}                   tasks:read     WorkflowDefinition
@@ -258,6 +271,11 @@ func New(cfg Config) http.Handler {
 		http.MethodDelete: scoped(auth.ScopeTasksWrite, takes(s.deleteSchedule)),
 	})
 	route("/v1/sensor-events", map[string]handler{http.MethodPost: scoped(auth.ScopeTasksWrite, takes(s.postSensorEvent))})
+	route("/v1/messages", map[string]handler{
+		http.MethodGet:  scoped(auth.ScopeMessagesRead, takes(s.listMessages, "topic", "from", "reply_to", "dead", "after", "limit")),
+		http.MethodPost: scoped(auth.ScopeMessagesWrite, takes(s.postMessage)),
+	})
+	route("/v1/messages/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeMessagesRead, takes(s.getMessage, "format", "view"))})
 	route("/v1/invoke", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.invoke))})
 	route("/v1/packs", map[string]handler{http.MethodGet: scoped("", takes(s.listPacks))})
 	route("/v1/task-types", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.listTaskTypes))})

@@ -34,6 +34,11 @@ type errorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// Path and Rule, for a refused agent message (POST /v1/messages): the
+	// JSON path at fault ("$.metadata.source") and the rule it breaks
+	// (a seed's error code, SIGNATURE_INVALID, TOPIC_NOT_ALLOWED...).
+	Path string `json:"path,omitempty"`
+	Rule string `json:"rule,omitempty"`
 }
 
 // apiError is a refusal with its status; handlers return it and the

@@ -25,18 +25,20 @@ type Scope string
 
 // The scopes. Admin implies every other one.
 const (
-	ScopeInvoke       Scope = "invoke"        // POST /v1/invoke
-	ScopeTasksWrite   Scope = "tasks:write"   // enqueue, cancel, retry, resume
-	ScopeTasksRead    Scope = "tasks:read"    // tasks
-	ScopeMemoryRead   Scope = "memory:read"   // the tenant's memory
-	ScopeMemoryWrite  Scope = "memory:write"  // write the tenant's memory
-	ScopeEvidenceRead Scope = "evidence:read" // attempts, artifacts, events, replays, the chain's status
-	ScopePacksAdmin   Scope = "packs:admin"   // install and remove packs
-	ScopeAdmin        Scope = "admin"         // everything
+	ScopeInvoke        Scope = "invoke"         // POST /v1/invoke
+	ScopeTasksWrite    Scope = "tasks:write"    // enqueue, cancel, retry, resume
+	ScopeTasksRead     Scope = "tasks:read"     // tasks
+	ScopeMemoryRead    Scope = "memory:read"    // the tenant's memory
+	ScopeMemoryWrite   Scope = "memory:write"   // write the tenant's memory
+	ScopeEvidenceRead  Scope = "evidence:read"  // attempts, artifacts, events, replays, the chain's status
+	ScopeMessagesRead  Scope = "messages:read"  // the tenant's agent messages (GET /v1/messages)
+	ScopeMessagesWrite Scope = "messages:write" // publish agent messages (POST /v1/messages)
+	ScopePacksAdmin    Scope = "packs:admin"    // install and remove packs
+	ScopeAdmin         Scope = "admin"          // everything
 )
 
 // Scopes lists every scope, in the order help texts show them.
-var Scopes = []Scope{ScopeInvoke, ScopeTasksWrite, ScopeTasksRead, ScopeMemoryRead, ScopeMemoryWrite, ScopeEvidenceRead, ScopePacksAdmin, ScopeAdmin}
+var Scopes = []Scope{ScopeInvoke, ScopeTasksWrite, ScopeTasksRead, ScopeMemoryRead, ScopeMemoryWrite, ScopeEvidenceRead, ScopeMessagesRead, ScopeMessagesWrite, ScopePacksAdmin, ScopeAdmin}
 
 // ParseScopes reads a comma-separated list of scopes, refusing an unknown
 // one by name.

@@ -20,6 +20,7 @@ import (
 	"github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
+	"github.com/packrun/packrun/internal/message/messagetest"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/registry"
 )
@@ -114,11 +115,16 @@ func TestConsoleInChromium(t *testing.T) {
 	defer h.Close(ctx)
 	installHello(t, ctx, h, home)
 	task := completedTask(t, ctx, h)
+	// A seed 000 envelope on the bus, for the Messages pages.
+	msgID := messagetest.ULID(1)
+	if _, err := h.PublishMessage(ctx, defaultTenant, "application/json; profile=agent-envelope", messagetest.Envelope(1, "arc", "query", messagetest.ZeroHash)); err != nil {
+		t.Fatal(err)
+	}
 
 	// The console as packrun serve mounts it (Host.Handler), behind a
 	// real token of the tenant the task belongs to.
 	token, _, err := h.CreateToken(ctx, packrun.TokenSpec{Tenant: defaultTenant, Name: "operator",
-		Scopes: []packrun.Scope{auth.ScopeTasksRead, auth.ScopeTasksWrite, auth.ScopeEvidenceRead}})
+		Scopes: []packrun.Scope{auth.ScopeTasksRead, auth.ScopeTasksWrite, auth.ScopeEvidenceRead, auth.ScopeMessagesRead}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,5 +180,15 @@ func TestConsoleInChromium(t *testing.T) {
 	do("replay", chromedp.Click(chromedp.ID("replay")), chromedp.WaitVisible(chromedp.ID("verdict")))
 	if v := text("verdict"); v != "identical" {
 		t.Fatalf("replay verdict %q, want identical", v)
+	}
+	do("open the messages", chromedp.Click(chromedp.CSS(`a[href="/console/messages"]`)), chromedp.WaitVisible(chromedp.ID("messages")))
+	do("open the message", chromedp.Click(chromedp.CSS("a.message-link")), chromedp.WaitVisible(chromedp.ID("document")))
+	if doc := text("document"); !strings.Contains(doc, msgID) || !strings.Contains(doc, `"intent": "query"`) {
+		t.Errorf("message document:\n%s", doc)
+	}
+	do("show it as seed 001", chromedp.SetValue(chromedp.ID("format"), "agent-message"), chromedp.Click(chromedp.ID("show-format")),
+		chromedp.WaitVisible(chromedp.ID("lost")))
+	if lost, doc := text("lost"), text("document"); !strings.Contains(lost, "prev_hash") || !strings.Contains(doc, `"type": "query"`) {
+		t.Errorf("as agent-message: lost %q, document:\n%s", lost, doc)
 	}
 }

@@ -90,10 +90,11 @@ type Config struct {
 var files embed.FS
 
 type server struct {
-	cfg     Config
-	pages   map[string]*page
-	retrier TaskRetrier
-	resumer TaskResumer
+	cfg      Config
+	pages    map[string]*page
+	retrier  TaskRetrier
+	resumer  TaskResumer
+	messages MessageReader // nil: no Messages pages
 }
 
 // New returns the console's handler, to be mounted at Prefix: it serves
@@ -106,6 +107,7 @@ func New(cfg Config) http.Handler {
 	s := &server{cfg: cfg, pages: parsePages()}
 	s.retrier, _ = cfg.Backend.(TaskRetrier)
 	s.resumer, _ = cfg.Backend.(TaskResumer)
+	s.messages, _ = cfg.Backend.(MessageReader)
 
 	static, _ := fs.Sub(files, "static")
 	mux := http.NewServeMux()
@@ -122,6 +124,10 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("GET "+Prefix+"attempts/{id}", s.authed(auth.ScopeEvidenceRead, s.attempt))
 	mux.HandleFunc("POST "+Prefix+"attempts/{id}/replay", s.authed(auth.ScopeEvidenceRead, s.replay))
 	mux.HandleFunc("GET "+Prefix+"chain", s.authed(auth.ScopeEvidenceRead, s.chain))
+	if s.messages != nil {
+		mux.HandleFunc("GET "+Prefix+"messages", s.authed(auth.ScopeMessagesRead, s.messageList))
+		mux.HandleFunc("GET "+Prefix+"messages/{id}", s.authed(auth.ScopeMessagesRead, s.message))
+	}
 	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, nil, http.StatusNotFound, fmt.Sprintf("There is no console page %s (or not for %s).", r.URL.Path, r.Method))
 	})

@@ -42,20 +42,22 @@ var funcs = template.FuncMap{
 		}
 		return s
 	},
-	"query": func(kv ...string) string {
+	// query is a query string of the non-empty values: already encoded,
+	// so it is not escaped again after the "?" of an href.
+	"query": func(kv ...string) template.URL {
 		v := url.Values{}
 		for i := 0; i+1 < len(kv); i += 2 {
 			if kv[i+1] != "" {
 				v.Set(kv[i], kv[i+1])
 			}
 		}
-		return v.Encode()
+		return template.URL(v.Encode())
 	},
 }
 
 // pageNames are the templates/<name>.html bodies, each rendered inside
 // templates/layout.html.
-var pageNames = []string{"login", "error", "packs", "tasks", "task", "attempts", "attempt", "chain"}
+var pageNames = []string{"login", "error", "packs", "tasks", "task", "attempts", "attempt", "chain", "messages", "message"}
 
 func parsePages() map[string]*page {
 	out := make(map[string]*page, len(pageNames))
@@ -93,13 +95,16 @@ type view struct {
 	Page      string
 	Principal *auth.Principal
 	CSRF      string
-	Data      map[string]any
+	// Messages: the console has the Messages pages (its Backend is a
+	// MessageReader).
+	Messages bool
+	Data     map[string]any
 }
 
 func (v view) Can(scope string) bool { return v.Principal.Has(auth.Scope(scope)) }
 
 func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name string, ss *session, data map[string]any) {
-	v := view{Page: name, Data: data}
+	v := view{Page: name, Data: data, Messages: s.messages != nil}
 	if ss != nil {
 		v.Principal, v.CSRF = ss.p, ss.formToken()
 	}
