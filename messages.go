@@ -10,7 +10,8 @@ import (
 )
 
 // PublishMessage accepts one agent message handed over from outside (the
-// CLI, a Go program; the HTTP API does the same): contentType names its
+// CLI, a Go program; the HTTP API does the same), recorded with origin
+// ("api" when empty; the CLI says "cli"): contentType names its
 // format with a profile ("application/json; profile=bus-envelope") and
 // body is the document, or contentType is "" and body the publish form
 // {"format":…,"message":{…},"signature":"…"}. The message is decoded and
@@ -19,12 +20,15 @@ import (
 // host.Messages.PublishMessage says: one task per subscribed node. A
 // refusal is a *message.RuleError naming the JSON path and the rule, or a
 // host error (the chain: validation; a reused id: conflict).
-func (h *Host) PublishMessage(ctx context.Context, tenant, contentType string, body []byte) (*host.MessageReceipt, error) {
+func (h *Host) PublishMessage(ctx context.Context, tenant, origin, contentType string, body []byte) (*host.MessageReceipt, error) {
+	if origin == "" {
+		origin = "api"
+	}
 	r, err := bus.ParseRequest(contentType, body)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := bus.Accept(ctx, h.store, r, bus.Options{Tenant: tenant, Origin: "api", Now: time.Now(), Direction: "received"})
+	rec, err := bus.Accept(ctx, h.store, r, bus.Options{Tenant: tenant, Origin: origin, Now: time.Now(), Direction: "received"})
 	if err != nil {
 		return nil, err
 	}

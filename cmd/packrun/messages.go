@@ -107,7 +107,7 @@ and the rule.`,
 				return err
 			}
 			return a.withHost(cmd, readWrite, func(h *packrun.Host) error {
-				rec, err := h.PublishMessage(cmd.Context(), host.DefaultTenant, contentType, body)
+				rec, err := h.PublishMessage(cmd.Context(), host.DefaultTenant, "cli", contentType, body)
 				if err != nil {
 					return messageRefusal(err)
 				}
@@ -136,7 +136,7 @@ and the rule.`,
 // 5 too.
 func messageRefusal(err error) error {
 	if re, ok := errors.AsType[*message.RuleError](err); ok && re.Format == "" {
-		return withCode(exitRefused, errors.New(strings.TrimPrefix(re.Error(), ": ")))
+		return withCode(exitRefused, errors.New(re.Error()))
 	}
 	if errors.Is(err, host.ErrValidation) && !isRuleError(err) {
 		return withCode(exitRefused, err)

@@ -124,7 +124,10 @@ func TestMessagesCommands(t *testing.T) {
 		t.Fatalf("show --json: %+v %v", shown, err)
 	}
 	h.refusedWith(exitNotFound, []string{"messages", "show", "no-such"}, "no-such")
-	h.refusedWith(exitRefused, []string{"messages", "show", crisisID, "--format", "agent-message"}, "agent-message")
+	if code, out, errs := h.run("messages", "show", crisisID, "--format", "agent-message"); code != 0 || !strings.Contains(out, `"type": "event"`) ||
+		!strings.Contains(errs, "kind (crisis.detection written as type event)") {
+		t.Fatalf("a bus message as seed 001: exit %d\n%s\n%s", code, out, errs)
+	}
 
 	// subscriptions.
 	if out := h.ok("messages", "subscriptions"); !strings.Contains(out, "local.watch") || !strings.Contains(out, "crisis.*") || !strings.Contains(out, "message:watcher") {

@@ -89,7 +89,7 @@ func messageError(err error) error {
 		}
 		// A request refused before its format is known has no format
 		// to name: its message starts with the path.
-		ae := refuse(status, code, fieldOfPath(re.Path), strings.TrimPrefix(oneLine(re.Error()), ": "))
+		ae := refuse(status, code, fieldOfPath(re.Path), oneLine(re.Error()))
 		ae.detail.Path, ae.detail.Rule = re.Path, re.Rule
 		return ae
 	}

@@ -117,7 +117,7 @@ func TestConsoleInChromium(t *testing.T) {
 	task := completedTask(t, ctx, h)
 	// A seed 000 envelope on the bus, for the Messages pages.
 	msgID := messagetest.ULID(1)
-	if _, err := h.PublishMessage(ctx, defaultTenant, "application/json; profile=agent-envelope", messagetest.Envelope(1, "arc", "query", messagetest.ZeroHash)); err != nil {
+	if _, err := h.PublishMessage(ctx, defaultTenant, "", "application/json; profile=agent-envelope", messagetest.Envelope(1, "arc", "query", messagetest.ZeroHash)); err != nil {
 		t.Fatal(err)
 	}
 

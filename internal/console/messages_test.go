@@ -39,12 +39,12 @@ func TestMessagesPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	const crisisID = "550e8400-e29b-41d4-a716-446655440009"
-	crisis, err := h.PublishMessage(ctx, defaultTenant, "application/json; profile=bus-envelope", messagetest.Crisis(crisisID, "sensor.a"))
+	crisis, err := h.PublishMessage(ctx, defaultTenant, "", "application/json; profile=bus-envelope", messagetest.Crisis(crisisID, "sensor.a"))
 	if err != nil || len(crisis.Message.Deliveries) != 1 {
 		t.Fatalf("publish crisis: %+v %v", crisis, err)
 	}
 	envID := messagetest.ULID(3)
-	if _, err := h.PublishMessage(ctx, defaultTenant, "application/json; profile=agent-envelope", messagetest.Envelope(3, "arc", "query", messagetest.ZeroHash)); err != nil {
+	if _, err := h.PublishMessage(ctx, defaultTenant, "", "application/json; profile=agent-envelope", messagetest.Envelope(3, "arc", "query", messagetest.ZeroHash)); err != nil {
 		t.Fatal(err)
 	}
 	r, err := bus.ParseRequest("application/json; profile=bus-envelope", messagetest.Crisis(messagetest.BusID(4), "sensor.other"))
@@ -109,7 +109,7 @@ func TestMessagesPages(t *testing.T) {
 	page("/console/messages/"+crisisID, []string{`id="deliveries"`, "watcher", `href="/console/tasks/` + crisis.Message.Deliveries[0].TaskID + `"`,
 		`id="document"`, "&#34;message_id&#34;: &#34;" + crisisID}, []string{`id="lost"`})
 	page("/console/messages/"+envID+"?format=agent-message", []string{`id="lost"`, "<code>prev_hash</code>", `<option value="agent-message" selected>`, "&#34;type&#34;: &#34;query&#34;"}, nil)
-	page("/console/messages/"+crisisID+"?format=agent-message", []string{`id="render-error"`}, []string{`id="document"`})
+	page("/console/messages/"+crisisID+"?format=agent-message", []string{`id="document"`, `id="lost"`, "kind (crisis.detection written as type event)"}, []string{`id="render-error"`})
 
 	if code, body := get(reader, "/console/messages/"+messagetest.BusID(4)); code != http.StatusNotFound {
 		t.Errorf("another tenant's message: %d\n%s", code, body)

@@ -1,6 +1,8 @@
 package message
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -372,14 +374,20 @@ func (c AgentMessage) Encode(m *Message) ([]byte, []string, error) {
 // amID writes the model id as a seed 001 id: a seed 000 ULID (128 bits)
 // becomes "msg-" and the same bits as a UUID.
 func amID(id string) (string, []string) {
-	if !envULID.MatchString(id) {
+	if amUUIDv4.MatchString(id) || amSeedID.MatchString(id) {
 		return id, nil
 	}
-	u, ok := ulidUUID(id)
-	if !ok {
-		return id, nil
+	if envULID.MatchString(id) {
+		if u, ok := ulidUUID(id); ok {
+			return "msg-" + u, []string{"id (ULID " + id + " written as msg-" + u + ")"}
+		}
 	}
-	return "msg-" + u, []string{"id (ULID " + id + " written as msg-" + u + ")"}
+	// Any other id (seed 002's are not hexadecimal): msg- and a UUID of
+	// its SHA-256, so the same message always gets the same id.
+	sum := sha256.Sum256([]byte(id))
+	h := hex.EncodeToString(sum[:16])
+	u := "msg-" + h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+	return u, []string{"id (" + id + " written as " + u + ")"}
 }
 
 // amIdentifier writes a model sender or recipient as an AgentIdentifier:
@@ -416,10 +424,11 @@ func amKind(kind string) (string, []string) {
 	if contains(AgentMessageTypes, kind) {
 		return kind, nil
 	}
-	if t, ok := amFromIntent[kind]; ok {
-		return t, []string{"kind (" + kind + " written as type " + t + ")"}
+	t, ok := amFromIntent[kind]
+	if !ok {
+		t = "event" // a bus topic: an event
 	}
-	return kind, nil
+	return t, []string{"kind (" + kind + " written as type " + t + ")"}
 }
 
 // amContextInto writes the context when the model has one and lists the

@@ -6,9 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/packrun/packrun/internal/message/messagetest"
 )
 
 // seedExamples reads every example of a seed from messagetest/seeds.
@@ -340,11 +343,58 @@ func TestAgentMessageToEnvelope(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A seed 001 id is not a ULID and its sender not an agent:// URI: the
-	// envelope cannot carry it, and Encode says so rather than bend it.
-	_, _, err = Envelope{}.Encode(m)
-	var re *RuleError
-	if !errors.As(err, &re) || re.Path != "$.id" || re.Rule != "pattern" {
-		t.Fatalf("got %v, want the id refused", err)
+	// envelope writes them as it can (the same 128 bits as a ULID, the
+	// agent as agent://<agentId>) and lists what changed.
+	b, lost, err := Envelope{}.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := Envelope{}.Decode(b)
+	if err != nil {
+		t.Fatalf("the converted message is not a valid envelope: %v\n%s", err, b)
+	}
+	if env.From != "agent://one-brain" || env.To != "agent://macro-analyst" || env.Kind != "query" {
+		t.Errorf("converted wrongly: %s", b)
+	}
+	for _, want := range []string{"id (msg-123e4567-e89b-12d3-a456-426614174000 written as ULID " + env.ID + ")",
+		"from (one-brain/ob-001 written as agent://one-brain)", "prev_truth_state (the message has none: written as 64 zeros)"} {
+		if !slices.Contains(lost, want) {
+			t.Errorf("lost %q lacks %q", lost, want)
+		}
+	}
+	// And back: the ULID is the same 128 bits, so seed 001 gets its id back.
+	back, _, err := AgentMessage{}.Encode(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := (AgentMessage{}).Decode(back); got == nil || got.ID != m.ID {
+		t.Fatalf("the id did not survive the round trip: %s", back)
+	}
+}
+
+// A seed 002 message renders in both other formats: its id, sender and
+// topic written as they can be, and listed.
+func TestBusMessageInEveryFormat(t *testing.T) {
+	m, err := Bus{}.Decode(messagetest.Seed("bus/crisis.detection.jsonc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []Codec{Envelope{}, AgentMessage{}} {
+		b, lost, err := c.Encode(m)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Format(), err)
+		}
+		got, err := c.Decode(b)
+		var want, have any
+		json.Unmarshal(m.Payload, &want)
+		json.Unmarshal(got.Payload, &have)
+		if err != nil || len(lost) == 0 || !reflect.DeepEqual(want, have) {
+			t.Fatalf("%s: %v lost %q\n%s", c.Format(), err, lost, b)
+		}
+		again, _, _ := c.Encode(m)
+		if string(again) != string(b) {
+			t.Fatalf("%s: the same message rendered twice differs", c.Format())
+		}
 	}
 }
 

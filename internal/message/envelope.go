@@ -1,9 +1,11 @@
 package message
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/packrun/packrun/internal/strictjson"
@@ -244,21 +246,30 @@ func envToMessage(doc map[string]any) *Message {
 // Decode: a message the envelope cannot express (an id that is not a
 // ULID, a sender that is not an agent:// URI...) is refused, not bent.
 func (c Envelope) Encode(m *Message) ([]byte, []string, error) {
+	id, lost := envID(m)
+	from, l := envURI("from", m.From)
+	lost = append(lost, l...)
 	doc := map[string]any{
-		"id": m.ID, "ts": m.Time.UTC().Format(time.RFC3339Nano), "from": m.From,
+		"id": id, "ts": m.Time.UTC().Format(time.RFC3339Nano), "from": from,
 		"intent": envIntent(m), "prev_truth_state": m.PrevHash,
+	}
+	if m.PrevHash == "" {
+		doc["prev_truth_state"] = envNoPrev
+		lost = append(lost, "prev_truth_state (the message has none: written as 64 zeros)")
 	}
 	payload, err := decodeRaw(m.Payload)
 	if err != nil {
 		return nil, nil, c.fail("$.payload", "type", "the model's payload is not JSON")
 	}
 	doc["payload"] = payload
-	setIf(doc, "to", m.To)
+	if m.To != "" {
+		to, l := envURI("to", m.To)
+		doc["to"], lost = to, append(lost, l...)
+	}
 	setIf(doc, "signature", m.Signature)
 	if m.Priority != envDefaultPriority {
 		doc["priority"] = m.Priority
 	}
-	var lost []string
 	if m.TTL != 0 {
 		doc["ttl"] = int64(m.TTL / time.Second)
 		if m.TTL%time.Second != 0 {
@@ -285,6 +296,9 @@ var envFromKind = map[string]string{
 	"query": "query", "response": "ack", "command": "commit", "event": "flag", "error": "escalate",
 }
 
+// envIntent is the intent a model's kind is written as: its own, seed
+// 001's counterpart (envFromKind), or, for a bus topic, escalate for a
+// crisis and flag for anything else (listed as lost by the caller).
 func envIntent(m *Message) string {
 	if contains(envIntents, m.Kind) {
 		return m.Kind
@@ -292,7 +306,60 @@ func envIntent(m *Message) string {
 	if i, ok := envFromKind[m.Kind]; ok {
 		return i
 	}
-	return m.Kind
+	if strings.HasPrefix(m.Kind, "crisis.") {
+		return "escalate"
+	}
+	return "flag"
+}
+
+// envNoPrev is the prev_truth_state of an envelope written for a message
+// that has none (the schema requires one).
+var envNoPrev = strings.Repeat("0", 64)
+
+// envID is the ULID an envelope's id is written as: the model's own if it
+// is one; a UUID (seed 001's, "msg-" prefixed or not) as the ULID of the
+// same 128 bits (the reverse of seed 001's ULID mapping); any other id as
+// a ULID of the message's time and 80 bits of the id's SHA-256.
+func envID(m *Message) (string, []string) {
+	if envULID.MatchString(m.ID) {
+		return m.ID, nil
+	}
+	var b [16]byte
+	if u, ok := uuidBytes(strings.TrimPrefix(m.ID, "msg-")); ok {
+		b = u
+	} else {
+		ms := uint64(max(m.Time.UnixMilli(), 0))
+		for i := 0; i < 6; i++ {
+			b[i] = byte(ms >> (8 * (5 - i)))
+		}
+		sum := sha256.Sum256([]byte(m.ID))
+		copy(b[6:], sum[:10])
+	}
+	id := ulidOf(b)
+	return id, []string{"id (" + m.ID + " written as ULID " + id + ")"}
+}
+
+// envURI writes a model sender or recipient as an agent:// URI: an
+// agent://name as is; otherwise the agent (seed 001's agentId, before
+// "/") lower-cased, with every character the URI does not allow as '-'.
+func envURI(field, s string) (string, []string) {
+	if envAgentURI.MatchString(s) {
+		return s, nil
+	}
+	name, _, _ := strings.Cut(strings.TrimPrefix(s, "agent://"), "/")
+	name = strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + ('a' - 'A')
+		}
+		return '-'
+	}, name)
+	if name == "" {
+		name = "unknown"
+	}
+	return "agent://" + name, []string{field + " (" + s + " written as agent://" + name + ")"}
 }
 
 // envContext writes context_id and lists the context ids it cannot carry.

@@ -97,5 +97,8 @@ func (e *RuleError) Error() string {
 	if p == "" {
 		p = "$"
 	}
+	if e.Format == "" { // refused before a format was known
+		return p + ": " + e.Rule + ": " + e.Reason
+	}
 	return string(e.Format) + ": " + p + ": " + e.Rule + ": " + e.Reason
 }
