@@ -328,7 +328,10 @@ func amIdent(v any) string {
 }
 
 // Encode renders m as a seed 001 AgentMessage; the result is checked with
-// Decode, so a message the format cannot express is refused.
+// Decode: an id that is not a UUID (a ULID's bits, any other id's hash)
+// and a kind that is not a message type (a bus topic is an event) are
+// written as they can be and listed in lost; what still cannot be
+// expressed is refused.
 func (c AgentMessage) Encode(m *Message) ([]byte, []string, error) {
 	var lost []string
 	id, l := amID(m.ID)

@@ -243,8 +243,12 @@ func envToMessage(doc map[string]any) *Message {
 }
 
 // Encode renders m as a seed 000 envelope. The result is checked with
-// Decode: a message the envelope cannot express (an id that is not a
-// ULID, a sender that is not an agent:// URI...) is refused, not bent.
+// Decode. What the envelope has no room for is written as it can be and
+// listed in lost: an id that is not a ULID (a UUID's 128 bits as the ULID
+// of the same bits; any other id as a ULID of the message's time and its
+// hash), a sender or recipient that is not an agent:// URI
+// (agent://<agent>), a kind that is not an intent, a missing
+// prev_truth_state (64 zeros).
 func (c Envelope) Encode(m *Message) ([]byte, []string, error) {
 	id, lost := envID(m)
 	from, l := envURI("from", m.From)
