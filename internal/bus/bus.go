@@ -23,6 +23,7 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
 	"github.com/packrun/packrun/internal/message"
 	"github.com/packrun/packrun/internal/strictjson"
 )
@@ -251,10 +252,10 @@ func Prepare(ctx context.Context, r *Request, o Options) (*host.MessageInput, er
 	if err != nil {
 		return nil, err
 	}
-	doc, err := compact(r.Document)
-	if err != nil {
-		return nil, fail(r.Format, "", message.RuleJSON, "not valid JSON")
-	}
+	// Compact, in the form a json.RawMessage marshals to (so the task
+	// payload that embeds it costs no second pass); the codec has checked
+	// it is valid.
+	doc := evidence.CompactJSON(r.Document)
 	in := &host.MessageInput{
 		Tenant: o.Tenant, Origin: o.Origin, Format: string(r.Format), Document: doc, Model: model,
 		Hash: Hash(canon), MessageID: m.ID, Sender: sender, To: m.To, Topic: m.Topic, Kind: m.Kind,
@@ -291,14 +292,6 @@ func topicPath(f message.Format) string {
 	return "$.metadata.message_type"
 }
 
-func compact(doc []byte) (json.RawMessage, error) {
-	var b bytes.Buffer
-	if err := json.Compact(&b, doc); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
-}
-
 // messageLog fills seed 001's MessageLog fields: latency from the
 // message's time to now, the evidence count and confidence its payload or
 // evidence carries.
@@ -317,12 +310,15 @@ func messageLog(m *message.Message, o Options) host.MessageLog {
 	if raw, ok := m.Extra["evidence"]; ok && json.Unmarshal(raw, &ev) == nil {
 		l.EvidenceCount, l.Confidence = len(ev.Sources), ev.Confidence
 	}
+	// The payload's own confidence and evidence list, when it has them
+	// (seed 002's payloads carry a confidence).
 	var p struct {
 		Confidence    *float64          `json:"confidence"`
 		EvidenceChain []json.RawMessage `json:"evidence_chain"`
 		Evidence      []json.RawMessage `json:"evidence"`
 	}
-	if json.Unmarshal(m.Payload, &p) == nil {
+	mentions := bytes.Contains(m.Payload, []byte(`"confidence"`)) || bytes.Contains(m.Payload, []byte(`"evidence`))
+	if mentions && json.Unmarshal(m.Payload, &p) == nil {
 		if l.Confidence == nil && p.Confidence != nil {
 			l.Confidence = p.Confidence
 		}

@@ -174,3 +174,20 @@ func TestMessageLog(t *testing.T) {
 		t.Fatalf("log: %+v reply_to %q", in.Log, in.ReplyTo)
 	}
 }
+
+// BenchmarkPrepare: one seed-002 crisis.detection message (about 2.5 KB)
+// read, decoded, checked, hashed and prepared, as POST /v1/messages does
+// before the store.
+func BenchmarkPrepare(b *testing.B) {
+	doc := messagetest.Crisis(messagetest.BusID(1), "emotion_recognition")
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		r, err := ParseRequest("application/json; profile=bus-envelope", doc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Prepare(ctx, r, Options{Now: time.Now()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -87,10 +88,30 @@ func writeJCS(b *bytes.Buffer, v any) error {
 	return nil
 }
 
-// compareUTF16 orders strings by their UTF-16 code units (RFC 8785 §3.2.3).
+// compareUTF16 orders strings by their UTF-16 code units (RFC 8785 §3.2.3):
+// byte order (which is code point order) except where a character beyond
+// U+FFFF (a surrogate pair, D800–DBFF first) meets one in E000–FFFF.
 func compareUTF16(a, b string) int {
-	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
-	return slices.Compare(ua, ub)
+	for a != "" && b != "" {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if ra != rb {
+			return cmp.Compare(utf16Key(ra), utf16Key(rb))
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// utf16Key is a rune's first UTF-16 code unit, scaled so that two runes
+// with the same first unit (two supplementary characters) still order by
+// their code points.
+func utf16Key(r rune) int64 {
+	if r < 0x10000 {
+		return int64(r) << 21
+	}
+	hi, _ := utf16.EncodeRune(r)
+	return int64(hi)<<21 | int64(r)
 }
 
 // writeJCSString writes s as RFC 8785 §3.2.2.2 says: \" \\ \b \f \n \r \t,

@@ -3,14 +3,16 @@ package message
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/packrun/packrun/internal/strictjson"
 )
 
 // Bus is the codec of seed 002: the bus envelope {metadata, payload}.
@@ -59,8 +61,12 @@ func (b Bus) Decode(data []byte) (*Message, error) {
 	if err := json.Unmarshal(data, &top); err != nil || top == nil {
 		return nil, busErr("", "json", "not a JSON object")
 	}
-	if err := busDuplicates(json.NewDecoder(bytes.NewReader(data)), nil); err != nil {
-		return nil, err
+	if err := strictjson.Check(data, maxDepth); err != nil {
+		var ce *strictjson.CheckError
+		if errors.As(err, &ce) && errors.Is(ce.Err, strictjson.ErrDuplicateKey) {
+			return nil, busErr(ce.Path, "duplicate_key", "member written twice")
+		}
+		return nil, busErr("", "json", "not valid JSON")
 	}
 	if err := busOnly("", top, "metadata", "payload"); err != nil {
 		return nil, err
@@ -227,47 +233,6 @@ func busPayload(raw json.RawMessage) (map[string]any, error) {
 		return nil, busErr("$.payload", "type", "must be an object")
 	}
 	return p, nil
-}
-
-// busDuplicates refuses a member written twice in one object (encoding/json
-// would keep the last silently). It runs on a document json.Unmarshal has
-// accepted, so its nesting depth is already bounded; at holds the path
-// segments, joined only for an error.
-func busDuplicates(dec *json.Decoder, at []string) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return busErr(busPath(at), "json", "not valid JSON")
-	}
-	switch tok {
-	case json.Delim('{'):
-		seen := map[string]struct{}{}
-		for dec.More() {
-			k, err := dec.Token()
-			key, ok := k.(string)
-			if err != nil || !ok {
-				return busErr(busPath(at), "json", "not valid JSON")
-			}
-			if _, dup := seen[key]; dup {
-				return busErr(busPath(append(at, "."+key)), "duplicate_key", "member written twice")
-			}
-			seen[key] = struct{}{}
-			if err := busDuplicates(dec, append(at, "."+key)); err != nil {
-				return err
-			}
-		}
-		_, err = dec.Token()
-	case json.Delim('['):
-		for i := 0; dec.More(); i++ {
-			if err := busDuplicates(dec, append(at, "["+strconv.Itoa(i)+"]")); err != nil {
-				return err
-			}
-		}
-		_, err = dec.Token()
-	}
-	if err != nil {
-		return busErr(busPath(at), "json", "not valid JSON")
-	}
-	return nil
 }
 
 func busPath(at []string) string { return "$" + strings.Join(at, "") }
