@@ -93,7 +93,7 @@ func (s *Store) applyMessage(tx *wtx, in *host.MessageInput, taskID, attemptID s
 	if err := s.advanceChain(tx, tenant, in); err != nil {
 		return nil, err
 	}
-	subs, err := matchingSubscriptions(tx, in.Topic)
+	subs, err := s.matchingSubscriptions(tx, in.Topic)
 	if err != nil {
 		return nil, err
 	}
@@ -168,25 +168,45 @@ func (s *Store) advanceChain(tx *wtx, tenant string, in *host.MessageInput) erro
 	return err
 }
 
+// subsCache keeps the subscription table, read once per change: every
+// message looks it up. It is coherent through the routes generation, which
+// SetPackSubscriptions touches (see genCache).
+type subsCache = genCache[struct{}, []host.Subscription]
+
+func newSubsCache(g gen) *subsCache {
+	return newGenCache(g, 16<<20, func(_ struct{}, subs []host.Subscription) int { return len(subs) })
+}
+
 // matchingSubscriptions returns the subscriptions one of whose patterns
 // matches topic, by pack and node.
-func matchingSubscriptions(tx *wtx, topic string) ([]host.Subscription, error) {
-	rows, err := tx.Query(`SELECT pack, node, task_type, topics FROM message_subscriptions ORDER BY pack, node`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []host.Subscription
-	for rows.Next() {
-		sub, err := scanSubscription(rows)
+func (s *Store) matchingSubscriptions(tx *wtx, topic string) ([]host.Subscription, error) {
+	now := time.Now()
+	all, ok, g := s.subs.lookup(struct{}{}, now)
+	if !ok {
+		rows, err := tx.Query(`SELECT pack, node, task_type, topics FROM message_subscriptions ORDER BY pack, node`)
 		if err != nil {
 			return nil, err
 		}
+		defer rows.Close()
+		for rows.Next() {
+			sub, err := scanSubscription(rows)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, *sub)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		s.subs.store(struct{}{}, all, g, now)
+	}
+	var out []host.Subscription
+	for _, sub := range all {
 		if abi.MatchAnyTopic(sub.Topics, topic) {
-			out = append(out, *sub)
+			out = append(out, sub)
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func scanSubscription(row interface{ Scan(...any) error }) (*host.Subscription, error) {
@@ -400,6 +420,7 @@ func (s *Store) SetPackSubscriptions(ctx context.Context, pack string, subs []ho
 		}
 	}
 	err := s.w.do(ctx, func(tx *wtx) error {
+		tx.touch(s.gens.routes)
 		if _, err := tx.Exec(`DELETE FROM message_subscriptions WHERE pack = ?`, pack); err != nil {
 			return err
 		}

@@ -89,6 +89,19 @@ func TestPublishDeliversOncePerSubscriber(t *testing.T) {
 	if got := eventTypes(t, f.Store, ""); !containsAll(got, host.EventMessageAccepted, host.EventMessageDelivered, host.EventMessageDuplicate) {
 		t.Fatalf("events: %v", got)
 	}
+	// A subscription added later (the cached subscriptions are dropped),
+	// and one seen by another process's store.
+	subscribe(t, f.Store, "late", "crisis.detection")
+	r2, err := f.PublishMessage(ctx, prepare(t, message.FormatBus, messagetest.Crisis(messagetest.BusID(2), "emotion_recognition")))
+	if err != nil || len(r2.Message.Deliveries) != 3 {
+		t.Fatalf("after a new subscription: %+v %v", r2, err)
+	}
+	other := f.another(t)
+	subscribe(t, other, "later", "crisis.*")
+	r3, err := f.PublishMessage(ctx, prepare(t, message.FormatBus, messagetest.Crisis(messagetest.BusID(3), "emotion_recognition")))
+	if err != nil || len(r3.Message.Deliveries) != 4 {
+		t.Fatalf("after another process's subscription: %+v %v", r3, err)
+	}
 	rep, err := f.VerifyChain(ctx)
 	if err != nil || !rep.OK {
 		t.Fatalf("chain: %+v %v", rep, err)

@@ -133,6 +133,7 @@ type Store struct {
 	mc     *memCache    // memory entries read (memCache)
 	routes *routeCache  // task types resolved (routeCache)
 	config *configCache // task type specs, agents, profiles read (configCache)
+	subs   *subsCache   // message subscriptions (subsCache)
 	keys   *keyring     // seals secret memory values (secrets.go)
 	// hostKey signs, and cp writes, the evidence head checkpoints
 	// (checkpoint.go).
@@ -192,7 +193,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
-	s := &Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), config: newConfigCache(gens.routes), keys: keys, hostKey: hk, cp: cp}
+	s := &Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), config: newConfigCache(gens.routes), subs: newSubsCache(gens.routes), keys: keys, hostKey: hk, cp: cp}
 	if err := s.seedCheckpoint(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open host store: anchor the evidence head: %w", err)
