@@ -81,6 +81,10 @@ type MessageInput struct {
 	// Origin says who handed it over: "api", "task:<id>" (message_publish)
 	// or "outbox:<task id>" (an outcome's external_messages).
 	Origin string
+	// By names the caller of an "api" message (its token id, or "none"
+	// without authentication), recorded in its message_accepted or
+	// message_duplicate event: that event is the call's audit record.
+	By string
 	// Format is the wire format it arrived in; Document the document as
 	// accepted (compact JSON, signature included): the message's own
 	// bytes, rendered back in its own format unchanged.

@@ -162,6 +162,16 @@ const EventAPICall = "api_call"
 // recordCall appends the api_call event of a state-changing call that
 // succeeded: who (token id and name, tenant), what (method and route) and
 // on what (task or attempt id).
+// callerOf names the caller of r as a write's own event records it: its
+// token id, or "none" without authentication.
+func callerOf(r *http.Request) string {
+	p := auth.From(r.Context())
+	if p.Insecure {
+		return "none"
+	}
+	return p.TokenID
+}
+
 func (s *server) recordCall(r *http.Request, taskID, attemptID string) {
 	p := auth.From(r.Context())
 	d := map[string]string{"method": r.Method, "route": r.Pattern, "tenant": p.Tenant}

@@ -52,8 +52,11 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return messageError(err)
 	}
+	// The message's own event (message_accepted or message_duplicate)
+	// names the caller: it is this call's audit record, in the same write,
+	// instead of a separate api_call event.
 	rec, err := bus.Accept(r.Context(), s.cfg.Backend, req, bus.Options{
-		Tenant: tenantOf(r, ""), Origin: "api", Now: time.Now(), Direction: "received",
+		Tenant: tenantOf(r, ""), Origin: "api", By: callerOf(r), Now: time.Now(), Direction: "received",
 	})
 	if err != nil {
 		return messageError(err)
@@ -69,7 +72,6 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) error {
 			s.cfg.Dispatcher.Wake()
 		}
 	}
-	s.recordCall(r, "", "")
 	reply(w, status, out)
 	return nil
 }

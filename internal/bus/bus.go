@@ -133,8 +133,9 @@ func clip(s string) string {
 // Options say who publishes and under which policy.
 type Options struct {
 	Tenant string
-	// Origin is "api", "task:<id>" or "outbox:<task id>".
-	Origin string
+	// Origin is "api", "cli", "task:<id>" or "outbox:<task id>"; By the
+	// API caller (host.MessageInput.By).
+	Origin, By string
 	// Now is when the message is handed over (latency and ttl are
 	// counted from the message's own time).
 	Now time.Time
@@ -257,7 +258,7 @@ func Prepare(ctx context.Context, r *Request, o Options) (*host.MessageInput, er
 	// it is valid.
 	doc := evidence.CompactJSON(r.Document)
 	in := &host.MessageInput{
-		Tenant: o.Tenant, Origin: o.Origin, Format: string(r.Format), Document: doc, Model: model,
+		Tenant: o.Tenant, Origin: o.Origin, By: o.By, Format: string(r.Format), Document: doc, Model: model,
 		Hash: Hash(canon), MessageID: m.ID, Sender: sender, To: m.To, Topic: m.Topic, Kind: m.Kind,
 		ReplyTo: m.ReplyTo, Priority: m.Priority, PrevHash: m.PrevHash, SignedBy: signedBy,
 		Log: messageLog(m, o),

@@ -81,8 +81,11 @@ func (s *Store) applyMessage(tx *wtx, in *host.MessageInput, taskID, attemptID s
 	case err == nil && hash != in.Hash:
 		return nil, host.Errorf(op, in.MessageID, host.ErrConflict, "message id %s was accepted with hash %s; this message's hash is %s", in.MessageID, hash, in.Hash)
 	case err == nil:
-		if _, err := s.event(tx, host.EventMessageDuplicate, taskID, attemptID, map[string]any{
-			"message_id": in.MessageID, "hash": hash, "origin": in.Origin, "tenant": tenant}); err != nil {
+		d := map[string]any{"message_id": in.MessageID, "hash": hash, "origin": in.Origin, "tenant": tenant}
+		if in.By != "" {
+			d["by"] = in.By
+		}
+		if _, err := s.event(tx, host.EventMessageDuplicate, taskID, attemptID, d); err != nil {
 			return nil, err
 		}
 		rec, err := s.loadMessage(txq{tx}, tenant, in.MessageID)
@@ -100,7 +103,7 @@ func (s *Store) applyMessage(tx *wtx, in *host.MessageInput, taskID, attemptID s
 	data := map[string]any{"message_id": in.MessageID, "hash": in.Hash, "model_hash": host.ContentHash(in.Model), "format": in.Format,
 		"topic": in.Topic, "sender": in.Sender, "origin": in.Origin, "tenant": tenant, "deliveries": len(subs),
 		"direction": in.Log.Direction, "status": in.Log.Status, "latency_ms": in.Log.LatencyMs, "evidence_count": in.Log.EvidenceCount}
-	for k, v := range map[string]string{"reply_to": in.ReplyTo, "signed_by": in.SignedBy, "prev_hash": in.PrevHash, "to": in.To} {
+	for k, v := range map[string]string{"reply_to": in.ReplyTo, "signed_by": in.SignedBy, "prev_hash": in.PrevHash, "to": in.To, "by": in.By} {
 		if v != "" {
 			data[k] = v
 		}
