@@ -33,10 +33,19 @@ func benchSubscribe(b *testing.B, h *packrun.Host) {
 
 var benchMessageN atomic.Int64
 
-// benchPostMessage POSTs a new seed-002 crisis.detection message (about
-// 2.5 KB) and checks it was accepted with one subscriber task.
-func benchPostMessage(client *http.Client, url string) error {
-	doc := messagetest.Crisis(messagetest.BusID(int(benchMessageN.Add(1))), "emotion_recognition")
+// benchCrises returns n new seed-002 crisis.detection messages (about
+// 2.5 KB each), made before the timer starts.
+func benchCrises(n int) [][]byte {
+	docs := make([][]byte, n)
+	for i := range docs {
+		docs[i] = messagetest.Crisis(messagetest.BusID(int(benchMessageN.Add(1))), "emotion_recognition")
+	}
+	return docs
+}
+
+// benchPostMessage POSTs doc and checks it was accepted with one
+// subscriber task.
+func benchPostMessage(client *http.Client, url string, doc []byte) error {
 	resp, err := client.Post(url+"/v1/messages", "application/json; profile=bus-envelope", bytes.NewReader(doc))
 	if err != nil {
 		return err
@@ -58,14 +67,16 @@ func BenchmarkPostMessage(b *testing.B) {
 	h := benchHost(b, b, 1)
 	benchSubscribe(b, h)
 	url, client := benchServer(b, h)
-	if err := benchPostMessage(client, url); err != nil {
+	if err := benchPostMessage(client, url, benchCrises(1)[0]); err != nil {
 		b.Fatal(err)
 	}
+	docs := benchCrises(b.N)
+	var next atomic.Int64
 	b.SetParallelism(16)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := benchPostMessage(client, url); err != nil {
+			if err := benchPostMessage(client, url, docs[next.Add(1)-1]); err != nil {
 				b.Error(err)
 				return
 			}

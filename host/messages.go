@@ -157,8 +157,8 @@ type MessageRecord struct {
 	Tenant     string          `json:"tenant"`
 	MessageID  string          `json:"message_id"`
 	Format     string          `json:"format"`
-	Document   json.RawMessage `json:"document"`
-	Model      json.RawMessage `json:"model"`
+	Document   json.RawMessage `json:"document,omitempty"`
+	Model      json.RawMessage `json:"model,omitempty"`
 	Hash       string          `json:"hash"`
 	Sender     string          `json:"sender"`
 	To         string          `json:"to,omitempty"`

@@ -30,6 +30,8 @@ const HeaderLostFields = "Packrun-Lost-Fields"
 
 // messageReceipt is the answer to POST /v1/messages.
 type messageReceipt struct {
+	// Message is the record accepted, without its document and model
+	// (the caller sent the one; GET /v1/messages/{id} renders both).
 	Message *host.MessageRecord `json:"message"`
 	// Tasks are the subscriber tasks this request created (none for a
 	// duplicate).
@@ -61,7 +63,9 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return messageError(err)
 	}
-	out := messageReceipt{Message: rec.Message, Tasks: []string{}, Duplicate: rec.Duplicate}
+	m := *rec.Message
+	m.Document, m.Model = nil, nil
+	out := messageReceipt{Message: &m, Tasks: []string{}, Duplicate: rec.Duplicate}
 	status := http.StatusOK
 	if !rec.Duplicate {
 		status = http.StatusCreated
