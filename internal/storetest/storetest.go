@@ -62,7 +62,7 @@ type Area struct {
 
 // Areas lists every area of the contract, in the order All runs them.
 var Areas = []Area{
-	{"Queue", Queue},
+	{"Queue", Queue}, {"Evidence", Evidence},
 }
 
 // All runs every area of the contract, each as a subtest.
@@ -88,7 +88,8 @@ type scenario struct {
 }
 
 // runAll runs each scenario as a subtest on a fresh store. After each,
-// the store's evidence chain must verify.
+// the store's evidence chain must verify, and every event read back must
+// be hashed and linked as internal/evidence says (checkEvents).
 func runAll(t *testing.T, open Opener, scenarios []scenario) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -96,6 +97,7 @@ func runAll(t *testing.T, open Opener, scenarios []scenario) {
 			sc.run(f)
 			if !t.Failed() {
 				f.verifyChain()
+				f.checkEvents()
 			}
 		})
 	}
