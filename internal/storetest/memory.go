@@ -85,7 +85,9 @@ func memoryValidation(f *fixture) {
 		{"empty key", func() error { return f.b.Put(ctx, sc, "", json.RawMessage(`1`), host.PutOptions{}) }, "key"},
 		{"control char", func() error { return f.b.Put(ctx, sc, "a\nb", json.RawMessage(`1`), host.PutOptions{}) }, "key"},
 		{"invalid UTF-8", func() error { return f.b.Delete(ctx, sc, "\xff") }, "key"},
-		{"long key", func() error { return f.b.Put(ctx, sc, strings.Repeat("k", host.MaxKeyBytes+1), json.RawMessage(`1`), host.PutOptions{}) }, "key"},
+		{"long key", func() error {
+			return f.b.Put(ctx, sc, strings.Repeat("k", host.MaxKeyBytes+1), json.RawMessage(`1`), host.PutOptions{})
+		}, "key"},
 		{"long namespace", func() error {
 			return f.b.Put(ctx, host.Scope{Tenant: "t", Namespace: strings.Repeat("n", host.MaxScopeNameBytes+1)}, "k", json.RawMessage(`1`), host.PutOptions{})
 		}, "namespace"},
