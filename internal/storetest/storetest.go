@@ -63,7 +63,7 @@ type Area struct {
 // Areas lists every area of the contract, in the order All runs them.
 var Areas = []Area{
 	{"Queue", Queue}, {"Evidence", Evidence}, {"Memory", Memory}, {"Locker", Locker},
-	{"Schedules", Schedules}, {"Sensors", Sensors},
+	{"Schedules", Schedules}, {"Sensors", Sensors}, {"Messages", Messages},
 }
 
 // All runs every area of the contract, each as a subtest.
