@@ -64,6 +64,7 @@ type Area struct {
 var Areas = []Area{
 	{"Queue", Queue}, {"Evidence", Evidence}, {"Memory", Memory}, {"Locker", Locker},
 	{"Schedules", Schedules}, {"Sensors", Sensors}, {"Messages", Messages},
+	{"TaskTypes", TaskTypes}, {"TaskTypeSpecs", TaskTypeSpecs}, {"Agents", Agents},
 }
 
 // All runs every area of the contract, each as a subtest.
