@@ -65,6 +65,7 @@ var Areas = []Area{
 	{"Queue", Queue}, {"Evidence", Evidence}, {"Memory", Memory}, {"Locker", Locker},
 	{"Schedules", Schedules}, {"Sensors", Sensors}, {"Messages", Messages},
 	{"TaskTypes", TaskTypes}, {"TaskTypeSpecs", TaskTypeSpecs}, {"Agents", Agents},
+	{"Packs", Packs},
 }
 
 // All runs every area of the contract, each as a subtest.
