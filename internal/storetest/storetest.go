@@ -65,7 +65,7 @@ var Areas = []Area{
 	{"Queue", Queue}, {"Evidence", Evidence}, {"Memory", Memory}, {"Locker", Locker},
 	{"Schedules", Schedules}, {"Sensors", Sensors}, {"Messages", Messages},
 	{"TaskTypes", TaskTypes}, {"TaskTypeSpecs", TaskTypeSpecs}, {"Agents", Agents},
-	{"Packs", Packs},
+	{"Packs", Packs}, {"Workflows", Workflows}, {"Runs", Runs},
 }
 
 // All runs every area of the contract, each as a subtest.
