@@ -493,6 +493,11 @@ func queueFinishRecordsAttempt(f *fixture) {
 	}
 	f.wantTypes("settled with its record", f.eventTypes(rec.TaskID),
 		"task_enqueued", "task_claimed", "task_started", "attempt_recorded", "task_attempt_finished", "task_finished")
+	started := f.events(host.EventFilter{TaskID: rec.TaskID, Type: host.EventTaskStarted})
+	if d := eventData(t, started[0]); started[0].AttemptID != a.AttemptID || d["attempt"] != 1.0 || d["runner_id"] != "runner-1" ||
+		d["started_at"] != host.FormatTime(a.StartedAt) {
+		t.Fatalf("task_started %s (attempt %s started at %s)", started[0].Data, a.AttemptID, host.FormatTime(a.StartedAt))
+	}
 
 	// A task that cannot be settled records nothing.
 	late := newAttempt(task)
@@ -522,6 +527,19 @@ func queueFinishRecordsAttempt(f *fixture) {
 	done, err = f.b.Finish(ctx, task2.TaskID, host.FinishInput{Record: again, Outcome: okOutcome()})
 	if err != nil || done.Status != host.TaskCompleted || again.EventSeq != b.EventSeq {
 		t.Fatalf("%v %+v (event %d, first recorded at %d)", err, done, again.EventSeq, b.EventSeq)
+	}
+	// The bundle the attempt ran as is chained just before it.
+	f.enqueue(intent("demo", nil), host.EnqueueOptions{})
+	task4 := f.claim()
+	withBundle := newAttempt(task4)
+	if _, err := f.b.Finish(ctx, task4.TaskID, host.FinishInput{Record: withBundle, Outcome: okOutcome(), Bundle: json.RawMessage(`{"bundle_hash":"sha256:ab"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	f.wantTypes("settled with its bundle", f.eventTypes(task4.TaskID), "task_enqueued", "task_claimed", "bundle_compiled", "task_started",
+		"attempt_recorded", "task_attempt_finished", "task_finished")
+	if bc := f.events(host.EventFilter{TaskID: task4.TaskID, Type: host.EventBundleCompiled}); bc[0].AttemptID != withBundle.AttemptID ||
+		eventData(t, bc[0])["bundle_hash"] != "sha256:ab" {
+		t.Fatalf("bundle_compiled %+v", bc[0])
 	}
 	// Different content under a recorded id is refused.
 	f.enqueue(intent("demo", nil), host.EnqueueOptions{})
