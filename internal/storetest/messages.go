@@ -242,6 +242,9 @@ func messagesListAndPage(f *fixture) {
 	prev := messagetest.ZeroHash
 	for i := 1; i <= 5; i++ {
 		in := prepare(t, message.FormatEnvelope, messagetest.Envelope(i, "alice", []string{"flag", "query"}[i%2], prev), "")
+		if i > 3 {
+			in.ReplyTo = messagetest.ULID(1) // as a format that carries replies would set it
+		}
 		f.publish(in)
 		prev = in.Hash
 	}
@@ -261,6 +264,12 @@ func messagesListAndPage(f *fixture) {
 		if ids := f.messageIDs(host.MessageQuery{Topic: pattern}); len(ids) != n {
 			t.Fatalf("topic %s: %d messages, want %d", pattern, len(ids), n)
 		}
+	}
+	if ids := f.messageIDs(host.MessageQuery{ReplyTo: messagetest.ULID(1)}); !reflect.DeepEqual(ids, want[3:]) {
+		t.Fatalf("replies: %v, want %v", ids, want[3:])
+	}
+	if m, err := f.b.Message(ctx, "", messagetest.ULID(4)); err != nil || m.ReplyTo != messagetest.ULID(1) {
+		t.Fatalf("a reply: %+v %v", m, err)
 	}
 	if ids := f.messageIDs(host.MessageQuery{From: "nobody"}); len(ids) != 0 {
 		t.Fatalf("from nobody: %v", ids)
