@@ -38,6 +38,7 @@ func Evidence(t *testing.T, open Opener) {
 		{"ExportAttempt", evidenceExportAttempt},
 		{"ChainReport", evidenceChainReport},
 		{"ConcurrentWrites", evidenceConcurrentWrites},
+		{"DefaultLimits", evidenceDefaultLimits},
 	})
 }
 
@@ -566,5 +567,34 @@ func evidenceConcurrentWrites(f *fixture) {
 	}
 	if n := len(f.tasks(host.TaskFilter{})); int64(n) != quarter {
 		t.Fatalf("%d tasks, want %d", n, quarter)
+	}
+}
+
+// A filter without a limit reads 1000 events and 100 attempts at most;
+// the next page starts after the last one read.
+func evidenceDefaultLimits(f *fixture) {
+	t := f.t
+	for i := range 1001 {
+		if _, err := f.b.AppendEvent(ctx, host.Event{Type: "custom.tick", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 101 {
+		if err := f.b.RecordAttempt(ctx, &host.Attempt{Outcome: abi.Completed}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs, err := f.b.Events(ctx, host.EventFilter{Type: "custom.tick"})
+	if err != nil || len(evs) != 1000 {
+		t.Fatalf("%d events (%v), want the first 1000", len(evs), err)
+	}
+	if rest, err := f.b.Events(ctx, host.EventFilter{Type: "custom.tick", AfterSeq: evs[999].Seq}); err != nil || len(rest) != 1 || eventData(t, rest[0])["i"] != 1000.0 {
+		t.Fatalf("the next page: %+v %v", rest, err)
+	}
+	if as, err := f.b.ListAttempts(ctx, host.AttemptFilter{}); err != nil || len(as) != 100 {
+		t.Fatalf("%d attempts (%v), want 100", len(as), err)
+	}
+	if n, err := f.b.CountAttempts(ctx, host.AttemptFilter{}); err != nil || n != 101 {
+		t.Fatalf("count %d %v", n, err)
 	}
 }

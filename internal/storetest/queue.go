@@ -1015,8 +1015,14 @@ func queueListAndCount(f *fixture) {
 			t.Fatalf("%s: %d tasks (%v), want %d", tt.name, len(got), err, tt.want)
 		}
 	}
+	for range 100 {
+		f.enqueue(intent("gamma", nil), host.EnqueueOptions{})
+	}
+	if got, err := f.b.ListTasks(ctx, host.TaskFilter{}); err != nil || len(got) != 100 || got[0].TaskType != "gamma" {
+		t.Fatalf("without a limit: %d tasks (%v), want the newest 100", len(got), err)
+	}
 	counts, err := f.b.CountTasks(ctx)
-	if err != nil || counts[host.TaskPending] != 3 || counts[host.TaskRunning] != 1 || counts[host.TaskCompleted] != 0 {
+	if err != nil || counts[host.TaskPending] != 103 || counts[host.TaskRunning] != 1 || counts[host.TaskCompleted] != 0 {
 		t.Fatalf("counts %v %v", counts, err)
 	}
 }
