@@ -599,6 +599,18 @@ func queueFollowUps(f *fixture) {
 		{"not applied when cancel was requested", host.MachineOK, true, false},
 		{"applied on verified completion", host.MachineOK, false, true},
 	}
+	// An outcome's follow_up_tasks are recorded with it; only FollowUps
+	// are applied.
+	f.enqueue(intent("parent", host.Priority(-5)), host.EnqueueOptions{})
+	only := f.claim()
+	out := okOutcome()
+	out.FollowUpTasks = followUps
+	if done := f.finish(only, host.FinishInput{Outcome: out}); done.Status != host.TaskCompleted || len(done.Outcome.FollowUpTasks) != 2 {
+		t.Fatalf("outcome with follow_up_tasks: %+v", done)
+	}
+	if n := len(f.tasks(host.TaskFilter{})); n != 1 {
+		t.Fatalf("outcome.follow_up_tasks applied: %d tasks", n)
+	}
 	for _, tt := range tests {
 		parent := f.enqueue(intent("parent", host.Priority(-5)), host.EnqueueOptions{Tenant: "acme"})
 		task := f.claim()

@@ -256,7 +256,27 @@ func workflowsDefinitions(f *fixture) {
 	if defs, _ := f.b.ListWorkflows(ctx); len(defs) != 2 || defs[0].WorkflowType != host.GoalLoop || defs[1].WorkflowType != "quiet" {
 		t.Fatalf("definitions %+v", defs)
 	}
-	if n := f.countEvents()[host.EventWorkflowUpserted]; n != 2 {
+	// A record keeps its state when its definition is replaced; a state
+	// the new definition lacks blocks its next signal.
+	r, _, err := f.b.StartWorkflow(ctx, host.WorkflowStart{WorkflowType: "quiet", InstanceKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.enqueue(host.TaskIntent{TaskType: "x", Source: "op", Payload: json.RawMessage(`{}`),
+		WorkflowRef: &host.WorkflowRef{WorkflowID: r.WorkflowID, StateID: "a", InstanceKey: "k"}}, host.EnqueueOptions{})
+	if _, err := f.b.PutWorkflow(ctx, &host.WorkflowDefinition{WorkflowType: "quiet", InitialState: "c", States: []host.WorkflowState{{StateID: "c"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.workflowRecord(r.WorkflowID); got.CurrentState != "a" || got.Status != host.WorkflowActive {
+		t.Fatalf("after the replacement: %+v", got)
+	}
+	out := okOutcome()
+	out.WorkflowSignal = "go"
+	f.finish(f.claim(), host.FinishInput{Outcome: out})
+	if got := f.workflowRecord(r.WorkflowID); got.Status != host.WorkflowBlocked || got.CurrentState != "a" {
+		t.Fatalf("a signal in a state the definition lost: %+v", got)
+	}
+	if n := f.countEvents()[host.EventWorkflowUpserted]; n != 3 {
 		t.Fatalf("%d workflow_upserted events", n)
 	}
 }
