@@ -17,6 +17,9 @@
 //		})
 //	}
 //
+// and Nodes, the scenarios of several processes on one database, with a
+// NodesOpener that opens n stores on one fresh database.
+//
 // internal/sqlite/contract_test.go opens a SQLite store in t.TempDir()
 // (sqlite.Options{Now: clock.Now}); internal/postgres/contract_test.go
 // does the same on a fresh database of pgtest's server. The Opener is
@@ -35,14 +38,16 @@
 // types and order, in the same write), tenant isolation, TTLs against the
 // clock, idempotence and dedupe (schedule slots, sensor dedupe keys,
 // message ids, attempts, artifacts, pack installs), and concurrency
-// within one store (goroutines claiming, firing, recording at once).
+// within one store (goroutines claiming, firing, recording at once) and
+// across stores on one database (Nodes: claims, schedule slots, dedupe,
+// one chain, the dispatch lock, reads that see the other nodes' writes).
 // After each scenario the whole evidence chain must verify (VerifyChain)
 // and every event read back must be numbered from 1 without a gap, linked
 // to the entry before it and hashed as internal/evidence hashes it.
 //
 // Left to each backend's own tests: what only it has (SQLite's files,
-// triggers, caches, crash recovery, disk-full handling, tampering with
-// its rows, several processes on one database) and its configured limits
+// triggers, cache internals, crash recovery, disk-full handling,
+// tampering with its rows) and its configured limits
 // (memory value and namespace sizes, artifact size, the retry backoff's
 // length: the contract only says a retry waits).
 package storetest
