@@ -77,51 +77,61 @@ func eachNode(t *testing.T, nodes []host.Backend, rounds int, fn func(node, roun
 	}
 }
 
+// repeat is one store n times, for racing callers of one store.
+func repeat(b host.Backend, n int) []host.Backend {
+	out := make([]host.Backend, n)
+	for i := range out {
+		out[i] = b
+	}
+	return out
+}
+
+// raceClaims has each of claimers (stores, or one store repeated) claim
+// at once until none is available, and returns who claimed each task
+// (its index in claimers). No task may be claimed twice, and tasks must
+// all be.
+func raceClaims(f *fixture, claimers []host.Backend, tasks int) map[string]int {
+	t := f.t
+	var mu sync.Mutex
+	seen := map[string]int{}
+	eachNode(t, claimers, 1, func(i, _ int, b host.Backend) error {
+		for {
+			rec, err := b.Claim(ctx, fmt.Sprint("runner-", i), f.clock.Now())
+			if errors.Is(err, host.ErrEmpty) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			if prev, dup := seen[rec.TaskID]; dup {
+				t.Errorf("task %s claimed by runner %d and runner %d", rec.TaskID, prev, i)
+			}
+			seen[rec.TaskID] = i
+			mu.Unlock()
+		}
+	})
+	if len(seen) != tasks {
+		t.Fatalf("%d of %d tasks claimed", len(seen), tasks)
+	}
+	return seen
+}
+
 func nodesClaims(f *fixture, nodes []host.Backend) {
 	t := f.t
 	const tasks = 60
 	for i := range tasks {
 		f.enqueue(intent("demo", nil), host.EnqueueOptions{Tenant: fmt.Sprint("t", i%2)})
 	}
-	var mu sync.Mutex
-	seen := map[string]int{}
-	var wg sync.WaitGroup
-	for i, b := range nodes {
-		for range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					rec, err := b.Claim(ctx, fmt.Sprint("node-", i), f.clock.Now())
-					if errors.Is(err, host.ErrEmpty) {
-						return
-					}
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					mu.Lock()
-					if prev, dup := seen[rec.TaskID]; dup {
-						t.Errorf("task %s claimed by node %d and node %d", rec.TaskID, prev, i)
-					}
-					seen[rec.TaskID] = i
-					mu.Unlock()
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	if len(seen) != tasks {
-		t.Fatalf("%d of %d tasks claimed", len(seen), tasks)
-	}
-	// Each node settles what it claimed; every task ends once.
+	seen := raceClaims(f, append(append([]host.Backend{}, nodes...), nodes...), tasks)
+	// The node that claimed a task settles it; every task ends once.
 	for id, i := range seen {
+		i %= len(nodes)
 		task, err := nodes[(i+1)%len(nodes)].Task(ctx, id)
 		if err != nil || task.Status != host.TaskRunning || task.AttemptCount != 1 {
 			t.Fatalf("task %s read on another node: %+v %v", id, task, err)
 		}
-		a := newAttempt(task)
-		if _, err := nodes[i].Finish(ctx, id, host.FinishInput{Record: a, Outcome: okOutcome()}); err != nil {
+		if _, err := nodes[i].Finish(ctx, id, host.FinishInput{Record: newAttempt(task), Outcome: okOutcome()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -131,13 +141,15 @@ func nodesClaims(f *fixture, nodes []host.Backend) {
 	}
 }
 
-func nodesScheduleSlots(f *fixture, nodes []host.Backend) {
+// raceScheduleSlots fires a schedule of 1s from each of stores at the
+// same instants, ten times: one task per slot.
+func raceScheduleSlots(f *fixture, stores []host.Backend) {
 	t := f.t
 	s := f.createSchedule(scheduleSpec("tick", 1))
 	start := f.clock.Now()
 	var mu sync.Mutex
 	created := 0
-	eachNode(t, nodes, 10, func(_, round int, b host.Backend) error {
+	eachNode(t, stores, 10, func(_, round int, b host.Backend) error {
 		got, err := b.FireDueSchedules(ctx, start.Add(time.Duration(round+1)*time.Second))
 		mu.Lock()
 		created += len(got)
@@ -151,15 +163,20 @@ func nodesScheduleSlots(f *fixture, nodes []host.Backend) {
 		}
 		seen[task.Source] = true
 	}
-	if created != 10 || len(seen) != 10 || !seen[host.ScheduleSource(s.ScheduleID, start.Add(10*time.Second))] {
+	if created != 10 || len(seen) != 10 || !seen[host.ScheduleSource(s.ScheduleID, start.Add(time.Second))] ||
+		!seen[host.ScheduleSource(s.ScheduleID, start.Add(10*time.Second))] {
 		t.Fatalf("firings returned %d tasks; slots %v; want 10", created, seen)
 	}
 }
 
-func nodesSensorDedupe(f *fixture, nodes []host.Backend) {
+func nodesScheduleSlots(f *fixture, nodes []host.Backend) { raceScheduleSlots(f, nodes) }
+
+// raceSensorDedupe records one event from each of stores at once, for
+// ten dedupe keys: one accepted and one task per key.
+func raceSensorDedupe(f *fixture, stores []host.Backend) {
 	t := f.t
 	f.routeDemo()
-	eachNode(t, nodes, 10, func(_, round int, b host.Backend) error {
+	eachNode(t, stores, 10, func(_, round int, b host.Backend) error {
 		ev := sensorEvent(t, withTask)
 		ev.DedupeKey = fmt.Sprint("k", round)
 		_, err := b.RecordSensorEvent(ctx, ev, host.SensorEventOptions{})
@@ -175,8 +192,8 @@ func nodesSensorDedupe(f *fixture, nodes []host.Backend) {
 			accepted[e.Event.DedupeKey]++
 		}
 	}
-	if n := len(f.tasks(host.TaskFilter{})); n != 10 || len(evs) != 30 || len(accepted) != 10 {
-		t.Fatalf("%d tasks, %d records, %d keys accepted; want 10, 30, 10", n, len(evs), len(accepted))
+	if n := len(f.tasks(host.TaskFilter{})); n != 10 || len(evs) != 10*len(stores) || len(accepted) != 10 {
+		t.Fatalf("%d tasks, %d records, %d keys accepted; want 10, %d, 10", n, len(evs), len(accepted), 10*len(stores))
 	}
 	for k, n := range accepted {
 		if n != 1 {
@@ -184,6 +201,8 @@ func nodesSensorDedupe(f *fixture, nodes []host.Backend) {
 		}
 	}
 }
+
+func nodesSensorDedupe(f *fixture, nodes []host.Backend) { raceSensorDedupe(f, nodes) }
 
 func nodesMessageDedupe(f *fixture, nodes []host.Backend) {
 	t := f.t

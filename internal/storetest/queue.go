@@ -5,7 +5,6 @@ import (
 	"errors"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -1042,44 +1041,13 @@ func queueListAndCount(f *fixture) {
 // Claimers running at once on one store never get the same task, and
 // every task is claimed.
 func queueConcurrentClaims(f *fixture) {
-	t := f.t
-	const tasks, claimers = 60, 6
+	const tasks = 60
 	for range tasks {
 		f.enqueue(intent("demo", nil), host.EnqueueOptions{})
 	}
-	var mu sync.Mutex
-	seen := map[string]string{}
-	var wg sync.WaitGroup
-	for i := range claimers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runner := "runner-" + string(rune('a'+i))
-			for {
-				rec, err := f.b.Claim(ctx, runner, f.clock.Now())
-				if errors.Is(err, host.ErrEmpty) {
-					return
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				if prev, dup := seen[rec.TaskID]; dup {
-					t.Errorf("task %s claimed by %s and %s", rec.TaskID, prev, runner)
-				}
-				seen[rec.TaskID] = runner
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if len(seen) != tasks {
-		t.Fatalf("%d of %d tasks claimed", len(seen), tasks)
-	}
-	for id := range seen {
+	for id := range raceClaims(f, repeat(f.b, 6), tasks) {
 		if got := f.task(id); got.Status != host.TaskRunning || got.AttemptCount != 1 {
-			t.Fatalf("task %s after one claim: %+v", id, got)
+			f.t.Fatalf("task %s after one claim: %+v", id, got)
 		}
 	}
 }

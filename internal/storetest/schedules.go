@@ -3,7 +3,6 @@ package storetest
 import (
 	"encoding/json"
 	"reflect"
-	"sync"
 	"testing"
 	"time"
 
@@ -296,42 +295,4 @@ func schedulesNextScheduleRun(f *fixture) {
 }
 
 // Firings racing at the same instants create one task per slot.
-func schedulesSlotFiresOnce(f *fixture) {
-	t := f.t
-	s := f.createSchedule(scheduleSpec("tick", 1))
-	start := f.clock.Now()
-	var mu sync.Mutex
-	created := 0
-	for i := 1; i <= 10; i++ {
-		now := start.Add(time.Duration(i) * time.Second)
-		var wg sync.WaitGroup
-		for range 3 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				got, err := f.b.FireDueSchedules(ctx, now)
-				if err != nil {
-					t.Error(err)
-				}
-				mu.Lock()
-				created += len(got)
-				mu.Unlock()
-			}()
-		}
-		wg.Wait()
-	}
-	tasks := f.tasks(host.TaskFilter{})
-	seen := map[string]bool{}
-	for _, task := range tasks {
-		if seen[task.Source] {
-			t.Fatalf("two tasks for slot %s", task.Source)
-		}
-		seen[task.Source] = true
-	}
-	if created != len(tasks) || len(tasks) != 10 {
-		t.Fatalf("firings returned %d tasks, the queue has %d; want 10", created, len(tasks))
-	}
-	if !seen[host.ScheduleSource(s.ScheduleID, start.Add(time.Second))] || !seen[host.ScheduleSource(s.ScheduleID, start.Add(10*time.Second))] {
-		t.Fatalf("slots %v", seen)
-	}
-}
+func schedulesSlotFiresOnce(f *fixture) { raceScheduleSlots(f, repeat(f.b, 3)) }

@@ -3,7 +3,6 @@ package storetest
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -254,40 +253,4 @@ func sensorsList(f *fixture) {
 }
 
 // Recordings of one dedupe key racing on one store: one accepted, one task.
-func sensorsDedupeRace(f *fixture) {
-	t := f.t
-	f.routeDemo()
-	for i := range 10 {
-		ev := sensorEvent(t, withTask)
-		ev.DedupeKey = fmt.Sprint("k", i)
-		var wg sync.WaitGroup
-		for range 3 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := f.b.RecordSensorEvent(ctx, ev, host.SensorEventOptions{}); err != nil {
-					t.Error(err)
-				}
-			}()
-		}
-		wg.Wait()
-	}
-	evs, err := f.b.ListSensorEvents(ctx, host.SensorEventFilter{Limit: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted := map[string]int{}
-	for _, e := range evs {
-		if e.Status == host.SensorTaskCreated {
-			accepted[e.Event.DedupeKey]++
-		}
-	}
-	if len(f.tasks(host.TaskFilter{})) != 10 || len(evs) != 30 || len(accepted) != 10 {
-		t.Fatalf("%d tasks, %d records, %d keys accepted; want 10, 30, 10", len(f.tasks(host.TaskFilter{})), len(evs), len(accepted))
-	}
-	for k, n := range accepted {
-		if n != 1 {
-			t.Fatalf("key %s accepted %d times", k, n)
-		}
-	}
-}
+func sensorsDedupeRace(f *fixture) { raceSensorDedupe(f, repeat(f.b, 3)) }
