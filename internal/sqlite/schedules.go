@@ -130,7 +130,9 @@ func (s *Store) updateSchedule(tx *wtx, r *host.RecurringSchedule, u host.Schedu
 		c.NextRunAt = now.Add(time.Duration(c.IntervalSeconds) * time.Second)
 	}
 	if u.Task != nil {
+		// As stored (writeSchedule), so that the same task compares equal.
 		c.Task = *u.Task
+		c.Task.Source = host.ScheduleTaskSource(c.ScheduleID)
 	}
 	if u.Enabled != nil && *u.Enabled != c.Enabled {
 		c.Enabled = *u.Enabled

@@ -1,0 +1,54 @@
+package sqlite
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/storetest"
+)
+
+// openContract is the contract suite's Opener: a fresh store in its own
+// temporary directory, on the suite's clock, closed when the test ends.
+func openContract(t testing.TB, clock *storetest.Clock) host.Backend {
+	t.Helper()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "packrun.db"), Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+// TestContract runs the backend-agnostic store contract
+// (internal/storetest) against SQLite, one area per subtest.
+func TestContract(t *testing.T) { storetest.All(t, openContract) }
+
+// openContractNodes opens n stores on one fresh database file, as n
+// processes sharing a home would.
+func openContractNodes(t testing.TB, clock *storetest.Clock, n int) []host.Backend {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "packrun.db")
+	var out []host.Backend
+	for range n {
+		s, err := Open(ctx, path, Options{Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestContractNodes runs the contract's cross-process scenarios against
+// three Stores on one SQLite file.
+func TestContractNodes(t *testing.T) { storetest.Nodes(t, openContractNodes) }

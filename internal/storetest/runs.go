@@ -1,0 +1,143 @@
+package storetest
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/packrun/packrun/host"
+)
+
+// Runs checks host.Runs: openwop workflow definitions (a tenant's,
+// replaced whole, validated), runs and their numbered event logs (the
+// detail under payload and data), advancing and settling a run, a
+// terminal run refusing changes, another tenant's run not found, and the
+// unfinished runs of every tenant, oldest first.
+func Runs(t *testing.T, open Opener) {
+	runAll(t, open, []scenario{
+		{"Definitions", runsDefinitions},
+		{"RunLog", runsRunLog},
+		{"UnfinishedRuns", runsUnfinishedRuns},
+	})
+}
+
+func runsDefinitions(f *fixture) {
+	t := f.t
+	w := &host.OpenwopWorkflow{WorkflowID: "wf", Tenant: "acme", Nodes: []host.OpenwopNode{{ID: "a", TypeID: "vendor.x.y.greet"}}}
+	if err := f.b.PutOpenwopWorkflow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	w.Nodes = append(w.Nodes, host.OpenwopNode{ID: "b", TypeID: "vendor.x.y.greet"})
+	if err := f.b.PutOpenwopWorkflow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.b.OpenwopWorkflow(ctx, "acme", "wf")
+	if err != nil || got.WorkflowID != "wf" || len(got.Nodes) != 2 || got.Nodes[1].ID != "b" || got.Nodes[1].TypeID != "vendor.x.y.greet" {
+		t.Fatalf("replaced definition: %+v %v", got, err)
+	}
+	_, err = f.b.OpenwopWorkflow(ctx, "other", "wf")
+	wantErr(t, err, host.ErrNotFound)
+	_, err = f.b.OpenwopWorkflow(ctx, "acme", "nope")
+	wantErr(t, err, host.ErrNotFound)
+	bad := &host.OpenwopWorkflow{WorkflowID: "wf", Tenant: "acme", Nodes: []host.OpenwopNode{{ID: "a", TypeID: "t"}, {ID: "a", TypeID: "t"}}}
+	wantField(t, f.b.PutOpenwopWorkflow(ctx, bad), "nodes[1].id")
+	if got, _ := f.b.OpenwopWorkflow(ctx, "acme", "wf"); len(got.Nodes) != 2 || got.Nodes[1].ID != "b" {
+		t.Fatalf("a refused definition replaced the stored one: %+v", got)
+	}
+}
+
+func runsRunLog(f *fixture) {
+	t := f.t
+	r := &host.Run{RunID: "run_1", Tenant: "acme", WorkflowID: "wf", Status: host.RunRunning, Inputs: json.RawMessage(`{"name":"x"}`)}
+	if err := f.b.CreateRun(ctx, r, []host.RunEvent{{Type: host.RunEventStarted}}); err != nil {
+		t.Fatal(err)
+	}
+	if run, err := f.b.Run(ctx, "acme", "run_1"); err != nil || run.Status != host.RunRunning || run.WorkflowID != "wf" || string(run.Inputs) != `{"name":"x"}` {
+		t.Fatalf("created %+v %v", run, err)
+	}
+	f.clock.Add(time.Second)
+	if _, err := f.b.AdvanceRun(ctx, "acme", "run_1", "", nil, []host.RunEvent{{Type: host.RunEventNodeDone, NodeID: "a", Payload: json.RawMessage(`{"output":1}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.b.AdvanceRun(ctx, "acme", "run_1", host.RunFailed, &host.RunError{Code: "node_failed", Message: "m"}, []host.RunEvent{{Type: host.RunEventFailed}})
+	if err != nil || got.Status != host.RunFailed || got.Error == nil || got.Error.Code != "node_failed" || got.Error.Message != "m" {
+		t.Fatalf("fail: %+v %v", got, err)
+	}
+	_, err = f.b.AdvanceRun(ctx, "acme", "run_1", host.RunCancelled, nil, []host.RunEvent{{Type: host.RunEventCancelled}})
+	wantErr(t, err, host.ErrConflict)
+	evs, err := f.b.RunEvents(ctx, "acme", "run_1")
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("events %+v %v", evs, err)
+	}
+	for i, e := range evs {
+		if e.Seq != i+1 || e.RunID != "run_1" {
+			t.Fatalf("event %d: %+v", i, e)
+		}
+	}
+	if evs[1].Type != host.RunEventNodeDone || evs[1].NodeID != "a" || string(evs[1].Payload) != `{"output":1}` || string(evs[1].Data) != `{"output":1}` ||
+		string(evs[0].Payload) != `{}` || evs[2].Type != host.RunEventFailed {
+		t.Fatalf("events %+v", evs)
+	}
+	if run, err := f.b.Run(ctx, "acme", "run_1"); err != nil || run.Status != host.RunFailed || run.Error == nil || string(run.Inputs) != `{"name":"x"}` {
+		t.Fatalf("run %+v %v", run, err)
+	}
+	_, err = f.b.Run(ctx, "other", "run_1")
+	wantErr(t, err, host.ErrNotFound)
+	_, err = f.b.RunEvents(ctx, "other", "run_1")
+	wantErr(t, err, host.ErrNotFound)
+	_, err = f.b.AdvanceRun(ctx, "other", "run_1", "", nil, nil)
+	wantErr(t, err, host.ErrNotFound)
+	_, err = f.b.Run(ctx, "acme", "run_nope")
+	wantErr(t, err, host.ErrNotFound)
+}
+
+func runsUnfinishedRuns(f *fixture) {
+	t := f.t
+	for _, r := range []*host.Run{
+		{RunID: "run_a", Tenant: "acme", WorkflowID: "wf", Status: host.RunRunning},
+		{RunID: "run_b", WorkflowID: "wf", Status: host.RunRunning},
+		{RunID: "run_c", WorkflowID: "wf", Status: host.RunRunning},
+		{RunID: "run_d", WorkflowID: "wf", Status: host.RunRunning},
+	} {
+		f.clock.Add(time.Second)
+		if err := f.b.CreateRun(ctx, r, []host.RunEvent{{Type: host.RunEventStarted}, {Type: host.RunEventNodeStarted, NodeID: "a"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.b.AdvanceRun(ctx, "", "run_c", host.RunCompleted, nil, []host.RunEvent{{Type: host.RunEventCompleted}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.b.AdvanceRun(ctx, host.DefaultTenant, "run_d", host.RunCancelled, nil, []host.RunEvent{{Type: host.RunEventCancelled}}); err != nil {
+		t.Fatal(err)
+	}
+	unfinished := func() []string {
+		t.Helper()
+		runs, err := f.b.UnfinishedRuns(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range runs {
+			ids = append(ids, r.Tenant+"/"+r.RunID)
+		}
+		return ids
+	}
+	if got := unfinished(); len(got) != 2 || got[0] != "acme/run_a" || got[1] != "default/run_b" {
+		t.Fatalf("unfinished runs: %v", got)
+	}
+	if _, err := f.b.AdvanceRun(ctx, "acme", "run_a", "", nil, []host.RunEvent{{Type: host.RunEventResumed, NodeID: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.b.AdvanceRun(ctx, "acme", "run_a", host.RunCompleted, nil, []host.RunEvent{{Type: host.RunEventCompleted}}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := f.b.RunEvents(ctx, "acme", "run_a")
+	if err != nil || len(evs) != 4 || evs[2].Type != host.RunEventResumed || evs[2].Seq != 3 || evs[3].Seq != 4 {
+		t.Fatalf("events: %+v %v", evs, err)
+	}
+	_, err = f.b.AdvanceRun(ctx, "", "run_d", "", nil, []host.RunEvent{{Type: host.RunEventResumed}})
+	wantErr(t, err, host.ErrConflict)
+	if got := unfinished(); len(got) != 1 || got[0] != "default/run_b" {
+		t.Fatalf("unfinished runs once run_a completed: %v", got)
+	}
+}
