@@ -27,8 +27,9 @@ const (
 	// task (the event's task_id; data.message_id, subscriber).
 	EventMessageDelivered = "message_delivered"
 	// EventMessageDeadLettered: a message's ttl ran out before a
-	// subscriber's task started; the task is cancelled and the delivery
-	// joins the dead-letter list (data.message_id, subscriber).
+	// subscriber's task started; the task fails for good
+	// (permanent_failure, last_error says why) and the delivery joins the
+	// dead-letter list (data.message_id, subscriber).
 	EventMessageDeadLettered = "message_dead_lettered"
 	// EventMessageRefused: a message an attempt published (message_publish
 	// or its outcome's external_messages) could not be accepted when the
@@ -237,7 +238,8 @@ type Messages interface {
 	// Subscriptions lists every subscription, by pack and node.
 	Subscriptions(ctx context.Context) ([]Subscription, error)
 	// ExpireMessages dead-letters the deliveries of messages whose ttl
-	// ran out by now and whose task has not started (the task is
-	// cancelled, event message_dead_lettered); it returns how many.
+	// ran out by now and whose task is pending or waiting to retry (the
+	// task fails for good, status permanent_failure; events task_finished
+	// and message_dead_lettered); it returns how many.
 	ExpireMessages(ctx context.Context, now time.Time) (int, error)
 }
