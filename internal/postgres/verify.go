@@ -1,0 +1,358 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
+)
+
+// chainEntry is one entry of the chain: a stored event, or an attempt
+// (whose row is its entry; its attempt_recorded event is built from it).
+type chainEntry struct {
+	seq int64
+	ev  *host.Event
+	at  *attemptEntry
+}
+
+type attemptEntry struct {
+	attemptID, taskID, tenant, pack, startedAt string
+	attempt                                    int64
+	record                                     []byte
+	prev, hash                                 string
+}
+
+func (e *chainEntry) hash() string {
+	if e.ev != nil {
+		return e.ev.Hash
+	}
+	return e.at.hash
+}
+
+const attemptEntryColumns = `seq, attempt_id, task_id, attempt, tenant, pack, started_at, record, prev_hash, hash`
+
+func scanAttemptEntry(row pgx.Row) (*chainEntry, error) {
+	var at attemptEntry
+	e := &chainEntry{at: &at}
+	err := row.Scan(&e.seq, &at.attemptID, &at.taskID, &at.attempt, &at.tenant, &at.pack, &at.startedAt, &at.record, &at.prev, &at.hash)
+	return e, err
+}
+
+// chainQuery reads both tables' entries in one pass, in seq order (an
+// event before an attempt claiming the same place).
+const chainQuery = `SELECT seq, true, time, type, task_id, attempt_id, data, prev_hash, hash, 0::bigint, '', '', '', NULL::bytea FROM runtime_events
+	UNION ALL SELECT seq, false, '', '', task_id, attempt_id, '', prev_hash, hash, attempt, tenant, pack, started_at, record FROM attempt_records WHERE seq > 0
+	ORDER BY 1, 2 DESC`
+
+func scanChainEntry(rows pgx.Rows) (*chainEntry, error) {
+	var seq, attempt int64
+	var isEvent bool
+	var t, typ, taskID, attemptID, data, prev, hash, tenant, pack, started string
+	var rec []byte
+	if err := rows.Scan(&seq, &isEvent, &t, &typ, &taskID, &attemptID, &data, &prev, &hash, &attempt, &tenant, &pack, &started, &rec); err != nil {
+		return nil, err
+	}
+	if isEvent {
+		e := &host.Event{Seq: seq, Time: parseTS(t), Type: typ, TaskID: taskID, AttemptID: attemptID, PrevHash: prev, Hash: hash}
+		if data != "" {
+			e.Data = json.RawMessage(data)
+		}
+		return &chainEntry{seq: seq, ev: e}, nil
+	}
+	return &chainEntry{seq: seq, at: &attemptEntry{attemptID: attemptID, taskID: taskID, tenant: tenant, pack: pack, startedAt: started,
+		attempt: attempt, record: rec, prev: prev, hash: hash}}, nil
+}
+
+// VerifyChain implements host.Evidence, with internal/sqlite's checks: it
+// walks the entries in seq order (one REPEATABLE READ snapshot, so
+// appends committed meanwhile by other nodes are not half seen), checking
+// that seqs are contiguous from 1, that each prev_hash is the previous
+// hash and that each hash matches the entry; it re-hashes each attempt's
+// record and re-reads each artifact's. Finally it looks for attempts and
+// artifacts that no entry covers. It stops at the first broken link.
+// There is no signed head checkpoint on this backend yet (Checkpoint is
+// always nil), and a message_accepted event fails the walk with
+// ErrNotSupported (the message bus is not in this store).
+func (s *Store) VerifyChain(ctx context.Context) (*host.ChainReport, error) {
+	const op = "verify chain"
+	rep := &host.ChainReport{Head: evidence.GenesisHash}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, host.Wrap(op, "", err)
+	}
+	defer tx.Rollback(ctx)
+	brk, err := walkChain(ctx, tx, rep)
+	if err == nil && brk == nil {
+		brk, err = findUnchained(ctx, tx)
+	}
+	if err != nil {
+		return nil, host.Wrap(op, "", err)
+	}
+	rep.Broken = brk
+	rep.OK = brk == nil
+	return rep, nil
+}
+
+func walkChain(ctx context.Context, tx pgx.Tx, rep *host.ChainReport) (*host.ChainBreak, error) {
+	rows, err := tx.Query(ctx, chainQuery)
+	if err != nil {
+		return nil, err
+	}
+	var entries []*chainEntry
+	// The whole chain is read before the checks, which query artifacts
+	// on the same connection.
+	for rows.Next() {
+		e, err := scanChainEntry(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		entries = append(entries, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	prev, want := evidence.GenesisHash, int64(1)
+	for i, e := range entries {
+		if i+1 < len(entries) && entries[i+1].seq == e.seq && e.ev != nil && entries[i+1].at != nil {
+			at := entries[i+1].at
+			return &host.ChainBreak{Seq: e.seq, AttemptID: at.attemptID, Problem: host.BreakAttemptUnchain,
+				Detail: fmt.Sprintf("attempt %s claims place %d in the chain, which event %d (%s) holds: it was inserted behind the chain's back", at.attemptID, e.seq, e.seq, e.ev.Type)}, nil
+		}
+		if e.seq != want {
+			return &host.ChainBreak{Seq: e.seq, Problem: host.BreakSeqGap, Detail: fmt.Sprintf("expected event %d, found %d: events were removed", want, e.seq)}, nil
+		}
+		brk, err := checkEntry(ctx, tx, e, prev)
+		if brk != nil || err != nil {
+			return brk, err
+		}
+		switch {
+		case e.at != nil:
+			rep.Attempts++
+		case e.ev.Type == host.EventArtifactRecorded:
+			rep.Artifacts++
+		}
+		prev, want = e.hash(), want+1
+		rep.Events++
+		rep.Head, rep.HeadSeq = prev, e.seq
+	}
+	return nil, nil
+}
+
+// checkEntry checks one entry against the hash of the entry before it.
+func checkEntry(ctx context.Context, q pgx.Tx, e *chainEntry, prev string) (*host.ChainBreak, error) {
+	if e.at != nil {
+		return checkAttemptEntry(e, prev), nil
+	}
+	ev := e.ev
+	brk := func(problem, format string, args ...any) *host.ChainBreak {
+		return &host.ChainBreak{Seq: ev.Seq, Type: ev.Type, AttemptID: ev.AttemptID, Problem: problem, Detail: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case ev.PrevHash != prev:
+		return brk(host.BreakPrevHash, "prev_hash %.12s… is not the hash of event %d (%.12s…): the chain was rewritten", ev.PrevHash, ev.Seq-1, prev), nil
+	case evidence.HashEvent(ev) != ev.Hash:
+		return brk(host.BreakEventHash, "event %d (%s) was changed after it was appended: its fields no longer match its hash", ev.Seq, ev.Type), nil
+	}
+	switch ev.Type {
+	case host.EventAttemptRecorded:
+		return brk(host.BreakAttemptMissing, "attempt %s, recorded at event %d, is no longer stored", ev.AttemptID, ev.Seq), nil
+	case host.EventArtifactRecorded:
+		return checkArtifact(ctx, q, ev)
+	case "message_accepted":
+		return nil, fmt.Errorf("event %d (message_accepted): %w", ev.Seq, ErrNotSupported)
+	}
+	return nil, nil
+}
+
+// checkAttemptEntry checks an attempt's row: its indexed columns against
+// its record, and its record against its link in the chain.
+func checkAttemptEntry(e *chainEntry, prev string) *host.ChainBreak {
+	at := e.at
+	brk := func(format string, args ...any) *host.ChainBreak {
+		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: at.attemptID, Problem: host.BreakAttemptHash, Detail: fmt.Sprintf(format, args...)}
+	}
+	if at.prev != prev {
+		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: at.attemptID, Problem: host.BreakPrevHash,
+			Detail: fmt.Sprintf("prev_hash %.12s… is not the hash of event %d (%.12s…): the chain was rewritten", at.prev, e.seq-1, prev)}
+	}
+	h, err := evidence.ReadHeader(at.record)
+	if err != nil {
+		return brk("attempt %s, recorded at event %d, was changed: its record no longer reads (%v)", at.attemptID, e.seq, err)
+	}
+	if string(h.AttemptID) != at.attemptID || string(h.TaskID) != at.taskID || h.Attempt != at.attempt ||
+		string(h.Tenant) != at.tenant || string(h.Pack) != at.pack || ts(h.StartedAt) != at.startedAt {
+		return brk("attempt %s, recorded at event %d, was changed: its columns no longer match its record", at.attemptID, e.seq)
+	}
+	if h.Version == evidence.RecordV1 {
+		return checkLegacyAttempt(e, prev)
+	}
+	if evidence.LinkAttempt(e.seq, prev, evidence.HashRecord(at.record)) != at.hash {
+		return brk("attempt %s, recorded at event %d, was changed after it was recorded: its record no longer matches its hash in the chain", at.attemptID, e.seq)
+	}
+	return nil
+}
+
+// checkLegacyAttempt checks an attempt recorded before attempt records
+// (carried over from a SQLite home): its event, as stored then, and its
+// content against the hash the event chained.
+func checkLegacyAttempt(e *chainEntry, prev string) *host.ChainBreak {
+	at := e.at
+	a, l, err := evidence.DecodeRecord(at.record)
+	if err != nil {
+		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: at.attemptID, Problem: host.BreakAttemptHash,
+			Detail: fmt.Sprintf("attempt %s, recorded at event %d, was changed: its record no longer reads (%v)", at.attemptID, e.seq, err)}
+	}
+	ev := evidence.LegacyAttemptEvent(a, l, e.seq, prev, at.hash)
+	if evidence.HashEvent(ev) != ev.Hash {
+		return &host.ChainBreak{Seq: e.seq, Type: ev.Type, AttemptID: at.attemptID, Problem: host.BreakEventHash,
+			Detail: fmt.Sprintf("event %d (%s) was changed after it was appended: its fields no longer match its hash", e.seq, ev.Type)}
+	}
+	var d struct {
+		ContentHash string `json:"content_hash"`
+	}
+	json.Unmarshal(l.EventData, &d)
+	if got := evidence.HashAttemptV1(a); got != d.ContentHash || l.ContentHash != d.ContentHash {
+		return &host.ChainBreak{Seq: e.seq, Type: ev.Type, AttemptID: at.attemptID, Problem: host.BreakAttemptHash,
+			Detail: fmt.Sprintf("attempt %s was changed after it was recorded: its content hashes to %.12s…, event %d chained %.12s…", at.attemptID, got, e.seq, d.ContentHash)}
+	}
+	return nil
+}
+
+// checkArtifact compares an artifact's record with its artifact_recorded
+// event.
+func checkArtifact(ctx context.Context, q pgx.Tx, e *host.Event) (*host.ChainBreak, error) {
+	var d struct {
+		ArtifactID   string `json:"artifact_id"`
+		SHA256       string `json:"sha256"`
+		Size         int64  `json:"size"`
+		Role         string `json:"role"`
+		RelativePath string `json:"relative_path"`
+	}
+	json.Unmarshal(e.Data, &d)
+	brk := &host.ChainBreak{Seq: e.Seq, Type: e.Type, AttemptID: e.AttemptID, ArtifactID: d.ArtifactID}
+	var a host.Artifact
+	var role string
+	err := q.QueryRow(ctx, `SELECT task_id, attempt_id, role, relative_path, sha256, size FROM artifacts WHERE artifact_id = $1`, d.ArtifactID).
+		Scan(&a.TaskID, &a.AttemptID, &role, &a.RelativePath, &a.SHA256, &a.Size)
+	if errors.Is(err, pgx.ErrNoRows) {
+		brk.Problem, brk.Detail = host.BreakArtifactMissing, fmt.Sprintf("artifact %s, recorded at event %d, is no longer stored", d.ArtifactID, e.Seq)
+		return brk, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if a.SHA256 != d.SHA256 || a.Size != d.Size || role != d.Role || a.RelativePath != d.RelativePath || a.TaskID != e.TaskID || a.AttemptID != e.AttemptID {
+		brk.Problem, brk.Detail = host.BreakArtifactHash, fmt.Sprintf("artifact %s no longer matches what event %d recorded", d.ArtifactID, e.Seq)
+		return brk, nil
+	}
+	return nil, nil
+}
+
+// findUnchained reports the first attempt no place in the chain is, or
+// artifact whose row does not point at its own recording event.
+func findUnchained(ctx context.Context, q pgx.Tx) (*host.ChainBreak, error) {
+	var id string
+	err := q.QueryRow(ctx, `SELECT attempt_id FROM attempt_records WHERE seq <= 0 LIMIT 1`).Scan(&id)
+	if err == nil {
+		return &host.ChainBreak{AttemptID: id, Problem: host.BreakAttemptUnchain, Detail: fmt.Sprintf("attempt %s is stored but no attempt_recorded event chains it", id)}, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	err = q.QueryRow(ctx, `SELECT a.artifact_id FROM artifacts a
+		LEFT JOIN runtime_events e ON e.seq = a.event_seq AND e.type = 'artifact_recorded'
+		WHERE e.seq IS NULL OR (e.data::jsonb ->> 'artifact_id') IS DISTINCT FROM a.artifact_id LIMIT 1`).Scan(&id)
+	if err == nil {
+		return &host.ChainBreak{ArtifactID: id, Problem: host.BreakArtifactUnchain, Detail: fmt.Sprintf("artifact %s is stored but no artifact_recorded event chains it", id)}, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// VerifyAttempt implements host.Evidence: it checks the attempt's row
+// against its link, and the entry after it against the attempt's link
+// (so that a row rewritten with a link to match is found too).
+func (s *Store) VerifyAttempt(ctx context.Context, attemptID string) error {
+	const op = "verify attempt"
+	e, err := scanAttemptEntry(s.pool.QueryRow(ctx, `SELECT `+attemptEntryColumns+` FROM attempt_records WHERE attempt_id = $1`, attemptID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return host.Wrap(op, attemptID, host.ErrNotFound)
+	}
+	if err != nil {
+		return host.Wrap(op, attemptID, err)
+	}
+	if e.seq <= 0 {
+		return &host.ChainBreak{AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
+			Detail: fmt.Sprintf("attempt %s is stored but no place in the chain is its", attemptID)}
+	}
+	around, err := s.linksAround(ctx, e.seq)
+	if err != nil {
+		return host.Wrap(op, attemptID, err)
+	}
+	if around.event != nil {
+		return &host.ChainBreak{Seq: e.seq, AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
+			Detail: fmt.Sprintf("attempt %s claims place %d in the chain, which event %d (%s) holds: it was inserted behind the chain's back", attemptID, e.seq, e.seq, around.event.kind)}
+	}
+	prev := evidence.GenesisHash
+	if e.seq > 1 {
+		if around.before == nil {
+			return &host.ChainBreak{Seq: e.seq - 1, Problem: host.BreakSeqGap, Detail: fmt.Sprintf("event %d, before attempt %s, is missing: events were removed", e.seq-1, attemptID)}
+		}
+		prev = around.before.hash
+	}
+	if brk := checkAttemptEntry(e, prev); brk != nil {
+		return brk
+	}
+	if next := around.after; next != nil && next.prev != e.hash() {
+		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: attemptID, Problem: host.BreakAttemptHash,
+			Detail: fmt.Sprintf("attempt %s, recorded at event %d, was changed after it was recorded: event %d no longer follows it (its hash was recomputed to match)", attemptID, e.seq, e.seq+1)}
+	}
+	return nil
+}
+
+// link is an entry's place in the chain, as stored: kind is the event's
+// type, or "" for an attempt's row.
+type link struct {
+	kind, prev, hash string
+}
+
+// links are the stored links next to an attempt's place: before and after
+// it, and an event claiming the same place.
+type links struct {
+	before, after, event *link
+}
+
+// linksAround reads, in one statement, the links of both tables at seq-1,
+// seq and seq+1.
+func (s *Store) linksAround(ctx context.Context, seq int64) (*links, error) {
+	rows, err := s.pool.Query(ctx, `SELECT seq, type, prev_hash, hash FROM runtime_events WHERE seq BETWEEN $1 - 1 AND $1 + 1
+		UNION ALL SELECT seq, '', prev_hash, hash FROM attempt_records WHERE seq BETWEEN $1 - 1 AND $1 + 1`, seq)
+	if err != nil {
+		return nil, err
+	}
+	var ls links
+	var at int64
+	var l link
+	_, err = pgx.ForEachRow(rows, []any{&at, &l.kind, &l.prev, &l.hash}, func() error {
+		c := l
+		switch {
+		case at == seq-1 && ls.before == nil:
+			ls.before = &c
+		case at == seq+1 && ls.after == nil:
+			ls.after = &c
+		case at == seq && c.kind != "":
+			ls.event = &c
+		}
+		return nil
+	})
+	return &ls, err
+}
