@@ -102,7 +102,9 @@ func wantErr(t testing.TB, err, kind error) {
 }
 
 // verify fails t unless the chain verifies.
-func verify(t testing.TB, s *Store) *host.ChainReport {
+func verify(t testing.TB, s interface {
+	VerifyChain(context.Context) (*host.ChainReport, error)
+}) *host.ChainReport {
 	t.Helper()
 	rep, err := s.VerifyChain(ctx)
 	if err != nil {
