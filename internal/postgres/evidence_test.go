@@ -224,3 +224,41 @@ func TestMigrateConcurrently(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Operations sharing a transaction (writer.go) keep their own outcomes: a
+// failing one changes nothing, an attempt id recorded twice at once is
+// recorded once, and the chain holds exactly the others' entries.
+func TestBatchedOperationsKeepTheirOutcomes(t *testing.T) {
+	s := nodes(t, 1, nil)[0]
+	const n = 60
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			switch i % 3 {
+			case 0:
+				_, errs[i] = s.AppendEvent(ctx, host.Event{Type: "ok", Data: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+			case 1:
+				_, errs[i] = s.Cancel(ctx, "task-missing")
+			case 2:
+				errs[i] = s.RecordAttempt(ctx, &host.Attempt{AttemptID: "att-same", Node: "n", Outcome: abi.Completed,
+					StartedAt: time.Unix(1, 0), EndedAt: time.Unix(2, 0)})
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if i%3 == 1 {
+			wantErr(t, err, host.ErrNotFound)
+		} else if err != nil {
+			t.Fatalf("op %d: %v", i, err)
+		}
+	}
+	rep := verify(t, s)
+	if rep.Events != n/3+1 || rep.Attempts != 1 {
+		t.Fatalf("report %+v: want %d events, one of them the attempt", rep, n/3+1)
+	}
+	// A different record under the same id is refused.
+	err := s.RecordAttempt(ctx, &host.Attempt{AttemptID: "att-same", Node: "other", Outcome: abi.Completed})
+	wantErr(t, err, host.ErrConflict)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,6 +36,10 @@ type Options struct {
 	// MaxConns caps the pool's connections (default: pgxpool's, the
 	// larger of 4 and the number of CPUs).
 	MaxConns int32
+	// Writers is how many transactions of batched write operations this
+	// store runs at once (default 2: one fills while the other waits for
+	// the chain lock and its commit). See writer.go.
+	Writers int
 }
 
 func (o Options) withDefaults() Options {
@@ -46,6 +51,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Backoff == nil {
 		o.Backoff = DefaultBackoff
+	}
+	if o.Writers <= 0 {
+		o.Writers = 2
 	}
 	return o
 }
@@ -63,6 +71,9 @@ func DefaultBackoff(n int) time.Duration {
 type Store struct {
 	pool *pgxpool.Pool
 	opts Options
+	w    *writers
+	// closeOnce makes Close idempotent.
+	closeOnce sync.Once
 }
 
 // Open connects to the database dsn names (a postgres:// URL or a
@@ -72,24 +83,32 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
+	opts = opts.withDefaults()
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
+	// The writers hold a connection each; reads need some too.
+	cfg.MaxConns = max(cfg.MaxConns, int32(opts.Writers)+2)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	s := &Store{pool: pool, opts: opts.withDefaults()}
+	s := &Store{pool: pool, opts: opts}
 	if err := migrate(ctx, s); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
+	s.w = startWriters(s, opts.Writers)
 	return s, nil
 }
 
-// Close closes the pool, waiting for the connections in use.
+// Close stops the writers once the operations they took are done, and
+// closes the pool. Writes submitted afterwards fail.
 func (s *Store) Close() error {
-	s.pool.Close()
+	s.closeOnce.Do(func() {
+		s.w.close()
+		s.pool.Close()
+	})
 	return nil
 }
 
@@ -115,12 +134,13 @@ func parseNullTS(v *string) *time.Time {
 	return &t
 }
 
-// tx is one write transaction: the pgx transaction and the chain entries
-// its operation appended, linked into the chain when it commits (see
-// flush).
+// tx is one write transaction: the pgx transaction, the chain entries
+// its operations appended, linked into the chain when it commits (see
+// flush), and the context its statements run on.
 type tx struct {
 	pgx.Tx
 	s       *Store
+	ctx     context.Context
 	pending []pendingEntry
 }
 
@@ -128,12 +148,20 @@ type tx struct {
 // aborted for a deadlock or a serialization failure.
 const maxTries = 5
 
-// write runs fn in a transaction (READ COMMITTED), appends the chain
-// entries it queued, and commits. A transaction PostgreSQL aborts for a
-// deadlock or a serialization failure is run again, so fn must start
-// from its caller's values each time. An error from fn (or the commit)
-// rolls back everything, chain entries included.
+// write runs fn in a transaction (READ COMMITTED), shared with other
+// write operations of this store (see writer.go), appends the chain
+// entries it queued, and commits. fn may run more than once (a batch that
+// failed is run again, a deadlock retried), so it must start from its
+// caller's values each time. An error from fn rolls back what it did,
+// chain entries included; fn's statements run on the writer's context,
+// not ctx.
 func (s *Store) write(ctx context.Context, fn func(*tx) error) error {
+	return s.w.do(ctx, fn)
+}
+
+// writeAlone runs fn in a transaction of its own, retrying a deadlock or
+// serialization failure.
+func (s *Store) writeAlone(ctx context.Context, fn func(*tx) error) error {
 	for try := 1; ; try++ {
 		err := s.writeOnce(ctx, fn)
 		if err == nil || try == maxTries || !retryable(err) {
@@ -143,11 +171,15 @@ func (s *Store) write(ctx context.Context, fn func(*tx) error) error {
 }
 
 func (s *Store) writeOnce(ctx context.Context, fn func(*tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ctx = context.WithoutCancel(ctx)
 	ptx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return err
 	}
-	x := &tx{Tx: ptx, s: s}
+	x := &tx{Tx: ptx, s: s, ctx: ctx}
 	if err = fn(x); err == nil {
 		if err = x.flush(ctx); err == nil {
 			return ptx.Commit(ctx)
