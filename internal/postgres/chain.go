@@ -61,7 +61,7 @@ func (x *tx) attempt(row *attemptRow) {
 // as late as possible, at the end of the operation, so that chain appends
 // serialise only the inserts and the commit, not the operation's reads.
 func (x *tx) flush(ctx context.Context) error {
-	if len(x.pending) == 0 {
+	if len(x.pending) == 0 && len(x.after) == 0 {
 		return nil
 	}
 	if _, err := x.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, ChainLock); err != nil {
@@ -88,11 +88,12 @@ func (x *tx) flush(ctx context.Context) error {
 		b.Queue(insertAttempt, seq, a.AttemptID, a.TaskID, a.Attempt, a.Tenant, a.Pack, ts(a.StartedAt), p.at.record, hash, link)
 		a.EventSeq, hash = seq, link
 	}
-	x.pending = nil
+	for _, f := range x.after {
+		f(&b)
+	}
+	x.pending, x.after = nil, nil
 	err := x.SendBatch(ctx, &b).Close()
-	if uniqueViolation(err) {
-		// The only unique key a chain insert can hit besides seq (which
-		// the lock keeps free) is attempt_id.
+	if uniqueViolation(err, "attempt_records_attempt_id_key") {
 		return errAttemptExists
 	}
 	return err

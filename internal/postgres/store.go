@@ -36,6 +36,8 @@ type Options struct {
 	// MaxConns caps the pool's connections (default: pgxpool's, the
 	// larger of 4 and the number of CPUs).
 	MaxConns int32
+	// MaxArtifactBytes caps one artifact (default 64 MiB).
+	MaxArtifactBytes int64
 	// Writers is how many transactions of batched write operations this
 	// store runs at once (default 2: one fills while the other waits for
 	// the chain lock and its commit). See writer.go.
@@ -51,6 +53,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Backoff == nil {
 		o.Backoff = DefaultBackoff
+	}
+	if o.MaxArtifactBytes <= 0 {
+		o.MaxArtifactBytes = 64 << 20
 	}
 	if o.Writers <= 0 {
 		o.Writers = 2
@@ -142,6 +147,9 @@ type tx struct {
 	s       *Store
 	ctx     context.Context
 	pending []pendingEntry
+	// after are statements that need the seqs flush assigns (a row
+	// naming its event), queued in flush's batch after the entries.
+	after []func(*pgx.Batch)
 }
 
 // maxTries bounds how often write runs an operation that PostgreSQL
@@ -195,8 +203,8 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
-// uniqueViolation reports an insert refused by a unique index.
-func uniqueViolation(err error) bool {
+// uniqueViolation reports an insert refused by the unique index named.
+func uniqueViolation(err error, index string) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505"
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == index
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -290,6 +291,13 @@ func (s *Store) VerifyAttempt(ctx context.Context, attemptID string) error {
 	if err != nil {
 		return host.Wrap(op, attemptID, err)
 	}
+	return s.verifyAttemptEntry(ctx, e)
+}
+
+// verifyAttemptEntry is VerifyAttempt of an attempt's row, read.
+func (s *Store) verifyAttemptEntry(ctx context.Context, e *chainEntry) error {
+	const op = "verify attempt"
+	attemptID := e.at.attemptID
 	if e.seq <= 0 {
 		return &host.ChainBreak{AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
 			Detail: fmt.Sprintf("attempt %s is stored but no place in the chain is its", attemptID)}
@@ -355,4 +363,52 @@ func (s *Store) linksAround(ctx context.Context, seq int64) (*links, error) {
 		return nil
 	})
 	return &ls, err
+}
+
+// verifyPage is how many attempts EachVerifiedAttempt reads at once.
+const verifyPage = 256
+
+// EachVerifiedAttempt implements host.Evidence: a page of attempts' rows
+// per query, each attempt's place then checked as VerifyAttempt does.
+func (s *Store) EachVerifiedAttempt(ctx context.Context, f host.AttemptFilter, fn func(*host.Attempt, error) error) error {
+	const op = "verify attempts"
+	for {
+		var a args
+		where := attemptWhere(f, &a)
+		rows, err := s.pool.Query(ctx, `SELECT `+attemptEntryColumns+` FROM attempt_records`+where+` ORDER BY seq DESC LIMIT `+strconv.Itoa(verifyPage), a...)
+		if err != nil {
+			return host.Wrap(op, "", err)
+		}
+		page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*chainEntry, error) { return scanAttemptEntry(r) })
+		if err != nil {
+			return host.Wrap(op, "", err)
+		}
+		for _, e := range page {
+			if err := s.eachVerified(ctx, e, fn); err != nil {
+				return err
+			}
+		}
+		if len(page) < verifyPage {
+			return nil
+		}
+		f.BeforeSeq = page[len(page)-1].seq
+	}
+}
+
+// eachVerified verifies one attempt's row and hands it to fn.
+func (s *Store) eachVerified(ctx context.Context, e *chainEntry, fn func(*host.Attempt, error) error) error {
+	verr := s.verifyAttemptEntry(ctx, e)
+	if verr != nil && !errors.Is(verr, host.ErrTampered) {
+		return verr
+	}
+	a, _, err := evidence.DecodeRecord(e.at.record)
+	if err != nil {
+		a = &host.Attempt{AttemptID: e.at.attemptID}
+		if verr == nil { // a record that reads but does not decode
+			verr = &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: e.at.attemptID, Problem: host.BreakAttemptHash,
+				Detail: fmt.Sprintf("attempt %s, recorded at event %d, no longer decodes: %v", e.at.attemptID, e.seq, err)}
+		}
+	}
+	a.EventSeq = e.seq
+	return fn(a, verr)
 }

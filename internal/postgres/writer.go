@@ -126,9 +126,9 @@ func (w *writers) batch(ops []*op) (errs []error, err error) {
 		if _, err := ptx.Exec(ctx, `SAVEPOINT op`); err != nil {
 			return nil, err
 		}
-		mark := len(x.pending)
+		mark, markAfter := len(x.pending), len(x.after)
 		if errs[i] = o.fn(x); errs[i] != nil {
-			x.pending = x.pending[:mark]
+			x.pending, x.after = x.pending[:mark], x.after[:markAfter]
 			if _, err := ptx.Exec(ctx, `ROLLBACK TO SAVEPOINT op`); err != nil {
 				return nil, err
 			}
