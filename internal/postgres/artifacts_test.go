@@ -2,10 +2,13 @@ package postgres
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"testing"
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/pgtest"
 )
 
 // Artifacts are stored in the database, where every node reads them; the
@@ -109,5 +112,46 @@ func TestEachVerifiedAttempt(t *testing.T) {
 	})
 	if err != nil || len(seen) != n || broken != 1 || seen[0] != all[0].AttemptID || seen[n-1] != all[n-1].AttemptID {
 		t.Fatalf("%d seen, %d broken, %v", len(seen), broken, err)
+	}
+}
+
+// An exported attempt carries its artifacts and events, sealed with the
+// node's key, and verifies without the database.
+func TestExportAttempt(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	_, key, _ := ed25519.GenerateKey(nil)
+	s, err := Open(ctx, dsn, Options{HostKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mustEnqueue(t, s, intent("w", 5))
+	task := mustClaim(t, s, "r")
+	in := okFinish(task)
+	if err := s.RecordAttempt(ctx, in.Record); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutArtifact(ctx, host.ArtifactInput{AttemptID: in.Record.AttemptID, Role: host.RoleOutput, Name: "out.txt", Data: []byte("hi")}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.ExportAttempt(ctx, in.Record.AttemptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := evidence.VerifyBundle(b); err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := evidence.BundleDigest(b)
+	if err := evidence.VerifySeal(b.Seal, host.BundleFormat, digest); err != nil || len(b.Artifacts) != 1 || len(b.Events) < 2 {
+		t.Fatalf("%v: %d artifacts, %d events", err, len(b.Artifacts), len(b.Events))
+	}
+	// Without a key, nothing is exported.
+	other, err := Open(ctx, dsn, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.ExportAttempt(ctx, in.Record.AttemptID); err == nil {
+		t.Fatal("exported without a host key")
 	}
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"sync"
@@ -16,8 +17,9 @@ import (
 
 // Compile-time interface guards: what this backend implements so far.
 var (
-	_ host.Queue  = (*Store)(nil)
-	_ host.Locker = (*Store)(nil)
+	_ host.Evidence = (*Store)(nil)
+	_ host.Queue    = (*Store)(nil)
+	_ host.Locker   = (*Store)(nil)
 )
 
 // Options configure a Store. Zero fields take the defaults.
@@ -36,6 +38,9 @@ type Options struct {
 	// MaxConns caps the pool's connections (default: pgxpool's, the
 	// larger of 4 and the number of CPUs).
 	MaxConns int32
+	// HostKey seals exported attempt bundles (ExportAttempt); without it
+	// ExportAttempt fails. Each node may have its own.
+	HostKey ed25519.PrivateKey
 	// MaxArtifactBytes caps one artifact (default 64 MiB).
 	MaxArtifactBytes int64
 	// Writers is how many transactions of batched write operations this
