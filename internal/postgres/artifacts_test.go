@@ -70,6 +70,13 @@ func TestArtifacts(t *testing.T) {
 			t.Fatalf("%+v %v", rep, err)
 		}
 	})
+	t.Run("record removed", func(t *testing.T) {
+		tamper(t, a, `DELETE FROM artifacts WHERE artifact_id = $1`, art.ArtifactID)
+		rep, err := b.VerifyChain(ctx)
+		if err != nil || rep.OK || rep.Broken.Problem != host.BreakArtifactMissing || rep.Broken.ArtifactID != art.ArtifactID {
+			t.Fatalf("%+v %v", rep, err)
+		}
+	})
 }
 
 // recordedAttemptID is the id of the attempt recorded for a task.

@@ -19,6 +19,9 @@ type chainEntry struct {
 	seq int64
 	ev  *host.Event
 	at  *attemptEntry
+	// art is the artifact row an artifact_recorded event names, nil if
+	// none is stored.
+	art *host.Artifact
 }
 
 type attemptEntry struct {
@@ -45,17 +48,28 @@ func scanAttemptEntry(row pgx.Row) (*chainEntry, error) {
 }
 
 // chainQuery reads both tables' entries in one pass, in seq order (an
-// event before an attempt claiming the same place).
-const chainQuery = `SELECT seq, true, time, type, task_id, attempt_id, data, prev_hash, hash, 0::bigint, '', '', '', NULL::bytea FROM runtime_events
-	UNION ALL SELECT seq, false, '', '', task_id, attempt_id, '', prev_hash, hash, attempt, tenant, pack, started_at, record FROM attempt_records WHERE seq > 0
+// event before an attempt claiming the same place), each
+// artifact_recorded event with the artifact row it names, if any: the
+// walk then needs no other query while it streams.
+const chainQuery = `SELECT e.seq, true, e.time, e.type, e.task_id, e.attempt_id, e.data, e.prev_hash, e.hash, 0::bigint, '', '', '', NULL::bytea,
+		ar.artifact_id IS NOT NULL, coalesce(ar.task_id, ''), coalesce(ar.attempt_id, ''), coalesce(ar.role, ''), coalesce(ar.relative_path, ''),
+		coalesce(ar.sha256, ''), coalesce(ar.size, 0)
+	FROM runtime_events e LEFT JOIN artifacts ar
+		ON ar.artifact_id = CASE WHEN e.type = 'artifact_recorded' THEN e.data::jsonb ->> 'artifact_id' END
+	UNION ALL SELECT seq, false, '', '', task_id, attempt_id, '', prev_hash, hash, attempt, tenant, pack, started_at, record,
+		false, '', '', '', '', '', 0
+	FROM attempt_records WHERE seq > 0
 	ORDER BY 1, 2 DESC`
 
 func scanChainEntry(rows pgx.Rows) (*chainEntry, error) {
 	var seq, attempt int64
-	var isEvent bool
+	var isEvent, hasArt bool
 	var t, typ, taskID, attemptID, data, prev, hash, tenant, pack, started string
 	var rec []byte
-	if err := rows.Scan(&seq, &isEvent, &t, &typ, &taskID, &attemptID, &data, &prev, &hash, &attempt, &tenant, &pack, &started, &rec); err != nil {
+	var art host.Artifact
+	var role string
+	if err := rows.Scan(&seq, &isEvent, &t, &typ, &taskID, &attemptID, &data, &prev, &hash, &attempt, &tenant, &pack, &started, &rec,
+		&hasArt, &art.TaskID, &art.AttemptID, &role, &art.RelativePath, &art.SHA256, &art.Size); err != nil {
 		return nil, err
 	}
 	if isEvent {
@@ -63,7 +77,12 @@ func scanChainEntry(rows pgx.Rows) (*chainEntry, error) {
 		if data != "" {
 			e.Data = json.RawMessage(data)
 		}
-		return &chainEntry{seq: seq, ev: e}, nil
+		ce := &chainEntry{seq: seq, ev: e}
+		if hasArt {
+			art.Role = host.ArtifactRole(role)
+			ce.art = &art
+		}
+		return ce, nil
 	}
 	return &chainEntry{seq: seq, at: &attemptEntry{attemptID: attemptID, taskID: taskID, tenant: tenant, pack: pack, startedAt: started,
 		attempt: attempt, record: rec, prev: prev, hash: hash}}, nil
@@ -104,33 +123,29 @@ func walkChain(ctx context.Context, tx pgx.Tx, rep *host.ChainReport) (*host.Cha
 	if err != nil {
 		return nil, err
 	}
-	var entries []*chainEntry
-	// The whole chain is read before the checks, which query artifacts
-	// on the same connection.
-	for rows.Next() {
-		e, err := scanChainEntry(rows)
+	defer rows.Close()
+	next := func() (*chainEntry, error) {
+		if !rows.Next() {
+			return nil, rows.Err()
+		}
+		return scanChainEntry(rows)
+	}
+	e, err := next()
+	prev, want := evidence.GenesisHash, int64(1)
+	for ; e != nil && err == nil; want++ {
+		after, err := next()
 		if err != nil {
-			rows.Close()
 			return nil, err
 		}
-		entries = append(entries, e)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	prev, want := evidence.GenesisHash, int64(1)
-	for i, e := range entries {
-		if i+1 < len(entries) && entries[i+1].seq == e.seq && e.ev != nil && entries[i+1].at != nil {
-			at := entries[i+1].at
+		if after != nil && after.seq == e.seq && e.ev != nil && after.at != nil {
+			at := after.at
 			return &host.ChainBreak{Seq: e.seq, AttemptID: at.attemptID, Problem: host.BreakAttemptUnchain,
 				Detail: fmt.Sprintf("attempt %s claims place %d in the chain, which event %d (%s) holds: it was inserted behind the chain's back", at.attemptID, e.seq, e.seq, e.ev.Type)}, nil
 		}
 		if e.seq != want {
 			return &host.ChainBreak{Seq: e.seq, Problem: host.BreakSeqGap, Detail: fmt.Sprintf("expected event %d, found %d: events were removed", want, e.seq)}, nil
 		}
-		brk, err := checkEntry(ctx, tx, e, prev)
-		if brk != nil || err != nil {
+		if brk, err := checkEntry(e, prev); brk != nil || err != nil {
 			return brk, err
 		}
 		switch {
@@ -139,15 +154,16 @@ func walkChain(ctx context.Context, tx pgx.Tx, rep *host.ChainReport) (*host.Cha
 		case e.ev.Type == host.EventArtifactRecorded:
 			rep.Artifacts++
 		}
-		prev, want = e.hash(), want+1
+		prev = e.hash()
 		rep.Events++
 		rep.Head, rep.HeadSeq = prev, e.seq
+		e = after
 	}
-	return nil, nil
+	return nil, err
 }
 
 // checkEntry checks one entry against the hash of the entry before it.
-func checkEntry(ctx context.Context, q pgx.Tx, e *chainEntry, prev string) (*host.ChainBreak, error) {
+func checkEntry(e *chainEntry, prev string) (*host.ChainBreak, error) {
 	if e.at != nil {
 		return checkAttemptEntry(e, prev), nil
 	}
@@ -165,7 +181,7 @@ func checkEntry(ctx context.Context, q pgx.Tx, e *chainEntry, prev string) (*hos
 	case host.EventAttemptRecorded:
 		return brk(host.BreakAttemptMissing, "attempt %s, recorded at event %d, is no longer stored", ev.AttemptID, ev.Seq), nil
 	case host.EventArtifactRecorded:
-		return checkArtifact(ctx, q, ev)
+		return checkArtifact(ev, e.art), nil
 	case "message_accepted":
 		return nil, fmt.Errorf("event %d (message_accepted): %w", ev.Seq, ErrNotSupported)
 	}
@@ -226,9 +242,9 @@ func checkLegacyAttempt(e *chainEntry, prev string) *host.ChainBreak {
 	return nil
 }
 
-// checkArtifact compares an artifact's record with its artifact_recorded
-// event.
-func checkArtifact(ctx context.Context, q pgx.Tx, e *host.Event) (*host.ChainBreak, error) {
+// checkArtifact compares an artifact's record (nil: none is stored) with
+// its artifact_recorded event.
+func checkArtifact(e *host.Event, a *host.Artifact) *host.ChainBreak {
 	var d struct {
 		ArtifactID   string `json:"artifact_id"`
 		SHA256       string `json:"sha256"`
@@ -238,22 +254,15 @@ func checkArtifact(ctx context.Context, q pgx.Tx, e *host.Event) (*host.ChainBre
 	}
 	json.Unmarshal(e.Data, &d)
 	brk := &host.ChainBreak{Seq: e.Seq, Type: e.Type, AttemptID: e.AttemptID, ArtifactID: d.ArtifactID}
-	var a host.Artifact
-	var role string
-	err := q.QueryRow(ctx, `SELECT task_id, attempt_id, role, relative_path, sha256, size FROM artifacts WHERE artifact_id = $1`, d.ArtifactID).
-		Scan(&a.TaskID, &a.AttemptID, &role, &a.RelativePath, &a.SHA256, &a.Size)
-	if errors.Is(err, pgx.ErrNoRows) {
+	switch {
+	case a == nil:
 		brk.Problem, brk.Detail = host.BreakArtifactMissing, fmt.Sprintf("artifact %s, recorded at event %d, is no longer stored", d.ArtifactID, e.Seq)
-		return brk, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if a.SHA256 != d.SHA256 || a.Size != d.Size || role != d.Role || a.RelativePath != d.RelativePath || a.TaskID != e.TaskID || a.AttemptID != e.AttemptID {
+	case a.SHA256 != d.SHA256 || a.Size != d.Size || string(a.Role) != d.Role || a.RelativePath != d.RelativePath || a.TaskID != e.TaskID || a.AttemptID != e.AttemptID:
 		brk.Problem, brk.Detail = host.BreakArtifactHash, fmt.Sprintf("artifact %s no longer matches what event %d recorded", d.ArtifactID, e.Seq)
-		return brk, nil
+	default:
+		return nil
 	}
-	return nil, nil
+	return brk
 }
 
 // findUnchained reports the first attempt no place in the chain is, or
