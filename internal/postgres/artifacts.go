@@ -5,55 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"path"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/storecore"
 )
-
-// checkRelPath: a clean relative slash path without "..", 1..256 bytes.
-func checkRelPath(op, field, p string) error {
-	if err := host.CheckID(op, field, p); err != nil {
-		return err
-	}
-	if len(p) > 256 {
-		return host.Invalid(op, field, "is %d bytes; the limit is 256", len(p))
-	}
-	if strings.HasPrefix(p, "/") || strings.Contains(p, `\`) || path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../") {
-		return host.Invalid(op, field, "must be a clean relative path such as reports/run.md")
-	}
-	return nil
-}
-
-// checkArtifactInput checks what PutArtifact is given, as internal/sqlite
-// does.
-func (s *Store) checkArtifactInput(op string, in host.ArtifactInput) error {
-	if in.TaskID == "" && in.AttemptID == "" {
-		return host.Invalid(op, "task_id", "a task_id or an attempt_id is required")
-	}
-	for _, f := range []struct{ name, v string }{{"task_id", in.TaskID}, {"attempt_id", in.AttemptID}} {
-		if f.v != "" {
-			if err := host.CheckID(op, f.name, f.v); err != nil {
-				return err
-			}
-		}
-	}
-	if !in.Role.Valid() {
-		return host.Invalid(op, "role", "must be one of plan, execute-report, verify-report, output, snapshot, adapter-audit")
-	}
-	if err := checkRelPath(op, "name", in.Name); err != nil {
-		return err
-	}
-	if len(in.ContentType) > 255 {
-		return host.Invalid(op, "content_type", "is longer than 255 bytes")
-	}
-	if int64(len(in.Data)) > s.opts.MaxArtifactBytes {
-		return host.Errorf(op, in.Name, host.ErrTooLarge, "is %d bytes; the limit is %d", len(in.Data), s.opts.MaxArtifactBytes)
-	}
-	return nil
-}
 
 // PutArtifact implements host.Evidence. The bytes go to the blobs table,
 // under their digest, in a transaction of their own before the record's:
@@ -61,7 +18,7 @@ func (s *Store) checkArtifactInput(op string, in host.ArtifactInput) error {
 // records it (writer.go) does not carry them.
 func (s *Store) PutArtifact(ctx context.Context, in host.ArtifactInput) (*host.Artifact, error) {
 	const op = "put artifact"
-	if err := s.checkArtifactInput(op, in); err != nil {
+	if err := storecore.CheckArtifactInput(op, in, s.opts.MaxArtifactBytes); err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(in.Data)

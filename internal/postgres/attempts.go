@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -10,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // attemptRow is a normalized attempt with its record encoded and hashed,
@@ -26,116 +25,10 @@ type attemptRow struct {
 // the insert).
 var errAttemptExists = errors.New("attempt already recorded")
 
-// normalizeAttempt validates an attempt and puts it in its stored form
-// (defaults filled, JSON compacted, times in UTC), exactly as
-// internal/sqlite does, so that both backends hash the same record.
-func (s *Store) normalizeAttempt(a *host.Attempt) error {
-	const op = "record attempt"
-	if a.AttemptID == "" {
-		a.AttemptID = host.NewID("att")
-	} else if err := host.CheckID(op, "attempt_id", a.AttemptID); err != nil {
-		return err
-	}
-	if a.TaskID != "" {
-		if err := host.CheckID(op, "task_id", a.TaskID); err != nil {
-			return err
-		}
-	}
-	if a.Tenant == "" {
-		a.Tenant = host.DefaultTenant
-	}
-	if a.Attempt < 0 {
-		return host.Invalid(op, "attempt", "must be 0 or more")
-	}
-	if err := normalizeStatus(op, a); err != nil {
-		return err
-	}
-	if err := normalizeJSON(op, a); err != nil {
-		return err
-	}
-	if len(a.Stdout) == 0 {
-		a.Stdout = nil
-	}
-	if len(a.Stderr) == 0 {
-		a.Stderr = nil
-	}
-	now := s.now()
-	if a.StartedAt.IsZero() {
-		a.StartedAt = now
-	}
-	if a.EndedAt.IsZero() {
-		a.EndedAt = now
-	}
-	a.StartedAt, a.EndedAt = a.StartedAt.UTC(), a.EndedAt.UTC()
-	if a.EndedAt.Before(a.StartedAt) {
-		return host.Invalid(op, "ended_at", "is before started_at")
-	}
-	return nil
-}
-
-// normalizeStatus checks outcome, exit_status and retry_class, filling the
-// defaults.
-func normalizeStatus(op string, a *host.Attempt) error {
-	switch a.Outcome {
-	case abi.Completed, abi.Suspended, abi.Failed:
-	default:
-		return host.Invalid(op, "outcome", "must be completed, suspended or failed")
-	}
-	if a.ExitStatus == "" {
-		a.ExitStatus = host.ExitOK
-		if a.Outcome == abi.Failed {
-			a.ExitStatus = host.ExitError
-		}
-	}
-	switch a.ExitStatus {
-	case host.ExitOK, host.ExitError, host.ExitTimeout:
-	default:
-		return host.Invalid(op, "exit_status", "must be ok, error or timeout")
-	}
-	if a.RetryClass == "" {
-		a.RetryClass = host.RetryNone
-	}
-	switch a.RetryClass {
-	case host.RetryNone, host.RetryRetryable, host.RetryPermanent:
-	default:
-		return host.Invalid(op, "retry_class", "must be none, retryable or permanent")
-	}
-	return nil
-}
-
-// normalizeJSON validates and compacts the attempt's JSON fields (unless
-// the caller promised they are: a.Compact).
-func normalizeJSON(op string, a *host.Attempt) error {
-	for _, f := range a.JSONFields() {
-		switch {
-		case len(*f.Value) == 0:
-			*f.Value = nil
-		case a.Compact:
-		case !json.Valid(*f.Value):
-			return host.Invalid(op, f.Name, "is not valid JSON")
-		default:
-			*f.Value = evidence.CompactJSON(*f.Value)
-		}
-	}
-	if a.Error != nil {
-		e := *a.Error
-		if len(e.Details) == 0 {
-			e.Details = nil
-		} else if !a.Compact {
-			if !json.Valid(e.Details) {
-				return host.Invalid(op, "error.details", "is not valid JSON")
-			}
-			e.Details = evidence.CompactJSON(e.Details)
-		}
-		a.Error = &e
-	}
-	return nil
-}
-
-// prepareAttempt normalizes a, encodes its record and sets its content
+// prepareAttempt normalizes a (storecore.NormalizeAttempt), encodes its record and sets its content
 // hash.
 func (s *Store) prepareAttempt(a *host.Attempt) (*attemptRow, error) {
-	if err := s.normalizeAttempt(a); err != nil {
+	if err := storecore.NormalizeAttempt(a, s.now()); err != nil {
 		return nil, err
 	}
 	rec := evidence.AppendRecord(make([]byte, 0, evidence.RecordSize(a)), a)

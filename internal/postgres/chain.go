@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // pendingEntry is a chain entry queued by an operation: an event, or an
@@ -99,28 +98,11 @@ func (x *tx) flush(ctx context.Context) error {
 	return err
 }
 
-// checkEventType: lower-case letters, digits, '_' and '.', 1..64 bytes.
-func checkEventType(t string) error {
-	if t == "" {
-		return host.Invalid("append event", "type", "required")
-	}
-	if len(t) > 64 || strings.Trim(t, "abcdefghijklmnopqrstuvwxyz0123456789_.") != "" {
-		return host.Invalid("append event", "type", "must be 1 to 64 lower-case letters, digits, '_' or '.'")
-	}
-	return nil
-}
-
 // AppendEvent implements host.Evidence.
 func (s *Store) AppendEvent(ctx context.Context, e host.Event) (*host.Event, error) {
 	const op = "append event"
-	if err := checkEventType(e.Type); err != nil {
+	if err := storecore.CheckEvent(e); err != nil {
 		return nil, err
-	}
-	if len(e.Data) > 0 && !json.Valid(e.Data) {
-		return nil, host.Invalid(op, "data", "is not valid JSON")
-	}
-	if len(e.Data) > host.MaxPayloadBytes {
-		return nil, host.Errorf(op, e.Type, host.ErrTooLarge, "data is %d bytes; the limit is %d", len(e.Data), host.MaxPayloadBytes)
 	}
 	var out *host.Event
 	err := s.write(ctx, func(x *tx) error {
@@ -185,15 +167,7 @@ func (s *Store) Events(ctx context.Context, f host.EventFilter) ([]*host.Event, 
 			return nil, host.Wrap(op, "", err)
 		}
 	}
-	out := make([]*host.Event, 0, min(limit, len(stored)+len(recorded)))
-	for len(out) < limit && (len(stored) > 0 || len(recorded) > 0) {
-		if len(recorded) == 0 || (len(stored) > 0 && stored[0].Seq < recorded[0].Seq) {
-			out, stored = append(out, stored[0]), stored[1:]
-		} else {
-			out, recorded = append(out, recorded[0]), recorded[1:]
-		}
-	}
-	return out, nil
+	return storecore.MergeEvents(stored, recorded, limit), nil
 }
 
 // storedEvents reads the runtime_events rows f selects.
@@ -250,24 +224,6 @@ func (s *Store) recordedEvents(ctx context.Context, f host.EventFilter, after in
 		if err := r.Scan(&seq, &rec, &prev, &hash); err != nil {
 			return nil, err
 		}
-		return attemptEvent(seq, rec, prev, hash)
+		return storecore.AttemptEvent(seq, rec, prev, hash)
 	})
-}
-
-// attemptEvent is the attempt_recorded event of the record at seq, with
-// the hashes stored beside it. A version 1 record carries the event it was
-// recorded with.
-func attemptEvent(seq int64, rec []byte, prev, hash string) (*host.Event, error) {
-	a, l, err := evidence.DecodeRecord(rec)
-	if err != nil {
-		return nil, fmt.Errorf("attempt at seq %d: %w", seq, err)
-	}
-	if l != nil {
-		return evidence.LegacyAttemptEvent(a, l, seq, prev, hash), nil
-	}
-	e := evidence.AttemptEvent(a, seq, prev)
-	// The stored link, not the one the record implies: a changed record
-	// then shows as an event whose hash does not match.
-	e.Hash = hash
-	return e, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // Cancel implements host.Queue.
@@ -71,17 +72,9 @@ func (s *Store) Resume(ctx context.Context, taskID string, value json.RawMessage
 		if !suspended {
 			return nil, host.Errorf(op, taskID, host.ErrConflict, "task is blocked but its last attempt did not suspend; retry it instead")
 		}
-		size := len(value)
-		for _, v := range t.ResumeValues {
-			size += len(v)
+		if err := storecore.AddResumeValue(op, t, value); err != nil {
+			return nil, err
 		}
-		if len(t.ResumeValues) >= host.MaxResumeValues {
-			return nil, host.Invalid(op, "value", "the task has been resumed %d times; the limit is %d", len(t.ResumeValues), host.MaxResumeValues)
-		}
-		if size > host.MaxResumeBytes {
-			return nil, host.Invalid(op, "value", "the task's resume values would be %d bytes; the limit is %d", size, host.MaxResumeBytes)
-		}
-		t.ResumeValues = append(t.ResumeValues, value)
 		return map[string]any{"by": by, "max_attempts": t.MaxAttempts, "resume_values": len(t.ResumeValues), "value": value}, nil
 	})
 }
@@ -123,7 +116,7 @@ func (s *Store) requeue(ctx context.Context, op, taskID, event string, check fun
 		}
 		if _, err := x.Exec(ctx, `UPDATE tasks SET status = 'pending', available_at = $1, updated_at = $1, finished_at = NULL,
 			max_attempts = $2, resume_values = $3 WHERE task_id = $4`,
-			ts(now), t.MaxAttempts, jsonOrEmpty(t.ResumeValues, len(t.ResumeValues) == 0), taskID); err != nil {
+			ts(now), t.MaxAttempts, storecore.JSONOrEmpty(t.ResumeValues, len(t.ResumeValues) == 0), taskID); err != nil {
 			return err
 		}
 		if _, err := x.event(event, taskID, "", d); err != nil {
@@ -153,23 +146,6 @@ func (x *tx) lastAttemptSuspended(ctx context.Context, t *host.TaskRecord) (bool
 		return false, err
 	}
 	return a.Outcome == abi.Suspended, nil
-}
-
-// checkMessages checks an outcome's external_messages.
-func checkMessages(op string, msgs []json.RawMessage) error {
-	if len(msgs) > host.MaxExternalMessages {
-		return host.Invalid(op, "outcome.external_messages", "has %d entries; the limit is %d", len(msgs), host.MaxExternalMessages)
-	}
-	for i, m := range msgs {
-		var obj map[string]json.RawMessage
-		if len(m) > host.MaxExternalMessageBytes {
-			return host.Invalid(op, "outcome.external_messages", "entry %d is %d bytes; the limit is %d", i, len(m), host.MaxExternalMessageBytes)
-		}
-		if json.Unmarshal(m, &obj) != nil || obj == nil {
-			return host.Invalid(op, "outcome.external_messages", "entry %d is not a JSON object", i)
-		}
-	}
-	return nil
 }
 
 // queueMessages puts a completed task's external messages in the outbox,

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // EventTaskSettleRefused is appended when Finish refuses to settle a task
@@ -69,11 +70,11 @@ func (s *Store) checkFinish(op, taskID string, in host.FinishInput) (*finishInpu
 	if f.rc != host.RetryNone && f.rc != host.RetryRetryable && f.rc != host.RetryPermanent {
 		return nil, host.Invalid(op, "retry_class", "must be none, retryable or permanent")
 	}
-	f.followUps, f.refused = stageFollowUps(taskID, in.FollowUps)
+	f.followUps, f.refused = storecore.StageFollowUps(taskID, in.FollowUps)
 	if in.FollowUpsRefused != "" {
 		f.followUps, f.refused = nil, in.FollowUpsRefused
 	}
-	if err := checkMessages(op, in.Outcome.ExternalMessage); err != nil {
+	if err := storecore.CheckExternalMessages(op, in.Outcome.ExternalMessage); err != nil {
 		return nil, err
 	}
 	if len(in.SensorEvents) > 0 || len(in.Messages) > 0 {
@@ -201,31 +202,6 @@ func (x *tx) refuseSettle(t *host.TaskRecord, f *finishInput) error {
 	return err
 }
 
-// decide is the status a settlement gives t, and its last_error, as
-// host.FinishInput documents.
-func decide(t *host.TaskRecord, f *finishInput, ms host.MachineStatus, rc host.RetryClass, errMsg string, missing []string) (host.TaskStatus, string) {
-	canceled := t.CancelRequested || ms == host.MachineCanceled
-	status, lastErr := host.TaskPermanentFailure, errMsg
-	retryable := (ms == host.MachineNeedsRetry || ms == host.MachineOK || rc == host.RetryRetryable) && rc != host.RetryPermanent
-	switch {
-	case canceled:
-		status = host.TaskOperatorCanceled
-		if lastErr == "" {
-			lastErr = "canceled by the operator"
-		}
-	case ms == host.MachineOK && len(missing) == 0:
-		status, lastErr = host.TaskCompleted, ""
-	case ms == host.MachineBlocked:
-		status = host.TaskBlocked
-	case retryable && t.AttemptCount < t.MaxAttempts:
-		status = host.TaskRetryableFailure
-	}
-	if len(missing) > 0 {
-		lastErr = strings.TrimPrefix(lastErr+"; missing evidence: "+strings.Join(missing, ", "), "; ")
-	}
-	return status, lastErr
-}
-
 // settle settles the running task t held by the caller: its attempt's
 // events and record, the new status, follow-ups and outbox if it
 // completed, and the task_attempt_finished and task_finished (or
@@ -262,7 +238,7 @@ func (x *tx) settle(ctx context.Context, op string, t *host.TaskRecord, f *finis
 			return nil, err
 		}
 	}
-	status, lastErr := decide(t, f, ms, rc, errMsg, missing)
+	status, lastErr := storecore.SettleStatus(t, ms, rc, errMsg, missing)
 	outcome := f.Outcome
 	outcome.Status, outcome.MachineStatus = status, ms
 	outJSON, err := json.Marshal(outcome)
@@ -310,7 +286,7 @@ func (x *tx) applyCompleted(ctx context.Context, op string, t *host.TaskRecord, 
 	}
 	applied := []string{}
 	for i := range f.followUps {
-		ft, err := newTask(op, &f.followUps[i], 0, now)
+		ft, err := storecore.NewTask(op, &f.followUps[i], 0, now)
 		if err != nil {
 			return nil, err
 		}
@@ -362,36 +338,10 @@ func (x *tx) finishEvents(t *host.TaskRecord, f *finishInput, ms host.MachineSta
 	return err
 }
 
-// stageFollowUps validates the follow-ups of an attempt. If there are too
-// many, or one is invalid, none is kept and refused says why.
-func stageFollowUps(taskID string, in []host.TaskIntent) (followUps []host.TaskIntent, refused string) {
-	if len(in) > host.MaxFollowUps {
-		return nil, fmt.Sprintf("the attempt staged %d follow-up tasks; the limit is %d", len(in), host.MaxFollowUps)
-	}
-	size := 0
-	for i, fu := range in {
-		fu.Source = "task:" + taskID
-		if err := host.ValidateIntent(&fu); err != nil {
-			var he *host.Error
-			if errors.As(err, &he) {
-				return nil, fmt.Sprintf("follow-up %d: %s: %v", i, he.Field, he.Err)
-			}
-			return nil, fmt.Sprintf("follow-up %d: %v", i, err)
-		}
-		size += len(fu.Payload)
-		followUps = append(followUps, fu)
-	}
-	if size > host.MaxFollowUpBytes {
-		return nil, fmt.Sprintf("the attempt staged follow-up payloads of %d bytes; the limit is %d", size, host.MaxFollowUpBytes)
-	}
-	return followUps, ""
-}
-
 // missingEvidence lists what the task's evidence requirements and the
 // outcome's artifact_paths ask for that the attempt did not store.
 func (x *tx) missingEvidence(ctx context.Context, t *host.TaskRecord, f *finishInput) ([]string, error) {
-	er := t.EvidenceRequirements
-	if len(f.Outcome.ArtifactPaths) == 0 && (er == nil || len(er.RequiredArtifacts) == 0 && !er.RequireFileChangeVerification && !er.RequireAdapterAudit) {
+	if !storecore.WantsArtifacts(t, &f.Outcome) {
 		return nil, nil
 	}
 	rows, err := x.Query(ctx, `SELECT relative_path, role FROM artifacts WHERE attempt_id = $1`, f.AttemptID)
@@ -406,28 +356,5 @@ func (x *tx) missingEvidence(ctx context.Context, t *host.TaskRecord, f *finishI
 	}); err != nil {
 		return nil, err
 	}
-	var missing []string
-	if er != nil {
-		for _, r := range er.RequiredArtifacts {
-			if !names[r] && !roles[r] {
-				missing = append(missing, "required artifact "+r)
-			}
-		}
-		if er.RequireFileChangeVerification {
-			for _, p := range f.Outcome.FileChanges {
-				if !names[p] {
-					missing = append(missing, "file change "+p)
-				}
-			}
-		}
-		if er.RequireAdapterAudit && !roles[string(host.RoleAdapterAudit)] {
-			missing = append(missing, "adapter-audit artifact")
-		}
-	}
-	for _, p := range f.Outcome.ArtifactPaths {
-		if !names[p] {
-			missing = append(missing, "artifact path "+p)
-		}
-	}
-	return missing, nil
+	return storecore.MissingEvidence(t, &f.Outcome, names, roles), nil
 }

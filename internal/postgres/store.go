@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // Compile-time interface guards: what this backend implements so far.
@@ -57,7 +58,7 @@ func (o Options) withDefaults() Options {
 		o.LeaseTTL = 30 * time.Second
 	}
 	if o.Backoff == nil {
-		o.Backoff = DefaultBackoff
+		o.Backoff = storecore.DefaultBackoff
 	}
 	if o.MaxArtifactBytes <= 0 {
 		o.MaxArtifactBytes = 64 << 20
@@ -66,15 +67,6 @@ func (o Options) withDefaults() Options {
 		o.Writers = 2
 	}
 	return o
-}
-
-// DefaultBackoff is 30s·2^(n-1), at most 15 minutes.
-func DefaultBackoff(n int) time.Duration {
-	n = max(n, 1)
-	if n > 6 {
-		return 15 * time.Minute
-	}
-	return min(30*time.Second<<(n-1), 15*time.Minute)
 }
 
 // Store is the PostgreSQL backend of the host services.

@@ -6,12 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // ErrNotSupported is returned, before anything is changed, by an
@@ -40,56 +39,7 @@ func scanTask(row pgx.Row) (*host.TaskRecord, error) {
 	if outcome != nil {
 		out = *outcome
 	}
-	for _, f := range []struct {
-		s string
-		v any
-	}{{skills, &t.SkillIDs}, {wf, &t.WorkflowRef}, {evreq, &t.EvidenceRequirements}, {out, &t.Outcome}, {resume, &t.ResumeValues}} {
-		if f.s != "" {
-			if err := json.Unmarshal([]byte(f.s), f.v); err != nil {
-				return nil, fmt.Errorf("task %s: %w", t.TaskID, err)
-			}
-		}
-	}
-	return &t, nil
-}
-
-// jsonOrEmpty marshals v, or returns "" when empty.
-func jsonOrEmpty(v any, empty bool) string {
-	if empty {
-		return ""
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-// newTask validates an intent and builds its pending record.
-func newTask(op string, in *host.TaskIntent, maxAttempts int, now time.Time) (*host.TaskRecord, error) {
-	if err := host.ValidateIntent(in); err != nil {
-		var he *host.Error
-		if errors.As(err, &he) {
-			c := *he
-			c.Op = op
-			return nil, &c
-		}
-		return nil, err
-	}
-	switch {
-	case maxAttempts == 0:
-		maxAttempts = host.DefaultMaxAttempts
-	case maxAttempts < 0 || maxAttempts > host.MaxMaxAttempts:
-		return nil, host.Invalid(op, "max_attempts", "must be between 1 and %d", host.MaxMaxAttempts)
-	}
-	prio := host.DefaultPriority
-	if in.Priority != nil {
-		prio = *in.Priority
-	}
-	return &host.TaskRecord{
-		TaskID: host.NewID("task"), TaskType: in.TaskType, Source: in.Source, Subject: in.Subject, Description: in.Description,
-		Priority: prio, Payload: evidence.CompactJSON(in.Payload), RequestedProfileID: in.RequestedProfileID,
-		RequestedAdapterID: in.RequestedAdapterID, RequestedModel: in.RequestedModel, SkillIDs: in.SkillIDs,
-		WorkflowRef: in.WorkflowRef, EvidenceRequirements: in.EvidenceRequirements, Status: host.TaskPending,
-		MaxAttempts: maxAttempts, AvailableAt: host.IntentAvailableAt(in, now), CreatedAt: now, UpdatedAt: now,
-	}, nil
+	return &t, storecore.DecodeTaskJSON(&t, skills, wf, evreq, out, resume)
 }
 
 // insertTask stores a new task and queues task_enqueued.
@@ -99,8 +49,8 @@ func (x *tx) insertTask(ctx context.Context, t *host.TaskRecord, attemptID strin
 		available_at, created_at, updated_at, last_error, parent_task_id, runner_id, cancel_requested, tenant)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 0, $16, $17, $18, '', $19, '', false, $20)`,
 		t.TaskID, t.TaskType, t.Source, t.Subject, t.Description, t.Priority, string(t.Payload), t.RequestedProfileID,
-		t.RequestedAdapterID, t.RequestedModel, jsonOrEmpty(t.SkillIDs, len(t.SkillIDs) == 0), jsonOrEmpty(t.WorkflowRef, t.WorkflowRef == nil),
-		jsonOrEmpty(t.EvidenceRequirements, t.EvidenceRequirements == nil), string(t.Status), t.MaxAttempts,
+		t.RequestedAdapterID, t.RequestedModel, storecore.JSONOrEmpty(t.SkillIDs, len(t.SkillIDs) == 0), storecore.JSONOrEmpty(t.WorkflowRef, t.WorkflowRef == nil),
+		storecore.JSONOrEmpty(t.EvidenceRequirements, t.EvidenceRequirements == nil), string(t.Status), t.MaxAttempts,
 		ts(t.AvailableAt), ts(t.CreatedAt), ts(t.UpdatedAt), t.ParentTaskID, t.Tenant)
 	if err != nil {
 		return err
@@ -118,7 +68,7 @@ func (x *tx) insertTask(ctx context.Context, t *host.TaskRecord, attemptID strin
 // ErrNotSupported: workflows are not in this store yet.
 func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.EnqueueOptions) (*host.TaskRecord, error) {
 	const op = "enqueue"
-	t, err := newTask(op, &intent, opts.MaxAttempts, s.now())
+	t, err := storecore.NewTask(op, &intent, opts.MaxAttempts, s.now())
 	if err != nil {
 		return nil, err
 	}

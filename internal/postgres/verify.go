@@ -11,6 +11,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // chainEntry is one entry of the chain: a stored event, or an attempt
@@ -18,32 +19,26 @@ import (
 type chainEntry struct {
 	seq int64
 	ev  *host.Event
-	at  *attemptEntry
+	at  *storecore.AttemptRow
 	// art is the artifact row an artifact_recorded event names, nil if
 	// none is stored.
 	art *host.Artifact
-}
-
-type attemptEntry struct {
-	attemptID, taskID, tenant, pack, startedAt string
-	attempt                                    int64
-	record                                     []byte
-	prev, hash                                 string
 }
 
 func (e *chainEntry) hash() string {
 	if e.ev != nil {
 		return e.ev.Hash
 	}
-	return e.at.hash
+	return e.at.Hash
 }
 
 const attemptEntryColumns = `seq, attempt_id, task_id, attempt, tenant, pack, started_at, record, prev_hash, hash`
 
 func scanAttemptEntry(row pgx.Row) (*chainEntry, error) {
-	var at attemptEntry
+	var at storecore.AttemptRow
 	e := &chainEntry{at: &at}
-	err := row.Scan(&e.seq, &at.attemptID, &at.taskID, &at.attempt, &at.tenant, &at.pack, &at.startedAt, &at.record, &at.prev, &at.hash)
+	err := row.Scan(&at.Seq, &at.AttemptID, &at.TaskID, &at.Attempt, &at.Tenant, &at.Pack, &at.StartedAt, &at.Record, &at.Prev, &at.Hash)
+	e.seq = at.Seq
 	return e, err
 }
 
@@ -84,8 +79,8 @@ func scanChainEntry(rows pgx.Rows) (*chainEntry, error) {
 		}
 		return ce, nil
 	}
-	return &chainEntry{seq: seq, at: &attemptEntry{attemptID: attemptID, taskID: taskID, tenant: tenant, pack: pack, startedAt: started,
-		attempt: attempt, record: rec, prev: prev, hash: hash}}, nil
+	return &chainEntry{seq: seq, at: &storecore.AttemptRow{Seq: seq, AttemptID: attemptID, TaskID: taskID, Tenant: tenant, Pack: pack, StartedAt: started,
+		Attempt: attempt, Record: rec, Prev: prev, Hash: hash}}, nil
 }
 
 // VerifyChain implements host.Evidence, with internal/sqlite's checks: it
@@ -138,9 +133,7 @@ func walkChain(ctx context.Context, tx pgx.Tx, rep *host.ChainReport) (*host.Cha
 			return nil, err
 		}
 		if after != nil && after.seq == e.seq && e.ev != nil && after.at != nil {
-			at := after.at
-			return &host.ChainBreak{Seq: e.seq, AttemptID: at.attemptID, Problem: host.BreakAttemptUnchain,
-				Detail: fmt.Sprintf("attempt %s claims place %d in the chain, which event %d (%s) holds: it was inserted behind the chain's back", at.attemptID, e.seq, e.seq, e.ev.Type)}, nil
+			return insertedAttempt(after.at.AttemptID, e.seq, e.ev.Type), nil
 		}
 		if e.seq != want {
 			return &host.ChainBreak{Seq: e.seq, Problem: host.BreakSeqGap, Detail: fmt.Sprintf("expected event %d, found %d: events were removed", want, e.seq)}, nil
@@ -165,104 +158,25 @@ func walkChain(ctx context.Context, tx pgx.Tx, rep *host.ChainReport) (*host.Cha
 // checkEntry checks one entry against the hash of the entry before it.
 func checkEntry(e *chainEntry, prev string) (*host.ChainBreak, error) {
 	if e.at != nil {
-		return checkAttemptEntry(e, prev), nil
+		return storecore.CheckAttemptRow(e.at, prev), nil
 	}
-	ev := e.ev
-	brk := func(problem, format string, args ...any) *host.ChainBreak {
-		return &host.ChainBreak{Seq: ev.Seq, Type: ev.Type, AttemptID: ev.AttemptID, Problem: problem, Detail: fmt.Sprintf(format, args...)}
+	if brk := storecore.CheckEventLink(e.ev, prev); brk != nil {
+		return brk, nil
 	}
-	switch {
-	case ev.PrevHash != prev:
-		return brk(host.BreakPrevHash, "prev_hash %.12s… is not the hash of event %d (%.12s…): the chain was rewritten", ev.PrevHash, ev.Seq-1, prev), nil
-	case evidence.HashEvent(ev) != ev.Hash:
-		return brk(host.BreakEventHash, "event %d (%s) was changed after it was appended: its fields no longer match its hash", ev.Seq, ev.Type), nil
-	}
-	switch ev.Type {
-	case host.EventAttemptRecorded:
-		return brk(host.BreakAttemptMissing, "attempt %s, recorded at event %d, is no longer stored", ev.AttemptID, ev.Seq), nil
+	switch e.ev.Type {
 	case host.EventArtifactRecorded:
-		return checkArtifact(ev, e.art), nil
+		return storecore.CheckArtifact(e.ev, e.art), nil
 	case "message_accepted":
-		return nil, fmt.Errorf("event %d (message_accepted): %w", ev.Seq, ErrNotSupported)
+		return nil, fmt.Errorf("event %d (message_accepted): %w", e.ev.Seq, ErrNotSupported)
 	}
 	return nil, nil
 }
 
-// checkAttemptEntry checks an attempt's row: its indexed columns against
-// its record, and its record against its link in the chain.
-func checkAttemptEntry(e *chainEntry, prev string) *host.ChainBreak {
-	at := e.at
-	brk := func(format string, args ...any) *host.ChainBreak {
-		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: at.attemptID, Problem: host.BreakAttemptHash, Detail: fmt.Sprintf(format, args...)}
-	}
-	if at.prev != prev {
-		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: at.attemptID, Problem: host.BreakPrevHash,
-			Detail: fmt.Sprintf("prev_hash %.12s… is not the hash of event %d (%.12s…): the chain was rewritten", at.prev, e.seq-1, prev)}
-	}
-	h, err := evidence.ReadHeader(at.record)
-	if err != nil {
-		return brk("attempt %s, recorded at event %d, was changed: its record no longer reads (%v)", at.attemptID, e.seq, err)
-	}
-	if string(h.AttemptID) != at.attemptID || string(h.TaskID) != at.taskID || h.Attempt != at.attempt ||
-		string(h.Tenant) != at.tenant || string(h.Pack) != at.pack || ts(h.StartedAt) != at.startedAt {
-		return brk("attempt %s, recorded at event %d, was changed: its columns no longer match its record", at.attemptID, e.seq)
-	}
-	if h.Version == evidence.RecordV1 {
-		return checkLegacyAttempt(e, prev)
-	}
-	if evidence.LinkAttempt(e.seq, prev, evidence.HashRecord(at.record)) != at.hash {
-		return brk("attempt %s, recorded at event %d, was changed after it was recorded: its record no longer matches its hash in the chain", at.attemptID, e.seq)
-	}
-	return nil
-}
-
-// checkLegacyAttempt checks an attempt recorded before attempt records
-// (carried over from a SQLite home): its event, as stored then, and its
-// content against the hash the event chained.
-func checkLegacyAttempt(e *chainEntry, prev string) *host.ChainBreak {
-	at := e.at
-	a, l, err := evidence.DecodeRecord(at.record)
-	if err != nil {
-		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: at.attemptID, Problem: host.BreakAttemptHash,
-			Detail: fmt.Sprintf("attempt %s, recorded at event %d, was changed: its record no longer reads (%v)", at.attemptID, e.seq, err)}
-	}
-	ev := evidence.LegacyAttemptEvent(a, l, e.seq, prev, at.hash)
-	if evidence.HashEvent(ev) != ev.Hash {
-		return &host.ChainBreak{Seq: e.seq, Type: ev.Type, AttemptID: at.attemptID, Problem: host.BreakEventHash,
-			Detail: fmt.Sprintf("event %d (%s) was changed after it was appended: its fields no longer match its hash", e.seq, ev.Type)}
-	}
-	var d struct {
-		ContentHash string `json:"content_hash"`
-	}
-	json.Unmarshal(l.EventData, &d)
-	if got := evidence.HashAttemptV1(a); got != d.ContentHash || l.ContentHash != d.ContentHash {
-		return &host.ChainBreak{Seq: e.seq, Type: ev.Type, AttemptID: at.attemptID, Problem: host.BreakAttemptHash,
-			Detail: fmt.Sprintf("attempt %s was changed after it was recorded: its content hashes to %.12s…, event %d chained %.12s…", at.attemptID, got, e.seq, d.ContentHash)}
-	}
-	return nil
-}
-
-// checkArtifact compares an artifact's record (nil: none is stored) with
-// its artifact_recorded event.
-func checkArtifact(e *host.Event, a *host.Artifact) *host.ChainBreak {
-	var d struct {
-		ArtifactID   string `json:"artifact_id"`
-		SHA256       string `json:"sha256"`
-		Size         int64  `json:"size"`
-		Role         string `json:"role"`
-		RelativePath string `json:"relative_path"`
-	}
-	json.Unmarshal(e.Data, &d)
-	brk := &host.ChainBreak{Seq: e.Seq, Type: e.Type, AttemptID: e.AttemptID, ArtifactID: d.ArtifactID}
-	switch {
-	case a == nil:
-		brk.Problem, brk.Detail = host.BreakArtifactMissing, fmt.Sprintf("artifact %s, recorded at event %d, is no longer stored", d.ArtifactID, e.Seq)
-	case a.SHA256 != d.SHA256 || a.Size != d.Size || string(a.Role) != d.Role || a.RelativePath != d.RelativePath || a.TaskID != e.TaskID || a.AttemptID != e.AttemptID:
-		brk.Problem, brk.Detail = host.BreakArtifactHash, fmt.Sprintf("artifact %s no longer matches what event %d recorded", d.ArtifactID, e.Seq)
-	default:
-		return nil
-	}
-	return brk
+// insertedAttempt is the break of an attempt claiming the place of an
+// event (of type kind) in the chain.
+func insertedAttempt(attemptID string, seq int64, kind string) *host.ChainBreak {
+	return &host.ChainBreak{Seq: seq, AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
+		Detail: fmt.Sprintf("attempt %s claims place %d in the chain, which event %d (%s) holds: it was inserted behind the chain's back", attemptID, seq, seq, kind)}
 }
 
 // findUnchained reports the first attempt no place in the chain is, or
@@ -306,7 +220,7 @@ func (s *Store) VerifyAttempt(ctx context.Context, attemptID string) error {
 // verifyAttemptEntry is VerifyAttempt of an attempt's row, read.
 func (s *Store) verifyAttemptEntry(ctx context.Context, e *chainEntry) error {
 	const op = "verify attempt"
-	attemptID := e.at.attemptID
+	attemptID := e.at.AttemptID
 	if e.seq <= 0 {
 		return &host.ChainBreak{AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
 			Detail: fmt.Sprintf("attempt %s is stored but no place in the chain is its", attemptID)}
@@ -316,8 +230,7 @@ func (s *Store) verifyAttemptEntry(ctx context.Context, e *chainEntry) error {
 		return host.Wrap(op, attemptID, err)
 	}
 	if around.event != nil {
-		return &host.ChainBreak{Seq: e.seq, AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
-			Detail: fmt.Sprintf("attempt %s claims place %d in the chain, which event %d (%s) holds: it was inserted behind the chain's back", attemptID, e.seq, e.seq, around.event.kind)}
+		return insertedAttempt(attemptID, e.seq, around.event.kind)
 	}
 	prev := evidence.GenesisHash
 	if e.seq > 1 {
@@ -326,7 +239,7 @@ func (s *Store) verifyAttemptEntry(ctx context.Context, e *chainEntry) error {
 		}
 		prev = around.before.hash
 	}
-	if brk := checkAttemptEntry(e, prev); brk != nil {
+	if brk := storecore.CheckAttemptRow(e.at, prev); brk != nil {
 		return brk
 	}
 	if next := around.after; next != nil && next.prev != e.hash() {
@@ -410,12 +323,12 @@ func (s *Store) eachVerified(ctx context.Context, e *chainEntry, fn func(*host.A
 	if verr != nil && !errors.Is(verr, host.ErrTampered) {
 		return verr
 	}
-	a, _, err := evidence.DecodeRecord(e.at.record)
+	a, _, err := evidence.DecodeRecord(e.at.Record)
 	if err != nil {
-		a = &host.Attempt{AttemptID: e.at.attemptID}
+		a = &host.Attempt{AttemptID: e.at.AttemptID}
 		if verr == nil { // a record that reads but does not decode
-			verr = &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: e.at.attemptID, Problem: host.BreakAttemptHash,
-				Detail: fmt.Sprintf("attempt %s, recorded at event %d, no longer decodes: %v", e.at.attemptID, e.seq, err)}
+			verr = &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: e.at.AttemptID, Problem: host.BreakAttemptHash,
+				Detail: fmt.Sprintf("attempt %s, recorded at event %d, no longer decodes: %v", e.at.AttemptID, e.seq, err)}
 		}
 	}
 	a.EventSeq = e.seq
