@@ -1,0 +1,264 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/packrun/packrun/host"
+)
+
+// Claim implements host.Queue; a zero now means the store's clock. The
+// next available task in queue order (priority, available_at, seq) is
+// chosen with FOR UPDATE SKIP LOCKED, so concurrent claimers on any node
+// each take a different task without waiting for one another, and moved
+// to running in the same statement. The claim holds the task's lease
+// until now + Options.LeaseTTL; Heartbeat extends it.
+func (s *Store) Claim(ctx context.Context, runnerID string, now time.Time) (*host.TaskRecord, error) {
+	const op = "claim"
+	if err := host.CheckID(op, "runner_id", runnerID); err != nil {
+		return nil, err
+	}
+	if now.IsZero() {
+		now = s.now()
+	}
+	lease := ts(now.Add(s.opts.LeaseTTL))
+	var t *host.TaskRecord
+	err := s.write(ctx, func(x *tx) error {
+		var err error
+		t, err = scanTask(x.QueryRow(ctx, `WITH next AS (
+				SELECT seq FROM tasks WHERE status IN ('pending', 'retryable_failure') AND available_at <= $1
+				ORDER BY priority, available_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED)
+			UPDATE tasks t SET status = 'running', attempt_count = attempt_count + 1,
+				started_at = $1, updated_at = $1, runner_id = $2, lease_expires_at = $3
+			FROM next WHERE t.seq = next.seq
+			RETURNING `+prefixed("t.", taskColumns), ts(now), runnerID, lease))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return host.Errorf(op, "", host.ErrEmpty, "")
+		}
+		if err != nil {
+			return err
+		}
+		_, err = x.event(host.EventTaskClaimed, t.TaskID, "", map[string]any{
+			"attempt": t.AttemptCount, "max_attempts": t.MaxAttempts, "runner_id": runnerID, "lease_expires_at": lease})
+		return err
+	})
+	if err != nil {
+		return nil, host.Wrap(op, "", err)
+	}
+	return t, nil
+}
+
+// prefixed qualifies each of a column list's names with p.
+func prefixed(p, columns string) string {
+	out := []byte(p)
+	for i := 0; i < len(columns); i++ {
+		out = append(out, columns[i])
+		if columns[i] == ',' {
+			for i+1 < len(columns) && (columns[i+1] == ' ' || columns[i+1] == '\n' || columns[i+1] == '\t') {
+				i++
+				out = append(out, columns[i])
+			}
+			out = append(out, p...)
+		}
+	}
+	return string(out)
+}
+
+// Heartbeat extends the lease of a running task held by runnerID on
+// attempt attempt until now + Options.LeaseTTL, and returns the new
+// expiry. A task no longer held by that runner and attempt (reclaimed,
+// settled, claimed again) gives ErrConflict: the runner has lost it and
+// must not expect its settlement to be accepted. A lease that expired
+// but that no node reclaimed yet is extended. Heartbeats append no event.
+func (s *Store) Heartbeat(ctx context.Context, taskID, runnerID string, attempt int) (time.Time, error) {
+	const op = "heartbeat"
+	exp := s.now().Add(s.opts.LeaseTTL)
+	tag, err := s.pool.Exec(ctx, `UPDATE tasks SET lease_expires_at = $1
+		WHERE task_id = $2 AND status = 'running' AND runner_id = $3 AND attempt_count = $4`, ts(exp), taskID, runnerID, attempt)
+	if err != nil {
+		return time.Time{}, host.Wrap(op, taskID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return time.Time{}, host.Errorf(op, taskID, host.ErrConflict, "runner %s no longer holds attempt %d of the task", runnerID, attempt)
+	}
+	return parseTS(ts(exp)), nil
+}
+
+// ReclaimExpired is the boot sweep generalised to many nodes: any node may
+// call it at any time. Each running task whose lease expired before now
+// (its holder stopped heartbeating: crashed, paused, partitioned) is
+// settled as ReclaimRunning settles one, with event boot_sweep_reclaimed
+// (data.reason "lease_expired"). Rows another node is reclaiming or
+// settling are skipped (SKIP LOCKED). The holder, if it comes back, finds
+// its settlement refused (see Finish). It returns how many tasks it
+// reclaimed; at most 1000 per call.
+func (s *Store) ReclaimExpired(ctx context.Context, now time.Time) (int, error) {
+	if now.IsZero() {
+		now = s.now()
+	}
+	return s.reclaim(ctx, "reclaim expired leases", now, "lease_expired",
+		`status = 'running' AND lease_expires_at <= $1 ORDER BY seq LIMIT 1000 FOR UPDATE SKIP LOCKED`, ts(now))
+}
+
+// ReclaimRunning implements host.Queue: every running task, whatever its
+// lease. It assumes no other runner is alive (a single node's boot
+// sweep); nodes sharing the database use ReclaimExpired instead.
+func (s *Store) ReclaimRunning(ctx context.Context, now time.Time) (int, error) {
+	if now.IsZero() {
+		now = s.now()
+	}
+	return s.reclaim(ctx, "reclaim running tasks", now, "boot_sweep", `status = 'running' ORDER BY seq FOR UPDATE`)
+}
+
+// reclaim settles the running tasks where (with args) selects: the
+// interrupted attempt counts.
+func (s *Store) reclaim(ctx context.Context, op string, now time.Time, reason, where string, args ...any) (int, error) {
+	n := 0
+	err := s.write(ctx, func(x *tx) error {
+		rows, err := x.Query(ctx, `SELECT `+taskColumns+`, coalesce(lease_expires_at, '') FROM tasks WHERE `+where, args...)
+		if err != nil {
+			return err
+		}
+		type held struct {
+			t     *host.TaskRecord
+			lease string
+		}
+		running, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (held, error) {
+			var h held
+			t, err := scanTask(leaseRow{r, &h.lease})
+			h.t = t
+			return h, err
+		})
+		if err != nil {
+			return err
+		}
+		n = len(running)
+		for _, h := range running {
+			if err := x.reclaimOne(ctx, h.t, now, reason, h.lease); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, host.Wrap(op, "", err)
+	}
+	return n, nil
+}
+
+// leaseRow scans a task's columns and then its lease.
+type leaseRow struct {
+	pgx.Row
+	lease *string
+}
+
+func (r leaseRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.lease)...) }
+
+// reclaimOne settles one interrupted running task.
+func (x *tx) reclaimOne(ctx context.Context, t *host.TaskRecord, now time.Time, reason, lease string) error {
+	status := host.TaskRetryableFailure
+	msg := fmt.Sprintf("attempt %d was interrupted: runner %s stopped before finishing it", t.AttemptCount, t.RunnerID)
+	if reason == "lease_expired" {
+		msg = fmt.Sprintf("attempt %d was interrupted: runner %s's lease expired at %s", t.AttemptCount, t.RunnerID, lease)
+	}
+	switch {
+	case t.CancelRequested:
+		status, msg = host.TaskOperatorCanceled, "canceled by the operator"
+	case t.AttemptCount >= t.MaxAttempts:
+		status = host.TaskPermanentFailure
+		msg += fmt.Sprintf("; no attempts left (%d of %d)", t.AttemptCount, t.MaxAttempts)
+	}
+	var finished *string
+	avail := ts(now)
+	if status != host.TaskRetryableFailure {
+		f := ts(now)
+		finished, avail = &f, ts(t.AvailableAt)
+	}
+	if _, err := x.Exec(ctx, `UPDATE tasks SET status = $1, last_error = $2, available_at = $3, finished_at = $4, updated_at = $5,
+		lease_expires_at = NULL WHERE task_id = $6`, string(status), msg, avail, finished, ts(now), t.TaskID); err != nil {
+		return err
+	}
+	d := map[string]any{"runner_id": t.RunnerID, "attempt": t.AttemptCount, "status": status}
+	if reason == "lease_expired" {
+		d["reason"], d["lease_expires_at"] = reason, lease
+	}
+	_, err := x.event(host.EventBootSweepReclaimed, t.TaskID, "", d)
+	return err
+}
+
+const dispatchLock = "dispatch"
+
+// AcquireDispatchLock implements host.Locker. With several nodes on one
+// database the lock no longer guards claiming (each claim holds its own
+// lease): it elects the node that runs singleton chores.
+func (s *Store) AcquireDispatchLock(ctx context.Context, holder string, ttl time.Duration) (*host.DispatchLock, error) {
+	const op = "acquire dispatch lock"
+	if err := host.CheckID(op, "holder", holder); err != nil {
+		return nil, err
+	}
+	if ttl <= 0 {
+		return nil, host.Invalid(op, "ttl", "must be positive")
+	}
+	var l host.DispatchLock
+	err := s.write(ctx, func(x *tx) error {
+		now := s.now()
+		// The row, present or not, is decided under a lock of its own:
+		// a transaction-level advisory lock on the name.
+		if _, err := x.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('packrun.dispatch_lock.' || $1, 0))`, dispatchLock); err != nil {
+			return err
+		}
+		var cur host.DispatchLock
+		var acq, exp string
+		err := x.QueryRow(ctx, `SELECT holder, acquired_at, expires_at FROM dispatch_locks WHERE name = $1`, dispatchLock).Scan(&cur.Holder, &acq, &exp)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		case cur.Holder == holder:
+			l = host.DispatchLock{Holder: holder, AcquiredAt: parseTS(acq), ExpiresAt: now.Add(ttl)}
+			_, err := x.Exec(ctx, `UPDATE dispatch_locks SET expires_at = $1 WHERE name = $2`, ts(l.ExpiresAt), dispatchLock)
+			return err
+		case exp > ts(now):
+			return host.Errorf(op, "", host.ErrLocked, "held by %s until %s", cur.Holder, exp)
+		default:
+			if _, err := x.Exec(ctx, `DELETE FROM dispatch_locks WHERE name = $1`, dispatchLock); err != nil {
+				return err
+			}
+			if _, err := x.event(host.EventDispatchLockStale, "", "", map[string]any{"holder": cur.Holder, "acquired_at": acq, "expired_at": exp}); err != nil {
+				return err
+			}
+		}
+		l = host.DispatchLock{Holder: holder, AcquiredAt: now, ExpiresAt: now.Add(ttl)}
+		if _, err := x.Exec(ctx, `INSERT INTO dispatch_locks (name, holder, acquired_at, expires_at) VALUES ($1, $2, $3, $4)`,
+			dispatchLock, holder, ts(l.AcquiredAt), ts(l.ExpiresAt)); err != nil {
+			return err
+		}
+		_, err = x.event(host.EventDispatchLocked, "", "", map[string]any{"holder": holder, "expires_at": ts(l.ExpiresAt)})
+		return err
+	})
+	if err != nil {
+		return nil, host.Wrap(op, "", err)
+	}
+	return &l, nil
+}
+
+// ReleaseDispatchLock implements host.Locker.
+func (s *Store) ReleaseDispatchLock(ctx context.Context, holder string) error {
+	const op = "release dispatch lock"
+	err := s.write(ctx, func(x *tx) error {
+		tag, err := x.Exec(ctx, `DELETE FROM dispatch_locks WHERE name = $1 AND holder = $2`, dispatchLock, holder)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return host.Errorf(op, "", host.ErrNotFound, "%s does not hold the dispatch lock", holder)
+		}
+		_, err = x.event(host.EventDispatchLockReleased, "", "", map[string]any{"holder": holder})
+		return err
+	})
+	return host.Wrap(op, "", err)
+}

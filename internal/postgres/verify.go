@@ -1,0 +1,336 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/storecore"
+)
+
+// chainEntry is one entry of the chain: a stored event, or an attempt
+// (whose row is its entry; its attempt_recorded event is built from it).
+type chainEntry struct {
+	seq int64
+	ev  *host.Event
+	at  *storecore.AttemptRow
+	// art is the artifact row an artifact_recorded event names, nil if
+	// none is stored.
+	art *host.Artifact
+}
+
+func (e *chainEntry) hash() string {
+	if e.ev != nil {
+		return e.ev.Hash
+	}
+	return e.at.Hash
+}
+
+const attemptEntryColumns = `seq, attempt_id, task_id, attempt, tenant, pack, started_at, record, prev_hash, hash`
+
+func scanAttemptEntry(row pgx.Row) (*chainEntry, error) {
+	var at storecore.AttemptRow
+	e := &chainEntry{at: &at}
+	err := row.Scan(&at.Seq, &at.AttemptID, &at.TaskID, &at.Attempt, &at.Tenant, &at.Pack, &at.StartedAt, &at.Record, &at.Prev, &at.Hash)
+	e.seq = at.Seq
+	return e, err
+}
+
+// chainQuery reads both tables' entries in one pass, in seq order (an
+// event before an attempt claiming the same place), each
+// artifact_recorded event with the artifact row it names, if any: the
+// walk then needs no other query while it streams.
+const chainQuery = `SELECT e.seq, true, e.time, e.type, e.task_id, e.attempt_id, e.data, e.prev_hash, e.hash, 0::bigint, '', '', '', NULL::bytea,
+		ar.artifact_id IS NOT NULL, coalesce(ar.task_id, ''), coalesce(ar.attempt_id, ''), coalesce(ar.role, ''), coalesce(ar.relative_path, ''),
+		coalesce(ar.sha256, ''), coalesce(ar.size, 0)
+	FROM runtime_events e LEFT JOIN artifacts ar
+		ON ar.artifact_id = CASE WHEN e.type = 'artifact_recorded' THEN e.data::jsonb ->> 'artifact_id' END
+	UNION ALL SELECT seq, false, '', '', task_id, attempt_id, '', prev_hash, hash, attempt, tenant, pack, started_at, record,
+		false, '', '', '', '', '', 0
+	FROM attempt_records WHERE seq > 0
+	ORDER BY 1, 2 DESC`
+
+func scanChainEntry(rows pgx.Rows) (*chainEntry, error) {
+	var seq, attempt int64
+	var isEvent, hasArt bool
+	var t, typ, taskID, attemptID, data, prev, hash, tenant, pack, started string
+	var rec []byte
+	var art host.Artifact
+	var role string
+	if err := rows.Scan(&seq, &isEvent, &t, &typ, &taskID, &attemptID, &data, &prev, &hash, &attempt, &tenant, &pack, &started, &rec,
+		&hasArt, &art.TaskID, &art.AttemptID, &role, &art.RelativePath, &art.SHA256, &art.Size); err != nil {
+		return nil, err
+	}
+	if isEvent {
+		e := &host.Event{Seq: seq, Time: parseTS(t), Type: typ, TaskID: taskID, AttemptID: attemptID, PrevHash: prev, Hash: hash}
+		if data != "" {
+			e.Data = json.RawMessage(data)
+		}
+		ce := &chainEntry{seq: seq, ev: e}
+		if hasArt {
+			art.Role = host.ArtifactRole(role)
+			ce.art = &art
+		}
+		return ce, nil
+	}
+	return &chainEntry{seq: seq, at: &storecore.AttemptRow{Seq: seq, AttemptID: attemptID, TaskID: taskID, Tenant: tenant, Pack: pack, StartedAt: started,
+		Attempt: attempt, Record: rec, Prev: prev, Hash: hash}}, nil
+}
+
+// VerifyChain implements host.Evidence, with internal/sqlite's checks: it
+// walks the entries in seq order (one REPEATABLE READ snapshot, so
+// appends committed meanwhile by other nodes are not half seen), checking
+// that seqs are contiguous from 1, that each prev_hash is the previous
+// hash and that each hash matches the entry; it re-hashes each attempt's
+// record and re-reads each artifact's. Finally it looks for attempts and
+// artifacts that no entry covers. It stops at the first broken link.
+// There is no signed head checkpoint on this backend yet (Checkpoint is
+// always nil), and a message_accepted event fails the walk with
+// ErrNotSupported (the message bus is not in this store).
+func (s *Store) VerifyChain(ctx context.Context) (*host.ChainReport, error) {
+	const op = "verify chain"
+	rep := &host.ChainReport{Head: evidence.GenesisHash}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, host.Wrap(op, "", err)
+	}
+	defer tx.Rollback(ctx)
+	brk, err := walkChain(ctx, tx, rep)
+	if err == nil && brk == nil {
+		brk, err = findUnchained(ctx, tx)
+	}
+	if err != nil {
+		return nil, host.Wrap(op, "", err)
+	}
+	rep.Broken = brk
+	rep.OK = brk == nil
+	return rep, nil
+}
+
+func walkChain(ctx context.Context, tx pgx.Tx, rep *host.ChainReport) (*host.ChainBreak, error) {
+	rows, err := tx.Query(ctx, chainQuery)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	next := func() (*chainEntry, error) {
+		if !rows.Next() {
+			return nil, rows.Err()
+		}
+		return scanChainEntry(rows)
+	}
+	e, err := next()
+	prev, want := evidence.GenesisHash, int64(1)
+	for ; e != nil && err == nil; want++ {
+		after, err := next()
+		if err != nil {
+			return nil, err
+		}
+		if after != nil && after.seq == e.seq && e.ev != nil && after.at != nil {
+			return insertedAttempt(after.at.AttemptID, e.seq, e.ev.Type), nil
+		}
+		if e.seq != want {
+			return &host.ChainBreak{Seq: e.seq, Problem: host.BreakSeqGap, Detail: fmt.Sprintf("expected event %d, found %d: events were removed", want, e.seq)}, nil
+		}
+		if brk, err := checkEntry(e, prev); brk != nil || err != nil {
+			return brk, err
+		}
+		switch {
+		case e.at != nil:
+			rep.Attempts++
+		case e.ev.Type == host.EventArtifactRecorded:
+			rep.Artifacts++
+		}
+		prev = e.hash()
+		rep.Events++
+		rep.Head, rep.HeadSeq = prev, e.seq
+		e = after
+	}
+	return nil, err
+}
+
+// checkEntry checks one entry against the hash of the entry before it.
+func checkEntry(e *chainEntry, prev string) (*host.ChainBreak, error) {
+	if e.at != nil {
+		return storecore.CheckAttemptRow(e.at, prev), nil
+	}
+	if brk := storecore.CheckEventLink(e.ev, prev); brk != nil {
+		return brk, nil
+	}
+	switch e.ev.Type {
+	case host.EventArtifactRecorded:
+		return storecore.CheckArtifact(e.ev, e.art), nil
+	case "message_accepted":
+		return nil, fmt.Errorf("event %d (message_accepted): %w", e.ev.Seq, ErrNotSupported)
+	}
+	return nil, nil
+}
+
+// insertedAttempt is the break of an attempt claiming the place of an
+// event (of type kind) in the chain.
+func insertedAttempt(attemptID string, seq int64, kind string) *host.ChainBreak {
+	return &host.ChainBreak{Seq: seq, AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
+		Detail: fmt.Sprintf("attempt %s claims place %d in the chain, which event %d (%s) holds: it was inserted behind the chain's back", attemptID, seq, seq, kind)}
+}
+
+// findUnchained reports the first attempt no place in the chain is, or
+// artifact whose row does not point at its own recording event.
+func findUnchained(ctx context.Context, q pgx.Tx) (*host.ChainBreak, error) {
+	var id string
+	err := q.QueryRow(ctx, `SELECT attempt_id FROM attempt_records WHERE seq <= 0 LIMIT 1`).Scan(&id)
+	if err == nil {
+		return &host.ChainBreak{AttemptID: id, Problem: host.BreakAttemptUnchain, Detail: fmt.Sprintf("attempt %s is stored but no attempt_recorded event chains it", id)}, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	err = q.QueryRow(ctx, `SELECT a.artifact_id FROM artifacts a
+		LEFT JOIN runtime_events e ON e.seq = a.event_seq AND e.type = 'artifact_recorded'
+		WHERE e.seq IS NULL OR (e.data::jsonb ->> 'artifact_id') IS DISTINCT FROM a.artifact_id LIMIT 1`).Scan(&id)
+	if err == nil {
+		return &host.ChainBreak{ArtifactID: id, Problem: host.BreakArtifactUnchain, Detail: fmt.Sprintf("artifact %s is stored but no artifact_recorded event chains it", id)}, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// VerifyAttempt implements host.Evidence: it checks the attempt's row
+// against its link, and the entry after it against the attempt's link
+// (so that a row rewritten with a link to match is found too).
+func (s *Store) VerifyAttempt(ctx context.Context, attemptID string) error {
+	const op = "verify attempt"
+	e, err := scanAttemptEntry(s.pool.QueryRow(ctx, `SELECT `+attemptEntryColumns+` FROM attempt_records WHERE attempt_id = $1`, attemptID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return host.Wrap(op, attemptID, host.ErrNotFound)
+	}
+	if err != nil {
+		return host.Wrap(op, attemptID, err)
+	}
+	return s.verifyAttemptEntry(ctx, e)
+}
+
+// verifyAttemptEntry is VerifyAttempt of an attempt's row, read.
+func (s *Store) verifyAttemptEntry(ctx context.Context, e *chainEntry) error {
+	const op = "verify attempt"
+	attemptID := e.at.AttemptID
+	if e.seq <= 0 {
+		return &host.ChainBreak{AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
+			Detail: fmt.Sprintf("attempt %s is stored but no place in the chain is its", attemptID)}
+	}
+	around, err := s.linksAround(ctx, e.seq)
+	if err != nil {
+		return host.Wrap(op, attemptID, err)
+	}
+	if around.event != nil {
+		return insertedAttempt(attemptID, e.seq, around.event.kind)
+	}
+	prev := evidence.GenesisHash
+	if e.seq > 1 {
+		if around.before == nil {
+			return &host.ChainBreak{Seq: e.seq - 1, Problem: host.BreakSeqGap, Detail: fmt.Sprintf("event %d, before attempt %s, is missing: events were removed", e.seq-1, attemptID)}
+		}
+		prev = around.before.hash
+	}
+	if brk := storecore.CheckAttemptRow(e.at, prev); brk != nil {
+		return brk
+	}
+	if next := around.after; next != nil && next.prev != e.hash() {
+		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: attemptID, Problem: host.BreakAttemptHash,
+			Detail: fmt.Sprintf("attempt %s, recorded at event %d, was changed after it was recorded: event %d no longer follows it (its hash was recomputed to match)", attemptID, e.seq, e.seq+1)}
+	}
+	return nil
+}
+
+// link is an entry's place in the chain, as stored: kind is the event's
+// type, or "" for an attempt's row.
+type link struct {
+	kind, prev, hash string
+}
+
+// links are the stored links next to an attempt's place: before and after
+// it, and an event claiming the same place.
+type links struct {
+	before, after, event *link
+}
+
+// linksAround reads, in one statement, the links of both tables at seq-1,
+// seq and seq+1.
+func (s *Store) linksAround(ctx context.Context, seq int64) (*links, error) {
+	rows, err := s.pool.Query(ctx, `SELECT seq, type, prev_hash, hash FROM runtime_events WHERE seq BETWEEN $1 - 1 AND $1 + 1
+		UNION ALL SELECT seq, '', prev_hash, hash FROM attempt_records WHERE seq BETWEEN $1 - 1 AND $1 + 1`, seq)
+	if err != nil {
+		return nil, err
+	}
+	var ls links
+	var at int64
+	var l link
+	_, err = pgx.ForEachRow(rows, []any{&at, &l.kind, &l.prev, &l.hash}, func() error {
+		c := l
+		switch {
+		case at == seq-1 && ls.before == nil:
+			ls.before = &c
+		case at == seq+1 && ls.after == nil:
+			ls.after = &c
+		case at == seq && c.kind != "":
+			ls.event = &c
+		}
+		return nil
+	})
+	return &ls, err
+}
+
+// verifyPage is how many attempts EachVerifiedAttempt reads at once.
+const verifyPage = 256
+
+// EachVerifiedAttempt implements host.Evidence: a page of attempts' rows
+// per query, each attempt's place then checked as VerifyAttempt does.
+func (s *Store) EachVerifiedAttempt(ctx context.Context, f host.AttemptFilter, fn func(*host.Attempt, error) error) error {
+	const op = "verify attempts"
+	for {
+		var a args
+		where := attemptWhere(f, &a)
+		rows, err := s.pool.Query(ctx, `SELECT `+attemptEntryColumns+` FROM attempt_records`+where+` ORDER BY seq DESC LIMIT `+strconv.Itoa(verifyPage), a...)
+		if err != nil {
+			return host.Wrap(op, "", err)
+		}
+		page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*chainEntry, error) { return scanAttemptEntry(r) })
+		if err != nil {
+			return host.Wrap(op, "", err)
+		}
+		for _, e := range page {
+			if err := s.eachVerified(ctx, e, fn); err != nil {
+				return err
+			}
+		}
+		if len(page) < verifyPage {
+			return nil
+		}
+		f.BeforeSeq = page[len(page)-1].seq
+	}
+}
+
+// eachVerified verifies one attempt's row and hands it to fn.
+func (s *Store) eachVerified(ctx context.Context, e *chainEntry, fn func(*host.Attempt, error) error) error {
+	verr := s.verifyAttemptEntry(ctx, e)
+	if verr != nil && !errors.Is(verr, host.ErrTampered) {
+		return verr
+	}
+	a, _, err := evidence.DecodeRecord(e.at.Record)
+	if err != nil {
+		a = &host.Attempt{AttemptID: e.at.AttemptID}
+		if verr == nil { // a record that reads but does not decode
+			verr = &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: e.at.AttemptID, Problem: host.BreakAttemptHash,
+				Detail: fmt.Sprintf("attempt %s, recorded at event %d, no longer decodes: %v", e.at.AttemptID, e.seq, err)}
+		}
+	}
+	a.EventSeq = e.seq
+	return fn(a, verr)
+}

@@ -1,0 +1,160 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/packrun/packrun/host"
+)
+
+// Group commit. Every appending transaction holds the chain lock through
+// its commit (see flush), so the chain takes at most one commit per WAL
+// flush across all nodes. A node's writers therefore carry several
+// operations in one transaction, each under a savepoint of its own (one
+// that fails is rolled back alone), and link all their entries into the
+// chain under one hold of the lock: the chain's ceiling is multiplied by
+// the batch size. A batch that fails as a whole (a deadlock, an attempt
+// id taken at flush, a lost connection) is run again one operation per
+// transaction, so that each operation gets its own outcome.
+
+// maxBatch caps the operations of one transaction: each savepoint that
+// writes is a subtransaction, and PostgreSQL's snapshots slow down past 64
+// of them in one transaction.
+const maxBatch = 48
+
+// op is one write operation waiting for a writer.
+type op struct {
+	ctx  context.Context
+	fn   func(*tx) error
+	done chan error
+}
+
+// writers run the store's write operations, batched.
+type writers struct {
+	s    *Store
+	ops  chan *op
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// startWriters starts n writers for s.
+func startWriters(s *Store, n int) *writers {
+	w := &writers{s: s, ops: make(chan *op), stop: make(chan struct{})}
+	for range n {
+		w.wg.Go(w.run)
+	}
+	return w
+}
+
+// close stops the writers once the operations already taken are done.
+func (w *writers) close() {
+	close(w.stop)
+	w.wg.Wait()
+}
+
+// do runs fn in a batch with other operations and returns its outcome.
+func (w *writers) do(ctx context.Context, fn func(*tx) error) error {
+	o := &op{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case w.ops <- o:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.stop:
+		return host.ErrClosed
+	}
+	return <-o.done
+}
+
+func (w *writers) run() {
+	for {
+		var first *op
+		select {
+		case first = <-w.ops:
+		case <-w.stop:
+			return
+		}
+		batch := []*op{first}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case o := <-w.ops:
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
+		w.runBatch(batch)
+	}
+}
+
+// runBatch runs ops in one transaction, or one by one if that fails.
+func (w *writers) runBatch(ops []*op) {
+	if len(ops) == 1 {
+		ops[0].done <- w.s.writeAlone(ops[0].ctx, ops[0].fn)
+		return
+	}
+	errs, err := w.batch(ops)
+	if err != nil {
+		for _, o := range ops {
+			o.done <- w.s.writeAlone(o.ctx, o.fn)
+		}
+		return
+	}
+	for i, o := range ops {
+		o.done <- errs[i]
+	}
+}
+
+// batch runs ops in one transaction, each under a savepoint, and returns
+// each one's error; err is the batch's own failure (nothing committed).
+func (w *writers) batch(ops []*op) (errs []error, err error) {
+	ctx := context.Background()
+	ptx, err := w.s.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer ptx.Rollback(ctx)
+	x := &tx{Tx: ptx, s: w.s, ctx: ctx}
+	errs = make([]error, len(ops))
+	for i, o := range ops {
+		if errs[i] = o.ctx.Err(); errs[i] != nil {
+			continue
+		}
+		if _, err := ptx.Exec(ctx, `SAVEPOINT op`); err != nil {
+			return nil, err
+		}
+		mark, markAfter := len(x.pending), len(x.after)
+		if errs[i] = o.fn(x); errs[i] != nil {
+			x.pending, x.after = x.pending[:mark], x.after[:markAfter]
+			if _, err := ptx.Exec(ctx, `ROLLBACK TO SAVEPOINT op`); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := x.flush(ctx); err != nil {
+		return nil, err
+	}
+	return errs, ptx.Commit(ctx)
+}
+
+// The statements of an operation run on the batch's context, never the
+// caller's: a caller giving up must not cancel the statements of the
+// operations it shares a transaction with.
+
+// Exec runs a statement in the transaction.
+func (x *tx) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return x.Tx.Exec(x.ctx, sql, args...)
+}
+
+// Query runs a query in the transaction.
+func (x *tx) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return x.Tx.Query(x.ctx, sql, args...)
+}
+
+// QueryRow runs a one-row query in the transaction.
+func (x *tx) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	return x.Tx.QueryRow(x.ctx, sql, args...)
+}
