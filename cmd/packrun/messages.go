@@ -33,8 +33,9 @@ An accepted message creates one task per installed node that subscribes to its
 topic (the manifest's subscriptions, e.g. "crisis.*"); a message resent with the
 same id creates nothing. A message from a registered agent with a
 messaging.public_key must carry an Ed25519 signature over its canonical form
-(JCS without signature), and its prev_truth_state must name the hash of that
-sender's previous message. A message is at most 256 KiB.
+(JCS without signature). A message with a prev_truth_state must name the hash
+of its sender's previous accepted message (a gap or a fork is refused), and a
+sender that chains must keep doing so. A message is at most 256 KiB.
 
 The same surface over HTTP: POST /v1/messages, GET /v1/messages,
 GET /v1/messages/{id}?format=F (scopes messages:write, messages:read).`,
