@@ -7,6 +7,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/message/messagetest"
+	"github.com/packrun/packrun/internal/strictjson"
 )
 
 // FuzzPublishRequest feeds untrusted request bodies through what the API
@@ -39,6 +40,26 @@ func FuzzPublishRequest(f *testing.F) {
 		for _, f := range []string{"agent-envelope", "agent-message", "bus-envelope"} {
 			fm, _ := ParseFormat(f)
 			Render(rec, fm)
+		}
+	})
+}
+
+// FuzzCanonical checks the streaming canonical form against the one made
+// from a decoded tree, on every strictly valid JSON object.
+func FuzzCanonical(f *testing.F) {
+	for _, name := range []string{"seed000/example1.json", "seed001/response.json", "bus/crisis.detection.jsonc"} {
+		f.Add(messagetest.Seed(name))
+	}
+	f.Add([]byte(`{"b":[1.0,2e2,-0,"\u001f<>\ud83d\ude00"],"a":{"z":null,"y":true},"signature":"x","\u20ac":1e21}`))
+	f.Add([]byte(`{"signature":1}`))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		if strictjson.Check(doc, 64) != nil {
+			return
+		}
+		got, err := Canonical(doc)
+		want, werr := canonicalTree(doc)
+		if (err == nil) != (werr == nil) || string(got) != string(want) {
+			t.Fatalf("streaming %q (%v), tree %q (%v)", got, err, want, werr)
 		}
 	})
 }

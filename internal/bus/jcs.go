@@ -21,6 +21,230 @@ import (
 // no white space. doc must be one JSON object (the codecs have already
 // checked it strictly: no duplicate names, valid UTF-8).
 func Canonical(doc []byte) ([]byte, error) {
+	p := jcsParser{b: doc}
+	p.ws()
+	if p.i >= len(doc) || doc[p.i] != '{' {
+		return nil, fmt.Errorf("canonical form: not a JSON object")
+	}
+	out := make([]byte, 0, len(doc))
+	out, err := p.object(out, 0, true)
+	if err == nil {
+		if p.ws(); p.i != len(doc) {
+			err = fmt.Errorf("data after the document")
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("canonical form: %v", err)
+	}
+	return out, nil
+}
+
+// jcsParser writes the canonical form of a JSON document as it reads it,
+// without building a tree: members of an object are written to a scratch
+// buffer, then copied out in key order.
+type jcsParser struct {
+	b []byte
+	i int
+}
+
+const jcsMaxDepth = 64
+
+var errJCSSyntax = fmt.Errorf("not valid JSON")
+
+func (p *jcsParser) ws() {
+	for p.i < len(p.b) && (p.b[p.i] == ' ' || p.b[p.i] == '\t' || p.b[p.i] == '\n' || p.b[p.i] == '\r') {
+		p.i++
+	}
+}
+
+func (p *jcsParser) value(out []byte, depth int) ([]byte, error) {
+	p.ws()
+	if p.i >= len(p.b) {
+		return nil, errJCSSyntax
+	}
+	switch c := p.b[p.i]; {
+	case c == '{':
+		return p.object(out, depth+1, false)
+	case c == '[':
+		return p.array(out, depth+1)
+	case c == '"':
+		s, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		return appendJCSString(out, s), nil
+	case c == 't':
+		return p.literal(out, "true")
+	case c == 'f':
+		return p.literal(out, "false")
+	case c == 'n':
+		return p.literal(out, "null")
+	default:
+		return p.number(out)
+	}
+}
+
+func (p *jcsParser) literal(out []byte, lit string) ([]byte, error) {
+	if !bytes.HasPrefix(p.b[p.i:], []byte(lit)) {
+		return nil, errJCSSyntax
+	}
+	p.i += len(lit)
+	return append(out, lit...), nil
+}
+
+// number reads a JSON number and writes it as ECMAScript writes the
+// double it denotes.
+func (p *jcsParser) number(out []byte) ([]byte, error) {
+	start := p.i
+	for p.i < len(p.b) && strings.IndexByte("+-0123456789.eE", p.b[p.i]) >= 0 {
+		p.i++
+	}
+	tok := p.b[start:p.i]
+	if !json.Valid(tok) {
+		return nil, errJCSSyntax
+	}
+	f, err := strconv.ParseFloat(string(tok), 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return nil, fmt.Errorf("number %.40s is not an IEEE 754 double", tok)
+	}
+	return append(out, es6Number(f)...), nil
+}
+
+// str reads a JSON string (p.b[p.i] is its quote) and returns its value.
+func (p *jcsParser) str() (string, error) {
+	start, escaped := p.i, false
+	p.i++
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case '\\':
+			escaped = true
+			p.i += 2
+			continue
+		case '"':
+			p.i++
+			tok := p.b[start:p.i]
+			if !escaped && utf8.Valid(tok) {
+				return string(tok[1 : len(tok)-1]), nil
+			}
+			var s string
+			if err := json.Unmarshal(tok, &s); err != nil {
+				return "", errJCSSyntax
+			}
+			return s, nil
+		}
+		p.i++
+	}
+	return "", errJCSSyntax
+}
+
+func (p *jcsParser) array(out []byte, depth int) ([]byte, error) {
+	if depth > jcsMaxDepth {
+		return nil, fmt.Errorf("nested too deeply")
+	}
+	p.i++ // [
+	out = append(out, '[')
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == ']' {
+		p.i++
+		return append(out, ']'), nil
+	}
+	for n := 0; ; n++ {
+		if n > 0 {
+			out = append(out, ',')
+		}
+		var err error
+		if out, err = p.value(out, depth); err != nil {
+			return nil, err
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return nil, errJCSSyntax
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			return append(out, ']'), nil
+		default:
+			return nil, errJCSSyntax
+		}
+	}
+}
+
+// jcsMember is one member of an object being canonicalised: its name and
+// where its canonical value sits in the scratch buffer.
+type jcsMember struct {
+	key        string
+	start, end int
+}
+
+// object writes an object's members sorted by name; top leaves out the
+// document's own "signature" member.
+func (p *jcsParser) object(out []byte, depth int, top bool) ([]byte, error) {
+	if depth > jcsMaxDepth {
+		return nil, fmt.Errorf("nested too deeply")
+	}
+	p.i++ // {
+	var scratch []byte
+	var members []jcsMember
+	for read := 0; ; read++ {
+		p.ws()
+		if p.i >= len(p.b) {
+			return nil, errJCSSyntax
+		}
+		if p.b[p.i] == '}' && read == 0 {
+			p.i++
+			break
+		}
+		if p.b[p.i] != '"' {
+			return nil, errJCSSyntax
+		}
+		key, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		if p.ws(); p.i >= len(p.b) || p.b[p.i] != ':' {
+			return nil, errJCSSyntax
+		}
+		p.i++
+		m := jcsMember{key: key, start: len(scratch)}
+		if scratch, err = p.value(scratch, depth); err != nil {
+			return nil, err
+		}
+		m.end = len(scratch)
+		if !(top && key == "signature") {
+			members = append(members, m)
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return nil, errJCSSyntax
+		}
+		if p.b[p.i] == '}' {
+			p.i++
+			break
+		}
+		if p.b[p.i] != ',' {
+			return nil, errJCSSyntax
+		}
+		p.i++
+	}
+	slices.SortFunc(members, func(a, b jcsMember) int { return compareUTF16(a.key, b.key) })
+	out = append(out, '{')
+	for i, m := range members {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendJCSString(out, m.key)
+		out = append(out, ':')
+		out = append(out, scratch[m.start:m.end]...)
+	}
+	return append(out, '}'), nil
+}
+
+// canonicalTree is Canonical by way of a decoded tree: the reference the
+// streaming form is checked against (FuzzCanonical).
+func canonicalTree(doc []byte) ([]byte, error) {
 	d := json.NewDecoder(bytes.NewReader(doc))
 	d.UseNumber()
 	var v any
@@ -114,35 +338,38 @@ func utf16Key(r rune) int64 {
 	return int64(hi)<<21 | int64(r)
 }
 
-// writeJCSString writes s as RFC 8785 §3.2.2.2 says: \" \\ \b \f \n \r \t,
+// writeJCSString writes s as appendJCSString does.
+func writeJCSString(b *bytes.Buffer, s string) { b.Write(appendJCSString(nil, s)) }
+
+// appendJCSString appends s as RFC 8785 §3.2.2.2 says: \" \\ \b \f \n \r \t,
 // other control characters as \u00xx, everything else as itself.
-func writeJCSString(b *bytes.Buffer, s string) {
-	b.WriteByte('"')
+func appendJCSString(out []byte, s string) []byte {
+	out = append(out, '"')
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == '"':
-			b.WriteString(`\"`)
+			out = append(out, `\"`...)
 		case r == '\\':
-			b.WriteString(`\\`)
+			out = append(out, `\\`...)
 		case r == '\b':
-			b.WriteString(`\b`)
+			out = append(out, `\b`...)
 		case r == '\f':
-			b.WriteString(`\f`)
+			out = append(out, `\f`...)
 		case r == '\n':
-			b.WriteString(`\n`)
+			out = append(out, `\n`...)
 		case r == '\r':
-			b.WriteString(`\r`)
+			out = append(out, `\r`...)
 		case r == '\t':
-			b.WriteString(`\t`)
+			out = append(out, `\t`...)
 		case r < 0x20:
-			fmt.Fprintf(b, `\u%04x`, r)
+			out = fmt.Appendf(out, `\u%04x`, r)
 		default:
-			b.WriteString(s[i : i+n])
+			out = append(out, s[i:i+n]...)
 		}
 		i += n
 	}
-	b.WriteByte('"')
+	return append(out, '"')
 }
 
 // es6Number writes f as ECMAScript's Number.prototype.toString does

@@ -3,6 +3,8 @@ package bus
 import (
 	"math"
 	"testing"
+
+	"github.com/packrun/packrun/internal/message/messagetest"
 )
 
 // The number cases are RFC 8785's Appendix B table (IEEE 754 bits to
@@ -59,5 +61,22 @@ func TestCanonical(t *testing.T) {
 	}
 	if _, err := Canonical([]byte(`[1]`)); err == nil {
 		t.Fatal("an array has no canonical message form")
+	}
+}
+
+func BenchmarkCanonical(b *testing.B) {
+	doc := messagetest.Crisis(messagetest.BusID(1), "emotion_recognition")
+	for _, c := range []struct {
+		name string
+		f    func([]byte) ([]byte, error)
+	}{{"streaming", Canonical}, {"tree", canonicalTree}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(doc)))
+			for b.Loop() {
+				if _, err := c.f(doc); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
