@@ -100,18 +100,30 @@ func (s *Store) applyMessage(tx *wtx, in *host.MessageInput, taskID, attemptID s
 	if err != nil {
 		return nil, err
 	}
-	data := map[string]any{"message_id": in.MessageID, "hash": in.Hash, "model_hash": host.ContentHash(in.Model), "format": in.Format,
-		"topic": in.Topic, "sender": in.Sender, "origin": in.Origin, "tenant": tenant, "deliveries": len(subs),
-		"direction": in.Log.Direction, "status": in.Log.Status, "latency_ms": in.Log.LatencyMs, "evidence_count": in.Log.EvidenceCount}
-	for k, v := range map[string]string{"reply_to": in.ReplyTo, "signed_by": in.SignedBy, "prev_hash": in.PrevHash, "to": in.To, "by": in.By} {
-		if v != "" {
-			data[k] = v
-		}
+	// Keys in sorted order, as json.Marshal writes a map.
+	d := &evData{}
+	if in.By != "" {
+		d.str("by", in.By)
 	}
 	if in.Log.Confidence != nil {
-		data["confidence"] = *in.Log.Confidence
+		d.value("confidence", *in.Log.Confidence)
 	}
-	e, err := s.event(tx, host.EventMessageAccepted, taskID, attemptID, data)
+	d.int("deliveries", int64(len(subs))).str("direction", in.Log.Direction).int("evidence_count", int64(in.Log.EvidenceCount)).
+		str("format", in.Format).str("hash", in.Hash).int("latency_ms", in.Log.LatencyMs).str("message_id", in.MessageID).
+		str("model_hash", host.ContentHash(in.Model)).str("origin", in.Origin)
+	optional := func(k, v string) {
+		if v != "" {
+			d.str(k, v)
+		}
+	}
+	optional("prev_hash", in.PrevHash)
+	optional("reply_to", in.ReplyTo)
+	d.str("sender", in.Sender)
+	optional("signed_by", in.SignedBy)
+	d.str("status", in.Log.Status).str("tenant", tenant)
+	optional("to", in.To)
+	d.str("topic", in.Topic)
+	e, err := s.eventData(tx, host.EventMessageAccepted, taskID, attemptID, d)
 	if err != nil {
 		return nil, err
 	}
@@ -252,8 +264,8 @@ func (s *Store) deliver(tx *wtx, in *host.MessageInput, tenant string, sub host.
 		tenant, in.MessageID, sub.Node, t.TaskID, expires); err != nil {
 		return nil, err
 	}
-	_, err = s.event(tx, host.EventMessageDelivered, t.TaskID, attemptID, map[string]any{
-		"message_id": in.MessageID, "subscriber": sub.Node, "pack": sub.Pack, "topic": in.Topic, "priority": t.Priority})
+	_, err = s.eventData(tx, host.EventMessageDelivered, t.TaskID, attemptID, (&evData{}).str("message_id", in.MessageID).
+		str("pack", sub.Pack).int("priority", int64(t.Priority)).str("subscriber", sub.Node).str("topic", in.Topic))
 	return t, err
 }
 
