@@ -12,7 +12,6 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/api"
-	"github.com/packrun/packrun/internal/sqlite"
 	"github.com/packrun/packrun/packs"
 )
 
@@ -24,7 +23,7 @@ import (
 // decoding only manifests it has not seen before (a pack's manifest and
 // archive are immutable under its digest).
 type packIndex struct {
-	store *sqlite.Store
+	store backend
 
 	mu     sync.Mutex
 	gen    uint64
@@ -46,7 +45,7 @@ type indexedPack struct {
 	archive *packs.Archive
 }
 
-func newPackIndex(s *sqlite.Store) *packIndex {
+func newPackIndex(s backend) *packIndex {
 	return &packIndex{store: s, bySHA: map[string]*indexedPack{}}
 }
 
@@ -179,7 +178,7 @@ func (x *packIndex) Open(ctx context.Context, ref string) (*packs.Archive, error
 	return p.open(ctx, x.store)
 }
 
-func (p *indexedPack) open(ctx context.Context, s *sqlite.Store) (*packs.Archive, error) {
+func (p *indexedPack) open(ctx context.Context, s backend) (*packs.Archive, error) {
 	p.openMu.Lock()
 	defer p.openMu.Unlock()
 	if p.archive != nil {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/adapters"
+	"github.com/packrun/packrun/internal/auth"
 	"github.com/packrun/packrun/internal/dispatch"
 	"github.com/packrun/packrun/internal/sqlite"
 	"github.com/packrun/packrun/runtime"
@@ -74,7 +75,7 @@ type Host struct {
 	home  string
 	cfg   Config
 	log   hclog.Logger
-	store *sqlite.Store
+	store backend
 	index *packIndex
 
 	packConfig map[string]json.RawMessage // config.json, read at Open
@@ -90,6 +91,25 @@ type Host struct {
 
 	closeOnce sync.Once
 }
+
+// backend is what a Host needs of its store: every interface of package
+// host, and the home's own records — API tokens, the host key that seals
+// checkpoints and exports, the installed packs' integrity. internal/sqlite
+// implements it (the embedded default); the PostgreSQL store will too
+// (issue 18).
+type backend interface {
+	host.Backend
+	Ping(ctx context.Context) error
+	HostPublicKey() (string, error)
+	SealDigest(kind, digest string) (*host.Seal, error)
+	CheckPackIntegrity(ctx context.Context) error
+	CreateToken(ctx context.Context, t *auth.Token) error
+	Token(ctx context.Context, id string) (*auth.Token, error)
+	Tokens(ctx context.Context) ([]*auth.Token, error)
+	RevokeToken(ctx context.Context, id string) (*auth.Token, error)
+}
+
+var _ backend = (*sqlite.Store)(nil)
 
 // HostKeyEnv names the environment variable Open reads for
 // Config.HostKeyFile when it is empty.
