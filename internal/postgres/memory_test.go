@@ -2,15 +2,20 @@ package postgres
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/db"
 	"github.com/packrun/packrun/internal/pgtest"
+	"github.com/packrun/packrun/internal/sqlite"
 	"github.com/packrun/packrun/internal/storecore"
 )
 
@@ -195,5 +200,38 @@ func TestMemorySecretsSealed(t *testing.T) {
 	wantErr(t, err, storecore.ErrSecretAltered)
 	if _, err := Open(ctx, dsn, Options{SecretKey: []byte("short")}); err == nil {
 		t.Fatal("a key of the wrong length was taken")
+	}
+}
+
+// A secret value sealed by internal/sqlite opens here under the same key:
+// the format is one, so a sealed value moves between backends as it is.
+func TestMemorySealCompatibleWithSQLite(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "secret.key")
+	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(testSecretKey)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "packrun.db")
+	lite, err := sqlite.Open(ctx, path, sqlite.Options{SecretKeyFile: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := host.Scope{Tenant: "acme", Namespace: "keys"}
+	if err := lite.Put(ctx, sc, "token", json.RawMessage(`"hunter2"`), host.PutOptions{Secret: true}); err != nil {
+		t.Fatal(err)
+	}
+	lite.Close()
+	d, err := db.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var raw []byte
+	if err := d.QueryRowContext(ctx, `SELECT value FROM memory_entries WHERE key = 'token'`).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := storecore.NewSecretKey(testSecretKey)
+	if pt, err := k.Open(sc, "token", raw); err != nil || string(pt) != `"hunter2"` {
+		t.Fatalf("opened %q %v", pt, err)
 	}
 }
