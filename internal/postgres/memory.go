@@ -28,18 +28,13 @@ var _ host.Memory = (*Store)(nil)
 // cache, unlike internal/sqlite's: a read is one indexed query, and with
 // nothing cached, nothing can be stale on another node.
 
-func subject(sc host.Scope, key string) string { return sc.Namespace + "/" + key }
-
 // errNoSecretKey: a secret value without Options.SecretKey.
 var errNoSecretKey = fmt.Errorf("%w: this store has none (postgres.Options.SecretKey): secret values can be neither stored nor read", storecore.ErrSecretKey)
 
 // Get implements host.Memory.
 func (s *Store) Get(ctx context.Context, sc host.Scope, key string) (*host.Entry, error) {
 	const op = "memory get"
-	if err := host.CheckScope(op, sc); err != nil {
-		return nil, err
-	}
-	if err := host.CheckKey(op, key, false); err != nil {
+	if err := storecore.CheckEntry(op, sc, key); err != nil {
 		return nil, err
 	}
 	var value []byte
@@ -49,18 +44,18 @@ func (s *Store) Get(ctx context.Context, sc host.Scope, key string) (*host.Entry
 	err := s.pool.QueryRow(ctx, `SELECT value, secret, expires_at, updated_at FROM memory_entries
 		WHERE tenant = $1 AND namespace = $2 AND key = $3`, sc.Tenant, sc.Namespace, key).Scan(&value, &secret, &expires, &updated)
 	if errors.Is(err, pgx.ErrNoRows) || err == nil && expires != nil && *expires <= ts(s.now()) {
-		return nil, host.Errorf(op, subject(sc, key), host.ErrNotFound, "")
+		return nil, host.Errorf(op, storecore.MemorySubject(sc, key), host.ErrNotFound, "")
 	}
 	if err != nil {
-		return nil, host.Wrap(op, subject(sc, key), err)
+		return nil, host.Wrap(op, storecore.MemorySubject(sc, key), err)
 	}
 	if storecore.Sealed(value) {
 		// A sealed value is a secret whatever its flag says.
 		if s.secret == nil {
-			return nil, host.Wrap(op, subject(sc, key), errNoSecretKey)
+			return nil, host.Wrap(op, storecore.MemorySubject(sc, key), errNoSecretKey)
 		}
 		if value, err = s.secret.Open(sc, key, value); err != nil {
-			return nil, host.Wrap(op, subject(sc, key), err)
+			return nil, host.Wrap(op, storecore.MemorySubject(sc, key), err)
 		}
 		secret = true
 	}
@@ -71,24 +66,11 @@ func (s *Store) Get(ctx context.Context, sc host.Scope, key string) (*host.Entry
 // limit, the namespace's expired entries are purged first.
 func (s *Store) Put(ctx context.Context, sc host.Scope, key string, value json.RawMessage, opts host.PutOptions) error {
 	const op = "memory put"
-	if err := host.CheckScope(op, sc); err != nil {
+	size, err := storecore.CheckPut(op, sc, key, value, opts, s.opts.MaxValueBytes)
+	if err != nil {
 		return err
 	}
-	if err := host.CheckKey(op, key, false); err != nil {
-		return err
-	}
-	subj := subject(sc, key)
-	if int64(len(value)) > s.opts.MaxValueBytes {
-		return host.Errorf(op, subj, host.ErrTooLarge, "value is %d bytes; the limit is %d", len(value), s.opts.MaxValueBytes)
-	}
-	if len(value) == 0 || !json.Valid(value) {
-		return host.Invalid(op, "value", "must be valid JSON")
-	}
-	if opts.TTL < 0 {
-		return host.Invalid(op, "ttl", "must not be negative")
-	}
-	// Usage counts the caller's bytes, not the sealed form's.
-	size := int64(len(key) + len(value))
+	subj := storecore.MemorySubject(sc, key)
 	stored := []byte(value)
 	if opts.Secret {
 		if s.secret == nil {
@@ -96,7 +78,7 @@ func (s *Store) Put(ctx context.Context, sc host.Scope, key string, value json.R
 		}
 		stored = s.secret.Seal(sc, key, value)
 	}
-	err := s.write(ctx, func(x *tx) error {
+	err = s.write(ctx, func(x *tx) error {
 		now := s.now()
 		used, err := x.lockUsage(sc)
 		if err != nil {
@@ -196,13 +178,10 @@ func (x *tx) purgeExpired(sc host.Scope, now time.Time) (n, freed int64, err err
 // reported as absent.
 func (s *Store) Delete(ctx context.Context, sc host.Scope, key string) error {
 	const op = "memory delete"
-	if err := host.CheckScope(op, sc); err != nil {
+	if err := storecore.CheckEntry(op, sc, key); err != nil {
 		return err
 	}
-	if err := host.CheckKey(op, key, false); err != nil {
-		return err
-	}
-	subj := subject(sc, key)
+	subj := storecore.MemorySubject(sc, key)
 	found := false
 	err := s.write(ctx, func(x *tx) error {
 		found = false

@@ -1,21 +1,17 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/Masterminds/semver/v3"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/blobs"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 var _ host.Packs = (*Store)(nil)
@@ -36,17 +32,6 @@ var _ host.Packs = (*Store)(nil)
 
 // packColumns are the index's columns, as scanPack reads them.
 const packColumns = `name, version, archive_sha256, size, manifest, bundle_sha256, provenance_sha256, signature_sha256, signer, key_id, provenance, installed_at`
-
-// storedProvenance is the encoding of the provenance column, internal/sqlite's
-// (json.Marshal of these untagged fields), so that rows move between the
-// backends as they are.
-type storedProvenance struct {
-	BuilderID    string
-	BuildType    string
-	SourceDigest string
-	BuiltAt      time.Time
-	Signer       string
-}
 
 // packsGen is the generation row of the installed packs.
 const packsGen = "packs"
@@ -85,7 +70,7 @@ func (s *Store) PacksGeneration() uint64 {
 // large).
 func (s *Store) InstallPack(ctx context.Context, p *host.InstalledPack, b host.PackBlobs) (*host.InstalledPack, bool, error) {
 	const op = "install pack"
-	inst, err := s.packRecord(op, p, b)
+	inst, err := storecore.PackRecord(op, p, b, s.now())
 	if err != nil {
 		return nil, false, err
 	}
@@ -93,11 +78,11 @@ func (s *Store) InstallPack(ctx context.Context, p *host.InstalledPack, b host.P
 	// Installed already (or a conflict): answer without sending blobs that
 	// nothing would refer to. The transaction below decides for good.
 	if cur, err := scanPack(s.pool.QueryRow(ctx, `SELECT `+packColumns+` FROM packs WHERE name = $1 AND version = $2`, inst.Name, inst.Version)); err == nil {
-		return samePack(op, cur, inst)
+		return storecore.SamePack(op, cur, inst)
 	} else if !errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, host.Wrap(op, ref, err)
 	}
-	prov, err := encodeProvenance(inst.Provenance)
+	prov, err := storecore.EncodeProvenance(inst.Provenance)
 	if err != nil {
 		return nil, false, host.Wrap(op, ref, err)
 	}
@@ -110,7 +95,7 @@ func (s *Store) InstallPack(ctx context.Context, p *host.InstalledPack, b host.P
 		}
 		cur, err := scanPack(x.QueryRow(ctx, `SELECT `+packColumns+` FROM packs WHERE name = $1 AND version = $2`, inst.Name, inst.Version))
 		if err == nil {
-			out, already, err = samePack(op, cur, inst)
+			out, already, err = storecore.SamePack(op, cur, inst)
 			return err
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
@@ -118,7 +103,7 @@ func (s *Store) InstallPack(ctx context.Context, p *host.InstalledPack, b host.P
 		}
 		for _, d := range [][]byte{b.Archive, b.Bundle, b.Provenance, b.Signature} {
 			if d != nil {
-				if _, err := x.Exec(ctx, `INSERT INTO pack_blobs (sha256, data) VALUES ($1, $2) ON CONFLICT (sha256) DO NOTHING`, digestOf(d), d); err != nil {
+				if _, err := x.Exec(ctx, `INSERT INTO pack_blobs (sha256, data) VALUES ($1, $2) ON CONFLICT (sha256) DO NOTHING`, blobs.Digest(d), d); err != nil {
 					return err
 				}
 			}
@@ -138,101 +123,11 @@ func (s *Store) InstallPack(ctx context.Context, p *host.InstalledPack, b host.P
 	return out, already, nil
 }
 
-func digestOf(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// samePack answers an install of inst over cur, installed under the same
-// name@version: the identical pack is installed already; another is a
-// conflict.
-func samePack(op string, cur, inst *host.InstalledPack) (*host.InstalledPack, bool, error) {
-	if cur.SHA256 == inst.SHA256 {
-		return cur, true, nil
-	}
-	return nil, false, &host.Error{Op: op, Subject: inst.Ref(),
-		Err: fmt.Errorf("%w (installed %s, this one %s)", host.ErrPackConflict, shortDigest(cur.SHA256), shortDigest(inst.SHA256))}
-}
-
-// packRecord is the row InstallPack stores for p and b: a copy of p with
-// the digests and size of b and the installation time filled in.
-func (s *Store) packRecord(op string, p *host.InstalledPack, b host.PackBlobs) (*host.InstalledPack, error) {
-	if p == nil {
-		return nil, host.Invalid(op, "pack", "is missing")
-	}
-	inst := *p
-	switch {
-	case inst.Name == "":
-		return nil, host.Invalid(op, "name", "is empty")
-	case inst.Version == "":
-		return nil, host.Invalid(op, "version", "is empty")
-	case len(b.Archive) == 0:
-		return nil, host.Invalid(op, "archive", "is empty")
-	case len(inst.Manifest) == 0:
-		return nil, host.Invalid(op, "manifest", "is empty")
-	}
-	for _, f := range []struct {
-		name   string
-		digest *string
-		data   []byte
-	}{
-		{"sha256", &inst.SHA256, b.Archive},
-		{"bundle_sha256", &inst.BundleSHA256, b.Bundle},
-		{"provenance_sha256", &inst.ProvenanceSHA256, b.Provenance},
-		{"signature_sha256", &inst.SignatureSHA256, b.Signature},
-	} {
-		if f.data == nil {
-			if *f.digest != "" {
-				return nil, host.Invalid(op, f.name, "names a blob that is not given")
-			}
-			continue
-		}
-		d := digestOf(f.data)
-		if *f.digest != "" && *f.digest != d {
-			return nil, host.Invalid(op, f.name, "is %s, but the blob given is %s", shortDigest(*f.digest), shortDigest(d))
-		}
-		*f.digest = d
-	}
-	if inst.Size == 0 {
-		inst.Size = int64(len(b.Archive))
-	} else if inst.Size != int64(len(b.Archive)) {
-		return nil, host.Invalid(op, "size", "is %d, but the archive is %d bytes", inst.Size, len(b.Archive))
-	}
-	if inst.InstalledAt.IsZero() {
-		inst.InstalledAt = s.now().Truncate(time.Millisecond)
-	}
-	inst.InstalledAt = inst.InstalledAt.UTC()
-	if inst.Provenance != nil {
-		pv := *inst.Provenance
-		inst.Provenance = &pv
-	}
-	return &inst, nil
-}
-
-func encodeProvenance(p *host.PackProvenance) (*string, error) {
-	if p == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(storedProvenance{BuilderID: p.BuilderID, BuildType: p.BuildType, SourceDigest: p.SourceDigest, BuiltAt: p.BuiltAt, Signer: p.Signer})
-	if err != nil {
-		return nil, err
-	}
-	v := string(b)
-	return &v, nil
-}
-
 func nullable(s string) *string {
 	if s == "" {
 		return nil
 	}
 	return &s
-}
-
-func shortDigest(d string) string {
-	if len(d) > 12 {
-		return d[:12]
-	}
-	return d
 }
 
 func scanPack(row pgx.Row) (*host.InstalledPack, error) {
@@ -245,12 +140,9 @@ func scanPack(row pgx.Row) (*host.InstalledPack, error) {
 	}
 	p.Manifest = manifest
 	p.BundleSHA256, p.ProvenanceSHA256, p.SignatureSHA256 = deref(bundle), deref(prov), deref(sig)
-	if provJSON != nil {
-		var sp storedProvenance
-		if err := json.Unmarshal([]byte(*provJSON), &sp); err != nil {
-			return nil, fmt.Errorf("index entry %s: provenance: %w", p.Ref(), err)
-		}
-		p.Provenance = &host.PackProvenance{BuilderID: sp.BuilderID, BuildType: sp.BuildType, SourceDigest: sp.SourceDigest, BuiltAt: sp.BuiltAt, Signer: sp.Signer}
+	var err error
+	if p.Provenance, err = storecore.DecodeProvenance(p.Ref(), provJSON); err != nil {
+		return nil, err
 	}
 	p.InstalledAt, _ = time.Parse(time.RFC3339Nano, at)
 	p.InstalledAt = p.InstalledAt.UTC()
@@ -283,27 +175,8 @@ func (s *Store) ListPacks(ctx context.Context) ([]*host.InstalledPack, error) {
 	if err := rows.Err(); err != nil {
 		return nil, host.Wrap(op, "", err)
 	}
-	slices.SortFunc(out, func(a, b *host.InstalledPack) int {
-		if c := cmp.Compare(a.Name, b.Name); c != 0 {
-			return c
-		}
-		return compareVersions(b.Version, a.Version) // newest first
-	})
+	storecore.SortPacks(out)
 	return out, nil
-}
-
-// compareVersions orders SemVer versions by precedence; when either is not
-// a strict SemVer version, it falls back to string order.
-func compareVersions(a, b string) int {
-	va, ea := semver.StrictNewVersion(a)
-	vb, eb := semver.StrictNewVersion(b)
-	if ea != nil || eb != nil {
-		return strings.Compare(a, b)
-	}
-	if c := va.Compare(vb); c != 0 {
-		return c
-	}
-	return strings.Compare(a, b) // equal precedence (build metadata): still a total order
 }
 
 // UninstallPacks implements host.Packs: the rows and then the blobs no
@@ -356,22 +229,17 @@ func (s *Store) UninstallPacks(ctx context.Context, refs []*host.InstalledPack) 
 	return host.Wrap(op, "", err)
 }
 
-// isDigest: 64 lowercase hex digits, the name of a blob.
-func isDigest(d string) bool {
-	return len(d) == 64 && strings.Trim(d, "0123456789abcdef") == ""
-}
-
 // PackBlob implements host.Packs.
 func (s *Store) PackBlob(ctx context.Context, digest string) ([]byte, error) {
 	const op = "read pack blob"
-	if !isDigest(digest) {
+	if !storecore.IsDigest(digest) {
 		return nil, host.Invalid(op, "sha256", "must be 64 lowercase hex digits")
 	}
 	b, err := s.packBlob(ctx, digest)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, host.Errorf(op, shortDigest(digest), host.ErrNotFound, "no such blob")
+		return nil, host.Errorf(op, storecore.ShortDigest(digest), host.ErrNotFound, "no such blob")
 	}
-	return b, host.Wrap(op, shortDigest(digest), err)
+	return b, host.Wrap(op, storecore.ShortDigest(digest), err)
 }
 
 // packBlob reads a blob and checks it against its digest.
@@ -380,8 +248,8 @@ func (s *Store) packBlob(ctx context.Context, digest string) ([]byte, error) {
 	if err := s.pool.QueryRow(ctx, `SELECT data FROM pack_blobs WHERE sha256 = $1`, digest).Scan(&b); err != nil {
 		return nil, err
 	}
-	if digestOf(b) != digest {
-		return nil, fmt.Errorf("blob %s is corrupted (its content no longer matches its digest)", shortDigest(digest))
+	if blobs.Digest(b) != digest {
+		return nil, fmt.Errorf("blob %s is corrupted (its content no longer matches its digest)", storecore.ShortDigest(digest))
 	}
 	return b, nil
 }
@@ -400,7 +268,7 @@ func (s *Store) CheckPackIntegrity(ctx context.Context) error {
 			}
 			if _, err := s.packBlob(ctx, d); err != nil {
 				if errors.Is(err, pgx.ErrNoRows) {
-					err = fmt.Errorf("blob %s is missing", shortDigest(d))
+					err = fmt.Errorf("blob %s is missing", storecore.ShortDigest(d))
 				}
 				return fmt.Errorf("pack integrity: %s: %w", p.Ref(), err)
 			}

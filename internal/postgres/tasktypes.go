@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 var _ host.TaskTypes = (*Store)(nil)
@@ -17,11 +17,6 @@ var _ host.TaskTypes = (*Store)(nil)
 // the change. Resolve reads the database on every call (no route cache,
 // unlike internal/sqlite's): an override set on one node routes the next
 // task on every node.
-
-func routeSpec(r *host.TaskTypeRoute) string {
-	b, _ := json.Marshal(r.TaskTypeSpec)
-	return string(b)
-}
 
 func scanRoute(row pgx.Row, origin string) (host.TaskTypeRoute, error) {
 	var r host.TaskTypeRoute
@@ -47,28 +42,11 @@ func routesOf(rows pgx.Rows, err error, origin string) ([]host.TaskTypeRoute, er
 // nodes setting them at once do not both insert.
 func (s *Store) SetPackTaskTypes(ctx context.Context, pack string, routes []host.TaskTypeRoute) error {
 	const op = "set pack task types"
-	if err := host.CheckID(op, "pack", pack); err != nil {
+	want, err := storecore.PackRoutes(op, pack, routes)
+	if err != nil {
 		return err
 	}
-	want := map[string]host.TaskTypeRoute{}
-	for i := range routes {
-		r := routes[i]
-		if r.Pack == "" {
-			r.Pack = pack
-		}
-		if r.Pack != pack {
-			return host.Invalid(op, "pack", "route for %s names pack %s, not %s", r.TaskType, r.Pack, pack)
-		}
-		if err := host.CheckRoute(op, &r); err != nil {
-			return err
-		}
-		if _, dup := want[r.TaskType]; dup {
-			return host.Invalid(op, "task_type", "%s is routed twice", r.TaskType)
-		}
-		r.Origin = host.OriginManifest
-		want[r.TaskType] = r
-	}
-	err := s.write(ctx, func(x *tx) error {
+	err = s.write(ctx, func(x *tx) error {
 		if _, err := x.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 2))`, pack); err != nil {
 			return err
 		}
@@ -77,7 +55,7 @@ func (s *Store) SetPackTaskTypes(ctx context.Context, pack string, routes []host
 		if err != nil {
 			return err
 		}
-		if sameRoutes(have, want) {
+		if storecore.SameRoutes(have, want) {
 			return nil
 		}
 		if _, err := x.Exec(ctx, `DELETE FROM task_type_routes WHERE pack = $1`, pack); err != nil {
@@ -85,7 +63,7 @@ func (s *Store) SetPackTaskTypes(ctx context.Context, pack string, routes []host
 		}
 		types := []string{}
 		for t, r := range want {
-			if _, err := x.Exec(ctx, `INSERT INTO task_type_routes (task_type, pack, node, spec) VALUES ($1, $2, $3, $4)`, t, pack, r.Node, routeSpec(&r)); err != nil {
+			if _, err := x.Exec(ctx, `INSERT INTO task_type_routes (task_type, pack, node, spec) VALUES ($1, $2, $3, $4)`, t, pack, r.Node, storecore.RouteSpec(&r)); err != nil {
 				return err
 			}
 			types = append(types, t)
@@ -97,20 +75,6 @@ func (s *Store) SetPackTaskTypes(ctx context.Context, pack string, routes []host
 	return host.Wrap(op, pack, err)
 }
 
-// sameRoutes reports whether the stored routes have are the routes want.
-func sameRoutes(have []host.TaskTypeRoute, want map[string]host.TaskTypeRoute) bool {
-	if len(have) != len(want) {
-		return false
-	}
-	for _, h := range have {
-		r, ok := want[h.TaskType]
-		if !ok || h.Node != r.Node || routeSpec(&h) != routeSpec(&r) {
-			return false
-		}
-	}
-	return true
-}
-
 // SetTaskTypeOverride implements host.TaskTypes.
 func (s *Store) SetTaskTypeOverride(ctx context.Context, route host.TaskTypeRoute) error {
 	const op = "set task type override"
@@ -120,7 +84,7 @@ func (s *Store) SetTaskTypeOverride(ctx context.Context, route host.TaskTypeRout
 	err := s.write(ctx, func(x *tx) error {
 		if _, err := x.Exec(ctx, `INSERT INTO task_type_overrides (task_type, pack, node, spec) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (task_type) DO UPDATE SET pack = excluded.pack, node = excluded.node, spec = excluded.spec`,
-			route.TaskType, route.Pack, route.Node, routeSpec(&route)); err != nil {
+			route.TaskType, route.Pack, route.Node, storecore.RouteSpec(&route)); err != nil {
 			return err
 		}
 		_, err := x.event(host.EventTaskTypeOverrideSet, "", "", map[string]any{"task_type": route.TaskType, "pack": route.Pack, "node": route.Node})
@@ -175,26 +139,7 @@ func (s *Store) Resolve(ctx context.Context, taskType string) (host.TaskTypeRout
 	if err != nil {
 		return r, host.Wrap(op, taskType, err)
 	}
-	return resolveFound(op, taskType, found)
-}
-
-// resolveFound answers Resolve from the routes found, the override first.
-func resolveFound(op, taskType string, found []host.TaskTypeRoute) (host.TaskTypeRoute, error) {
-	var r host.TaskTypeRoute
-	if len(found) > 0 && found[0].Origin == host.OriginOperator {
-		return found[0], nil
-	}
-	switch len(found) {
-	case 0:
-		return r, host.Errorf(op, taskType, host.ErrNotFound, "no installed pack serves this task type; install one that does, or route it: packrun task-types set TYPE --pack NAME --node TYPEID")
-	case 1:
-		return found[0], nil
-	}
-	packs := make([]string, len(found))
-	for i, f := range found {
-		packs[i] = f.Pack
-	}
-	return r, host.Errorf(op, taskType, host.ErrConflict, "served by %s; choose one: packrun task-types set TYPE --pack NAME --node TYPEID", strings.Join(packs, ", "))
+	return storecore.Resolve(op, taskType, found)
 }
 
 // ListTaskTypes implements host.TaskTypes.
@@ -209,14 +154,6 @@ func (s *Store) ListTaskTypes(ctx context.Context) ([]host.TaskTypeRoute, error)
 		}
 		out = append(out, routes...)
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].TaskType != out[j].TaskType {
-			return out[i].TaskType < out[j].TaskType
-		}
-		if out[i].Origin != out[j].Origin {
-			return out[i].Origin == host.OriginOperator
-		}
-		return out[i].Pack < out[j].Pack
-	})
+	storecore.SortRoutes(out)
 	return out, nil
 }

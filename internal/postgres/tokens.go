@@ -5,13 +5,13 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 var _ auth.Store = (*Store)(nil)
@@ -28,11 +28,7 @@ func scanToken(row pgx.Row) (*auth.Token, error) {
 	if err := row.Scan(&t.ID, &t.Name, &t.Tenant, &scopes, &t.SecretHash, &created, &expires, &revoked); err != nil {
 		return nil, err
 	}
-	for _, s := range strings.Split(scopes, ",") {
-		if s != "" {
-			t.Scopes = append(t.Scopes, auth.Scope(s))
-		}
-	}
+	t.Scopes = storecore.TokenScopes(scopes)
 	t.CreatedAt = parseTS(created)
 	t.ExpiresAt, t.RevokedAt = parseNullTS(expires), parseNullTS(revoked)
 	return &t, nil
@@ -41,24 +37,18 @@ func scanToken(row pgx.Row) (*auth.Token, error) {
 // CreateToken implements auth.Store. An id taken already is refused.
 func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
 	const op = "create token"
-	if err := host.CheckTenant(op, t.Tenant); err != nil {
+	scopes, err := storecore.CheckToken(op, t)
+	if err != nil {
 		return err
-	}
-	if len(t.Name) > 200 {
-		return host.Invalid(op, "name", "is %d bytes; the limit is 200", len(t.Name))
-	}
-	scopes := make([]string, len(t.Scopes))
-	for i, sc := range t.Scopes {
-		scopes[i] = string(sc)
 	}
 	var expires *string
 	if t.ExpiresAt != nil {
 		e := ts(*t.ExpiresAt)
 		expires = &e
 	}
-	err := s.write(ctx, func(x *tx) error {
+	err = s.write(ctx, func(x *tx) error {
 		_, err := x.Exec(ctx, `INSERT INTO api_tokens (`+tokenColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)`,
-			t.ID, t.Name, t.Tenant, strings.Join(scopes, ","), t.SecretHash, ts(t.CreatedAt), expires)
+			t.ID, t.Name, t.Tenant, scopes, t.SecretHash, ts(t.CreatedAt), expires)
 		return err
 	})
 	return host.Wrap(op, t.ID, err)
