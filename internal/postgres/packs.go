@@ -183,21 +183,11 @@ func (s *Store) ListPacks(ctx context.Context) ([]*host.InstalledPack, error) {
 // remaining row names, in one transaction.
 func (s *Store) UninstallPacks(ctx context.Context, refs []*host.InstalledPack) error {
 	const op = "uninstall packs"
-	seen := map[string]bool{}
-	var todo []*host.InstalledPack
-	for _, r := range refs {
-		if r == nil {
-			return host.Invalid(op, "refs", "holds a nil pack")
-		}
-		if k := r.Ref() + "\x00" + r.SHA256; !seen[k] {
-			seen[k] = true
-			todo = append(todo, r)
-		}
+	todo, err := storecore.UninstallRefs(op, refs)
+	if err != nil || len(todo) == 0 {
+		return err
 	}
-	if len(todo) == 0 {
-		return nil
-	}
-	err := s.write(ctx, func(x *tx) error {
+	err = s.write(ctx, func(x *tx) error {
 		if err := x.lockPacks(); err != nil {
 			return err
 		}

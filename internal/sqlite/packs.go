@@ -163,23 +163,13 @@ func (s *Store) ListPacks(ctx context.Context) ([]*host.InstalledPack, error) {
 // UninstallPacks implements host.Packs.
 func (s *Store) UninstallPacks(ctx context.Context, refs []*host.InstalledPack) error {
 	const op = "uninstall packs"
-	seen := map[string]bool{}
-	var todo []*host.InstalledPack
-	for _, r := range refs {
-		if r == nil {
-			return host.Invalid(op, "refs", "holds a nil pack")
-		}
-		if k := r.Ref() + "\x00" + r.SHA256; !seen[k] {
-			seen[k] = true
-			todo = append(todo, r)
-		}
-	}
-	if len(todo) == 0 {
-		return nil
+	todo, err := storecore.UninstallRefs(op, refs)
+	if err != nil || len(todo) == 0 {
+		return err
 	}
 	s.uninstalling.Lock()
 	defer s.uninstalling.Unlock()
-	err := s.w.do(ctx, func(tx *wtx) error {
+	err = s.w.do(ctx, func(tx *wtx) error {
 		var missing []string
 		for _, r := range todo {
 			var n int

@@ -158,3 +158,20 @@ func ShortDigest(d string) string {
 	}
 	return d
 }
+
+// UninstallRefs validates the refs of an uninstall (errors under op) and
+// returns them without repeats (the same name@version and archive digest).
+func UninstallRefs(op string, refs []*host.InstalledPack) ([]*host.InstalledPack, error) {
+	seen := map[string]bool{}
+	var todo []*host.InstalledPack
+	for _, r := range refs {
+		if r == nil {
+			return nil, host.Invalid(op, "refs", "holds a nil pack")
+		}
+		if k := r.Ref() + "\x00" + r.SHA256; !seen[k] {
+			seen[k] = true
+			todo = append(todo, r)
+		}
+	}
+	return todo, nil
+}
