@@ -39,8 +39,9 @@ type Options struct {
 	// MaxConns caps the pool's connections (default: pgxpool's, the
 	// larger of 4 and the number of CPUs).
 	MaxConns int32
-	// HostKey seals exported attempt bundles (ExportAttempt); without it
-	// ExportAttempt fails. Each node may have its own.
+	// HostKey seals exported attempt bundles (ExportAttempt) and
+	// exported digests (SealDigest; HostPublicKey is its public half);
+	// without it they fail. Each node may have its own.
 	HostKey ed25519.PrivateKey
 	// MaxArtifactBytes caps one artifact (default 64 MiB).
 	MaxArtifactBytes int64
