@@ -3,6 +3,8 @@ package postgres
 import (
 	"crypto/ed25519"
 	"encoding/hex"
+	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/sqlite"
 )
 
 // Routes, overrides, specs and agents written on one node are what the
@@ -148,5 +151,74 @@ func TestHostKeySeal(t *testing.T) {
 	}
 	if _, err := none.SealDigest(host.BundleFormat, "abc"); err == nil {
 		t.Fatal("sealed without a key")
+	}
+}
+
+// configStore is what both stores implement of the configuration.
+type configStore interface {
+	host.TaskTypes
+	host.TaskTypeSpecs
+	host.Agents
+	host.Evidence
+}
+
+// The same configuration changes at the same times append the same
+// events, hash for hash, on PostgreSQL and SQLite; the refused ones
+// append none on either.
+func TestConfigEventsMatchSQLite(t *testing.T) {
+	clk := newClock()
+	pg := openNodes(t, 1, clk, Options{})[0]
+	lite, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "packrun.db"), sqlite.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lite.Close()
+	route := func(typ, pack, node string) host.TaskTypeRoute {
+		return host.TaskTypeRoute{TaskTypeSpec: host.TaskTypeSpec{TaskType: typ, DefaultModel: "m"}, Pack: pack, Node: node}
+	}
+	ops := []func(configStore) error{
+		func(s configStore) error {
+			return s.SetPackTaskTypes(ctx, "local.p", []host.TaskTypeRoute{route("sum", "", "p.sum"), route("tr", "", "p.tr")})
+		},
+		func(s configStore) error { return s.SetPackTaskTypes(ctx, "local.p", []host.TaskTypeRoute{route("tr", "", "p.tr"), route("sum", "", "p.sum")}) },
+		func(s configStore) error { return s.SetTaskTypeOverride(ctx, route("sum", "local.q", "q.sum")) },
+		func(s configStore) error { return s.RemoveTaskTypeOverride(ctx, "sum") },
+		func(s configStore) error { return s.RemoveTaskTypeOverride(ctx, "sum") },
+		func(s configStore) error { return s.SetTaskTypeSpec(ctx, host.TaskTypeSpec{TaskType: "sum", DefaultModel: "m1"}) },
+		func(s configStore) error { return s.RemoveTaskTypeSpec(ctx, "sum") },
+		func(s configStore) error { return s.RemoveTaskTypeSpec(ctx, "sum") },
+		func(s configStore) error {
+			_, err := s.PutAgent(ctx, &host.AgentRecord{Agent: host.AgentIdentity{AgentID: "arc", InternalName: "arc", DisplayName: "Arc"}})
+			return err
+		},
+		func(s configStore) error {
+			_, err := s.PutAgent(ctx, &host.AgentRecord{Agent: host.AgentIdentity{AgentID: "arc", InternalName: "arc", DisplayName: "Arc 2"}})
+			return err
+		},
+		func(s configStore) error {
+			_, err := s.PutProfile(ctx, &host.SubagentProfile{ProfileID: "prof"})
+			return err
+		},
+		func(s configStore) error { return s.SetPackTaskTypes(ctx, "local.p", nil) },
+	}
+	for i, op := range ops {
+		clk.Add(time.Millisecond)
+		perr, lerr := op(pg), op(lite)
+		if (perr == nil) != (lerr == nil) || perr != nil && perr.Error() != lerr.Error() {
+			t.Fatalf("op %d: postgres %v, sqlite %v", i, perr, lerr)
+		}
+	}
+	got := events(t, pg, host.EventFilter{})
+	want, err := lite.Events(ctx, host.EventFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 9 || !reflect.DeepEqual(got, want) {
+		for i := range max(len(got), len(want)) {
+			if i < len(got) && i < len(want) {
+				t.Logf("%d: pg %s %s\n   sqlite %s %s", i, got[i].Type, got[i].Data, want[i].Type, want[i].Data)
+			}
+		}
+		t.Fatalf("the events differ (%d on postgres, %d on sqlite)", len(got), len(want))
 	}
 }
