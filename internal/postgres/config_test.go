@@ -180,11 +180,15 @@ func TestConfigEventsMatchSQLite(t *testing.T) {
 		func(s configStore) error {
 			return s.SetPackTaskTypes(ctx, "local.p", []host.TaskTypeRoute{route("sum", "", "p.sum"), route("tr", "", "p.tr")})
 		},
-		func(s configStore) error { return s.SetPackTaskTypes(ctx, "local.p", []host.TaskTypeRoute{route("tr", "", "p.tr"), route("sum", "", "p.sum")}) },
+		func(s configStore) error {
+			return s.SetPackTaskTypes(ctx, "local.p", []host.TaskTypeRoute{route("tr", "", "p.tr"), route("sum", "", "p.sum")})
+		},
 		func(s configStore) error { return s.SetTaskTypeOverride(ctx, route("sum", "local.q", "q.sum")) },
 		func(s configStore) error { return s.RemoveTaskTypeOverride(ctx, "sum") },
 		func(s configStore) error { return s.RemoveTaskTypeOverride(ctx, "sum") },
-		func(s configStore) error { return s.SetTaskTypeSpec(ctx, host.TaskTypeSpec{TaskType: "sum", DefaultModel: "m1"}) },
+		func(s configStore) error {
+			return s.SetTaskTypeSpec(ctx, host.TaskTypeSpec{TaskType: "sum", DefaultModel: "m1"})
+		},
 		func(s configStore) error { return s.RemoveTaskTypeSpec(ctx, "sum") },
 		func(s configStore) error { return s.RemoveTaskTypeSpec(ctx, "sum") },
 		func(s configStore) error {
