@@ -7,8 +7,11 @@
 // node reclaiming an expired lease, settlements fenced on the lease
 // holder), the dispatch lock (host.Locker, now only for singleton
 // chores), and the evidence chain's core (attempts, events, VerifyChain,
-// VerifyAttempt). The rest of host.Backend is not here yet (see the
-// package's README in RATIONALE.md, "PostgreSQL (issue 18)").
+// VerifyAttempt), memory (memory.go), the installed-pack index with its
+// blobs and generation (packs.go), task type routes (tasktypes.go), task
+// type specs, agents and profiles (agents.go), and API tokens and the
+// host key's seal (tokens.go). The rest of host.Backend is not here yet
+// (see the package's README in RATIONALE.md, "PostgreSQL (issue 18)").
 //
 // Storage choices, beside internal/sqlite's: times are TEXT in
 // host.FormatTime's canonical form (text order is time order, and the

@@ -39,8 +39,9 @@ type Options struct {
 	// MaxConns caps the pool's connections (default: pgxpool's, the
 	// larger of 4 and the number of CPUs).
 	MaxConns int32
-	// HostKey seals exported attempt bundles (ExportAttempt); without it
-	// ExportAttempt fails. Each node may have its own.
+	// HostKey seals exported attempt bundles (ExportAttempt) and
+	// exported digests (SealDigest; HostPublicKey is its public half);
+	// without it they fail. Each node may have its own.
 	HostKey ed25519.PrivateKey
 	// MaxArtifactBytes caps one artifact (default 64 MiB).
 	MaxArtifactBytes int64
@@ -48,6 +49,15 @@ type Options struct {
 	// store runs at once (default 2: one fills while the other waits for
 	// the chain lock and its commit). See writer.go.
 	Writers int
+	// MaxValueBytes caps one memory value (default 1 MiB).
+	MaxValueBytes int64
+	// MaxNamespaceBytes caps the keys plus values of one tenant's
+	// namespace (default 64 MiB).
+	MaxNamespaceBytes int64
+	// SecretKey (storecore.SecretKeyLen raw bytes) seals secret memory
+	// values at rest; every node of one database needs the same key.
+	// Without it, storing or reading a secret value fails (memory.go).
+	SecretKey []byte
 }
 
 func (o Options) withDefaults() Options {
@@ -66,6 +76,12 @@ func (o Options) withDefaults() Options {
 	if o.Writers <= 0 {
 		o.Writers = 2
 	}
+	if o.MaxValueBytes <= 0 {
+		o.MaxValueBytes = 1 << 20
+	}
+	if o.MaxNamespaceBytes <= 0 {
+		o.MaxNamespaceBytes = 64 << 20
+	}
 	return o
 }
 
@@ -74,6 +90,8 @@ type Store struct {
 	pool *pgxpool.Pool
 	opts Options
 	w    *writers
+	// secret seals secret memory values (nil: Options.SecretKey unset).
+	secret *storecore.SecretKey
 	// closeOnce makes Close idempotent.
 	closeOnce sync.Once
 }
@@ -86,6 +104,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
 	opts = opts.withDefaults()
+	var secret *storecore.SecretKey
+	if opts.SecretKey != nil {
+		if secret, err = storecore.NewSecretKey(opts.SecretKey); err != nil {
+			return nil, fmt.Errorf("open postgres store: %w", err)
+		}
+	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
@@ -95,7 +119,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
-	s := &Store{pool: pool, opts: opts}
+	s := &Store{pool: pool, opts: opts, secret: secret}
 	if err := migrate(ctx, s); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)

@@ -8,21 +8,19 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // Every statement here is keyed by (tenant, namespace): that is the
 // structural tenant isolation. Error subjects are "<namespace>/<key>", the
 // caller's own names.
 
-func subject(sc host.Scope, key string) string { return sc.Namespace + "/" + key }
+func subject(sc host.Scope, key string) string { return storecore.MemorySubject(sc, key) }
 
 // Get implements host.Memory.
 func (s *Store) Get(ctx context.Context, sc host.Scope, key string) (*host.Entry, error) {
 	const op = "memory get"
-	if err := host.CheckScope(op, sc); err != nil {
-		return nil, err
-	}
-	if err := host.CheckKey(op, key, false); err != nil {
+	if err := storecore.CheckEntry(op, sc, key); err != nil {
 		return nil, err
 	}
 	k := memKey{sc.Tenant, sc.Namespace, key}
@@ -68,32 +66,18 @@ func (s *Store) memWrite(tx *wtx) { tx.touch(s.gens.memory) }
 // would exceed the limit, the namespace's expired entries are purged first.
 func (s *Store) Put(ctx context.Context, sc host.Scope, key string, value json.RawMessage, opts host.PutOptions) error {
 	const op = "memory put"
-	if err := host.CheckScope(op, sc); err != nil {
-		return err
-	}
-	if err := host.CheckKey(op, key, false); err != nil {
+	size, err := storecore.CheckPut(op, sc, key, value, opts, s.opts.MaxValueBytes)
+	if err != nil {
 		return err
 	}
 	subj := subject(sc, key)
-	if int64(len(value)) > s.opts.MaxValueBytes {
-		return host.Errorf(op, subj, host.ErrTooLarge, "value is %d bytes; the limit is %d", len(value), s.opts.MaxValueBytes)
-	}
-	if len(value) == 0 || !json.Valid(value) {
-		return host.Invalid(op, "value", "must be valid JSON")
-	}
-	if opts.TTL < 0 {
-		return host.Invalid(op, "ttl", "must not be negative")
-	}
-	// Usage counts the caller's bytes, not the sealed form's.
-	size := int64(len(key) + len(value))
 	stored := []byte(value)
 	if opts.Secret {
-		var err error
 		if stored, err = s.keys.seal(ctx, sc, key, value); err != nil {
 			return host.Wrap(op, subj, err)
 		}
 	}
-	err := s.w.do(ctx, func(tx *wtx) error {
+	err = s.w.do(ctx, func(tx *wtx) error {
 		s.memWrite(tx)
 		now := s.now()
 		var old int64
@@ -180,10 +164,7 @@ func (s *Store) purgeExpired(tx *wtx, sc host.Scope, now time.Time) (int64, erro
 // Delete implements host.Memory.
 func (s *Store) Delete(ctx context.Context, sc host.Scope, key string) error {
 	const op = "memory delete"
-	if err := host.CheckScope(op, sc); err != nil {
-		return err
-	}
-	if err := host.CheckKey(op, key, false); err != nil {
+	if err := storecore.CheckEntry(op, sc, key); err != nil {
 		return err
 	}
 	subj := subject(sc, key)

@@ -1,23 +1,19 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/Masterminds/semver/v3"
-
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/blobs"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // The installed-pack index (table packs) and the pack blobs
@@ -34,17 +30,6 @@ import (
 // packColumns are the index's columns, as scanPack reads them.
 const packColumns = `name, version, archive_sha256, size, manifest, bundle_sha256, provenance_sha256, signature_sha256, signer, key_id, provenance, installed_at`
 
-// storedProvenance is the encoding of the provenance column, which packrun
-// defined before the single store (json.Marshal of registry.Provenance, untagged): existing
-// rows hold it.
-type storedProvenance struct {
-	BuilderID    string
-	BuildType    string
-	SourceDigest string
-	BuiltAt      time.Time
-	Signer       string
-}
-
 func (s *Store) packBlobDir() blobs.Dir {
 	return blobs.Dir{Path: s.opts.PackBlobDir, TmpPrefix: tmpPrefix}
 }
@@ -52,7 +37,7 @@ func (s *Store) packBlobDir() blobs.Dir {
 // InstallPack implements host.Packs.
 func (s *Store) InstallPack(ctx context.Context, p *host.InstalledPack, b host.PackBlobs) (*host.InstalledPack, bool, error) {
 	const op = "install pack"
-	inst, err := s.packRecord(op, p, b)
+	inst, err := storecore.PackRecord(op, p, b, s.now())
 	if err != nil {
 		return nil, false, err
 	}
@@ -60,7 +45,7 @@ func (s *Store) InstallPack(ctx context.Context, p *host.InstalledPack, b host.P
 	// Installed already (or a conflict): answer without writing blobs that
 	// nothing would refer to. The transaction below decides for good.
 	if cur, err := scanPack(s.queryRow(ctx, `SELECT `+packColumns+` FROM packs WHERE name = ? AND version = ?`, inst.Name, inst.Version)); err == nil {
-		return samePack(op, cur, inst)
+		return storecore.SamePack(op, cur, inst)
 	} else if !errors.Is(err, sql.ErrNoRows) {
 		return nil, false, host.Wrap(op, ref, err)
 	}
@@ -75,7 +60,7 @@ func (s *Store) InstallPack(ctx context.Context, p *host.InstalledPack, b host.P
 			}
 		}
 	}
-	prov, err := encodeProvenance(inst.Provenance)
+	prov, err := storecore.EncodeProvenance(inst.Provenance)
 	if err != nil {
 		return nil, false, host.Wrap(op, ref, err)
 	}
@@ -88,7 +73,7 @@ func (s *Store) InstallPack(ctx context.Context, p *host.InstalledPack, b host.P
 		out, already = nil, false
 		cur, err := scanPack(tx.QueryRow(`SELECT `+packColumns+` FROM packs WHERE name = ? AND version = ?`, inst.Name, inst.Version))
 		if err == nil {
-			out, already, err = samePack(op, cur, inst)
+			out, already, err = storecore.SamePack(op, cur, inst)
 			return err
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
@@ -122,95 +107,11 @@ func (s *Store) InstallPack(ctx context.Context, p *host.InstalledPack, b host.P
 	return out, already, nil
 }
 
-// samePack answers an install of inst over cur, installed under the same
-// name@version: the identical pack is installed already; another is a
-// conflict.
-func samePack(op string, cur, inst *host.InstalledPack) (*host.InstalledPack, bool, error) {
-	if cur.SHA256 == inst.SHA256 {
-		return cur, true, nil
-	}
-	return nil, false, &host.Error{Op: op, Subject: inst.Ref(),
-		Err: fmt.Errorf("%w (installed %s, this one %s)", host.ErrPackConflict, shortDigest(cur.SHA256), shortDigest(inst.SHA256))}
-}
-
-// packRecord is the row InstallPack stores for p and b: a copy of p with
-// the digests and size of b and the installation time filled in.
-func (s *Store) packRecord(op string, p *host.InstalledPack, b host.PackBlobs) (*host.InstalledPack, error) {
-	if p == nil {
-		return nil, host.Invalid(op, "pack", "is missing")
-	}
-	inst := *p
-	switch {
-	case inst.Name == "":
-		return nil, host.Invalid(op, "name", "is empty")
-	case inst.Version == "":
-		return nil, host.Invalid(op, "version", "is empty")
-	case len(b.Archive) == 0:
-		return nil, host.Invalid(op, "archive", "is empty")
-	case len(inst.Manifest) == 0:
-		return nil, host.Invalid(op, "manifest", "is empty")
-	}
-	for _, f := range []struct {
-		name   string
-		digest *string
-		data   []byte
-	}{
-		{"sha256", &inst.SHA256, b.Archive},
-		{"bundle_sha256", &inst.BundleSHA256, b.Bundle},
-		{"provenance_sha256", &inst.ProvenanceSHA256, b.Provenance},
-		{"signature_sha256", &inst.SignatureSHA256, b.Signature},
-	} {
-		if f.data == nil {
-			if *f.digest != "" {
-				return nil, host.Invalid(op, f.name, "names a blob that is not given")
-			}
-			continue
-		}
-		d := blobs.Digest(f.data)
-		if *f.digest != "" && *f.digest != d {
-			return nil, host.Invalid(op, f.name, "is %s, but the blob given is %s", shortDigest(*f.digest), shortDigest(d))
-		}
-		*f.digest = d
-	}
-	if inst.Size == 0 {
-		inst.Size = int64(len(b.Archive))
-	} else if inst.Size != int64(len(b.Archive)) {
-		return nil, host.Invalid(op, "size", "is %d, but the archive is %d bytes", inst.Size, len(b.Archive))
-	}
-	if inst.InstalledAt.IsZero() {
-		inst.InstalledAt = s.now().Truncate(time.Millisecond)
-	}
-	inst.InstalledAt = inst.InstalledAt.UTC()
-	if inst.Provenance != nil {
-		pv := *inst.Provenance
-		inst.Provenance = &pv
-	}
-	return &inst, nil
-}
-
-func encodeProvenance(p *host.PackProvenance) (any, error) {
-	if p == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(storedProvenance{BuilderID: p.BuilderID, BuildType: p.BuildType, SourceDigest: p.SourceDigest, BuiltAt: p.BuiltAt, Signer: p.Signer})
-	if err != nil {
-		return nil, err
-	}
-	return string(b), nil
-}
-
 func nullable(s string) any {
 	if s == "" {
 		return nil
 	}
 	return s
-}
-
-func shortDigest(d string) string {
-	if len(d) > 12 {
-		return d[:12]
-	}
-	return d
 }
 
 func scanPack(row interface{ Scan(...any) error }) (*host.InstalledPack, error) {
@@ -223,12 +124,13 @@ func scanPack(row interface{ Scan(...any) error }) (*host.InstalledPack, error) 
 	}
 	p.Manifest = manifest
 	p.BundleSHA256, p.ProvenanceSHA256, p.SignatureSHA256 = bundle.String, prov.String, sig.String
+	var stored *string
 	if provJSON.Valid {
-		var sp storedProvenance
-		if err := json.Unmarshal([]byte(provJSON.String), &sp); err != nil {
-			return nil, fmt.Errorf("index entry %s: provenance: %w", p.Ref(), err)
-		}
-		p.Provenance = &host.PackProvenance{BuilderID: sp.BuilderID, BuildType: sp.BuildType, SourceDigest: sp.SourceDigest, BuiltAt: sp.BuiltAt, Signer: sp.Signer}
+		stored = &provJSON.String
+	}
+	var err error
+	if p.Provenance, err = storecore.DecodeProvenance(p.Ref(), stored); err != nil {
+		return nil, err
 	}
 	p.InstalledAt, _ = time.Parse(time.RFC3339Nano, at)
 	p.InstalledAt = p.InstalledAt.UTC()
@@ -254,49 +156,20 @@ func (s *Store) ListPacks(ctx context.Context) ([]*host.InstalledPack, error) {
 	if err := rows.Err(); err != nil {
 		return nil, host.Wrap(op, "", err)
 	}
-	slices.SortFunc(out, func(a, b *host.InstalledPack) int {
-		if c := cmp.Compare(a.Name, b.Name); c != 0 {
-			return c
-		}
-		return compareVersions(b.Version, a.Version) // newest first
-	})
+	storecore.SortPacks(out)
 	return out, nil
-}
-
-// compareVersions orders SemVer versions by precedence; when either is not
-// a strict SemVer version, it falls back to string order.
-func compareVersions(a, b string) int {
-	va, ea := semver.StrictNewVersion(a)
-	vb, eb := semver.StrictNewVersion(b)
-	if ea != nil || eb != nil {
-		return strings.Compare(a, b)
-	}
-	if c := va.Compare(vb); c != 0 {
-		return c
-	}
-	return strings.Compare(a, b) // equal precedence (build metadata): still a total order
 }
 
 // UninstallPacks implements host.Packs.
 func (s *Store) UninstallPacks(ctx context.Context, refs []*host.InstalledPack) error {
 	const op = "uninstall packs"
-	seen := map[string]bool{}
-	var todo []*host.InstalledPack
-	for _, r := range refs {
-		if r == nil {
-			return host.Invalid(op, "refs", "holds a nil pack")
-		}
-		if k := r.Ref() + "\x00" + r.SHA256; !seen[k] {
-			seen[k] = true
-			todo = append(todo, r)
-		}
-	}
-	if len(todo) == 0 {
-		return nil
+	todo, err := storecore.UninstallRefs(op, refs)
+	if err != nil || len(todo) == 0 {
+		return err
 	}
 	s.uninstalling.Lock()
 	defer s.uninstalling.Unlock()
-	err := s.w.do(ctx, func(tx *wtx) error {
+	err = s.w.do(ctx, func(tx *wtx) error {
 		var missing []string
 		for _, r := range todo {
 			var n int
@@ -367,7 +240,7 @@ func (s *Store) sweepPackBlobs(ctx context.Context) error {
 		for _, e := range entries {
 			// Only blobs: temporary files start with a dot, and nothing
 			// else is ours to delete.
-			if keep[e.Name()] || !isDigest(e.Name()) || !e.Type().IsRegular() {
+			if keep[e.Name()] || !storecore.IsDigest(e.Name()) || !e.Type().IsRegular() {
 				continue
 			}
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -395,15 +268,10 @@ func (s *Store) sweepPackTemp() {
 	}
 }
 
-// isDigest: 64 lowercase hex digits, the name of a blob.
-func isDigest(d string) bool {
-	return len(d) == 64 && strings.Trim(d, "0123456789abcdef") == ""
-}
-
 // PackBlob implements host.Packs.
 func (s *Store) PackBlob(ctx context.Context, digest string) ([]byte, error) {
 	const op = "read pack blob"
-	if !isDigest(digest) {
+	if !storecore.IsDigest(digest) {
 		return nil, host.Invalid(op, "sha256", "must be 64 lowercase hex digits")
 	}
 	if err := ctx.Err(); err != nil {
@@ -411,9 +279,9 @@ func (s *Store) PackBlob(ctx context.Context, digest string) ([]byte, error) {
 	}
 	b, err := s.packBlobDir().Get(digest)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, host.Errorf(op, shortDigest(digest), host.ErrNotFound, "no such blob")
+		return nil, host.Errorf(op, storecore.ShortDigest(digest), host.ErrNotFound, "no such blob")
 	}
-	return b, host.Wrap(op, shortDigest(digest), err)
+	return b, host.Wrap(op, storecore.ShortDigest(digest), err)
 }
 
 // PacksGeneration implements host.Packs.

@@ -4,16 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/storecore"
 )
-
-func routeSpec(r *host.TaskTypeRoute) string {
-	b, _ := json.Marshal(r.TaskTypeSpec)
-	return string(b)
-}
 
 func scanRoute(row interface{ Scan(...any) error }, origin string) (host.TaskTypeRoute, error) {
 	var r host.TaskTypeRoute
@@ -29,51 +24,29 @@ func scanRoute(row interface{ Scan(...any) error }, origin string) (host.TaskTyp
 // SetPackTaskTypes implements host.TaskTypes.
 func (s *Store) SetPackTaskTypes(ctx context.Context, pack string, routes []host.TaskTypeRoute) error {
 	const op = "set pack task types"
-	if err := host.CheckID(op, "pack", pack); err != nil {
+	want, err := storecore.PackRoutes(op, pack, routes)
+	if err != nil {
 		return err
 	}
-	want := map[string]host.TaskTypeRoute{}
-	for i := range routes {
-		r := routes[i]
-		if r.Pack == "" {
-			r.Pack = pack
-		}
-		if r.Pack != pack {
-			return host.Invalid(op, "pack", "route for %s names pack %s, not %s", r.TaskType, r.Pack, pack)
-		}
-		if err := host.CheckRoute(op, &r); err != nil {
-			return err
-		}
-		if _, dup := want[r.TaskType]; dup {
-			return host.Invalid(op, "task_type", "%s is routed twice", r.TaskType)
-		}
-		r.Origin = host.OriginManifest
-		want[r.TaskType] = r
-	}
-	err := s.w.do(ctx, func(tx *wtx) error {
+	err = s.w.do(ctx, func(tx *wtx) error {
 		rows, err := tx.Query(`SELECT task_type, pack, node, spec FROM task_type_routes WHERE pack = ?`, pack)
 		if err != nil {
 			return err
 		}
-		have := map[string]host.TaskTypeRoute{}
+		var have []host.TaskTypeRoute
 		for rows.Next() {
 			r, err := scanRoute(rows, host.OriginManifest)
 			if err != nil {
 				rows.Close()
 				return err
 			}
-			have[r.TaskType] = r
+			have = append(have, r)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		same := len(have) == len(want)
-		for t, r := range want {
-			h, ok := have[t]
-			same = same && ok && h.Node == r.Node && routeSpec(&h) == routeSpec(&r)
-		}
-		if same {
+		if storecore.SameRoutes(have, want) {
 			return nil
 		}
 		tx.touch(s.gens.routes)
@@ -82,7 +55,7 @@ func (s *Store) SetPackTaskTypes(ctx context.Context, pack string, routes []host
 		}
 		types := []string{}
 		for t, r := range want {
-			if _, err := tx.Exec(`INSERT INTO task_type_routes (task_type, pack, node, spec) VALUES (?, ?, ?, ?)`, t, pack, r.Node, routeSpec(&r)); err != nil {
+			if _, err := tx.Exec(`INSERT INTO task_type_routes (task_type, pack, node, spec) VALUES (?, ?, ?, ?)`, t, pack, r.Node, storecore.RouteSpec(&r)); err != nil {
 				return err
 			}
 			types = append(types, t)
@@ -104,7 +77,7 @@ func (s *Store) SetTaskTypeOverride(ctx context.Context, route host.TaskTypeRout
 		tx.touch(s.gens.routes)
 		if _, err := tx.Exec(`INSERT INTO task_type_overrides (task_type, pack, node, spec) VALUES (?, ?, ?, ?)
 			ON CONFLICT (task_type) DO UPDATE SET pack = excluded.pack, node = excluded.node, spec = excluded.spec`,
-			route.TaskType, route.Pack, route.Node, routeSpec(&route)); err != nil {
+			route.TaskType, route.Pack, route.Node, storecore.RouteSpec(&route)); err != nil {
 			return err
 		}
 		_, err := s.event(tx, host.EventTaskTypeOverrideSet, "", "", map[string]any{"task_type": route.TaskType, "pack": route.Pack, "node": route.Node})
@@ -169,7 +142,6 @@ func (s *Store) resolve(ctx context.Context, taskType string) (host.TaskTypeRout
 		r.TaskType, r.Origin = taskType, host.OriginManifest
 		if override {
 			r.Origin = host.OriginOperator
-			return r, nil
 		}
 		found = append(found, r)
 		r = host.TaskTypeRoute{}
@@ -177,17 +149,7 @@ func (s *Store) resolve(ctx context.Context, taskType string) (host.TaskTypeRout
 	if err := rows.Err(); err != nil {
 		return r, host.Wrap(op, taskType, err)
 	}
-	switch len(found) {
-	case 0:
-		return r, host.Errorf(op, taskType, host.ErrNotFound, "no installed pack serves this task type; install one that does, or route it: packrun task-types set TYPE --pack NAME --node TYPEID")
-	case 1:
-		return found[0], nil
-	}
-	packs := make([]string, len(found))
-	for i, f := range found {
-		packs[i] = f.Pack
-	}
-	return r, host.Errorf(op, taskType, host.ErrConflict, "served by %s; choose one: packrun task-types set TYPE --pack NAME --node TYPEID", strings.Join(packs, ", "))
+	return storecore.Resolve(op, taskType, found)
 }
 
 // ListTaskTypes implements host.TaskTypes.
@@ -212,14 +174,6 @@ func (s *Store) ListTaskTypes(ctx context.Context) ([]host.TaskTypeRoute, error)
 			return nil, host.Wrap(op, "", err)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].TaskType != out[j].TaskType {
-			return out[i].TaskType < out[j].TaskType
-		}
-		if out[i].Origin != out[j].Origin {
-			return out[i].Origin == host.OriginOperator
-		}
-		return out[i].Pack < out[j].Pack
-	})
+	storecore.SortRoutes(out)
 	return out, nil
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strings"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 const tokenColumns = `id, name, tenant, scopes, secret_hash, created_at, expires_at, revoked_at`
@@ -19,11 +19,7 @@ func scanToken(row interface{ Scan(...any) error }) (*auth.Token, error) {
 	if err := row.Scan(&t.ID, &t.Name, &t.Tenant, &scopes, &t.SecretHash, &created, &expires, &revoked); err != nil {
 		return nil, err
 	}
-	for _, s := range strings.Split(scopes, ",") {
-		if s != "" {
-			t.Scopes = append(t.Scopes, auth.Scope(s))
-		}
-	}
+	t.Scopes = storecore.TokenScopes(scopes)
 	t.CreatedAt = parseTS(created)
 	t.ExpiresAt, t.RevokedAt = parseNullTS(expires), parseNullTS(revoked)
 	return &t, nil
@@ -32,23 +28,17 @@ func scanToken(row interface{ Scan(...any) error }) (*auth.Token, error) {
 // CreateToken implements auth.Store.
 func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
 	const op = "create token"
-	if err := host.CheckTenant(op, t.Tenant); err != nil {
+	scopes, err := storecore.CheckToken(op, t)
+	if err != nil {
 		return err
-	}
-	if len(t.Name) > 200 {
-		return host.Invalid(op, "name", "is %d bytes; the limit is 200", len(t.Name))
-	}
-	scopes := make([]string, len(t.Scopes))
-	for i, sc := range t.Scopes {
-		scopes[i] = string(sc)
 	}
 	var expires any
 	if t.ExpiresAt != nil {
 		expires = ts(*t.ExpiresAt)
 	}
-	err := s.w.do(ctx, func(tx *wtx) error {
+	err = s.w.do(ctx, func(tx *wtx) error {
 		_, err := tx.Exec(`INSERT OR FAIL INTO api_tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)`,
-			t.ID, t.Name, t.Tenant, strings.Join(scopes, ","), t.SecretHash, ts(t.CreatedAt), expires)
+			t.ID, t.Name, t.Tenant, scopes, t.SecretHash, ts(t.CreatedAt), expires)
 		return err
 	})
 	return host.Wrap(op, t.ID, err)
