@@ -1,0 +1,279 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/bus"
+	"github.com/packrun/packrun/internal/message"
+	"github.com/packrun/packrun/internal/message/messagetest"
+	"github.com/packrun/packrun/internal/pgtest"
+	"github.com/packrun/packrun/internal/storetest"
+)
+
+// flowBackend is a Store seen as a host.Backend by the contract areas this
+// file runs (schedules, sensors, workflows, runs, messages), until the
+// Store implements all of host.Backend. The Store's own methods are
+// promoted from depth 1 and win; what other parts of the backend will
+// implement comes from flowOthers, deeper: a stand-in for
+// SetPackTaskTypes (the scenarios route task types) and a nil
+// host.Backend for the rest, which these areas never call. Test code
+// only: once the Store implements host.Backend, the stand-ins are never
+// reached and this type can go.
+type flowBackend struct {
+	*Store
+	flowOthers
+}
+
+type flowOthers struct{ *flowRoutes }
+
+// flowRoutes stands in for the task type routes of another part of the
+// backend: the tables as that part creates them (the sensors' route check
+// reads them), and SetPackTaskTypes writing them.
+type flowRoutes struct {
+	host.Backend // nil: not called by these areas
+	s            *Store
+}
+
+// flowRouteTables are the route tables as the backend's task types
+// migration creates them (if they exist already, they are left alone).
+const flowRouteTables = `
+CREATE TABLE IF NOT EXISTS task_type_routes (
+	task_type TEXT COLLATE "C" NOT NULL,
+	pack TEXT COLLATE "C" NOT NULL,
+	node TEXT NOT NULL,
+	spec TEXT NOT NULL,
+	PRIMARY KEY (task_type, pack)
+);
+CREATE TABLE IF NOT EXISTS task_type_overrides (
+	task_type TEXT COLLATE "C" PRIMARY KEY,
+	pack TEXT NOT NULL,
+	node TEXT NOT NULL,
+	spec TEXT NOT NULL
+);`
+
+// SetPackTaskTypes replaces pack's routes (the stand-in: no validation).
+func (r *flowRoutes) SetPackTaskTypes(ctx context.Context, pack string, routes []host.TaskTypeRoute) error {
+	if _, err := r.s.pool.Exec(ctx, `DELETE FROM task_type_routes WHERE pack = $1`, pack); err != nil {
+		return err
+	}
+	for _, rt := range routes {
+		spec, err := json.Marshal(rt.TaskTypeSpec)
+		if err != nil {
+			return err
+		}
+		if _, err := r.s.pool.Exec(ctx, `INSERT INTO task_type_routes (task_type, pack, node, spec) VALUES ($1, $2, $3, $4)`,
+			rt.TaskType, pack, rt.Node, string(spec)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openFlowNodes opens n stores on one fresh database, on clock.
+func openFlowNodes(t testing.TB, clock *storetest.Clock, n int) []host.Backend {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	var out []host.Backend
+	for range n {
+		s, err := Open(ctx, dsn, Options{Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		if _, err := s.pool.Exec(ctx, flowRouteTables); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, flowBackend{Store: s, flowOthers: flowOthers{&flowRoutes{s: s}}})
+	}
+	return out
+}
+
+func openFlow(t testing.TB, clock *storetest.Clock) host.Backend {
+	return openFlowNodes(t, clock, 1)[0]
+}
+
+// TestContractFlow runs the contract's areas of schedules, sensors,
+// workflows, runs and messages against PostgreSQL.
+func TestContractFlow(t *testing.T) {
+	for _, a := range []struct {
+		name string
+		run  func(*testing.T, storetest.Opener)
+	}{
+		{"Schedules", storetest.Schedules}, {"Sensors", storetest.Sensors}, {"Workflows", storetest.Workflows},
+		{"Runs", storetest.Runs}, {"Messages", storetest.Messages},
+	} {
+		t.Run(a.name, func(t *testing.T) { a.run(t, openFlow) })
+	}
+}
+
+// TestContractFlowNodes runs the contract's scenarios of several nodes
+// that these areas make: a schedule slot fired once, a sensor dedupe key
+// and a message id accepted once, across three stores on one database.
+func TestContractFlowNodes(t *testing.T) {
+	storetest.NodesOnly(t, openFlowNodes, "ScheduleSlotsAcrossNodes", "SensorDedupeAcrossNodes", "MessageDedupeAcrossNodes")
+}
+
+// Two stores (nodes) on one database fire the same due slot of one
+// schedule at the same moment, many times over: each slot gets exactly
+// one task and one schedule_runs row, and the firings that found it taken
+// or no longer due create nothing.
+func TestScheduleSlotRaceTwoStores(t *testing.T) {
+	clk := newClock()
+	stores := nodes(t, 2, clk)
+	start := clk.Now()
+	sched, err := stores[0].CreateSchedule(ctx, host.ScheduleSpec{Name: "tick", IntervalSeconds: 1,
+		Task: host.TaskIntent{TaskType: "demo.tick", Payload: json.RawMessage(`{}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const slots = 25
+	var mu sync.Mutex
+	created := 0
+	for round := range slots {
+		at := start.Add(time.Duration(round+1) * time.Second)
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		for _, s := range stores {
+			for range 2 { // and two firings on each node
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-gate
+					got, err := s.FireDueSchedules(ctx, at)
+					if err != nil {
+						t.Error(err)
+					}
+					mu.Lock()
+					created += len(got)
+					mu.Unlock()
+				}()
+			}
+		}
+		close(gate)
+		wg.Wait()
+	}
+	var runs, tasks int
+	if err := stores[1].pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT task_id) FROM schedule_runs WHERE schedule_id = $1`, sched.ScheduleID).Scan(&runs, &tasks); err != nil {
+		t.Fatal(err)
+	}
+	all, err := stores[1].ListTasks(ctx, host.TaskFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string]bool{}
+	for _, task := range all {
+		if sources[task.Source] {
+			t.Fatalf("two tasks for slot %s", task.Source)
+		}
+		sources[task.Source] = true
+	}
+	if runs != slots || tasks != slots || len(all) != slots || created != slots {
+		t.Fatalf("%d schedule_runs rows, %d tasks named there, %d tasks, %d returned by the firings: want %d each", runs, tasks, len(all), created, slots)
+	}
+	for round := range slots {
+		if !sources[host.ScheduleSource(sched.ScheduleID, start.Add(time.Duration(round+1)*time.Second))] {
+			t.Fatalf("slot %d has no task", round+1)
+		}
+	}
+	verify(t, stores[0])
+}
+
+// race runs fn on each store at once, after a common start.
+func race(stores []*Store, fn func(i int, s *Store)) {
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			fn(i, s)
+		}()
+	}
+	close(gate)
+	wg.Wait()
+}
+
+// Two nodes publishing the next message of one sender at once, both
+// naming the same head: one is accepted, the other refused as a fork of
+// the sender's chain (the chain head's row lock orders them).
+func TestSenderChainRaceTwoStores(t *testing.T) {
+	stores := nodes(t, 2, newClock())
+	prepare := func(n int, prev string) *host.MessageInput {
+		in, err := bus.Prepare(ctx, &bus.Request{Format: message.FormatEnvelope, Document: messagetest.Envelope(n, "alice", "flag", prev)},
+			bus.Options{Origin: "api", Now: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	first := prepare(1, messagetest.ZeroHash)
+	if _, err := stores[0].PublishMessage(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	head, n := first.Hash, 2
+	for range 10 {
+		ins := []*host.MessageInput{prepare(n, head), prepare(n+1, head)}
+		n += 2
+		errs := make([]error, 2)
+		race(stores, func(i int, s *Store) { _, errs[i] = s.PublishMessage(ctx, ins[i]) })
+		switch {
+		case errs[0] == nil && errs[1] != nil:
+			head = ins[0].Hash
+			wantErr(t, errs[1], host.ErrValidation)
+		case errs[1] == nil && errs[0] != nil:
+			head = ins[1].Hash
+			wantErr(t, errs[0], host.ErrValidation)
+		default:
+			t.Fatalf("both forks of head %s: %v, %v", head, errs[0], errs[1])
+		}
+	}
+	page, err := stores[1].ListMessages(ctx, host.MessageQuery{From: "alice", Limit: 100})
+	if err != nil || len(page.Messages) != 11 {
+		t.Fatalf("%d messages accepted, want 11 (%v)", len(page.Messages), err)
+	}
+	for i, m := range page.Messages[1:] {
+		if m.PrevHash != page.Messages[i].Hash {
+			t.Fatalf("message %s follows %s, not %s", m.MessageID, m.PrevHash, page.Messages[i].Hash)
+		}
+	}
+	verify(t, stores[0])
+}
+
+// Two nodes starting one workflow instance at once: one creates it (and
+// its first task), the other finds it.
+func TestStartWorkflowRaceTwoStores(t *testing.T) {
+	stores := nodes(t, 2, newClock())
+	for round := range 10 {
+		key := fmt.Sprint("goal-", round)
+		recs := make([]*host.WorkflowRecord, 2)
+		created := make([]bool, 2)
+		race(stores, func(i int, s *Store) {
+			var err error
+			if recs[i], created[i], err = s.StartWorkflow(ctx, host.WorkflowStart{WorkflowType: host.GoalLoop, InstanceKey: key}); err != nil {
+				t.Error(err)
+			}
+		})
+		if t.Failed() {
+			return
+		}
+		if created[0] == created[1] || recs[0].WorkflowID != recs[1].WorkflowID {
+			t.Fatalf("round %d: created %v, records %s and %s", round, created, recs[0].WorkflowID, recs[1].WorkflowID)
+		}
+	}
+	all, err := stores[0].ListTasks(ctx, host.TaskFilter{Limit: 100})
+	if err != nil || len(all) != 10 {
+		t.Fatalf("%d tasks, want one per instance (%v)", len(all), err)
+	}
+	verify(t, stores[1])
+}
