@@ -48,9 +48,18 @@ func (s *Store) PublishMessage(ctx context.Context, in *host.MessageInput) (*hos
 	if err != nil {
 		return nil, host.Wrap(op, in.MessageID, err)
 	}
-	if accepted != nil {
+	switch {
+	case accepted != nil:
 		// Its seq was assigned when the transaction linked its entries.
 		out.Message.EventSeq = accepted.Seq
+	case out.Message.EventSeq == 0:
+		// A duplicate of a message accepted in the same transaction,
+		// read before the seqs were assigned: read it again.
+		m, err := s.Message(ctx, in.Tenant, in.MessageID)
+		if err != nil {
+			return nil, err
+		}
+		out.Message = m
 	}
 	return out, nil
 }
@@ -61,7 +70,7 @@ func (s *Store) PublishMessage(ctx context.Context, in *host.MessageInput) (*hos
 // published it.
 //
 // Across nodes: the sender's chain head row is locked first (created
-// empty if the sender has none: hash ”), so that one sender's messages
+// empty if the sender has none: an empty hash), so that one sender's messages
 // are accepted one at a time, each checked against the head the previous
 // one left; the message id is then looked up, and claimed by an insert
 // that does nothing if another node has accepted that id meanwhile (the
@@ -128,7 +137,7 @@ func (x *tx) applyMessage(ctx context.Context, in *host.MessageInput, taskID, at
 	return &host.MessageReceipt{Message: rec}, e, nil
 }
 
-// chainHead is a sender's chain head as stored: hash ” if the sender
+// chainHead is a sender's chain head as stored: an empty hash if the sender
 // has no accepted message yet.
 type chainHead struct {
 	hash, messageID string
@@ -494,7 +503,7 @@ func (x *tx) deadLetter(ctx context.Context, d deadLetter, now time.Time) error 
 // with these columns, so that the walk needs no other query.
 
 // messageJoin joins the message a message_accepted event e names (the
-// CASEs keep other events' data, which may be ”, from being read as JSON).
+// CASEs keep other events' data, which may be empty, from being read as JSON).
 const messageJoin = ` LEFT JOIN messages m
 	ON m.tenant = CASE WHEN e.type = 'message_accepted' THEN e.data::jsonb ->> 'tenant' END
 	AND m.message_id = CASE WHEN e.type = 'message_accepted' THEN e.data::jsonb ->> 'message_id' END`
