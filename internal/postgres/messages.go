@@ -14,7 +14,13 @@ import (
 	"github.com/packrun/packrun/internal/storecore"
 )
 
-const messageColumns = `seq, tenant, message_id, format, document, model, hash, sender, recipient, topic, kind, reply_to,
+// messageColumns: a message's seq, its list cursor, is its
+// message_accepted event's seq (event_seq), assigned when its transaction
+// links its chain entries under the chain lock: cursors then follow
+// commit order across nodes, and a reader paging with one never skips a
+// message committed late with a smaller one (as an identity column's
+// values, taken at insert, would let it).
+const messageColumns = `event_seq, tenant, message_id, format, document, model, hash, sender, recipient, topic, kind, reply_to,
 	priority, expires_at, prev_hash, signed_by, origin, accepted_at, event_seq`
 
 func scanMessage(row pgx.Row) (*host.MessageRecord, error) {
@@ -51,7 +57,7 @@ func (s *Store) PublishMessage(ctx context.Context, in *host.MessageInput) (*hos
 	switch {
 	case accepted != nil:
 		// Its seq was assigned when the transaction linked its entries.
-		out.Message.EventSeq = accepted.Seq
+		out.Message.Seq, out.Message.EventSeq = accepted.Seq, accepted.Seq
 	case out.Message.EventSeq == 0:
 		// A duplicate of a message accepted in the same transaction,
 		// read before the seqs were assigned: read it again.
@@ -66,8 +72,9 @@ func (s *Store) PublishMessage(ctx context.Context, in *host.MessageInput) (*hos
 
 // applyMessage accepts one message (see host.Messages.PublishMessage) and
 // returns its receipt and its message_accepted event (nil for a
-// duplicate). taskID and attemptID, if any, name the attempt that
-// published it.
+// duplicate), whose seq, the message's Seq and EventSeq, is assigned when
+// the transaction links its chain entries. taskID and attemptID, if any,
+// name the attempt that published it.
 //
 // Across nodes: the sender's chain head row is locked first (created
 // empty if the sender has none: an empty hash), so that one sender's messages
@@ -94,13 +101,13 @@ func (x *tx) applyMessage(ctx context.Context, in *host.MessageInput, taskID, at
 	if rec.ExpiresAt != nil {
 		expires = ts(*rec.ExpiresAt)
 	}
-	err = x.QueryRow(ctx, `INSERT INTO messages (tenant, message_id, format, document, model, hash, sender, recipient, topic, kind, reply_to,
+	tag, err := x.Exec(ctx, `INSERT INTO messages (tenant, message_id, format, document, model, hash, sender, recipient, topic, kind, reply_to,
 		priority, expires_at, prev_hash, signed_by, origin, accepted_at, event_seq)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, 0)
-		ON CONFLICT (tenant, message_id) DO NOTHING RETURNING seq`,
+		ON CONFLICT (tenant, message_id) DO NOTHING`,
 		tenant, in.MessageID, in.Format, string(in.Document), string(in.Model), in.Hash, in.Sender, in.To, in.Topic, in.Kind,
-		in.ReplyTo, in.Priority, expires, in.PrevHash, in.SignedBy, in.Origin, ts(now)).Scan(&rec.Seq)
-	if errors.Is(err, pgx.ErrNoRows) {
+		in.ReplyTo, in.Priority, expires, in.PrevHash, in.SignedBy, in.Origin, ts(now))
+	if err == nil && tag.RowsAffected() == 0 {
 		// Accepted meanwhile by another node, from another sender.
 		r, err := x.duplicateMessage(ctx, in, tenant, taskID, attemptID)
 		if r == nil && err == nil {
@@ -325,7 +332,7 @@ func (s *Store) ListMessages(ctx context.Context, q host.MessageQuery) (*host.Me
 		return nil, host.Invalid(op, "limit", "must be between 1 and %d", host.MaxMessageLimit)
 	}
 	var a args
-	where := `tenant = ` + a.add(storecore.TenantOr(q.Tenant)) + ` AND seq > ` + a.add(q.After)
+	where := `tenant = ` + a.add(storecore.TenantOr(q.Tenant)) + ` AND event_seq > ` + a.add(q.After)
 	if q.Topic != "" {
 		if err := abi.CheckTopicPattern(q.Topic); err != nil {
 			return nil, host.Invalid(op, "topic", "%v", err)
@@ -346,7 +353,7 @@ func (s *Store) ListMessages(ctx context.Context, q host.MessageQuery) (*host.Me
 	if q.Dead {
 		where += ` AND EXISTS (SELECT 1 FROM message_deliveries d WHERE d.tenant = messages.tenant AND d.message_id = messages.message_id AND d.status = 'dead')`
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+messageColumns+` FROM messages WHERE `+where+` ORDER BY seq LIMIT `+a.add(limit+1), a...)
+	rows, err := s.pool.Query(ctx, `SELECT `+messageColumns+` FROM messages WHERE `+where+` ORDER BY event_seq LIMIT `+a.add(limit+1), a...)
 	if err != nil {
 		return nil, host.Wrap(op, "", err)
 	}
@@ -509,7 +516,7 @@ const messageJoin = ` LEFT JOIN messages m
 	AND m.message_id = CASE WHEN e.type = 'message_accepted' THEN e.data::jsonb ->> 'message_id' END`
 
 // messageJoinColumns are the joined message's columns (NULL if none).
-const messageJoinColumns = `m.seq IS NOT NULL, coalesce(m.document, ''), coalesce(m.model, ''), coalesce(m.hash, ''), coalesce(m.event_seq, 0)`
+const messageJoinColumns = `m.message_id IS NOT NULL, coalesce(m.document, ''), coalesce(m.model, ''), coalesce(m.hash, ''), coalesce(m.event_seq, 0)`
 
 // joinedMessage receives messageJoinColumns.
 type joinedMessage struct {

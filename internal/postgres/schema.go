@@ -144,7 +144,9 @@ CREATE TABLE blobs (
 	// the uniqueness that makes several nodes safe. A slot fires once
 	// because schedule_runs' key is (schedule_id, slot); a sensor dedupe
 	// key is held by one accepted event (sensor_events_dedupe); a message
-	// id by one message per tenant. Keys listed or compared in order are
+	// id by one message per tenant. A message's list cursor (its seq) is
+	// its message_accepted event's seq, assigned under the chain lock, so
+	// that cursors follow commit order across nodes. Keys listed or compared in order are
 	// COLLATE "C" (byte order, as SQLite's, whatever the locale): topic
 	// ranges ("p.*" is ["p.", "p/")) and stored times rely on it.
 	`
@@ -234,7 +236,6 @@ CREATE TABLE openwop_run_events (
 );
 
 CREATE TABLE messages (
-	seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	tenant TEXT NOT NULL,
 	message_id TEXT NOT NULL,
 	format TEXT NOT NULL,
@@ -253,10 +254,11 @@ CREATE TABLE messages (
 	origin TEXT NOT NULL,
 	accepted_at TEXT NOT NULL,
 	event_seq BIGINT NOT NULL,
-	UNIQUE (tenant, message_id)
+	PRIMARY KEY (tenant, message_id)
 );
-CREATE INDEX messages_topic ON messages (tenant, topic, seq);
-CREATE INDEX messages_sender ON messages (tenant, sender, seq);
+CREATE INDEX messages_cursor ON messages (tenant, event_seq);
+CREATE INDEX messages_topic ON messages (tenant, topic, event_seq);
+CREATE INDEX messages_sender ON messages (tenant, sender, event_seq);
 CREATE INDEX messages_reply ON messages (tenant, reply_to) WHERE reply_to != '';
 CREATE TABLE message_deliveries (
 	tenant TEXT NOT NULL,
