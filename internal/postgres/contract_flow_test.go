@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -276,4 +277,105 @@ func TestStartWorkflowRaceTwoStores(t *testing.T) {
 		t.Fatalf("%d tasks, want one per instance (%v)", len(all), err)
 	}
 	verify(t, stores[1])
+}
+
+// Two nodes recording sensor events (other dedupe keys) that propose one
+// workflow instance at once: one creates the record and its first task,
+// the other's event is deduped onto it.
+func TestSensorProposedWorkflowRaceTwoStores(t *testing.T) {
+	stores := nodes(t, 2, newClock())
+	for round := range 10 {
+		recs := make([]*host.SensorEventRecord, 2)
+		race(stores, func(i int, s *Store) {
+			ev, err := host.DecodeSensorEvent([]byte(fmt.Sprintf(`{"sensor_id":"s","event_id":"e%d","observed_at":"2026-03-01T10:00:00Z",
+				"source_ref":"r","dedupe_key":"k%d-%d","payload":{},"proposed_workflow":{"template":"goal-loop","instance_key":"ticket-%d"}}`,
+				i, round, i, round)), "")
+			if err == nil {
+				recs[i], err = s.RecordSensorEvent(ctx, ev, host.SensorEventOptions{})
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		})
+		if t.Failed() {
+			return
+		}
+		statuses := map[host.SensorEventStatus]int{recs[0].Status: 1}
+		statuses[recs[1].Status]++
+		if statuses[host.SensorWorkflowCreated] != 1 || statuses[host.SensorWorkflowDeduped] != 1 || recs[0].WorkflowID != recs[1].WorkflowID {
+			t.Fatalf("round %d: %+v and %+v", round, recs[0], recs[1])
+		}
+	}
+	if all, err := stores[0].ListTasks(ctx, host.TaskFilter{Limit: 100}); err != nil || len(all) != 10 {
+		t.Fatalf("%d tasks, want one per instance (%v)", len(all), err)
+	}
+	verify(t, stores[1])
+}
+
+// Two nodes replacing one pack's subscriptions at once: the result is
+// one node's set, whole.
+func TestSetPackSubscriptionsRaceTwoStores(t *testing.T) {
+	stores := nodes(t, 2, newClock())
+	sets := [][]host.Subscription{
+		{{Pack: "local.p", Node: "a", TaskType: "message:a", Topics: []string{"flag"}}, {Pack: "local.p", Node: "b", TaskType: "message:b", Topics: []string{"*"}}},
+		{{Pack: "local.p", Node: "c", TaskType: "message:c", Topics: []string{"query"}}},
+	}
+	for range 10 {
+		race(stores, func(i int, s *Store) {
+			if err := s.SetPackSubscriptions(ctx, "local.p", sets[i]); err != nil {
+				t.Error(err)
+			}
+		})
+		got, err := stores[0].Subscriptions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nodes []string
+		for _, sub := range got {
+			nodes = append(nodes, sub.Node)
+		}
+		if n := strings.Join(nodes, ","); n != "a,b" && n != "c" {
+			t.Fatalf("subscriptions of nodes %s: not one node's set", n)
+		}
+	}
+}
+
+// Two nodes expiring messages at once: each delivery is dead-lettered
+// once.
+func TestExpireMessagesRaceTwoStores(t *testing.T) {
+	clk := newClock()
+	stores := nodes(t, 2, clk)
+	if err := stores[0].SetPackSubscriptions(ctx, "local.p", []host.Subscription{
+		{Pack: "local.p", Node: "a", TaskType: "message:a", Topics: []string{"*"}},
+		{Pack: "local.p", Node: "b", TaskType: "message:b", Topics: []string{"*"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const msgs = 20
+	for i := range msgs {
+		in, err := bus.Prepare(ctx, &bus.Request{Format: message.FormatBus, Document: messagetest.Crisis(messagetest.BusID(i), "emotion_recognition")},
+			bus.Options{Origin: "api", Now: clk.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.ExpiresAt = clk.Now().Add(time.Minute)
+		if _, err := stores[i%2].PublishMessage(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := clk.Add(time.Hour)
+	expired := make([]int, 2)
+	race(stores, func(i int, s *Store) {
+		var err error
+		if expired[i], err = s.ExpireMessages(ctx, later); err != nil {
+			t.Error(err)
+		}
+	})
+	if expired[0]+expired[1] != 2*msgs {
+		t.Fatalf("expired %d and %d, want %d in all", expired[0], expired[1], 2*msgs)
+	}
+	if n := len(events(t, stores[1], host.EventFilter{Type: host.EventMessageDeadLettered})); n != 2*msgs {
+		t.Fatalf("%d message_dead_lettered events, want %d", n, 2*msgs)
+	}
+	verify(t, stores[0])
 }
