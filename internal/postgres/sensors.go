@@ -80,8 +80,10 @@ func (x *tx) applySensorEvent(ctx context.Context, ev *host.SensorEvent, tenant,
 		r.Status, r.Detail = host.SensorExpired, "past its freshness_deadline "+ev.FreshnessDeadline
 		return r, x.recordSensorEvent(ctx, r, host.EventSensorEventExpired, attemptID)
 	}
-	if dup, err := x.acceptedSensorEvent(ctx, r, attemptID); err != nil || dup {
-		return r, err
+	if dup, err := x.acceptedSensorEvent(ctx, r, attemptID); err != nil {
+		return nil, err
+	} else if dup {
+		return r, nil
 	}
 	var p sensorPlan
 	var err error
