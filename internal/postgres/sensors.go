@@ -80,13 +80,14 @@ func (x *tx) applySensorEvent(ctx context.Context, ev *host.SensorEvent, tenant,
 		r.Status, r.Detail = host.SensorExpired, "past its freshness_deadline "+ev.FreshnessDeadline
 		return r, x.recordSensorEvent(ctx, r, host.EventSensorEventExpired, attemptID)
 	}
-	if dup, err := x.acceptedSensorEvent(ctx, r, attemptID); err != nil {
+	dup, err := x.acceptedSensorEvent(ctx, r, attemptID)
+	if err != nil {
 		return nil, err
-	} else if dup {
+	}
+	if dup {
 		return r, nil
 	}
 	var p sensorPlan
-	var err error
 	if ev.ProposedWorkflow != nil {
 		if p.wf, p.wfCreated, err = x.sensorWorkflow(ctx, ev, tenant, now); err != nil {
 			return nil, err
