@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"testing"
 
 	"github.com/packrun/packrun/host"
@@ -9,41 +10,48 @@ import (
 	"github.com/packrun/packrun/internal/storetest"
 )
 
-// partialBackend is a test-only host.Backend over a *Store that does not
-// implement all of it yet: the interfaces other work adds (schedules,
-// sensors, workflows, runs, messages) are nil, so the contract's areas
-// for them must not be run on it (they would panic).
-type partialBackend struct {
-	*Store
-	host.Schedules
-	host.Sensors
-	host.Workflows
-	host.Runs
-	host.Messages
-}
+var _ host.Backend = (*Store)(nil)
 
-// testSecretKey seals the contract stores' secret memory values.
-var testSecretKey = bytes.Repeat([]byte{7}, 32)
+// testSecretKey seals the contract stores' secret memory values;
+// testHostKey seals their exported attempts.
+var (
+	testSecretKey = bytes.Repeat([]byte{7}, 32)
+	testHostKey   = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, ed25519.SeedSize))
+)
 
-// openContract is the contract suite's Opener: a store on a fresh
-// database, on the suite's clock, closed when the test ends.
-func openContract(t testing.TB, clock *storetest.Clock) host.Backend {
+// openContractNodes opens n stores (nodes) on one fresh database, on the
+// suite's clock, closed when the test ends.
+func openContractNodes(t testing.TB, clock *storetest.Clock, n int) []host.Backend {
 	t.Helper()
-	s, err := Open(ctx, pgtest.DSN(t), Options{Now: clock.Now, SecretKey: testSecretKey})
-	if err != nil {
-		t.Fatal(err)
+	dsn := pgtest.DSN(t)
+	var out []host.Backend
+	for range n {
+		s, err := Open(ctx, dsn, Options{Now: clock.Now, SecretKey: testSecretKey, HostKey: testHostKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		out = append(out, s)
 	}
-	t.Cleanup(func() { s.Close() })
-	return partialBackend{Store: s}
+	return out
 }
 
-// TestContract runs the areas of the backend-agnostic store contract
-// (internal/storetest) this backend implements, against PostgreSQL.
-func TestContract(t *testing.T) {
-	for _, a := range storetest.Areas {
-		switch a.Name {
-		case "Memory", "TaskTypes", "TaskTypeSpecs", "Agents", "Packs":
-			t.Run(a.Name, func(t *testing.T) { a.Run(t, openContract) })
-		}
-	}
+// openContract is the contract suite's Opener: one store on a fresh
+// database.
+func openContract(t testing.TB, clock *storetest.Clock) host.Backend {
+	return openContractNodes(t, clock, 1)[0]
 }
+
+// TestContract runs the whole backend-agnostic store contract
+// (internal/storetest) against PostgreSQL, as internal/sqlite runs it
+// against SQLite.
+func TestContract(t *testing.T) { storetest.All(t, openContract) }
+
+// TestContractNodes runs the contract's scenarios of several nodes on one
+// database: claims, schedule slots, sensor dedupe keys, message ids, one
+// evidence chain, reads that see other nodes' writes.
+func TestContractNodes(t *testing.T) { storetest.Nodes(t, openContractNodes) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -37,8 +36,7 @@ type finishInput struct {
 	recordedAttempt *int
 }
 
-// checkFinish checks what Finish is given, as internal/sqlite does, and
-// refuses (ErrNotSupported) what this store cannot apply yet.
+// checkFinish checks what Finish is given, as internal/sqlite does.
 func (s *Store) checkFinish(op, taskID string, in host.FinishInput) (*finishInput, error) {
 	if err := host.CheckID(op, "task_id", taskID); err != nil {
 		return nil, err
@@ -76,9 +74,6 @@ func (s *Store) checkFinish(op, taskID string, in host.FinishInput) (*finishInpu
 	}
 	if err := storecore.CheckExternalMessages(op, in.Outcome.ExternalMessage); err != nil {
 		return nil, err
-	}
-	if len(in.SensorEvents) > 0 || len(in.Messages) > 0 {
-		return nil, host.Wrap(op, taskID, fmt.Errorf("sensor events and published messages: %w", ErrNotSupported))
 	}
 	return f, nil
 }
@@ -259,13 +254,13 @@ func (x *tx) settle(ctx context.Context, op string, t *host.TaskRecord, f *finis
 		lease_expires_at = NULL WHERE task_id = $7`, string(status), string(outJSON), lastErr, ts(avail), finished, ts(now), t.TaskID); err != nil {
 		return nil, err
 	}
-	applied := []string{}
+	applied, wf := []string{}, ""
 	if status == host.TaskCompleted {
-		if applied, err = x.applyCompleted(ctx, op, t, f, now); err != nil {
+		if applied, wf, err = x.applyCompleted(ctx, op, t, f, now); err != nil {
 			return nil, err
 		}
 	}
-	if err := x.finishEvents(t, f, ms, rc, status, missing, applied, avail, backoff); err != nil {
+	if err := x.finishEvents(t, f, ms, rc, status, missing, applied, wf, avail, backoff); err != nil {
 		return nil, err
 	}
 	// The record as the UPDATE left it, without reading it back.
@@ -279,35 +274,38 @@ func (x *tx) settle(ctx context.Context, op string, t *host.TaskRecord, f *finis
 }
 
 // applyCompleted applies what a completed attempt leaves behind: its
-// follow-ups (returned), its artifacts verified, its outbox messages.
-func (x *tx) applyCompleted(ctx context.Context, op string, t *host.TaskRecord, f *finishInput, now time.Time) ([]string, error) {
-	if t.WorkflowRef != nil && f.Outcome.WorkflowSignal != "" {
-		return nil, fmt.Errorf("workflow_signal: %w", ErrNotSupported)
-	}
+// follow-ups (returned), its artifacts verified, its outbox messages, its
+// sensor events, published messages and workflow signal (what the signal
+// did returned, see applyStaged).
+func (x *tx) applyCompleted(ctx context.Context, op string, t *host.TaskRecord, f *finishInput, now time.Time) ([]string, string, error) {
 	applied := []string{}
 	for i := range f.followUps {
 		ft, err := storecore.NewTask(op, &f.followUps[i], 0, now)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		ft.ParentTaskID, ft.Tenant = t.TaskID, t.Tenant
 		if err := x.insertTask(ctx, ft, f.AttemptID); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		applied = append(applied, ft.TaskID)
 	}
 	if f.AttemptID != "" {
 		if _, err := x.Exec(ctx, `UPDATE artifacts SET verified_at = $1 WHERE attempt_id = $2 AND verified_at IS NULL`, ts(now), f.AttemptID); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
-	return applied, x.queueMessages(ctx, t, f.AttemptID, f.Outcome.ExternalMessage, now)
+	if err := x.queueMessages(ctx, t, f.AttemptID, f.Outcome.ExternalMessage, now); err != nil {
+		return nil, "", err
+	}
+	wf, err := x.applyStaged(ctx, t, &f.FinishInput, now)
+	return applied, wf, err
 }
 
 // finishEvents queues task_attempt_finished and task_finished (or
 // task_retry_scheduled), with internal/sqlite's data.
 func (x *tx) finishEvents(t *host.TaskRecord, f *finishInput, ms host.MachineStatus, rc host.RetryClass, status host.TaskStatus,
-	missing, applied []string, avail time.Time, backoff time.Duration) error {
+	missing, applied []string, wf string, avail time.Time, backoff time.Duration) error {
 	d := map[string]any{"attempt": t.AttemptCount, "follow_ups_applied": applied, "follow_ups_staged": len(f.FollowUps),
 		"machine_status": ms, "retry_class": rc, "status": status}
 	if n := len(f.Outcome.ExternalMessage); n > 0 {
@@ -321,6 +319,9 @@ func (x *tx) finishEvents(t *host.TaskRecord, f *finishInput, ms host.MachineSta
 	}
 	if len(missing) > 0 {
 		d["missing_evidence"] = missing
+	}
+	if wf != "" {
+		d["workflow"] = wf
 	}
 	if f.Outcome.WorkflowSignal != "" {
 		d["workflow_signal"] = f.Outcome.WorkflowSignal

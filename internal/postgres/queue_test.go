@@ -354,5 +354,7 @@ func TestEnqueueValidation(t *testing.T) {
 	in := intent("a", 5)
 	in.WorkflowRef = &host.WorkflowRef{WorkflowID: "w", StateID: "s", InstanceKey: "k"}
 	_, err = s.Enqueue(ctx, in, host.EnqueueOptions{})
-	wantErr(t, err, ErrNotSupported)
+	if !errorsAs(err, &he) || he.Field != "workflow_ref.workflow_id" {
+		t.Fatalf("a workflow_ref naming no record: %v", err)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -15,7 +14,7 @@ import (
 
 // ErrNotSupported is returned, before anything is changed, by an
 // operation that needs a part of host.Backend this store does not
-// implement yet (workflows, sensors, the message bus).
+// implement yet.
 var ErrNotSupported = errors.New("not supported by the PostgreSQL store yet")
 
 const taskColumns = `task_id, task_type, source, subject, description, priority, payload, requested_profile_id, requested_adapter_id,
@@ -64,8 +63,8 @@ func (x *tx) insertTask(ctx context.Context, t *host.TaskRecord, attemptID strin
 	return err
 }
 
-// Enqueue implements host.Queue. An intent with a workflow_ref gives
-// ErrNotSupported: workflows are not in this store yet.
+// Enqueue implements host.Queue. An intent's workflow_ref must name a
+// record of the tenant (see checkWorkflowRef).
 func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.EnqueueOptions) (*host.TaskRecord, error) {
 	const op = "enqueue"
 	t, err := storecore.NewTask(op, &intent, opts.MaxAttempts, s.now())
@@ -79,10 +78,14 @@ func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.E
 		}
 		t.Tenant = opts.Tenant
 	}
-	if t.WorkflowRef != nil {
-		return nil, host.Wrap(op, intent.TaskType, fmt.Errorf("workflow_ref: %w", ErrNotSupported))
-	}
-	if err := s.write(ctx, func(x *tx) error { return x.insertTask(ctx, t, "") }); err != nil {
+	if err := s.write(ctx, func(x *tx) error {
+		if t.WorkflowRef != nil {
+			if err := x.checkWorkflowRef(ctx, op, t.Tenant, t.WorkflowRef); err != nil {
+				return err
+			}
+		}
+		return x.insertTask(ctx, t, "")
+	}); err != nil {
 		return nil, host.Wrap(op, intent.TaskType, err)
 	}
 	return t, nil

@@ -23,6 +23,9 @@ type chainEntry struct {
 	// art is the artifact row an artifact_recorded event names, nil if
 	// none is stored.
 	art *host.Artifact
+	// msg is the message a message_accepted event names, nil if none is
+	// stored (messages.go).
+	msg *host.MessageRecord
 }
 
 func (e *chainEntry) hash() string {
@@ -48,11 +51,11 @@ func scanAttemptEntry(row pgx.Row) (*chainEntry, error) {
 // walk then needs no other query while it streams.
 const chainQuery = `SELECT e.seq, true, e.time, e.type, e.task_id, e.attempt_id, e.data, e.prev_hash, e.hash, 0::bigint, '', '', '', NULL::bytea,
 		ar.artifact_id IS NOT NULL, coalesce(ar.task_id, ''), coalesce(ar.attempt_id, ''), coalesce(ar.role, ''), coalesce(ar.relative_path, ''),
-		coalesce(ar.sha256, ''), coalesce(ar.size, 0)
+		coalesce(ar.sha256, ''), coalesce(ar.size, 0), ` + messageJoinColumns + `
 	FROM runtime_events e LEFT JOIN artifacts ar
-		ON ar.artifact_id = CASE WHEN e.type = 'artifact_recorded' THEN e.data::jsonb ->> 'artifact_id' END
+		ON ar.artifact_id = CASE WHEN e.type = 'artifact_recorded' THEN e.data::jsonb ->> 'artifact_id' END` + messageJoin + `
 	UNION ALL SELECT seq, false, '', '', task_id, attempt_id, '', prev_hash, hash, attempt, tenant, pack, started_at, record,
-		false, '', '', '', '', '', 0
+		false, '', '', '', '', '', 0, false, '', '', '', 0
 	FROM attempt_records WHERE seq > 0
 	ORDER BY 1, 2 DESC`
 
@@ -63,8 +66,9 @@ func scanChainEntry(rows pgx.Rows) (*chainEntry, error) {
 	var rec []byte
 	var art host.Artifact
 	var role string
-	if err := rows.Scan(&seq, &isEvent, &t, &typ, &taskID, &attemptID, &data, &prev, &hash, &attempt, &tenant, &pack, &started, &rec,
-		&hasArt, &art.TaskID, &art.AttemptID, &role, &art.RelativePath, &art.SHA256, &art.Size); err != nil {
+	var msg joinedMessage
+	if err := rows.Scan(append([]any{&seq, &isEvent, &t, &typ, &taskID, &attemptID, &data, &prev, &hash, &attempt, &tenant, &pack, &started, &rec,
+		&hasArt, &art.TaskID, &art.AttemptID, &role, &art.RelativePath, &art.SHA256, &art.Size}, msg.dest()...)...); err != nil {
 		return nil, err
 	}
 	if isEvent {
@@ -72,7 +76,7 @@ func scanChainEntry(rows pgx.Rows) (*chainEntry, error) {
 		if data != "" {
 			e.Data = json.RawMessage(data)
 		}
-		ce := &chainEntry{seq: seq, ev: e}
+		ce := &chainEntry{seq: seq, ev: e, msg: msg.record()}
 		if hasArt {
 			art.Role = host.ArtifactRole(role)
 			ce.art = &art
@@ -90,9 +94,9 @@ func scanChainEntry(rows pgx.Rows) (*chainEntry, error) {
 // hash and that each hash matches the entry; it re-hashes each attempt's
 // record and re-reads each artifact's. Finally it looks for attempts and
 // artifacts that no entry covers. It stops at the first broken link.
+// Each message_accepted event's message is re-hashed (messages.go).
 // There is no signed head checkpoint on this backend yet (Checkpoint is
-// always nil), and a message_accepted event fails the walk with
-// ErrNotSupported (the message bus is not in this store).
+// always nil).
 func (s *Store) VerifyChain(ctx context.Context) (*host.ChainReport, error) {
 	const op = "verify chain"
 	rep := &host.ChainReport{Head: evidence.GenesisHash}
@@ -146,6 +150,8 @@ func walkChain(ctx context.Context, tx pgx.Tx, rep *host.ChainReport) (*host.Cha
 			rep.Attempts++
 		case e.ev.Type == host.EventArtifactRecorded:
 			rep.Artifacts++
+		case e.ev.Type == host.EventMessageAccepted:
+			rep.Messages++
 		}
 		prev = e.hash()
 		rep.Events++
@@ -166,8 +172,8 @@ func checkEntry(e *chainEntry, prev string) (*host.ChainBreak, error) {
 	switch e.ev.Type {
 	case host.EventArtifactRecorded:
 		return storecore.CheckArtifact(e.ev, e.art), nil
-	case "message_accepted":
-		return nil, fmt.Errorf("event %d (message_accepted): %w", e.ev.Seq, ErrNotSupported)
+	case host.EventMessageAccepted:
+		return storecore.CheckAcceptedMessage(e.ev, e.msg), nil
 	}
 	return nil, nil
 }
@@ -199,7 +205,7 @@ func findUnchained(ctx context.Context, q pgx.Tx) (*host.ChainBreak, error) {
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return nil, err
 	}
-	return nil, nil
+	return findUnchainedMessage(ctx, q)
 }
 
 // VerifyAttempt implements host.Evidence: it checks the attempt's row

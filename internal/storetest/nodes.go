@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -25,18 +26,36 @@ type NodesOpener func(t testing.TB, clock *Clock, n int) []host.Backend
 // the other nodes, and every node reading what another wrote at once
 // (memory, routes, specs, agents, installed packs and the packs
 // generation), whatever it caches.
-func Nodes(t *testing.T, open NodesOpener) {
-	for _, sc := range []struct {
-		name string
-		run  func(f *fixture, nodes []host.Backend)
-	}{
-		{"ClaimsAcrossNodes", nodesClaims},
-		{"ScheduleSlotsAcrossNodes", nodesScheduleSlots},
-		{"SensorDedupeAcrossNodes", nodesSensorDedupe},
-		{"MessageDedupeAcrossNodes", nodesMessageDedupe},
-		{"ChainAcrossNodes", nodesChain},
-		{"ReadsSeeOtherNodesWrites", nodesReadsSeeWrites},
-	} {
+func Nodes(t *testing.T, open NodesOpener) { NodesOnly(t, open) }
+
+// nodeScenario is a named scenario of several nodes on one database.
+type nodeScenario struct {
+	name string
+	run  func(f *fixture, nodes []host.Backend)
+}
+
+// nodeScenarios are Nodes' scenarios.
+var nodeScenarios = []nodeScenario{
+	{"ClaimsAcrossNodes", nodesClaims},
+	{"ScheduleSlotsAcrossNodes", nodesScheduleSlots},
+	{"SensorDedupeAcrossNodes", nodesSensorDedupe},
+	{"MessageDedupeAcrossNodes", nodesMessageDedupe},
+	{"ChainAcrossNodes", nodesChain},
+	{"ReadsSeeOtherNodesWrites", nodesReadsSeeWrites},
+}
+
+// NodesOnly runs the scenarios of Nodes named (none: all of them), for a
+// backend that implements only some areas so far.
+func NodesOnly(t *testing.T, open NodesOpener, names ...string) {
+	for _, name := range names {
+		if !slices.ContainsFunc(nodeScenarios, func(sc nodeScenario) bool { return sc.name == name }) {
+			t.Fatalf("no Nodes scenario is named %q", name)
+		}
+	}
+	for _, sc := range nodeScenarios {
+		if len(names) > 0 && !slices.Contains(names, sc.name) {
+			continue
+		}
 		t.Run(sc.name, func(t *testing.T) {
 			c := NewClock()
 			nodes := open(t, c, 3)
