@@ -49,6 +49,13 @@ type Config struct {
 	RunnerID string
 	// Logger receives the host's log lines (default: none).
 	Logger hclog.Logger
+	// Store is where the host's store lives: "" (the default, and
+	// $PACKRUN_STORE unset) for the home's own SQLite database,
+	// packrun.db; or a PostgreSQL URL (postgres://user@host:port/db) that
+	// several `packrun serve` nodes share (issue 18). Either way the home
+	// keeps the trust policy, the configuration and the key files; with
+	// PostgreSQL, every node must be given the same secret key file.
+	Store string
 	// SecretKeyFile holds the key sealing secret memory values (default
 	// $PACKRUN_SECRET_KEY_FILE, else <home>/secret.key).
 	SecretKeyFile string
@@ -163,18 +170,29 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 	if cfg.Observer != nil {
 		onCommit = cfg.Observer.WriterCommit
 	}
-	h.store, err = sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{
-		OnCommit: onCommit,
-		// Artifacts live apart from pack blobs: uninstall sweeps
-		// blobs/sha256 of anything no installed pack refers to.
-		BlobDir:       filepath.Join(home, "artifacts", "sha256"),
-		PackBlobDir:   filepath.Join(home, "blobs", "sha256"),
-		SecretKeyFile: cfg.SecretKeyFile,
-		HostKeyFile:   cfg.HostKeyFile,
-	})
+	if cfg.Store == "" {
+		cfg.Store = os.Getenv(StoreEnv)
+	}
+	switch {
+	case cfg.Store == "":
+		h.store, err = sqlite.Open(ctx, filepath.Join(home, "packrun.db"), sqlite.Options{
+			OnCommit: onCommit,
+			// Artifacts live apart from pack blobs: uninstall sweeps
+			// blobs/sha256 of anything no installed pack refers to.
+			BlobDir:       filepath.Join(home, "artifacts", "sha256"),
+			PackBlobDir:   filepath.Join(home, "blobs", "sha256"),
+			SecretKeyFile: cfg.SecretKeyFile,
+			HostKeyFile:   cfg.HostKeyFile,
+		})
+	case isPostgresURL(cfg.Store):
+		h.store, err = openPostgres(ctx, home, cfg)
+	default:
+		err = fmt.Errorf("%w: store %s: want a postgres:// URL, or nothing for the home's own SQLite database", ErrConfig, redactURL(cfg.Store))
+	}
 	if err != nil {
 		return nil, err
 	}
+	h.cfg = cfg
 	h.index = newPackIndex(h.store)
 	return h, nil
 }

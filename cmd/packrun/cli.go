@@ -40,6 +40,7 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	home           string
+	store          string // --store: a postgres:// URL, or "" for the home's SQLite
 	logLevel       string
 	logFormat      string
 	log            hclog.Logger
@@ -113,6 +114,7 @@ task, attempt, key, home), 78 bad configuration file in the home.`,
 	root.SetVersionTemplate(versionText(buildinfo.Read()))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withCode(exitUsage, err) })
 	root.PersistentFlags().StringVar(&a.home, "home", "", "data directory (default $PACKRUN_HOME or ~/.packrun)")
+	root.PersistentFlags().StringVar(&a.store, "store", "", "the store: a postgres:// URL shared by several serve nodes (default $PACKRUN_STORE, else the home's own SQLite database)")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "warn", "log level: trace, debug, info, warn, error, off")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format: text or json (one JSON object a line)")
 	root.AddCommand(a.invokeCommand(), a.inspectCommand(), a.versionCommand(),

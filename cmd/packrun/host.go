@@ -21,6 +21,9 @@ const (
 // open opens the home as a packrun.Host.
 func (a *app) open(ctx context.Context, acc access, cfg packrun.Config) (*packrun.Host, error) {
 	cfg.MustExist = acc == readOnly
+	if cfg.Store == "" {
+		cfg.Store = a.store // "": packrun.Open reads $PACKRUN_STORE
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = a.log
 	}

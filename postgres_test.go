@@ -1,0 +1,99 @@
+package packrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// A Host on PostgreSQL (Config.Store a postgres:// URL) does the main job
+// as on SQLite: a signed pack installed, a task run by the dispatcher, its
+// attempt replayed identically, the evidence chain verified; a second
+// Host on the same database (another node, another home with the same
+// secret key) sees the pack and the task.
+func TestHostOnPostgres(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	home := filepath.Join(t.TempDir(), "home")
+	k := newTestKey(t)
+	savePolicy(t, home, trustKey(t, k, "local.*"))
+	h, err := Open(ctx, home, Config{Store: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(ctx) })
+	f := &fixture{Host: h, home: home, key: k}
+	f.install(t, hello("1.0.0"))
+	if err := h.SetTaskType(ctx, host.TaskTypeSpec{TaskType: "greet"}, &host.TaskTypeRoute{TaskTypeSpec: host.TaskTypeSpec{TaskType: "greet"}, Pack: "local.hello.c", Node: "example.hello"}); err != nil {
+		t.Fatal(err)
+	}
+	task, err := h.Enqueue(ctx, host.TaskIntent{TaskType: "greet", Source: "test", Payload: json.RawMessage(`{"name":"pg"}`)}, host.EnqueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- h.Run(runCtx) }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got, err := h.Store().Task(ctx, task.TaskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status == host.TaskCompleted {
+			break
+		}
+		if got.Status.Terminal() || time.Now().After(deadline) {
+			t.Fatalf("task %s: %s (%s)", task.TaskID, got.Status, got.LastError)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	sum, err := h.ReplayAll(ctx, ReplayFilter{}, ReplayOptions{}, nil)
+	if err != nil || sum.Total != 1 || sum.Identical != 1 {
+		t.Fatalf("replay: %+v %v", sum, err)
+	}
+	rep, err := h.VerifyChain(ctx, nil)
+	if err != nil || !rep.OK || rep.Attempts != 1 {
+		t.Fatalf("chain: %+v %v", rep, err)
+	}
+
+	// Another node: its own home, the same secret key.
+	home2 := filepath.Join(t.TempDir(), "home2")
+	savePolicy(t, home2, trustKey(t, k, "local.*"))
+	if err := os.WriteFile(filepath.Join(home2, "secret.key"), mustRead(t, filepath.Join(home, "secret.key")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h2, err := Open(ctx, home2, Config{Store: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close(ctx)
+	if refs := refs(t, h2); len(refs) != 1 || refs[0] != "local.hello.c@1.0.0" {
+		t.Fatalf("the other node's packs: %v", refs)
+	}
+	if got, err := h2.Store().Task(ctx, task.TaskID); err != nil || got.Status != host.TaskCompleted {
+		t.Fatalf("the other node's view of the task: %+v %v", got, err)
+	}
+}
+
+// A store that is neither empty nor a postgres:// URL is refused naming
+// what is wanted, with any password left out.
+func TestOpenRefusesAnUnknownStore(t *testing.T) {
+	_, err := Open(ctx, t.TempDir(), Config{Store: "mysql://root:hunter2@db/x"})
+	if err == nil || !errors.Is(err, ErrConfig) || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "postgres://") {
+		t.Fatalf("got %v", err)
+	}
+}
