@@ -2,16 +2,21 @@
 // 18): several `packrun serve` nodes on one database share one task queue
 // and one evidence chain.
 //
-// What it implements so far: the task queue (host.Queue) with per-task
-// leases (claims with SELECT … FOR UPDATE SKIP LOCKED, heartbeats, any
-// node reclaiming an expired lease, settlements fenced on the lease
-// holder), the dispatch lock (host.Locker, now only for singleton
-// chores), and the evidence chain's core (attempts, events, VerifyChain,
-// VerifyAttempt), memory (memory.go), the installed-pack index with its
-// blobs and generation (packs.go), task type routes (tasktypes.go), task
-// type specs, agents and profiles (agents.go), and API tokens and the
-// host key's seal (tokens.go). The rest of host.Backend is not here yet
-// (see the package's README in RATIONALE.md, "PostgreSQL (issue 18)").
+// It implements all of host.Backend, and the rest of what a Host needs
+// of its store: the task queue (host.Queue) with per-task leases (claims
+// with SELECT … FOR UPDATE SKIP LOCKED, heartbeats, any node reclaiming
+// an expired lease, settlements fenced on the lease holder), the dispatch
+// lock (host.Locker, now only for singleton chores), the evidence chain
+// (attempts, artifacts, events, VerifyChain, VerifyAttempt, exports),
+// memory (memory.go), the installed-pack index with its blobs and
+// generation (packs.go), task type routes (tasktypes.go), task type
+// specs, agents and profiles (agents.go), API tokens and the host key's
+// seal (tokens.go), recurring schedules (schedules.go), sensor events
+// (sensors.go), workflow records (workflows.go), openwop runs (runs.go)
+// and the message bus (messages.go). internal/storetest's contract runs
+// whole against it (contract_test.go), as against internal/sqlite. Not
+// here: the signed head checkpoint file SQLite writes beside its database
+// (RATIONALE.md, "PostgreSQL (issue 18)").
 //
 // Storage choices, beside internal/sqlite's: times are TEXT in
 // host.FormatTime's canonical form (text order is time order, and the
