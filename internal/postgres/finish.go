@@ -14,8 +14,8 @@ import (
 )
 
 // EventTaskSettleRefused is appended when Finish refuses to settle a task
-// because the caller no longer holds it (its lease was reclaimed, the task
-// settled or claimed again): data.attempt and data.runner_id name the
+// because the caller's claim was taken from it (its lease was reclaimed,
+// the task claimed again): data.attempt and data.runner_id name the
 // caller's claim, data.holder_attempt, data.holder_runner_id and
 // data.status the task's. The caller's attempt, if it brought one, is
 // recorded just before it: what a paused node did stays evidence.
@@ -83,10 +83,12 @@ func (s *Store) checkFinish(op, taskID string, in host.FinishInput) (*finishInpu
 // number (Record.Attempt, the recorded AttemptID's, or Claimed's) and its
 // runner_id the caller's runner (Record.RunnerID or Claimed.RunnerID,
 // when given). Otherwise the settlement is refused with ErrConflict and
-// nothing about the task changes, but, unlike internal/sqlite, the
-// attempt the caller brought in Record is recorded anyway, followed by
-// EventTaskSettleRefused: a node paused past its lease cannot settle the
-// task another node has since taken, and what it did is still evidence.
+// nothing about the task changes; but if the caller's claim was taken
+// from it (its lease reclaimed, the task claimed again: see displaced),
+// unlike on internal/sqlite, the attempt it brought in Record is
+// recorded anyway, followed by EventTaskSettleRefused: a node paused past
+// its lease cannot settle the task another node has since taken, and what
+// it did is still evidence.
 // Settling, recording the attempt, applying the follow-ups and the outbox
 // are one transaction.
 func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) (*host.TaskRecord, error) {
@@ -108,7 +110,7 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			return err
 		}
 		if fenced = x.fence(t, f); fenced != nil {
-			return x.refuseSettle(t, f)
+			return x.refuseSettle(ctx, t, f)
 		}
 		out, err = x.settle(ctx, op, t, f, startedAt)
 		return err
@@ -184,17 +186,39 @@ func (x *tx) fence(t *host.TaskRecord, f *finishInput) error {
 	return nil
 }
 
-// refuseSettle records the refused caller's attempt, if it brought one,
-// and EventTaskSettleRefused; the task is left as it is.
-func (x *tx) refuseSettle(t *host.TaskRecord, f *finishInput) error {
+// refuseSettle records the refused caller's attempt, if it brought one
+// and its claim was taken from it (see displaced), with
+// EventTaskSettleRefused; the task is left as it is.
+func (x *tx) refuseSettle(ctx context.Context, t *host.TaskRecord, f *finishInput) error {
 	if f.row == nil {
 		return nil
+	}
+	if ok, err := x.displaced(ctx, t, f.Record); !ok || err != nil {
+		return err
 	}
 	x.attempt(f.row)
 	_, err := x.event(EventTaskSettleRefused, t.TaskID, f.AttemptID, map[string]any{
 		"attempt": f.Record.Attempt, "runner_id": f.Record.RunnerID,
 		"holder_attempt": t.AttemptCount, "holder_runner_id": t.RunnerID, "status": t.Status})
 	return err
+}
+
+// displaced reports whether a's claim of t was taken from it: the task was
+// claimed again since (a later attempt, or another runner), or its lease
+// was reclaimed (the task moved on with no attempt of that number
+// recorded). A settle repeated after its own claim was settled (an
+// attempt of that number is recorded) is not: it records nothing, as on
+// internal/sqlite.
+func (x *tx) displaced(ctx context.Context, t *host.TaskRecord, a *host.Attempt) (bool, error) {
+	if a.Attempt < t.AttemptCount || a.RunnerID != "" && a.RunnerID != t.RunnerID {
+		return true, nil
+	}
+	if t.Status == host.TaskRunning || a.Attempt != t.AttemptCount {
+		return false, nil
+	}
+	var settled bool
+	err := x.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM attempt_records WHERE task_id = $1 AND attempt = $2)`, t.TaskID, a.Attempt).Scan(&settled)
+	return !settled, err
 }
 
 // settle settles the running task t held by the caller: its attempt's

@@ -358,3 +358,37 @@ func TestEnqueueValidation(t *testing.T) {
 		t.Fatalf("a workflow_ref naming no record: %v", err)
 	}
 }
+
+// A settle refused because the lease was reclaimed (nobody claimed the
+// task again yet) keeps its attempt; a settle repeated after the task was
+// settled by the same claim records nothing, as on internal/sqlite.
+func TestFenceRecordsOnlyDisplacedAttempts(t *testing.T) {
+	clk := newClock()
+	s := nodes(t, 1, clk)[0]
+	mustEnqueue(t, s, intent("reclaimed", 5))
+	held := mustClaim(t, s, "r")
+	clk.Add(11 * time.Second)
+	if n, err := s.ReclaimExpired(ctx, time.Time{}); err != nil || n != 1 {
+		t.Fatalf("reclaimed %d (%v)", n, err)
+	}
+	late := okFinish(held)
+	_, err := s.Finish(ctx, held.TaskID, late)
+	wantErr(t, err, host.ErrConflict)
+	if _, err := s.Attempt(ctx, late.Record.AttemptID); err != nil {
+		t.Fatalf("the reclaimed claim's attempt is not recorded: %v", err)
+	}
+	mustEnqueue(t, s, intent("settled", 5))
+	task := mustClaim(t, s, "r")
+	if _, err := s.Finish(ctx, task.TaskID, okFinish(task)); err != nil {
+		t.Fatal(err)
+	}
+	again := okFinish(task)
+	_, err = s.Finish(ctx, task.TaskID, again)
+	wantErr(t, err, host.ErrConflict)
+	_, err = s.Attempt(ctx, again.Record.AttemptID)
+	wantErr(t, err, host.ErrNotFound)
+	if n := len(events(t, s, host.EventFilter{Type: EventTaskSettleRefused})); n != 1 {
+		t.Fatalf("%d task_settle_refused events, want 1", n)
+	}
+	verify(t, s)
+}
