@@ -104,6 +104,11 @@ func (w *writers) runBatch(ops []*op) {
 		return
 	}
 	for i, o := range ops {
+		if retryable(errs[i]) {
+			// A deadlock or serialization failure of its own statements
+			// rolled back to its savepoint: run it again alone.
+			errs[i] = w.s.writeAlone(o.ctx, o.fn)
+		}
 		o.done <- errs[i]
 	}
 }
