@@ -8,7 +8,9 @@
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 //
 // and DSN(t) in each test. The server is started on the first DSN call and
-// stopped (its directory removed) when the tests are done. Missing
+// stopped (its directory removed) when the tests are done; a server left
+// behind by a test binary that was killed is stopped and removed by the
+// next Start. Missing
 // binaries fail the test, naming the package to install; they never skip
 // it.
 //
@@ -32,6 +34,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -183,7 +186,12 @@ func Start() (*Server, error) {
 		// initdb refuses to run as root.
 		s.runAs = "postgres"
 	}
+	sweepStale(bin)
 	if s.Dir, err = os.MkdirTemp("", "pgtest"); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(s.Dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		os.RemoveAll(s.Dir)
 		return nil, err
 	}
 	if err := s.own(); err != nil {
@@ -260,6 +268,39 @@ func (s *Server) run(prog string, args ...string) error {
 		return fmt.Errorf("%s: %v: %s", prog, err, msg)
 	}
 	return nil
+}
+
+// ownerFile, in a server's directory, holds the pid of the test binary
+// that started it.
+const ownerFile = "owner.pid"
+
+// sweepStale stops and removes the servers of test binaries that died
+// without stopping theirs (killed by go test's -timeout, say, before Main
+// could clean up): each directory whose owner is no longer running.
+func sweepStale(bin string) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgtest*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || alive(pid) {
+			continue
+		}
+		stale := &Server{Dir: dir, Bin: bin}
+		if os.Geteuid() == 0 {
+			stale.runAs = "postgres"
+		}
+		stale.run("pg_ctl", "-D", stale.data(), "-m", "immediate", "-w", "stop")
+		os.RemoveAll(dir)
+	}
+}
+
+// alive reports whether a process pid exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // freePort returns a TCP port of 127.0.0.1 free at the time of asking.

@@ -3,6 +3,8 @@ package pgtest
 import (
 	"context"
 	"os"
+	"os/exec"
+	"strconv"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -119,5 +121,36 @@ func TestSanitize(t *testing.T) {
 	got := sanitize("TestX/sub-case with spaces and a very long name that goes on")
 	if len(got) > 40 || strings.Trim(got, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
 		t.Fatalf("sanitize gave %q", got)
+	}
+}
+
+// A server whose test binary died is stopped and removed by the next
+// Start's sweep.
+func TestSweepStale(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		s.Stop()
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.Dir, ownerFile), []byte(strconv.Itoa(dead.Process.Pid)), 0o644); err != nil {
+		s.Stop()
+		t.Fatal(err)
+	}
+	sweepStale(s.Bin)
+	if _, err := os.Stat(s.Dir); !os.IsNotExist(err) {
+		s.Stop()
+		t.Fatalf("the stale server's directory is still there: %v", err)
+	}
+	if conn, err := pgx.Connect(context.Background(), s.DSN("postgres")); err == nil {
+		conn.Close(context.Background())
+		t.Fatal("the stale server still answers")
+	}
+	// The shared server, whose owner is alive, is untouched.
+	if _, err := os.Stat(Shared(t).Dir); err != nil {
+		t.Fatal(err)
 	}
 }
