@@ -339,10 +339,11 @@ type FinishInput struct {
 	AttemptID string
 	// Record, when set, is the attempt to record (as RecordAttempt does)
 	// in the same write as the settlement; AttemptID is taken from it. If
-	// the task cannot be settled (ErrConflict) the task is left as it is;
-	// a backend whose nodes hold leases (PostgreSQL) still records the
-	// attempt, as evidence of what a node ran after losing its lease, and
-	// the embedded SQLite store (one dispatcher) records nothing.
+	// the task cannot be settled (ErrConflict) the task is left as it is
+	// and the attempt is not recorded — except on a backend whose nodes
+	// hold leases (PostgreSQL) when the caller's claim was taken from it
+	// (its lease reclaimed, the task claimed again): then the attempt is
+	// recorded as evidence of what the node ran after losing its lease.
 	Record *Attempt
 	// Claimed, when set, is the record Claim returned for this task. The
 	// fields no queue operation changes while the task runs (type,
