@@ -107,3 +107,38 @@ func BenchmarkChainAppend(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
 }
+
+// BenchmarkTaskCycleNodes: the task round trip (enqueue, claim, settle
+// with its attempt recorded: a durable attempt) with 1, 2 and 3 nodes —
+// Stores, each with its own pool of 16 connections, as separate `packrun
+// serve` processes have — on one database, 32 goroutines spread over
+// them. The nodes share this machine's 2 cores with the server, so the
+// figures show the database's ceiling rather than added capacity
+// (RATIONALE.md, "PostgreSQL (issue 18)", the model).
+func BenchmarkTaskCycleNodes(b *testing.B) {
+	for _, n := range []int{1, 2, 3} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			dsn := pgtest.DSN(b)
+			stores := make([]*Store, n)
+			for i := range stores {
+				s, err := Open(ctx, dsn, Options{MaxConns: 16})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { s.Close() })
+				stores[i] = s
+			}
+			var g atomic.Int64
+			b.SetParallelism(16)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(g.Add(1))
+				s, runner := stores[i%n], fmt.Sprintf("node%d-r%d", i%n, i)
+				for pb.Next() {
+					cycle(b, s, runner)
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tasks/s")
+		})
+	}
+}
