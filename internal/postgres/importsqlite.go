@@ -357,12 +357,19 @@ func (im *importer) copyTable(table string) error {
 		im.noteDigests(table, cols, out)
 		return out, nil
 	}
+	var readErr error // returned as it is: CopyFrom's error only quotes it
 	n, err := im.tx.CopyFrom(im.ctx, pgx.Identifier{table}, cols, pgx.CopyFromFunc(func() ([]any, error) {
 		if !rows.Next() {
-			return nil, rows.Err()
+			readErr = rows.Err()
+			return nil, readErr
 		}
-		return next()
+		row, err := next()
+		readErr = err
+		return row, err
 	}))
+	if readErr != nil {
+		return readErr
+	}
 	if err != nil {
 		return err
 	}
@@ -438,6 +445,7 @@ func (im *importer) copyBlobs(table, dir, what string, digests []string, count *
 	digests = slices.Compact(digests)
 	d := blobs.Dir{Path: dir}
 	i := 0
+	var readErr error // returned as it is: CopyFrom's error only quotes it
 	_, err := im.tx.CopyFrom(im.ctx, pgx.Identifier{table}, []string{"sha256", "data"}, pgx.CopyFromFunc(func() ([]any, error) {
 		if i == len(digests) {
 			return nil, nil
@@ -446,12 +454,16 @@ func (im *importer) copyBlobs(table, dir, what string, digests []string, count *
 		i++
 		b, err := readBlob(d, digest, what)
 		if err != nil {
+			readErr = err
 			return nil, err
 		}
 		im.rep.Bytes += int64(len(b))
 		return []any{digest, b}, nil
 	}))
 	*count = len(digests)
+	if readErr != nil {
+		return readErr
+	}
 	return err
 }
 
