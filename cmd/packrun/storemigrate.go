@@ -31,8 +31,9 @@ sha256 on the way. The copy is one transaction, and the evidence chain is verifi
 it before it commits: if the target is not empty, a blob is missing or does not match,
 or the chain does not verify, nothing is written (exit 5; 66 for a missing blob).
 
-The home itself is only read: it keeps its trust policy, configuration and key files,
-and packrun.db stays as it was. Stop every packrun using the home first. Afterwards use
+The home itself is only read (but for a missing secret.key or host.key, made as by any
+command with --store): it keeps its trust policy, configuration and key files, and
+packrun.db stays as it was. Stop every packrun using the home first. Afterwards use
 the same home with --store (or $PACKRUN_STORE) set to the database; give every other
 node a copy of the home's secret.key and trust.json. The head printed here is the
 chain's as it was in the home: pin it with 'packrun evidence verify --head SEQ:HASH'.`,
