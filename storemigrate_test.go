@@ -46,7 +46,7 @@ func TestMigrateStore(t *testing.T) {
 		}
 		counted[c.Table] = c.Target
 	}
-	for _, table := range []string{"tasks", "attempt_records", "runtime_events", "artifacts", "memory_entries", "packs", "schedules", "sensor_events", "messages", "api_tokens"} {
+	for _, table := range []string{"tasks", "attempt_records", "runtime_events", "artifacts", "memory_entries", "packs", "schedules", "sensor_events", "messages", "api_tokens", "agents", "openwop_runs", "openwop_run_events", "task_type_specs"} {
 		if counted[table] == 0 {
 			t.Errorf("table %s: nothing copied (%v)", table, counted)
 		}
@@ -115,8 +115,8 @@ func TestMigrateStoreRefusesABadBlob(t *testing.T) {
 
 // fillHome gives f's store something of every kind: a signed pack, two
 // tasks run by the dispatcher (two attempts), an artifact, memory with a
-// secret value, a schedule, a sensor event, an agent message and an API
-// token.
+// secret value, a schedule, a sensor event, an agent message, an agent,
+// two openwop runs and an API token.
 func fillHome(t *testing.T, f *fixture) {
 	t.Helper()
 	st := f.Store()
@@ -164,6 +164,16 @@ func fillHome(t *testing.T, f *fixture) {
 	}
 	if _, err := f.PublishMessage(ctx, "", "api", "application/json; profile=bus-envelope", messagetest.Crisis(messagetest.BusID(1), "emotion_recognition")); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := st.PutAgent(ctx, &host.AgentRecord{Agent: host.AgentIdentity{AgentID: "arc", InternalName: "arc", DisplayName: "Arc"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Runs listed in the order they were created (their seq here, their
+	// rowid in SQLite), not by id.
+	for _, id := range []string{"run_z", "run_a"} {
+		if err := st.CreateRun(ctx, &host.Run{RunID: id, WorkflowID: "wf", Status: host.RunRunning}, []host.RunEvent{{Type: host.RunEventStarted}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, _, err := f.CreateToken(ctx, TokenSpec{Tenant: host.DefaultTenant, Scopes: []Scope{auth.ScopeTasksRead}, Name: "ci"}); err != nil {
 		t.Fatal(err)
@@ -232,6 +242,17 @@ func storeView(t *testing.T, h *Host) string {
 	add("messages", page, err)
 	tokens, err := h.Tokens(ctx)
 	add("tokens", tokens, err)
+	agents, err := st.ListAgents(ctx)
+	add("agents", agents, err)
+	runs, err := st.UnfinishedRuns(ctx)
+	add("runs", runs, err)
+	if len(runs) != 2 || runs[0].RunID != "run_z" {
+		t.Fatalf("runs: %+v", runs)
+	}
+	for _, r := range runs {
+		evs, err := st.RunEvents(ctx, r.Tenant, r.RunID)
+		add("run events "+r.RunID, evs, err)
+	}
 	b, err := json.MarshalIndent(v, "", " ")
 	if err != nil {
 		t.Fatal(err)
