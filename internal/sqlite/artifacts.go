@@ -4,29 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"github.com/packrun/packrun/internal/blobs"
 	"os"
-	"path"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/blobs"
+	"github.com/packrun/packrun/internal/storecore"
 )
-
-// checkRelPath: a clean relative slash path without "..", 1..256 bytes.
-func checkRelPath(op, field, p string) error {
-	if err := host.CheckID(op, field, p); err != nil {
-		return err
-	}
-	if len(p) > 256 {
-		return host.Invalid(op, field, "is %d bytes; the limit is 256", len(p))
-	}
-	if strings.HasPrefix(p, "/") || strings.Contains(p, `\`) || path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../") {
-		return host.Invalid(op, field, "must be a clean relative path such as reports/run.md")
-	}
-	return nil
-}
 
 // PutArtifact implements host.Evidence. The bytes are written and synced
 // under their digest before the record is committed, so a record never
@@ -34,27 +19,8 @@ func checkRelPath(op, field, p string) error {
 // blob).
 func (s *Store) PutArtifact(ctx context.Context, in host.ArtifactInput) (*host.Artifact, error) {
 	const op = "put artifact"
-	if in.TaskID == "" && in.AttemptID == "" {
-		return nil, host.Invalid(op, "task_id", "a task_id or an attempt_id is required")
-	}
-	for _, f := range []struct{ name, v string }{{"task_id", in.TaskID}, {"attempt_id", in.AttemptID}} {
-		if f.v != "" {
-			if err := host.CheckID(op, f.name, f.v); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if !in.Role.Valid() {
-		return nil, host.Invalid(op, "role", "must be one of plan, execute-report, verify-report, output, snapshot, adapter-audit")
-	}
-	if err := checkRelPath(op, "name", in.Name); err != nil {
+	if err := storecore.CheckArtifactInput(op, in, s.opts.MaxArtifactBytes); err != nil {
 		return nil, err
-	}
-	if len(in.ContentType) > 255 {
-		return nil, host.Invalid(op, "content_type", "is longer than 255 bytes")
-	}
-	if int64(len(in.Data)) > s.opts.MaxArtifactBytes {
-		return nil, host.Errorf(op, in.Name, host.ErrTooLarge, "is %d bytes; the limit is %d", len(in.Data), s.opts.MaxArtifactBytes)
 	}
 	digest, err := s.putBlob(in.Data)
 	if err != nil {

@@ -10,99 +10,10 @@ import (
 
 	sqlite3 "github.com/mattn/go-sqlite3"
 
-	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/storecore"
 )
-
-// normalizeAttempt validates an attempt and puts it in its stored form
-// (defaults filled, JSON compacted, times in UTC), then hashes it.
-func (s *Store) normalizeAttempt(a *host.Attempt) error {
-	const op = "record attempt"
-	if a.AttemptID == "" {
-		a.AttemptID = host.NewID("att")
-	} else if err := host.CheckID(op, "attempt_id", a.AttemptID); err != nil {
-		return err
-	}
-	if a.TaskID != "" {
-		if err := host.CheckID(op, "task_id", a.TaskID); err != nil {
-			return err
-		}
-	}
-	if a.Tenant == "" {
-		a.Tenant = "default"
-	}
-	// 0 is an attempt number (openwop counts from 0): callers that count
-	// from 1 set it (the dispatcher records what the node was handed).
-	if a.Attempt < 0 {
-		return host.Invalid(op, "attempt", "must be 0 or more")
-	}
-	switch a.Outcome {
-	case abi.Completed, abi.Suspended, abi.Failed:
-	default:
-		return host.Invalid(op, "outcome", "must be completed, suspended or failed")
-	}
-	if a.ExitStatus == "" {
-		a.ExitStatus = host.ExitOK
-		if a.Outcome == abi.Failed {
-			a.ExitStatus = host.ExitError
-		}
-	}
-	switch a.ExitStatus {
-	case host.ExitOK, host.ExitError, host.ExitTimeout:
-	default:
-		return host.Invalid(op, "exit_status", "must be ok, error or timeout")
-	}
-	if a.RetryClass == "" {
-		a.RetryClass = host.RetryNone
-	}
-	switch a.RetryClass {
-	case host.RetryNone, host.RetryRetryable, host.RetryPermanent:
-	default:
-		return host.Invalid(op, "retry_class", "must be none, retryable or permanent")
-	}
-	for _, f := range a.JSONFields() {
-		switch {
-		case len(*f.Value) == 0:
-			*f.Value = nil
-		case a.Compact: // the caller's promise: valid, in stored form
-		case !json.Valid(*f.Value):
-			return host.Invalid(op, f.Name, "is not valid JSON")
-		default:
-			*f.Value = evidence.CompactJSON(*f.Value)
-		}
-	}
-	if a.Error != nil {
-		e := *a.Error
-		if len(e.Details) == 0 {
-			e.Details = nil
-		} else if !a.Compact {
-			if !json.Valid(e.Details) {
-				return host.Invalid(op, "error.details", "is not valid JSON")
-			}
-			e.Details = evidence.CompactJSON(e.Details)
-		}
-		a.Error = &e
-	}
-	if len(a.Stdout) == 0 {
-		a.Stdout = nil
-	}
-	if len(a.Stderr) == 0 {
-		a.Stderr = nil
-	}
-	now := s.now()
-	if a.StartedAt.IsZero() {
-		a.StartedAt = now
-	}
-	if a.EndedAt.IsZero() {
-		a.EndedAt = now
-	}
-	a.StartedAt, a.EndedAt = a.StartedAt.UTC(), a.EndedAt.UTC()
-	if a.EndedAt.Before(a.StartedAt) {
-		return host.Invalid(op, "ended_at", "is before started_at")
-	}
-	return nil
-}
 
 func rawText(r json.RawMessage) string { return string(r) }
 
@@ -146,10 +57,10 @@ type attemptRow struct {
 // record by evidence verify).
 const insertAttempt = `INSERT OR FAIL INTO attempt_records (seq, attempt_id, task_id, attempt, tenant, pack, started_at, record, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// prepareAttempt normalizes a (see normalizeAttempt), encodes its record
-// and sets its content hash.
+// prepareAttempt normalizes a (see storecore.NormalizeAttempt), encodes
+// its record and sets its content hash.
 func (s *Store) prepareAttempt(a *host.Attempt) (*attemptRow, error) {
-	if err := s.normalizeAttempt(a); err != nil {
+	if err := storecore.NormalizeAttempt(a, s.now()); err != nil {
 		return nil, err
 	}
 	rec := evidence.AppendRecord(make([]byte, 0, evidence.RecordSize(a)), a)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // claimOne claims a task, "runs" it for work, records its attempt and
@@ -375,7 +376,7 @@ func TestBatchRedo(t *testing.T) {
 	}
 	task := func(name string) *host.TaskRecord {
 		in := intent(name, nil)
-		rec, err := newTask("test", &in, 0, f.clock.Now())
+		rec, err := storecore.NewTask("test", &in, 0, f.clock.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

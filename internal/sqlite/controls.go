@@ -9,6 +9,7 @@ import (
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // Resume implements host.Queue.
@@ -29,17 +30,9 @@ func (s *Store) Resume(ctx context.Context, taskID string, value json.RawMessage
 		if !suspended {
 			return nil, host.Errorf(op, taskID, host.ErrConflict, "task is blocked but its last attempt did not suspend; retry it instead")
 		}
-		size := len(value)
-		for _, v := range t.ResumeValues {
-			size += len(v)
+		if err := storecore.AddResumeValue(op, t, value); err != nil {
+			return nil, err
 		}
-		if len(t.ResumeValues) >= host.MaxResumeValues {
-			return nil, host.Invalid(op, "value", "the task has been resumed %d times; the limit is %d", len(t.ResumeValues), host.MaxResumeValues)
-		}
-		if size > host.MaxResumeBytes {
-			return nil, host.Invalid(op, "value", "the task's resume values would be %d bytes; the limit is %d", size, host.MaxResumeBytes)
-		}
-		t.ResumeValues = append(t.ResumeValues, value)
 		return (&evData{}).str("by", by).int("max_attempts", int64(t.MaxAttempts)).int("resume_values", int64(len(t.ResumeValues))).value("value", value), nil
 	}, host.EventTaskResumed)
 }
@@ -81,7 +74,7 @@ func (s *Store) requeue(ctx context.Context, op, taskID string, check func(tx *w
 		}
 		if _, err := tx.Exec(`UPDATE OR FAIL tasks SET status = 'pending', available_at = ?1, updated_at = ?1, finished_at = NULL,
 			max_attempts = ?2, resume_values = ?3 WHERE task_id = ?4`,
-			ts(now), t.MaxAttempts, jsonOrEmpty(t.ResumeValues, len(t.ResumeValues) == 0), taskID); err != nil {
+			ts(now), t.MaxAttempts, storecore.JSONOrEmpty(t.ResumeValues, len(t.ResumeValues) == 0), taskID); err != nil {
 			return err
 		}
 		if _, err := s.eventData(tx, event, taskID, "", d); err != nil {

@@ -5,11 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // headQuery reads the chain's head: its newest entry, an event or an
@@ -67,28 +66,11 @@ func (s *Store) event(tx *wtx, typ, taskID, attemptID string, v any) (*host.Even
 	return e, s.appendEvent(tx, e)
 }
 
-// checkEventType: lower-case letters, digits, '_' and '.', 1..64 bytes.
-func checkEventType(t string) error {
-	if t == "" {
-		return host.Invalid("append event", "type", "required")
-	}
-	if len(t) > 64 || strings.Trim(t, "abcdefghijklmnopqrstuvwxyz0123456789_.") != "" {
-		return host.Invalid("append event", "type", "must be 1 to 64 lower-case letters, digits, '_' or '.'")
-	}
-	return nil
-}
-
 // AppendEvent implements host.Evidence.
 func (s *Store) AppendEvent(ctx context.Context, e host.Event) (*host.Event, error) {
 	const op = "append event"
-	if err := checkEventType(e.Type); err != nil {
+	if err := storecore.CheckEvent(e); err != nil {
 		return nil, err
-	}
-	if len(e.Data) > 0 && !json.Valid(e.Data) {
-		return nil, host.Invalid(op, "data", "is not valid JSON")
-	}
-	if len(e.Data) > host.MaxPayloadBytes {
-		return nil, host.Errorf(op, e.Type, host.ErrTooLarge, "data is %d bytes; the limit is %d", len(e.Data), host.MaxPayloadBytes)
 	}
 	out := &host.Event{Type: e.Type, TaskID: e.TaskID, AttemptID: e.AttemptID, Data: e.Data}
 	if err := s.w.do(ctx, func(tx *wtx) error { return s.appendEvent(tx, out) }); err != nil {
@@ -188,7 +170,7 @@ func (s *Store) Events(ctx context.Context, f host.EventFilter) ([]*host.Event, 
 				rows.Close()
 				return nil, host.Wrap(op, "", err)
 			}
-			e, err := attemptEvent(seq, rec, prev, hash)
+			e, err := storecore.AttemptEvent(seq, rec, prev, hash)
 			if err != nil {
 				rows.Close()
 				return nil, host.Wrap(op, "", err)
@@ -200,33 +182,5 @@ func (s *Store) Events(ctx context.Context, f host.EventFilter) ([]*host.Event, 
 			return nil, host.Wrap(op, "", err)
 		}
 	}
-	out := make([]*host.Event, 0, min(limit, len(stored)+len(recorded)))
-	for len(out) < limit && (len(stored) > 0 || len(recorded) > 0) {
-		if len(recorded) == 0 || (len(stored) > 0 && stored[0].Seq < recorded[0].Seq) {
-			out, stored = append(out, stored[0]), stored[1:]
-		} else {
-			out, recorded = append(out, recorded[0]), recorded[1:]
-		}
-	}
-	return out, nil
-}
-
-// attemptEvent is the attempt_recorded event of the record at seq, with
-// the hashes stored beside it. A version 1 record carries the event it was
-// recorded with.
-func attemptEvent(seq int64, rec []byte, prev, hash string) (*host.Event, error) {
-	a, l, err := evidence.DecodeRecord(rec)
-	if err != nil {
-		return nil, fmt.Errorf("attempt at seq %d: %w", seq, err)
-	}
-	var e *host.Event
-	if l != nil {
-		e = evidence.LegacyAttemptEvent(a, l, seq, prev, hash)
-	} else {
-		e = evidence.AttemptEvent(a, seq, prev)
-		// The stored link, not the one the record implies: a changed
-		// record then shows as an event whose hash does not match.
-		e.Hash = hash
-	}
-	return e, nil
+	return storecore.MergeEvents(stored, recorded, limit), nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/bus"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 const messageColumns = `seq, tenant, message_id, format, document, model, hash, sender, recipient, topic, kind, reply_to,
@@ -48,7 +49,7 @@ func checkMessageInput(op string, in *host.MessageInput) error {
 	if err := abi.CheckTopic(in.Topic); err != nil {
 		return host.Invalid(op, "topic", "%v", err)
 	}
-	return host.CheckTenant(op, tenantOr(in.Tenant))
+	return host.CheckTenant(op, storecore.TenantOr(in.Tenant))
 }
 
 // PublishMessage implements host.Messages.
@@ -73,7 +74,7 @@ func (s *Store) PublishMessage(ctx context.Context, in *host.MessageInput) (*hos
 // taskID and attemptID, if any, name the attempt that published it.
 func (s *Store) applyMessage(tx *wtx, in *host.MessageInput, taskID, attemptID string, now time.Time) (*host.MessageReceipt, error) {
 	const op = "publish message"
-	tenant := tenantOr(in.Tenant)
+	tenant := storecore.TenantOr(in.Tenant)
 	var seq int64
 	var hash string
 	err := tx.QueryRow(`SELECT seq, hash FROM messages WHERE tenant = ? AND message_id = ?`, tenant, in.MessageID).Scan(&seq, &hash)
@@ -252,7 +253,7 @@ func (s *Store) deliver(tx *wtx, in *host.MessageInput, tenant string, sub host.
 	}
 	intent := host.TaskIntent{TaskType: sub.TaskType, Source: "message:" + in.MessageID, Subject: in.Topic, Payload: payload,
 		Priority: host.Priority(host.MessageQueuePriority(in.Topic, in.Priority))}
-	t, err := newTask("deliver message", &intent, 0, now)
+	t, err := storecore.NewTask("deliver message", &intent, 0, now)
 	if err != nil {
 		return nil, err
 	}
@@ -345,7 +346,7 @@ func loadDeliveries(ctx context.Context, q rowsQueryer, tenant, id string) ([]ho
 
 // Message implements host.Messages.
 func (s *Store) Message(ctx context.Context, tenant, id string) (*host.MessageRecord, error) {
-	m, err := s.loadMessage(s.db, tenantOr(tenant), id)
+	m, err := s.loadMessage(s.db, storecore.TenantOr(tenant), id)
 	if err != nil {
 		return nil, host.Wrap("message", id, err)
 	}
@@ -374,7 +375,7 @@ func (s *Store) ListMessages(ctx context.Context, q host.MessageQuery) (*host.Me
 	case limit < 0 || limit > host.MaxMessageLimit:
 		return nil, host.Invalid(op, "limit", "must be between 1 and %d", host.MaxMessageLimit)
 	}
-	where, args := `tenant = ? AND seq > ?`, []any{tenantOr(q.Tenant), q.After}
+	where, args := `tenant = ? AND seq > ?`, []any{storecore.TenantOr(q.Tenant), q.After}
 	if q.Topic != "" {
 		if err := abi.CheckTopicPattern(q.Topic); err != nil {
 			return nil, host.Invalid(op, "topic", "%v", err)

@@ -9,24 +9,6 @@ import (
 	"github.com/packrun/packrun/internal/evidence"
 )
 
-// checkMessages checks an outcome's external_messages: each a JSON
-// object, within the host's limits.
-func checkMessages(op string, msgs []json.RawMessage) error {
-	if len(msgs) > host.MaxExternalMessages {
-		return host.Invalid(op, "outcome.external_messages", "has %d entries; the limit is %d", len(msgs), host.MaxExternalMessages)
-	}
-	for i, m := range msgs {
-		var obj map[string]json.RawMessage
-		if len(m) > host.MaxExternalMessageBytes {
-			return host.Invalid(op, "outcome.external_messages", "entry %d is %d bytes; the limit is %d", i, len(m), host.MaxExternalMessageBytes)
-		}
-		if json.Unmarshal(m, &obj) != nil || obj == nil {
-			return host.Invalid(op, "outcome.external_messages", "entry %d is not a JSON object", i)
-		}
-	}
-	return nil
-}
-
 // queueMessages puts a completed task's external messages in the outbox,
 // pending.
 func queueMessages(tx *wtx, t *host.TaskRecord, attemptID string, msgs []json.RawMessage, now time.Time) error {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 const taskColumns = `task_id, task_type, source, subject, description, priority, payload, requested_profile_id, requested_adapter_id,
@@ -30,56 +30,10 @@ func scanTask(row interface{ Scan(...any) error }) (*host.TaskRecord, error) {
 	t.Status = host.TaskStatus(status)
 	t.AvailableAt, t.CreatedAt, t.UpdatedAt = parseTS(avail), parseTS(created), parseTS(updated)
 	t.StartedAt, t.FinishedAt = parseNullTS(started), parseNullTS(finished)
-	for _, f := range []struct {
-		s string
-		v any
-	}{{skills, &t.SkillIDs}, {wf, &t.WorkflowRef}, {evreq, &t.EvidenceRequirements}, {outcome.String, &t.Outcome}, {resume, &t.ResumeValues}} {
-		if f.s != "" {
-			if err := json.Unmarshal([]byte(f.s), f.v); err != nil {
-				return nil, fmt.Errorf("task %s: %w", t.TaskID, err)
-			}
-		}
-	}
-	return &t, nil
-}
-
-// jsonOrEmpty marshals v, or returns "" for a nil pointer or empty slice.
-func jsonOrEmpty(v any, empty bool) string {
-	if empty {
-		return ""
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-// newTask validates an intent and builds its pending record.
-func newTask(op string, in *host.TaskIntent, maxAttempts int, now time.Time) (*host.TaskRecord, error) {
-	if err := host.ValidateIntent(in); err != nil {
-		var he *host.Error
-		if errors.As(err, &he) {
-			c := *he
-			c.Op = op
-			return nil, &c
-		}
+	if err := storecore.DecodeTaskJSON(&t, skills, wf, evreq, outcome.String, resume); err != nil {
 		return nil, err
 	}
-	switch {
-	case maxAttempts == 0:
-		maxAttempts = host.DefaultMaxAttempts
-	case maxAttempts < 0 || maxAttempts > host.MaxMaxAttempts:
-		return nil, host.Invalid(op, "max_attempts", "must be between 1 and %d", host.MaxMaxAttempts)
-	}
-	prio := host.DefaultPriority
-	if in.Priority != nil {
-		prio = *in.Priority
-	}
-	return &host.TaskRecord{
-		TaskID: host.NewID("task"), TaskType: in.TaskType, Source: in.Source, Subject: in.Subject, Description: in.Description,
-		Priority: prio, Payload: evidence.CompactJSON(in.Payload), RequestedProfileID: in.RequestedProfileID,
-		RequestedAdapterID: in.RequestedAdapterID, RequestedModel: in.RequestedModel, SkillIDs: in.SkillIDs,
-		WorkflowRef: in.WorkflowRef, EvidenceRequirements: in.EvidenceRequirements, Status: host.TaskPending,
-		MaxAttempts: maxAttempts, AvailableAt: host.IntentAvailableAt(in, now), CreatedAt: now, UpdatedAt: now,
-	}, nil
+	return &t, nil
 }
 
 // insertTask stores a new task and appends task_enqueued.
@@ -89,8 +43,8 @@ func (s *Store) insertTask(tx *wtx, t *host.TaskRecord, attemptID string) error 
 		available_at, created_at, updated_at, last_error, parent_task_id, runner_id, cancel_requested, tenant)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, '', ?, '', 0, ?)`,
 		t.TaskID, t.TaskType, t.Source, t.Subject, t.Description, t.Priority, string(t.Payload), t.RequestedProfileID,
-		t.RequestedAdapterID, t.RequestedModel, jsonOrEmpty(t.SkillIDs, len(t.SkillIDs) == 0), jsonOrEmpty(t.WorkflowRef, t.WorkflowRef == nil),
-		jsonOrEmpty(t.EvidenceRequirements, t.EvidenceRequirements == nil), string(t.Status), t.MaxAttempts,
+		t.RequestedAdapterID, t.RequestedModel, storecore.JSONOrEmpty(t.SkillIDs, len(t.SkillIDs) == 0), storecore.JSONOrEmpty(t.WorkflowRef, t.WorkflowRef == nil),
+		storecore.JSONOrEmpty(t.EvidenceRequirements, t.EvidenceRequirements == nil), string(t.Status), t.MaxAttempts,
 		ts(t.AvailableAt), ts(t.CreatedAt), ts(t.UpdatedAt), t.ParentTaskID, t.Tenant)
 	if err != nil {
 		return err
@@ -111,7 +65,7 @@ func (s *Store) insertTask(tx *wtx, t *host.TaskRecord, attemptID string) error 
 // Enqueue implements host.Queue.
 func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.EnqueueOptions) (*host.TaskRecord, error) {
 	const op = "enqueue"
-	t, err := newTask(op, &intent, opts.MaxAttempts, s.now())
+	t, err := storecore.NewTask(op, &intent, opts.MaxAttempts, s.now())
 	if err != nil {
 		return nil, err
 	}
@@ -301,11 +255,11 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 	// Follow-ups are attributed to their parent whatever source the skill
 	// claimed. Staging them is the guest's doing, so a problem with them
 	// fails the task instead of refusing to settle it.
-	followUps, refused := stageFollowUps(taskID, in.FollowUps)
+	followUps, refused := storecore.StageFollowUps(taskID, in.FollowUps)
 	if in.FollowUpsRefused != "" {
 		followUps, refused = nil, in.FollowUpsRefused
 	}
-	if err := checkMessages(op, in.Outcome.ExternalMessage); err != nil {
+	if err := storecore.CheckExternalMessages(op, in.Outcome.ExternalMessage); err != nil {
 		return nil, err
 	}
 
@@ -378,24 +332,7 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 				return err
 			}
 		}
-		status, lastErr := host.TaskPermanentFailure, errMsg
-		retryable := (ms == host.MachineNeedsRetry || ms == host.MachineOK || rc == host.RetryRetryable) && rc != host.RetryPermanent
-		switch {
-		case canceled:
-			status = host.TaskOperatorCanceled
-			if lastErr == "" {
-				lastErr = "canceled by the operator"
-			}
-		case ms == host.MachineOK && len(missing) == 0:
-			status, lastErr = host.TaskCompleted, ""
-		case ms == host.MachineBlocked:
-			status = host.TaskBlocked
-		case retryable && t.AttemptCount < t.MaxAttempts:
-			status = host.TaskRetryableFailure
-		}
-		if len(missing) > 0 {
-			lastErr = strings.TrimPrefix(lastErr+"; missing evidence: "+strings.Join(missing, ", "), "; ")
-		}
+		status, lastErr := storecore.SettleStatus(t, ms, rc, errMsg, missing)
 		outcome := in.Outcome
 		outcome.Status, outcome.MachineStatus = status, ms
 		outJSON, err := json.Marshal(outcome)
@@ -420,7 +357,7 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 		applied, wfResult := []string{}, ""
 		if status == host.TaskCompleted {
 			for i := range followUps {
-				ft, err := newTask(op, &followUps[i], 0, now)
+				ft, err := storecore.NewTask(op, &followUps[i], 0, now)
 				if err != nil {
 					return err
 				}
@@ -521,36 +458,10 @@ func (s *Store) taskStarted(tx *wtx, t *host.TaskRecord, attemptID, startedAt st
 	return err
 }
 
-// stageFollowUps validates the follow-ups of an attempt. If there are too
-// many, or one is invalid, none is kept and refused says why.
-func stageFollowUps(taskID string, in []host.TaskIntent) (followUps []host.TaskIntent, refused string) {
-	if len(in) > host.MaxFollowUps {
-		return nil, fmt.Sprintf("the attempt staged %d follow-up tasks; the limit is %d", len(in), host.MaxFollowUps)
-	}
-	size := 0
-	for i, fu := range in {
-		fu.Source = "task:" + taskID
-		if err := host.ValidateIntent(&fu); err != nil {
-			var he *host.Error
-			if errors.As(err, &he) {
-				return nil, fmt.Sprintf("follow-up %d: %s: %v", i, he.Field, he.Err)
-			}
-			return nil, fmt.Sprintf("follow-up %d: %v", i, err)
-		}
-		size += len(fu.Payload)
-		followUps = append(followUps, fu)
-	}
-	if size > host.MaxFollowUpBytes {
-		return nil, fmt.Sprintf("the attempt staged follow-up payloads of %d bytes; the limit is %d", size, host.MaxFollowUpBytes)
-	}
-	return followUps, ""
-}
-
 // missingEvidence lists what the task's evidence requirements and the
 // outcome's artifact_paths ask for that the attempt did not store.
 func missingEvidence(tx *wtx, t *host.TaskRecord, in host.FinishInput) ([]string, error) {
-	if er := t.EvidenceRequirements; len(in.Outcome.ArtifactPaths) == 0 &&
-		(er == nil || len(er.RequiredArtifacts) == 0 && !er.RequireFileChangeVerification && !er.RequireAdapterAudit) {
+	if !storecore.WantsArtifacts(t, &in.Outcome) {
 		return nil, nil // nothing to look for
 	}
 	rows, err := tx.Query(`SELECT relative_path, role FROM artifacts WHERE attempt_id = ?`, in.AttemptID)
@@ -570,30 +481,7 @@ func missingEvidence(tx *wtx, t *host.TaskRecord, in host.FinishInput) ([]string
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	var missing []string
-	if er := t.EvidenceRequirements; er != nil {
-		for _, r := range er.RequiredArtifacts {
-			if !names[r] && !roles[r] {
-				missing = append(missing, "required artifact "+r)
-			}
-		}
-		if er.RequireFileChangeVerification {
-			for _, p := range in.Outcome.FileChanges {
-				if !names[p] {
-					missing = append(missing, "file change "+p)
-				}
-			}
-		}
-		if er.RequireAdapterAudit && !roles[string(host.RoleAdapterAudit)] {
-			missing = append(missing, "adapter-audit artifact")
-		}
-	}
-	for _, p := range in.Outcome.ArtifactPaths {
-		if !names[p] {
-			missing = append(missing, "artifact path "+p)
-		}
-	}
-	return missing, nil
+	return storecore.MissingEvidence(t, &in.Outcome, names, roles), nil
 }
 
 // Cancel implements host.Queue.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // PutOpenwopWorkflow implements host.Runs.
@@ -17,7 +18,7 @@ func (s *Store) PutOpenwopWorkflow(ctx context.Context, w *host.OpenwopWorkflow)
 		return err
 	}
 	c := *w
-	c.Tenant = tenantOr(c.Tenant)
+	c.Tenant = storecore.TenantOr(c.Tenant)
 	def, err := json.Marshal(&c)
 	if err != nil {
 		return err
@@ -33,7 +34,7 @@ func (s *Store) PutOpenwopWorkflow(ctx context.Context, w *host.OpenwopWorkflow)
 // OpenwopWorkflow implements host.Runs.
 func (s *Store) OpenwopWorkflow(ctx context.Context, tenant, id string) (*host.OpenwopWorkflow, error) {
 	var def string
-	err := s.db.QueryRowContext(ctx, `SELECT definition FROM openwop_workflows WHERE tenant = ? AND workflow_id = ?`, tenantOr(tenant), id).Scan(&def)
+	err := s.db.QueryRowContext(ctx, `SELECT definition FROM openwop_workflows WHERE tenant = ? AND workflow_id = ?`, storecore.TenantOr(tenant), id).Scan(&def)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, host.Errorf("get openwop workflow", id, host.ErrNotFound, "no workflow has this id")
 	}
@@ -46,7 +47,7 @@ func (s *Store) OpenwopWorkflow(ctx context.Context, tenant, id string) (*host.O
 
 // CreateRun implements host.Runs.
 func (s *Store) CreateRun(ctx context.Context, r *host.Run, evs []host.RunEvent) error {
-	r.Tenant = tenantOr(r.Tenant)
+	r.Tenant = storecore.TenantOr(r.Tenant)
 	now := s.now()
 	r.CreatedAt, r.UpdatedAt = now, now
 	return s.w.do(ctx, func(tx *wtx) error {
@@ -153,7 +154,7 @@ func writeRun(tx *wtx, r *host.Run, create bool) error {
 
 func loadRun(q queryer, ctx context.Context, tenant, runID string) (*host.Run, error) {
 	var rec string
-	err := q.QueryRowContext(ctx, `SELECT record FROM openwop_runs WHERE run_id = ? AND tenant = ?`, runID, tenantOr(tenant)).Scan(&rec)
+	err := q.QueryRowContext(ctx, `SELECT record FROM openwop_runs WHERE run_id = ? AND tenant = ?`, runID, storecore.TenantOr(tenant)).Scan(&rec)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, host.Errorf("get run", runID, host.ErrNotFound, "no run has this id")
 	}
@@ -167,13 +168,9 @@ func loadRun(q queryer, ctx context.Context, tenant, runID string) (*host.Run, e
 // appendRunEvents numbers evs from next and stores them; payload and data
 // carry the same detail.
 func appendRunEvents(tx *wtx, runID string, next int, evs []host.RunEvent, now time.Time) error {
+	storecore.NumberRunEvents(runID, next, evs, now)
 	for i := range evs {
 		e := &evs[i]
-		e.Seq, e.RunID, e.At = next+i+1, runID, now
-		if len(e.Payload) == 0 {
-			e.Payload = json.RawMessage(`{}`)
-		}
-		e.Data = e.Payload
 		b, err := json.Marshal(e)
 		if err != nil {
 			return err

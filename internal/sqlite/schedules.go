@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 const scheduleColumns = `schedule_id, tenant, name, enabled, interval_seconds, next_run_at, last_run_at, task, created_at, updated_at`
@@ -27,20 +28,13 @@ func scanSchedule(row interface{ Scan(...any) error }) (*host.RecurringSchedule,
 	return &r, nil
 }
 
-func tenantOr(t string) string {
-	if t == "" {
-		return host.DefaultTenant
-	}
-	return t
-}
-
 // loadSchedule reads a schedule by id or, failing that, by name.
 func loadSchedule(q queryer, ctx context.Context, op, tenant, ref string) (*host.RecurringSchedule, error) {
 	if ref == "" {
 		return nil, host.Invalid(op, "schedule", "an id or a name is required")
 	}
 	r, err := scanSchedule(q.QueryRowContext(ctx, `SELECT `+scheduleColumns+` FROM schedules
-		WHERE tenant = ?1 AND (schedule_id = ?2 OR name = ?2) ORDER BY schedule_id = ?2 DESC LIMIT 1`, tenantOr(tenant), ref))
+		WHERE tenant = ?1 AND (schedule_id = ?2 OR name = ?2) ORDER BY schedule_id = ?2 DESC LIMIT 1`, storecore.TenantOr(tenant), ref))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, host.Errorf(op, ref, host.ErrNotFound, "no schedule has this id or name")
 	}
@@ -49,10 +43,7 @@ func loadSchedule(q queryer, ctx context.Context, op, tenant, ref string) (*host
 
 // scheduleEvent appends schedule_upserted for r.
 func (s *Store) scheduleEvent(tx *wtx, change string, r *host.RecurringSchedule) error {
-	_, err := s.event(tx, host.EventScheduleUpserted, "", "", map[string]any{
-		"change": change, "schedule_id": r.ScheduleID, "name": r.Name, "tenant": r.Tenant, "enabled": r.Enabled,
-		"interval_seconds": r.IntervalSeconds, "next_run_at": ts(r.NextRunAt), "task_type": r.Task.TaskType,
-	})
+	_, err := s.event(tx, host.EventScheduleUpserted, "", "", storecore.ScheduleEventData(change, r))
 	return err
 }
 
@@ -88,7 +79,7 @@ func (s *Store) putSchedule(ctx context.Context, op string, spec host.ScheduleSp
 	if err := host.ValidateScheduleSpec(op, &spec); err != nil {
 		return nil, err
 	}
-	spec.Tenant = tenantOr(spec.Tenant)
+	spec.Tenant = storecore.TenantOr(spec.Tenant)
 	var out *host.RecurringSchedule
 	err := s.w.do(ctx, func(tx *wtx) error {
 		now := s.now()
@@ -107,11 +98,7 @@ func (s *Store) putSchedule(ctx context.Context, op string, spec host.ScheduleSp
 		case !errors.Is(err, host.ErrNotFound):
 			return err
 		}
-		r := &host.RecurringSchedule{
-			ScheduleID: host.NewID("sched"), Name: spec.Name, Enabled: spec.Enabled == nil || *spec.Enabled,
-			IntervalSeconds: spec.IntervalSeconds, NextRunAt: now.Add(time.Duration(spec.IntervalSeconds) * time.Second),
-			Task: spec.Task, CreatedAt: now, UpdatedAt: now, Tenant: spec.Tenant,
-		}
+		r := storecore.NewSchedule(host.NewID("sched"), &spec, now)
 		if err := writeSchedule(tx, r); err != nil {
 			return err
 		}
@@ -123,35 +110,14 @@ func (s *Store) putSchedule(ctx context.Context, op string, spec host.ScheduleSp
 
 // updateSchedule applies u to r; unchanged, it writes nothing.
 func (s *Store) updateSchedule(tx *wtx, r *host.RecurringSchedule, u host.ScheduleUpdate, now time.Time) (*host.RecurringSchedule, error) {
-	c := *r
-	change := "updated"
-	if u.IntervalSeconds != nil && *u.IntervalSeconds != c.IntervalSeconds {
-		c.IntervalSeconds = *u.IntervalSeconds
-		c.NextRunAt = now.Add(time.Duration(c.IntervalSeconds) * time.Second)
-	}
-	if u.Task != nil {
-		// As stored (writeSchedule), so that the same task compares equal.
-		c.Task = *u.Task
-		c.Task.Source = host.ScheduleTaskSource(c.ScheduleID)
-	}
-	if u.Enabled != nil && *u.Enabled != c.Enabled {
-		c.Enabled = *u.Enabled
-		change = "paused"
-		if c.Enabled {
-			change = "resumed"
-			c.NextRunAt = now.Add(time.Duration(c.IntervalSeconds) * time.Second)
-		}
-	}
-	a, _ := json.Marshal(r.Task)
-	b, _ := json.Marshal(c.Task)
-	if c.IntervalSeconds == r.IntervalSeconds && c.Enabled == r.Enabled && string(a) == string(b) {
+	c, change, changed := storecore.UpdateSchedule(r, u, now)
+	if !changed {
 		return r, nil
 	}
-	c.UpdatedAt = now
-	if err := writeSchedule(tx, &c); err != nil {
+	if err := writeSchedule(tx, c); err != nil {
 		return nil, err
 	}
-	return &c, s.scheduleEvent(tx, change, &c)
+	return c, s.scheduleEvent(tx, change, c)
 }
 
 // UpdateSchedule implements host.Schedules.
@@ -286,12 +252,9 @@ func (s *Store) FireDueSchedules(ctx context.Context, now time.Time) ([]*host.Ta
 // made. A task the queue refuses (its type no longer valid...) is not made
 // either; the refusal is in the event.
 func (s *Store) fireSchedule(tx *wtx, r *host.RecurringSchedule, now time.Time) (*host.TaskRecord, error) {
+	intent, data := storecore.ScheduleSlotIntent(r)
 	slot := r.NextRunAt
-	intent := r.Task
-	intent.Source = host.ScheduleSource(r.ScheduleID, slot)
-	intent.AvailableAt = slot.Format(time.RFC3339)
-	data := map[string]any{"schedule_id": r.ScheduleID, "name": r.Name, "slot": slot.Unix(), "source": intent.Source}
-	t, refused := newTask("fire schedule", &intent, 0, now)
+	t, refused := storecore.NewTask("fire schedule", &intent, 0, now)
 	var task *host.TaskRecord
 	if refused == nil {
 		t.Tenant = r.Tenant

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 const sensorEventColumns = `record_id, tenant, sensor_id, event_id, dedupe_key, status, detail, task_id, duplicate_of, origin, event, received_at, workflow_id`
@@ -30,18 +31,13 @@ func scanSensorEvent(row interface{ Scan(...any) error }) (*host.SensorEventReco
 	return &r, nil
 }
 
-// errNoRoute refuses a proposed_task whose task type nothing serves.
-func errNoRoute(taskType string) error {
-	return host.Invalid("sensor event", "proposed_task.task_type", "no installed pack serves %q", taskType)
-}
-
 // RecordSensorEvent implements host.Sensors.
 func (s *Store) RecordSensorEvent(ctx context.Context, ev host.SensorEvent, opts host.SensorEventOptions) (*host.SensorEventRecord, error) {
 	const op = "record sensor event"
 	if err := host.ValidateSensorEvent(&ev); err != nil {
 		return nil, err
 	}
-	tenant := tenantOr(opts.Tenant)
+	tenant := storecore.TenantOr(opts.Tenant)
 	if err := host.CheckTenant(op, tenant); err != nil {
 		return nil, err
 	}
@@ -103,17 +99,7 @@ func (s *Store) applySensorEvent(tx *wtx, ev *host.SensorEvent, tenant, origin, 
 	if err := insertSensorEvent(tx, r); err != nil {
 		return nil, err
 	}
-	data := map[string]any{"record_id": r.RecordID, "sensor_id": ev.SensorID, "event_id": ev.EventID, "dedupe_key": ev.DedupeKey,
-		"status": r.Status, "origin": origin, "tenant": tenant}
-	if r.DuplicateOf != "" {
-		data["duplicate_of"] = r.DuplicateOf
-	}
-	if r.WorkflowID != "" {
-		data["workflow_id"] = r.WorkflowID
-	}
-	if r.Detail != "" {
-		data["detail"] = r.Detail
-	}
+	data := storecore.SensorEventData(r)
 	if _, err := s.event(tx, evType, r.TaskID, attemptID, data); err != nil {
 		return nil, err
 	}
@@ -140,12 +126,12 @@ func (s *Store) sensorTask(tx *wtx, ev *host.SensorEvent, tenant string, now tim
 	err := tx.QueryRow(`SELECT 1 FROM task_type_overrides WHERE task_type = ?1 UNION ALL SELECT 1 FROM task_type_routes WHERE task_type = ?1 LIMIT 1`,
 		intent.TaskType).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errNoRoute(intent.TaskType)
+		return nil, storecore.ErrNoRoute(intent.TaskType)
 	}
 	if err != nil {
 		return nil, err
 	}
-	t, err := newTask("sensor event", &intent, 0, now)
+	t, err := storecore.NewTask("sensor event", &intent, 0, now)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +192,7 @@ func (s *Store) applyReported(tx *wtx, evs []host.SensorEvent, opts host.SensorE
 // ApplySensorEvents implements host.Sensors.
 func (s *Store) ApplySensorEvents(ctx context.Context, evs []host.SensorEvent, opts host.SensorEventOptions, attemptID string) ([]*host.SensorEventRecord, error) {
 	const op = "apply sensor events"
-	opts.Tenant = tenantOr(opts.Tenant)
+	opts.Tenant = storecore.TenantOr(opts.Tenant)
 	if err := host.CheckTenant(op, opts.Tenant); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/db"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // Compile-time interface guards.
@@ -113,16 +114,9 @@ func (o Options) withDefaults(path string) Options {
 	return o
 }
 
-// DefaultBackoff is 30s·2^(n-1), at most 15 minutes.
-func DefaultBackoff(n int) time.Duration {
-	if n < 1 {
-		n = 1
-	}
-	if n > 6 {
-		return 15 * time.Minute
-	}
-	return min(30*time.Second<<(n-1), 15*time.Minute)
-}
+// DefaultBackoff is 30s·2^(n-1), at most 15 minutes
+// (storecore.DefaultBackoff).
+func DefaultBackoff(n int) time.Duration { return storecore.DefaultBackoff(n) }
 
 // Store is the SQLite backend of the host services.
 type Store struct {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 const workflowRecordColumns = `workflow_id, tenant, workflow_type, instance_key, current_state, context, status, created_at, updated_at, completed_at`
@@ -110,7 +111,7 @@ func (s *Store) StartWorkflow(ctx context.Context, st host.WorkflowStart) (*host
 	if err := host.ValidateWorkflowStart(op, &st); err != nil {
 		return nil, false, err
 	}
-	st.Tenant = tenantOr(st.Tenant)
+	st.Tenant = storecore.TenantOr(st.Tenant)
 	var out *host.WorkflowRecord
 	var created bool
 	err := s.w.do(ctx, func(tx *wtx) error {
@@ -204,7 +205,7 @@ func (s *Store) enterState(tx *wtx, r *host.WorkflowRecord, attemptID string, no
 	intent := host.TaskIntent{TaskType: st.TaskType, Source: host.WorkflowSource(r.WorkflowID), Subject: r.InstanceKey,
 		RequestedProfileID: st.DefaultProfileID, SkillIDs: st.DefaultSkillIDs, Payload: payload,
 		WorkflowRef: &host.WorkflowRef{WorkflowID: r.WorkflowID, StateID: st.StateID, InstanceKey: r.InstanceKey}}
-	t, err := newTask(op, &intent, 0, now)
+	t, err := storecore.NewTask(op, &intent, 0, now)
 	if err != nil {
 		return err
 	}
