@@ -257,12 +257,12 @@ func (s *Store) EachVerifiedAttempt(ctx context.Context, f host.AttemptFilter, f
 			if verr != nil && !errors.Is(verr, host.ErrTampered) {
 				return verr
 			}
-			a, _, err := evidence.DecodeRecord(e.at.record)
+			a, _, err := evidence.DecodeRecord(e.at.Record)
 			if err != nil {
-				a = &host.Attempt{AttemptID: e.at.attemptID}
+				a = &host.Attempt{AttemptID: e.at.AttemptID}
 				if verr == nil { // a record that reads but does not decode
-					verr = &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: e.at.attemptID, Problem: host.BreakAttemptHash,
-						Detail: fmt.Sprintf("attempt %s, recorded at event %d, no longer decodes: %v", e.at.attemptID, e.seq, err)}
+					verr = &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: e.at.AttemptID, Problem: host.BreakAttemptHash,
+						Detail: fmt.Sprintf("attempt %s, recorded at event %d, no longer decodes: %v", e.at.AttemptID, e.seq, err)}
 				}
 			}
 			a.EventSeq = e.seq

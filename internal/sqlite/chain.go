@@ -11,6 +11,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // VerifyChain implements host.Evidence. It walks the events in seq order,
@@ -69,29 +70,23 @@ func CheckHead(rep *host.ChainReport, hashAt string, head host.ChainHead, what s
 type chainEntry struct {
 	seq int64
 	ev  *host.Event
-	at  *attemptEntry
-}
-
-type attemptEntry struct {
-	attemptID, taskID, tenant, pack, startedAt string
-	attempt                                    int64
-	record                                     []byte
-	prev, hash                                 string
+	at  *storecore.AttemptRow
 }
 
 func (e *chainEntry) hash() string {
 	if e.ev != nil {
 		return e.ev.Hash
 	}
-	return e.at.hash
+	return e.at.Hash
 }
 
 const attemptEntryColumns = `seq, attempt_id, task_id, attempt, tenant, pack, started_at, record, prev_hash, hash`
 
 func scanAttemptEntry(row interface{ Scan(...any) error }) (*chainEntry, error) {
-	var at attemptEntry
+	var at storecore.AttemptRow
 	e := &chainEntry{at: &at}
-	err := row.Scan(&e.seq, &at.attemptID, &at.taskID, &at.attempt, &at.tenant, &at.pack, &at.startedAt, &at.record, &at.prev, &at.hash)
+	err := row.Scan(&e.seq, &at.AttemptID, &at.TaskID, &at.Attempt, &at.Tenant, &at.Pack, &at.StartedAt, &at.Record, &at.Prev, &at.Hash)
+	at.Seq = e.seq
 	return e, err
 }
 
@@ -199,8 +194,8 @@ func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport, anchor *ho
 		switch {
 		case evs.next != nil && ats.next != nil && evs.next.seq == ats.next.seq:
 			at := ats.next.at
-			return &host.ChainBreak{Seq: ats.next.seq, AttemptID: at.attemptID, Problem: host.BreakAttemptUnchain,
-				Detail: fmt.Sprintf("attempt %s claims place %d in the chain, which event %d (%s) holds: it was inserted behind the chain's back", at.attemptID, ats.next.seq, evs.next.seq, evs.next.ev.Type)}, nil
+			return &host.ChainBreak{Seq: ats.next.seq, AttemptID: at.AttemptID, Problem: host.BreakAttemptUnchain,
+				Detail: fmt.Sprintf("attempt %s claims place %d in the chain, which event %d (%s) holds: it was inserted behind the chain's back", at.AttemptID, ats.next.seq, evs.next.seq, evs.next.ev.Type)}, nil
 		case ats.next == nil || (evs.next != nil && evs.next.seq < ats.next.seq):
 			from = evs
 		default:
@@ -249,83 +244,22 @@ func (s *Store) newChecker(ctx context.Context) *checker { return &checker{s: s,
 // check checks one entry against the hash of the entry before it.
 func (c *checker) check(e *chainEntry, prev string) (*host.ChainBreak, error) {
 	if e.at != nil {
-		return checkAttemptEntry(e, prev), nil
+		return storecore.CheckAttemptRow(e.at, prev), nil
 	}
 	ev := e.ev
-	brk := func(problem, format string, args ...any) *host.ChainBreak {
-		return &host.ChainBreak{Seq: ev.Seq, Type: ev.Type, AttemptID: ev.AttemptID, Problem: problem, Detail: fmt.Sprintf(format, args...)}
+	if brk := storecore.CheckEventLink(ev, prev); brk != nil {
+		return brk, nil
 	}
-	switch {
-	case ev.PrevHash != prev:
-		return brk(host.BreakPrevHash, "prev_hash %.12s… is not the hash of event %d (%.12s…): the chain was rewritten", ev.PrevHash, ev.Seq-1, prev), nil
-	case evidence.HashEvent(ev) != ev.Hash:
-		return brk(host.BreakEventHash, "event %d (%s) was changed after it was appended: its fields no longer match its hash", ev.Seq, ev.Type), nil
-	}
+	// CheckEventLink also breaks at a stored attempt_recorded event:
+	// attempts are chained by their own rows, so it is one whose attempt
+	// was gone when the store moved to attempt records.
 	switch ev.Type {
-	case host.EventAttemptRecorded:
-		// Attempts are chained by their own rows; a stored
-		// attempt_recorded event is one whose attempt was gone when the
-		// store moved to attempt records.
-		return brk(host.BreakAttemptMissing, "attempt %s, recorded at event %d, is no longer stored", ev.AttemptID, ev.Seq), nil
 	case host.EventArtifactRecorded:
 		return c.s.checkArtifact(c.ctx, ev)
 	case host.EventMessageAccepted:
 		return c.s.checkMessage(c.ctx, ev)
 	}
 	return nil, nil
-}
-
-// checkAttemptEntry checks an attempt's row: its indexed columns against
-// its record, and its record against its link in the chain.
-func checkAttemptEntry(e *chainEntry, prev string) *host.ChainBreak {
-	at := e.at
-	brk := func(format string, args ...any) *host.ChainBreak {
-		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: at.attemptID, Problem: host.BreakAttemptHash, Detail: fmt.Sprintf(format, args...)}
-	}
-	if at.prev != prev {
-		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: at.attemptID, Problem: host.BreakPrevHash,
-			Detail: fmt.Sprintf("prev_hash %.12s… is not the hash of event %d (%.12s…): the chain was rewritten", at.prev, e.seq-1, prev)}
-	}
-	h, err := evidence.ReadHeader(at.record)
-	if err != nil {
-		return brk("attempt %s, recorded at event %d, was changed: its record no longer reads (%v)", at.attemptID, e.seq, err)
-	}
-	if string(h.AttemptID) != at.attemptID || string(h.TaskID) != at.taskID || h.Attempt != at.attempt ||
-		string(h.Tenant) != at.tenant || string(h.Pack) != at.pack || ts(h.StartedAt) != at.startedAt {
-		return brk("attempt %s, recorded at event %d, was changed: its columns no longer match its record", at.attemptID, e.seq)
-	}
-	if h.Version == evidence.RecordV1 {
-		return checkLegacyAttempt(e, prev)
-	}
-	if evidence.LinkAttempt(e.seq, prev, evidence.HashRecord(at.record)) != at.hash {
-		return brk("attempt %s, recorded at event %d, was changed after it was recorded: its record no longer matches its hash in the chain", at.attemptID, e.seq)
-	}
-	return nil
-}
-
-// checkLegacyAttempt checks an attempt recorded before attempt records: its
-// event, as stored then, and its content against the hash the event chained.
-func checkLegacyAttempt(e *chainEntry, prev string) *host.ChainBreak {
-	at := e.at
-	a, l, err := evidence.DecodeRecord(at.record)
-	if err != nil {
-		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: at.attemptID, Problem: host.BreakAttemptHash,
-			Detail: fmt.Sprintf("attempt %s, recorded at event %d, was changed: its record no longer reads (%v)", at.attemptID, e.seq, err)}
-	}
-	ev := evidence.LegacyAttemptEvent(a, l, e.seq, prev, at.hash)
-	if evidence.HashEvent(ev) != ev.Hash {
-		return &host.ChainBreak{Seq: e.seq, Type: ev.Type, AttemptID: at.attemptID, Problem: host.BreakEventHash,
-			Detail: fmt.Sprintf("event %d (%s) was changed after it was appended: its fields no longer match its hash", e.seq, ev.Type)}
-	}
-	var d struct {
-		ContentHash string `json:"content_hash"`
-	}
-	json.Unmarshal(l.EventData, &d)
-	if got := evidence.HashAttemptV1(a); got != d.ContentHash || l.ContentHash != d.ContentHash {
-		return &host.ChainBreak{Seq: e.seq, Type: ev.Type, AttemptID: at.attemptID, Problem: host.BreakAttemptHash,
-			Detail: fmt.Sprintf("attempt %s was changed after it was recorded: its content hashes to %.12s…, event %d chained %.12s…", at.attemptID, got, e.seq, d.ContentHash)}
-	}
-	return nil
 }
 
 // VerifyAttempt implements host.Evidence: it checks the attempt's row
@@ -346,7 +280,7 @@ func (s *Store) VerifyAttempt(ctx context.Context, attemptID string) error {
 // verifyAttemptEntry is VerifyAttempt of an attempt's row, read.
 func (s *Store) verifyAttemptEntry(ctx context.Context, e *chainEntry) error {
 	const op = "verify attempt"
-	attemptID := e.at.attemptID
+	attemptID := e.at.AttemptID
 	if e.seq <= 0 {
 		return &host.ChainBreak{AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
 			Detail: fmt.Sprintf("attempt %s is stored but no place in the chain is its", attemptID)}
@@ -366,7 +300,7 @@ func (s *Store) verifyAttemptEntry(ctx context.Context, e *chainEntry) error {
 		}
 		prev = around.before.hash
 	}
-	if brk := checkAttemptEntry(e, prev); brk != nil {
+	if brk := storecore.CheckAttemptRow(e.at, prev); brk != nil {
 		return brk
 	}
 	if next := around.after; next != nil {
@@ -424,27 +358,17 @@ func (s *Store) linksAround(ctx context.Context, seq int64) (*links, error) {
 
 func (s *Store) checkArtifact(ctx context.Context, e *host.Event) (*host.ChainBreak, error) {
 	var d struct {
-		ArtifactID   string `json:"artifact_id"`
-		SHA256       string `json:"sha256"`
-		Size         int64  `json:"size"`
-		Role         string `json:"role"`
-		RelativePath string `json:"relative_path"`
+		ArtifactID string `json:"artifact_id"`
 	}
 	json.Unmarshal(e.Data, &d)
-	brk := &host.ChainBreak{Seq: e.Seq, Type: e.Type, AttemptID: e.AttemptID, ArtifactID: d.ArtifactID}
 	a, err := scanArtifact(s.db.QueryRowContext(ctx, `SELECT `+artifactColumns+` FROM artifacts WHERE artifact_id = ?`, d.ArtifactID))
 	if errors.Is(err, sql.ErrNoRows) {
-		brk.Problem, brk.Detail = host.BreakArtifactMissing, fmt.Sprintf("artifact %s, recorded at event %d, is no longer stored", d.ArtifactID, e.Seq)
-		return brk, nil
+		return storecore.CheckArtifact(e, nil), nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if a.SHA256 != d.SHA256 || a.Size != d.Size || string(a.Role) != d.Role || a.RelativePath != d.RelativePath || a.TaskID != e.TaskID || a.AttemptID != e.AttemptID {
-		brk.Problem, brk.Detail = host.BreakArtifactHash, fmt.Sprintf("artifact %s no longer matches what event %d recorded", d.ArtifactID, e.Seq)
-		return brk, nil
-	}
-	return nil, nil
+	return storecore.CheckArtifact(e, a), nil
 }
 
 // findUnchained reports the first attempt or artifact that no place in the

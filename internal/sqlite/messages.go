@@ -6,12 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/bus"
 	"github.com/packrun/packrun/internal/storecore"
 )
 
@@ -33,29 +31,10 @@ func scanMessage(row interface{ Scan(...any) error }) (*host.MessageRecord, erro
 	return &m, nil
 }
 
-// checkMessageInput checks what the bus hands over (the codecs checked the
-// document itself).
-func checkMessageInput(op string, in *host.MessageInput) error {
-	switch {
-	case in.MessageID == "" || len(in.MessageID) > 256:
-		return host.Invalid(op, "message_id", "must be 1 to 256 bytes")
-	case len(in.Hash) != 64:
-		return host.Invalid(op, "hash", "must be the 64 hex digits of the message's SHA-256")
-	case in.Sender == "":
-		return host.Invalid(op, "sender", "required")
-	case len(in.Document) > host.MaxMessageBytes:
-		return host.Errorf(op, in.MessageID, host.ErrTooLarge, "message is %d bytes; the limit is %d", len(in.Document), host.MaxMessageBytes)
-	}
-	if err := abi.CheckTopic(in.Topic); err != nil {
-		return host.Invalid(op, "topic", "%v", err)
-	}
-	return host.CheckTenant(op, storecore.TenantOr(in.Tenant))
-}
-
 // PublishMessage implements host.Messages.
 func (s *Store) PublishMessage(ctx context.Context, in *host.MessageInput) (*host.MessageReceipt, error) {
 	const op = "publish message"
-	if err := checkMessageInput(op, in); err != nil {
+	if err := storecore.CheckMessageInput(op, in); err != nil {
 		return nil, err
 	}
 	var out *host.MessageReceipt
@@ -80,13 +59,9 @@ func (s *Store) applyMessage(tx *wtx, in *host.MessageInput, taskID, attemptID s
 	err := tx.QueryRow(`SELECT seq, hash FROM messages WHERE tenant = ? AND message_id = ?`, tenant, in.MessageID).Scan(&seq, &hash)
 	switch {
 	case err == nil && hash != in.Hash:
-		return nil, host.Errorf(op, in.MessageID, host.ErrConflict, "message id %s was accepted with hash %s; this message's hash is %s", in.MessageID, hash, in.Hash)
+		return nil, storecore.MessageConflict(in, hash)
 	case err == nil:
-		d := map[string]any{"message_id": in.MessageID, "hash": hash, "origin": in.Origin, "tenant": tenant}
-		if in.By != "" {
-			d["by"] = in.By
-		}
-		if _, err := s.event(tx, host.EventMessageDuplicate, taskID, attemptID, d); err != nil {
+		if _, err := s.event(tx, host.EventMessageDuplicate, taskID, attemptID, storecore.DuplicateData(in, tenant, hash)); err != nil {
 			return nil, err
 		}
 		rec, err := s.loadMessage(txq{tx}, tenant, in.MessageID)
@@ -137,14 +112,10 @@ func (s *Store) applyMessage(tx *wtx, in *host.MessageInput, taskID, attemptID s
 		in.ReplyTo, in.Priority, expires, in.PrevHash, in.SignedBy, in.Origin, ts(now), e.Seq); err != nil {
 		return nil, err
 	}
-	rec := &host.MessageRecord{Tenant: tenant, MessageID: in.MessageID, Format: in.Format, Document: in.Document, Model: in.Model,
-		Hash: in.Hash, Sender: in.Sender, To: in.To, Topic: in.Topic, Kind: in.Kind, ReplyTo: in.ReplyTo, Priority: in.Priority,
-		PrevHash: in.PrevHash, SignedBy: in.SignedBy, Origin: in.Origin, AcceptedAt: now, EventSeq: e.Seq, Deliveries: []host.Delivery{}}
+	rec := storecore.AcceptedRecord(in, tenant, now)
+	rec.EventSeq = e.Seq
 	if err := tx.QueryRow(`SELECT last_insert_rowid()`).Scan(&rec.Seq); err != nil {
 		return nil, err
-	}
-	if expires != "" {
-		rec.ExpiresAt = &in.ExpiresAt
 	}
 	for _, sub := range subs {
 		task, err := s.deliver(tx, in, tenant, sub, expires, attemptID, now)
@@ -170,13 +141,8 @@ func (s *Store) advanceChain(tx *wtx, tenant string, in *host.MessageInput) erro
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
-	switch {
-	case found && in.PrevHash != "" && in.PrevHash != head:
-		return host.Invalid(op, "prev_truth_state", "is %s, but sender %s's previous accepted message %s has hash %s: a gap or a fork in its chain",
-			in.PrevHash, in.Sender, headID, head)
-	case found && in.PrevHash == "" && chained:
-		return host.Invalid(op, "prev_truth_state", "is missing, but sender %s chains its messages: it must be %s, the hash of its previous accepted message %s",
-			in.Sender, head, headID)
+	if err := storecore.CheckChainHead(in, found, head, headID, chained); err != nil {
+		return err
 	}
 	_, err = tx.Exec(`INSERT INTO message_chains (tenant, sender, hash, message_id, chained) VALUES (?1, ?2, ?3, ?4, ?5)
 		ON CONFLICT (tenant, sender) DO UPDATE SET hash = ?3, message_id = ?4, chained = chained OR ?5`,
@@ -234,26 +200,13 @@ func scanSubscription(row interface{ Scan(...any) error }) (*host.Subscription, 
 	return &sub, json.Unmarshal([]byte(topics), &sub.Topics)
 }
 
-// deliveryPayload is the payload of a subscriber's task
-// (host.DeliveryPayload's fields): the message as accepted.
-type deliveryPayload struct {
-	MessageID string          `json:"message_id"`
-	Topic     string          `json:"topic"`
-	Sender    string          `json:"sender"`
-	ReplyTo   string          `json:"reply_to,omitempty"`
-	Format    string          `json:"format"`
-	Document  json.RawMessage `json:"document"`
-}
-
 // deliver creates sub's task for the message and its delivery row.
 func (s *Store) deliver(tx *wtx, in *host.MessageInput, tenant string, sub host.Subscription, expires, attemptID string, now time.Time) (*host.TaskRecord, error) {
-	payload, err := json.Marshal(deliveryPayload{MessageID: in.MessageID, Topic: in.Topic, Sender: in.Sender, ReplyTo: in.ReplyTo, Format: in.Format, Document: in.Document})
+	intent, err := storecore.DeliveryIntent(in, sub)
 	if err != nil {
 		return nil, err
 	}
-	intent := host.TaskIntent{TaskType: sub.TaskType, Source: "message:" + in.MessageID, Subject: in.Topic, Payload: payload,
-		Priority: host.Priority(host.MessageQueuePriority(in.Topic, in.Priority))}
-	t, err := storecore.NewTask("deliver message", &intent, 0, now)
+	t, err := storecore.NewTask("deliver message", intent, 0, now)
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +230,7 @@ func (s *Store) applyPublished(tx *wtx, msgs []host.MessageInput, tenant, taskID
 	for i := range msgs {
 		in := &msgs[i]
 		in.Tenant = tenant
-		err := checkMessageInput("publish message", in)
+		err := storecore.CheckMessageInput("publish message", in)
 		if err == nil {
 			if _, err = s.applyMessage(tx, in, taskID, attemptID, now); err == nil {
 				continue
@@ -353,16 +306,17 @@ func (s *Store) Message(ctx context.Context, tenant, id string) (*host.MessageRe
 	return m, nil
 }
 
-// topicFilter turns a topic pattern into a WHERE clause: topics are
-// letters, digits, '_', '-' and '.', so "p.*" is the range ["p.", "p/").
+// topicFilter turns a topic pattern into a WHERE clause (see
+// storecore.TopicBounds).
 func topicFilter(pattern string) (string, []any) {
-	switch prefix, ok := strings.CutSuffix(pattern, ".*"); {
-	case pattern == "*":
+	switch all, lo, hi, exact := storecore.TopicBounds(pattern); {
+	case all:
 		return "", nil
-	case ok:
-		return ` AND topic >= ? AND topic < ?`, []any{prefix + ".", prefix + "/"}
+	case exact == "":
+		return ` AND topic >= ? AND topic < ?`, []any{lo, hi}
+	default:
+		return ` AND topic = ?`, []any{exact}
 	}
-	return ` AND topic = ?`, []any{pattern}
 }
 
 // ListMessages implements host.Messages.
@@ -425,15 +379,8 @@ func (s *Store) ListMessages(ctx context.Context, q host.MessageQuery) (*host.Me
 // SetPackSubscriptions implements host.Messages.
 func (s *Store) SetPackSubscriptions(ctx context.Context, pack string, subs []host.Subscription) error {
 	const op = "set subscriptions"
-	for i, sub := range subs {
-		if sub.Pack != pack || sub.Node == "" || sub.TaskType == "" || len(sub.Topics) == 0 || len(sub.Topics) > host.MaxSubscriptions {
-			return host.Invalid(op, fmt.Sprintf("subscriptions[%d]", i), "must name pack %s, a node, a task type and 1 to %d topic patterns", pack, host.MaxSubscriptions)
-		}
-		for _, p := range sub.Topics {
-			if err := abi.CheckTopicPattern(p); err != nil {
-				return host.Invalid(op, fmt.Sprintf("subscriptions[%d].topics", i), "%v", err)
-			}
-		}
+	if err := storecore.CheckSubscriptions(op, pack, subs); err != nil {
+		return err
 	}
 	err := s.w.do(ctx, func(tx *wtx) error {
 		tx.touch(s.gens.routes)
@@ -550,28 +497,16 @@ func (s *Store) ExpireMessages(ctx context.Context, now time.Time) (int, error) 
 // hash the event recorded (its canonical form re-hashed) and its model
 // the model hash.
 func (s *Store) checkMessage(ctx context.Context, e *host.Event) (*host.ChainBreak, error) {
-	var d struct {
-		MessageID string `json:"message_id"`
-		Hash      string `json:"hash"`
-		ModelHash string `json:"model_hash"`
-		Tenant    string `json:"tenant"`
-	}
+	var d storecore.AcceptedRef
 	json.Unmarshal(e.Data, &d)
-	brk := &host.ChainBreak{Seq: e.Seq, Type: e.Type, MessageID: d.MessageID}
 	m, err := scanMessage(s.db.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE tenant = ? AND message_id = ?`, d.Tenant, d.MessageID))
 	if errors.Is(err, sql.ErrNoRows) {
-		brk.Problem, brk.Detail = host.BreakMessageMissing, fmt.Sprintf("message %s, accepted at event %d, is no longer stored", d.MessageID, e.Seq)
-		return brk, nil
+		return storecore.CheckAcceptedMessage(e, nil), nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	canon, err := bus.Canonical(m.Document)
-	if err != nil || bus.Hash(canon) != d.Hash || m.Hash != d.Hash || host.ContentHash(m.Model) != d.ModelHash || m.EventSeq != e.Seq {
-		brk.Problem, brk.Detail = host.BreakMessageHash, fmt.Sprintf("message %s no longer matches what event %d recorded", d.MessageID, e.Seq)
-		return brk, nil
-	}
-	return nil, nil
+	return storecore.CheckAcceptedMessage(e, m), nil
 }
 
 // findUnchainedMessage reports the first message no message_accepted
@@ -588,5 +523,5 @@ func (s *Store) findUnchainedMessage(ctx context.Context) (*host.ChainBreak, err
 	if err != nil {
 		return nil, err
 	}
-	return &host.ChainBreak{MessageID: id, Problem: host.BreakMessageUnchain, Detail: fmt.Sprintf("message %s is stored but no message_accepted event chains it", id)}, nil
+	return storecore.UnchainedMessage(id), nil
 }

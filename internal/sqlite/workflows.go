@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/evidence"
 	"github.com/packrun/packrun/internal/storecore"
 )
 
@@ -123,7 +122,7 @@ func (s *Store) StartWorkflow(ctx context.Context, st host.WorkflowStart) (*host
 		if err := insertRecord(tx, out); err != nil {
 			return err
 		}
-		if _, err := s.event(tx, host.EventWorkflowCreated, "", "", workflowData(out, nil)); err != nil {
+		if _, err := s.event(tx, host.EventWorkflowCreated, "", "", storecore.WorkflowData(out, nil)); err != nil {
 			return err
 		}
 		return s.enterState(tx, out, "", s.now())
@@ -152,18 +151,9 @@ func (s *Store) findOrNewRecord(tx *wtx, op, typeField string, st *host.Workflow
 	if err != nil {
 		return nil, false, err
 	}
-	state := st.State
-	if state == "" {
-		state = def.InitialState
-	} else if def.State(state) == nil {
-		return nil, false, host.Invalid(op, "state", "%q is not a state of workflow %s", state, def.WorkflowType)
+	if r, err = storecore.NewWorkflowRecord(op, host.NewID("wf"), st, def, now); err != nil {
+		return nil, false, err
 	}
-	r = &host.WorkflowRecord{WorkflowID: host.NewID("wf"), WorkflowType: st.WorkflowType, InstanceKey: st.InstanceKey,
-		CurrentState: state, Status: host.WorkflowActive, CreatedAt: now, UpdatedAt: now, Tenant: st.Tenant}
-	if len(st.Context) > 0 && string(st.Context) != "null" {
-		r.Context = evidence.CompactJSON(st.Context)
-	}
-	r.CreatedAt, r.UpdatedAt = parseTS(ts(now)), parseTS(ts(now))
 	return r, true, nil
 }
 
@@ -172,16 +162,6 @@ func insertRecord(tx *wtx, r *host.WorkflowRecord) error {
 	_, err := tx.Exec(`INSERT INTO workflow_records (`+workflowRecordColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
 		r.WorkflowID, r.Tenant, r.WorkflowType, r.InstanceKey, r.CurrentState, string(r.Context), string(r.Status), ts(r.CreatedAt), ts(r.UpdatedAt))
 	return err
-}
-
-// workflowData is the data of a workflow event about r, with extra.
-func workflowData(r *host.WorkflowRecord, extra map[string]any) map[string]any {
-	d := map[string]any{"workflow_id": r.WorkflowID, "workflow_type": r.WorkflowType, "instance_key": r.InstanceKey,
-		"state": r.CurrentState, "status": r.Status, "tenant": r.Tenant}
-	for k, v := range extra {
-		d[k] = v
-	}
-	return d
 }
 
 // enterState enqueues the task of r's current state if it emits a task
@@ -194,18 +174,11 @@ func (s *Store) enterState(tx *wtx, r *host.WorkflowRecord, attemptID string, no
 	if err != nil {
 		return err
 	}
-	st := def.State(r.CurrentState)
-	if st == nil || !st.EmitsTaskIntent {
+	intent := storecore.StateIntent(r, def)
+	if intent == nil {
 		return nil
 	}
-	payload := r.Context
-	if len(payload) == 0 {
-		payload = json.RawMessage(`{}`)
-	}
-	intent := host.TaskIntent{TaskType: st.TaskType, Source: host.WorkflowSource(r.WorkflowID), Subject: r.InstanceKey,
-		RequestedProfileID: st.DefaultProfileID, SkillIDs: st.DefaultSkillIDs, Payload: payload,
-		WorkflowRef: &host.WorkflowRef{WorkflowID: r.WorkflowID, StateID: st.StateID, InstanceKey: r.InstanceKey}}
-	t, err := storecore.NewTask(op, &intent, 0, now)
+	t, err := storecore.NewTask(op, intent, 0, now)
 	if err != nil {
 		return err
 	}
@@ -213,7 +186,7 @@ func (s *Store) enterState(tx *wtx, r *host.WorkflowRecord, attemptID string, no
 	if err := s.insertTask(tx, t, attemptID); err != nil {
 		return err
 	}
-	_, err = s.event(tx, host.EventWorkflowTaskCreated, t.TaskID, attemptID, workflowData(r, map[string]any{"task_type": t.TaskType}))
+	_, err = s.event(tx, host.EventWorkflowTaskCreated, t.TaskID, attemptID, storecore.WorkflowData(r, map[string]any{"task_type": t.TaskType}))
 	return err
 }
 
@@ -259,7 +232,7 @@ func (s *Store) CancelWorkflowRecord(ctx context.Context, tenant, id string) (*h
 			return err
 		}
 		out = r
-		_, err = s.event(tx, host.EventWorkflowCanceled, "", "", workflowData(r, map[string]any{"from": from}))
+		_, err = s.event(tx, host.EventWorkflowCanceled, "", "", storecore.WorkflowData(r, map[string]any{"from": from}))
 		return err
 	})
 	return out, host.Wrap(op, id, err)
@@ -300,14 +273,6 @@ func checkWorkflowRef(tx *wtx, op, tenant string, ref *host.WorkflowRef) error {
 	return nil
 }
 
-// What applyWorkflowSignal did, in task_attempt_finished's data.workflow.
-const (
-	signalTransitioned = "transitioned"
-	signalCompleted    = "completed"
-	signalBlocked      = "blocked"
-	signalStale        = "stale"
-)
-
 // applyWorkflowSignal applies the verified signal of completed task t to
 // the record its workflow_ref names, in tx (see host.Workflows for the
 // rules), and says what it did.
@@ -316,13 +281,13 @@ func (s *Store) applyWorkflowSignal(tx *wtx, t *host.TaskRecord, signal, attempt
 	ref := t.WorkflowRef
 	r, err := recordOf(tx.QueryRow(selectRecord, ref.WorkflowID), t.Tenant)
 	if errors.Is(err, sql.ErrNoRows) {
-		return signalStale, nil
+		return storecore.SignalStale, nil
 	}
 	if err != nil {
 		return "", err
 	}
 	if r.Status != host.WorkflowActive || r.CurrentState != ref.StateID {
-		return signalStale, nil
+		return storecore.SignalStale, nil
 	}
 	def, err := txWorkflow(tx, op, "workflow_type", r.WorkflowType)
 	if err != nil {
@@ -339,8 +304,8 @@ func (s *Store) applyWorkflowSignal(tx *wtx, t *host.TaskRecord, signal, attempt
 		if err := s.saveRecord(tx, r, now); err != nil {
 			return "", err
 		}
-		_, err := s.event(tx, host.EventWorkflowBlocked, t.TaskID, attemptID, workflowData(r, base))
-		return signalBlocked, err
+		_, err := s.event(tx, host.EventWorkflowBlocked, t.TaskID, attemptID, storecore.WorkflowData(r, base))
+		return storecore.SignalBlocked, err
 	}
 	if next != "" {
 		from := r.CurrentState
@@ -349,7 +314,7 @@ func (s *Store) applyWorkflowSignal(tx *wtx, t *host.TaskRecord, signal, attempt
 			return "", err
 		}
 		if _, err := s.event(tx, host.EventWorkflowTransitioned, t.TaskID, attemptID,
-			workflowData(r, map[string]any{"signal": signal, "from_task_id": t.TaskID, "from_state": from, "to_state": next})); err != nil {
+			storecore.WorkflowData(r, map[string]any{"signal": signal, "from_task_id": t.TaskID, "from_state": from, "to_state": next})); err != nil {
 			return "", err
 		}
 	}
@@ -359,10 +324,10 @@ func (s *Store) applyWorkflowSignal(tx *wtx, t *host.TaskRecord, signal, attempt
 		if err := s.saveRecord(tx, r, now); err != nil {
 			return "", err
 		}
-		_, err := s.event(tx, host.EventWorkflowCompleted, t.TaskID, attemptID, workflowData(r, base))
-		return signalCompleted, err
+		_, err := s.event(tx, host.EventWorkflowCompleted, t.TaskID, attemptID, storecore.WorkflowData(r, base))
+		return storecore.SignalCompleted, err
 	}
-	return signalTransitioned, s.enterState(tx, r, attemptID, now)
+	return storecore.SignalTransitioned, s.enterState(tx, r, attemptID, now)
 }
 
 // sensorWorkflow finds, or builds without inserting, the record an
@@ -399,7 +364,7 @@ func (s *Store) sensorWorkflowEvents(tx *wtx, r *host.WorkflowRecord, created bo
 			return err
 		}
 	}
-	if _, err := s.event(tx, evType, "", attemptID, workflowData(r, map[string]any{"record_id": sev.RecordID, "sensor_id": sev.Event.SensorID,
+	if _, err := s.event(tx, evType, "", attemptID, storecore.WorkflowData(r, map[string]any{"record_id": sev.RecordID, "sensor_id": sev.Event.SensorID,
 		"woken": woken})); err != nil {
 		return err
 	}
