@@ -422,11 +422,10 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 			return err
 		}
 		// The record as the UPDATE left it, without reading it back.
-		stored := func(v time.Time) time.Time { return parseTS(ts(v)) }
 		t.Status, t.Outcome, t.LastError = status, &outcome, lastErr
-		t.AvailableAt, t.UpdatedAt = stored(avail), stored(now)
+		t.AvailableAt, t.UpdatedAt = storecore.Stored(avail), storecore.Stored(now)
 		if finished != nil {
-			f := stored(now)
+			f := storecore.Stored(now)
 			t.FinishedAt = &f
 		}
 		out = t

@@ -240,7 +240,7 @@ func (s *Store) CancelWorkflowRecord(ctx context.Context, tenant, id string) (*h
 
 // saveRecord writes r's state, status and completed_at, updated at now.
 func (s *Store) saveRecord(tx *wtx, r *host.WorkflowRecord, now time.Time) error {
-	r.UpdatedAt = parseTS(ts(now))
+	r.UpdatedAt = storecore.Stored(now)
 	var completed any
 	if r.CompletedAt != nil {
 		completed = ts(*r.CompletedAt)
@@ -319,7 +319,7 @@ func (s *Store) applyWorkflowSignal(tx *wtx, t *host.TaskRecord, signal, attempt
 		}
 	}
 	if completes {
-		done := parseTS(ts(now))
+		done := storecore.Stored(now)
 		r.Status, r.CompletedAt = host.WorkflowCompleted, &done
 		if err := s.saveRecord(tx, r, now); err != nil {
 			return "", err
