@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // Every event the store writes has data exactly as json.Marshal of the
@@ -81,4 +82,22 @@ func FuzzAppendJSONString(f *testing.F) {
 			t.Fatalf("object %s, want %s", got, want)
 		}
 	})
+}
+
+// message_accepted's data, built with evData, is the bytes of
+// storecore.AcceptedData's map (what internal/postgres writes).
+func TestAcceptedDataMatchesStorecore(t *testing.T) {
+	conf := 0.5
+	full := &host.MessageInput{MessageID: "m<1>", Hash: "h", Model: json.RawMessage(`{"a":1}`), Format: "f", Topic: "t.x", Sender: "s é",
+		Origin: "api", ReplyTo: "r", SignedBy: "k", PrevHash: "p", To: "to", By: "b&c",
+		Log: host.MessageLog{Direction: "in", Status: "ok", LatencyMs: 12, EvidenceCount: 3, Confidence: &conf}}
+	for _, in := range []*host.MessageInput{full, {MessageID: "m", Hash: "h", Topic: "t", Sender: "s"}} {
+		want, err := json.Marshal(storecore.AcceptedData(in, "default", 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := acceptedData(in, "default", 2).bytes(); !bytes.Equal(got, want) {
+			t.Errorf("acceptedData:\n got %s\nwant %s", got, want)
+		}
+	}
 }
