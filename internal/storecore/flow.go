@@ -13,8 +13,7 @@ import (
 )
 
 // The rules of schedules, sensors, workflows, runs and messages that do
-// not depend on the database (internal/sqlite's, which keeps its copies
-// for now).
+// not depend on the database, as both backends apply them.
 
 // TenantOr is t, or host.DefaultTenant for "".
 func TenantOr(t string) string {
