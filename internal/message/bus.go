@@ -143,10 +143,15 @@ func (b Bus) Encode(m *Message) ([]byte, []string, error) {
 		Metadata busMeta         `json:"metadata"`
 		Payload  json.RawMessage `json:"payload"`
 	}{busMeta{ID: m.ID, Timestamp: m.Time.Format(time.RFC3339Nano), Source: m.From, Type: m.Topic, Version: version}, payload}
-	out, err := json.Marshal(doc)
-	if err != nil {
+	// Without HTML escaping, so the payload's bytes (a "&" in a key, say)
+	// come back as they went in.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
 		return nil, nil, busErr("$.payload", "json", "not valid JSON")
 	}
+	out := bytes.TrimRight(buf.Bytes(), "\n")
 	back, err := b.Decode(out)
 	if err != nil {
 		return nil, nil, err
