@@ -19,8 +19,14 @@ import (
 // then claims and runs tasks with Config.Workers workers until ctx is done.
 // On cancellation it stops claiming, lets in-flight tasks finish (they run
 // on their own context), releases the lock and returns nil.
+//
+// On a store with leases (host.Leases: several nodes on one database) it
+// claims without the dispatch lock instead: see runShared.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	b := d.cfg.Backend
+	if l, ok := b.(host.Leases); ok {
+		return d.runShared(ctx, l)
+	}
 	// Wait for the lock while another dispatcher holds it (said once), and
 	// while the store fails to answer (a full disk: retry says so once):
 	// neither is a reason to give up.
@@ -242,6 +248,7 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 		stats.Lag = t.StartedAt.Sub(t.AvailableAt)
 	}
 	d.cfg.Observer.TaskStarted(stats)
+	defer d.hold(t)()
 	defer func() {
 		stats.Duration = time.Since(began)
 		d.cfg.Observer.TaskFinished(stats)
@@ -347,7 +354,11 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 		in.Error = msg
 	}
 	if err := settle(in); err != nil {
-		d.cfg.Log("settling task failed", "task", t.TaskID, "error", err)
+		if errors.Is(err, host.ErrConflict) {
+			d.cfg.Log("settlement refused; the attempt is kept as evidence", "task", t.TaskID, "attempt", t.AttemptCount, "error", err)
+		} else {
+			d.cfg.Log("settling task failed", "task", t.TaskID, "error", err)
+		}
 		// The task could not be settled (cancelled, reclaimed, a stale
 		// runner...): the attempt still ran, so its evidence is kept.
 		if rerr := d.retry(stop, "recording attempt", t.TaskID, func() error { return d.cfg.Backend.RecordAttempt(ctx, att) }); rerr != nil {
