@@ -408,3 +408,25 @@ func (c *cluster) summary() string {
 	return fmt.Sprintf("completed attempts per runner %v (%d settlements refused); reclaimed per runner %v",
 		share, len(c.events(settleRefused, "")), reclaimed)
 }
+
+// serve refuses a lease that is not positive and a runner id that is not
+// an id, as usage errors naming the flag, before it opens anything.
+func TestServeLeaseAndRunnerFlags(t *testing.T) {
+	h := homeCLI{t, filepath.Join(t.TempDir(), "home")}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--lease", "0s"}, "--lease 0s: must be positive"},
+		{[]string{"serve", "--lease", "-2s"}, "--lease -2s: must be positive"},
+		{[]string{"serve", "--runner-id", strings.Repeat("n", 129)}, "--runner-id"},
+	} {
+		code, _, errs := h.run(c.args...)
+		if code != exitUsage || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d %q, want %d naming %q", c.args, code, errs, exitUsage, c.want)
+		}
+	}
+	if _, err := os.Stat(h.home); err == nil {
+		t.Error("a refused serve made its home")
+	}
+}

@@ -248,12 +248,16 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 		stats.Lag = t.StartedAt.Sub(t.AvailableAt)
 	}
 	d.cfg.Observer.TaskStarted(stats)
-	defer d.hold(t)()
+	// On a store with leases, the task's lease is renewed until it is
+	// settled (or left to the sweep).
+	release := d.hold(t)
+	defer release()
 	defer func() {
 		stats.Duration = time.Since(began)
 		d.cfg.Observer.TaskFinished(stats)
 	}()
 	settle := func(in host.FinishInput) error {
+		release()
 		if settling != nil {
 			settling()
 			settling = nil // the next task is claimed once, whatever the retries

@@ -170,7 +170,7 @@ type leaseSet struct {
 }
 
 // hold notes that this node runs t, for heartbeats, if the store has
-// leases; the returned func lets it go.
+// leases; the returned func lets it go (calling it again does nothing).
 func (d *Dispatcher) hold(t *host.TaskRecord) func() {
 	if _, ok := d.cfg.Backend.(host.Leases); !ok {
 		return func() {}
@@ -216,10 +216,15 @@ func (d *Dispatcher) heartbeats(ctx context.Context, l host.Leases) {
 			case ctx.Err() != nil:
 				return
 			case errors.Is(err, host.ErrConflict):
-				d.cfg.Log("lost the lease of a running task: another node reclaimed it; its settlement will be refused", "task", k.taskID, "attempt", k.attempt)
+				// Unless the task was settled here meanwhile (its lease
+				// is let go before its settlement starts).
 				d.leases.mu.Lock()
+				_, lost := d.leases.held[k]
 				delete(d.leases.held, k)
 				d.leases.mu.Unlock()
+				if lost {
+					d.cfg.Log("lost the lease of a running task: another node reclaimed it; its settlement will be refused", "task", k.taskID, "attempt", k.attempt)
+				}
 			case err != nil:
 				if !failing {
 					d.cfg.Log("renewing a lease failed; trying again", "task", k.taskID, "error", err)
