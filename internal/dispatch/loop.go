@@ -57,19 +57,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 	}
 	defer b.ReleaseDispatchLock(context.Background(), d.cfg.RunnerID)
-	var n int
-	err := d.retry(ctx.Done(), "boot sweep", "", func() (err error) {
-		n, err = b.ReclaimRunning(ctx, time.Now())
+	if err := d.bootSweep(ctx, b.ReclaimRunning, "boot sweep reclaimed tasks left running"); err != nil || ctx.Err() != nil {
 		return err
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("boot sweep: %w", err)
-	}
-	if n > 0 {
-		d.cfg.Log("boot sweep reclaimed tasks left running", "count", n)
 	}
 	if d.cfg.AfterSweep != nil {
 		d.cfg.AfterSweep(ctx)
@@ -106,6 +95,33 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 	}()
 
+	d.runWorkers(ctx)
+	return nil
+}
+
+// bootSweep settles the tasks reclaim finds (as of now), trying again
+// while the store fails, and says how many with msg. It returns nil when
+// ctx is done first.
+func (d *Dispatcher) bootSweep(ctx context.Context, reclaim func(context.Context, time.Time) (int, error), msg string) error {
+	var n int
+	err := d.retry(ctx.Done(), "boot sweep", "", func() (err error) {
+		n, err = reclaim(ctx, time.Now())
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("boot sweep: %w", err)
+	}
+	if n > 0 {
+		d.cfg.Log(msg, "count", n)
+	}
+	return nil
+}
+
+// runWorkers runs Config.Workers workers until they are all done.
+func (d *Dispatcher) runWorkers(ctx context.Context) {
 	var wg sync.WaitGroup
 	for i := 0; i < d.cfg.Workers; i++ {
 		wg.Add(1)
@@ -115,7 +131,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	return nil
 }
 
 // claimed is the result of a claim made in the background.

@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -23,19 +22,8 @@ import (
 //
 // It is dispatching (HoldsLock) from the boot sweep until it returns.
 func (d *Dispatcher) runShared(ctx context.Context, l host.Leases) error {
-	var n int
-	err := d.retry(ctx.Done(), "boot sweep", "", func() (err error) {
-		n, err = l.ReclaimExpired(ctx, time.Now())
+	if err := d.bootSweep(ctx, l.ReclaimExpired, "boot sweep reclaimed tasks whose lease expired"); err != nil || ctx.Err() != nil {
 		return err
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("boot sweep: %w", err)
-	}
-	if n > 0 {
-		d.cfg.Log("boot sweep reclaimed tasks whose lease expired", "count", n)
 	}
 	d.haveLock.Store(true)
 	d.cfg.Observer.DispatchLock(true)
@@ -53,15 +41,7 @@ func (d *Dispatcher) runShared(ctx context.Context, l host.Leases) error {
 	go func() { defer bgDone.Done(); d.sweepExpired(bg, l) }()
 	go func() { defer bgDone.Done(); d.heartbeats(bg, l) }()
 
-	var wg sync.WaitGroup
-	for i := 0; i < d.cfg.Workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d.worker(ctx)
-		}()
-	}
-	wg.Wait()
+	d.runWorkers(ctx)
 	stop()
 	bgDone.Wait()
 	ch.release()
@@ -130,15 +110,8 @@ func (c *choreLock) release() {
 // sweepExpired reclaims the tasks whose lease expired every LeaseTTL/2
 // until ctx is done.
 func (d *Dispatcher) sweepExpired(ctx context.Context, l host.Leases) {
-	t := time.NewTicker(max(l.LeaseTTL()/2, time.Millisecond))
-	defer t.Stop()
 	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, l.LeaseTTL()/2, func() {
 		n, err := l.ReclaimExpired(ctx, time.Now())
 		switch {
 		case ctx.Err() != nil:
@@ -148,12 +121,26 @@ func (d *Dispatcher) sweepExpired(ctx context.Context, l host.Leases) {
 				d.cfg.Log("reclaiming expired leases failed; trying again", "error", err)
 			}
 			failing = true
-			continue
+			return
 		case n > 0:
 			d.cfg.Log("reclaimed tasks whose lease expired", "count", n)
 			d.Wake()
 		}
 		failing = false
+	})
+}
+
+// every calls fn every period (at least a millisecond) until ctx is done.
+func every(ctx context.Context, period time.Duration, fn func()) {
+	t := time.NewTicker(max(period, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
 	}
 }
 
@@ -195,15 +182,8 @@ func (d *Dispatcher) hold(t *host.TaskRecord) func() {
 // its attempt runs out, and its settlement will be refused (the attempt
 // is kept as evidence).
 func (d *Dispatcher) heartbeats(ctx context.Context, l host.Leases) {
-	t := time.NewTicker(max(l.LeaseTTL()/3, time.Millisecond))
-	defer t.Stop()
 	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, l.LeaseTTL()/3, func() {
 		d.leases.mu.Lock()
 		held := make([]lease, 0, len(d.leases.held))
 		for k := range d.leases.held {
@@ -211,28 +191,35 @@ func (d *Dispatcher) heartbeats(ctx context.Context, l host.Leases) {
 		}
 		d.leases.mu.Unlock()
 		for _, k := range held {
-			_, err := l.Heartbeat(ctx, k.taskID, d.cfg.RunnerID, k.attempt)
-			switch {
-			case ctx.Err() != nil:
+			if ctx.Err() != nil {
 				return
-			case errors.Is(err, host.ErrConflict):
-				// Unless the task was settled here meanwhile (its lease
-				// is let go before its settlement starts).
-				d.leases.mu.Lock()
-				_, lost := d.leases.held[k]
-				delete(d.leases.held, k)
-				d.leases.mu.Unlock()
-				if lost {
-					d.cfg.Log("lost the lease of a running task: another node reclaimed it; its settlement will be refused", "task", k.taskID, "attempt", k.attempt)
-				}
-			case err != nil:
-				if !failing {
-					d.cfg.Log("renewing a lease failed; trying again", "task", k.taskID, "error", err)
-				}
-				failing = true
-			default:
-				failing = false
 			}
+			failing = d.renew(ctx, l, k, failing)
 		}
+	})
+}
+
+// renew renews one lease; failing says whether the last renewal failed
+// (said once until one works), and renew returns whether this one did.
+func (d *Dispatcher) renew(ctx context.Context, l host.Leases, k lease, failing bool) bool {
+	_, err := l.Heartbeat(ctx, k.taskID, d.cfg.RunnerID, k.attempt)
+	switch {
+	case ctx.Err() != nil:
+	case errors.Is(err, host.ErrConflict):
+		// Unless the task was settled here meanwhile (its lease is let go
+		// before its settlement starts).
+		d.leases.mu.Lock()
+		_, lost := d.leases.held[k]
+		delete(d.leases.held, k)
+		d.leases.mu.Unlock()
+		if lost {
+			d.cfg.Log("lost the lease of a running task: another node reclaimed it; its settlement will be refused", "task", k.taskID, "attempt", k.attempt)
+		}
+	case err != nil:
+		if !failing {
+			d.cfg.Log("renewing a lease failed; trying again", "task", k.taskID, "error", err)
+		}
+		return true
 	}
+	return false
 }
