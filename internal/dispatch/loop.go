@@ -57,7 +57,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 	}
 	defer b.ReleaseDispatchLock(context.Background(), d.cfg.RunnerID)
-	if err := d.bootSweep(ctx, b.ReclaimRunning, "boot sweep reclaimed tasks left running"); err != nil || ctx.Err() != nil {
+	if swept, err := d.bootSweep(ctx, b.ReclaimRunning, "boot sweep reclaimed tasks left running"); !swept {
 		return err
 	}
 	if d.cfg.AfterSweep != nil {
@@ -100,24 +100,24 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 }
 
 // bootSweep settles the tasks reclaim finds (as of now), trying again
-// while the store fails, and says how many with msg. It returns nil when
-// ctx is done first.
-func (d *Dispatcher) bootSweep(ctx context.Context, reclaim func(context.Context, time.Time) (int, error), msg string) error {
+// while the store fails, and says how many with msg. If it could not
+// (swept false), Run returns err: nil when ctx was done first.
+func (d *Dispatcher) bootSweep(ctx context.Context, reclaim func(context.Context, time.Time) (int, error), msg string) (swept bool, err error) {
 	var n int
-	err := d.retry(ctx.Done(), "boot sweep", "", func() (err error) {
+	err = d.retry(ctx.Done(), "boot sweep", "", func() (err error) {
 		n, err = reclaim(ctx, time.Now())
 		return err
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("boot sweep: %w", err)
+		return false, fmt.Errorf("boot sweep: %w", err)
 	}
 	if n > 0 {
 		d.cfg.Log(msg, "count", n)
 	}
-	return nil
+	return true, nil
 }
 
 // runWorkers runs Config.Workers workers until they are all done.

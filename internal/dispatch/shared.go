@@ -22,7 +22,7 @@ import (
 //
 // It is dispatching (HoldsLock) from the boot sweep until it returns.
 func (d *Dispatcher) runShared(ctx context.Context, l host.Leases) error {
-	if err := d.bootSweep(ctx, l.ReclaimExpired, "boot sweep reclaimed tasks whose lease expired"); err != nil || ctx.Err() != nil {
+	if swept, err := d.bootSweep(ctx, l.ReclaimExpired, "boot sweep reclaimed tasks whose lease expired"); !swept {
 		return err
 	}
 	d.haveLock.Store(true)
