@@ -74,7 +74,8 @@ every node claims. A claimed task is the node's for --lease (default 30s), renew
 third of it while the task runs; a task whose node died or stalled past its lease is
 reclaimed by any node and run again, and the stalled node's late settlement is refused
 (its attempt kept as evidence). One node at a time (the dispatch lock's holder) continues
-the openwop runs a stopped node left. --runner-id names the node in claims and attempts.
+unfinished openwop runs, when it takes the lock. --runner-id names the node in claims and
+attempts.
 
   packrun serve --store postgres://packrun@db:5432/packrun --runner-id node-a --lease 30s
 
