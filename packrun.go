@@ -56,6 +56,12 @@ type Config struct {
 	// keeps the trust policy, the configuration and the key files; with
 	// PostgreSQL, every node must be given the same secret key file.
 	Store string
+	// LeaseTTL is how long a task claimed from a PostgreSQL store stays
+	// its node's without a heartbeat (default 30s; renewed every third of
+	// it while the task runs): past it, another node reclaims the task,
+	// and a late settlement by the first is refused. The SQLite store
+	// ignores it (one dispatcher claims at a time).
+	LeaseTTL time.Duration
 	// SecretKeyFile holds the key sealing secret memory values (default
 	// $PACKRUN_SECRET_KEY_FILE, else <home>/secret.key).
 	SecretKeyFile string

@@ -22,6 +22,10 @@ const HeapFloor = dispatch.HeapFloor
 // tasks a crash left running, then claims tasks, invokes the node each
 // task type routes to, records the attempt and settles the task. When ctx
 // is done it stops claiming, lets in-flight tasks finish and returns nil.
+// On a PostgreSQL store, where several nodes claim, it takes no lock to
+// claim: each claimed task is held under a lease (Config.LeaseTTL) that
+// Run renews while the task runs, and the tasks whose lease expired are
+// reclaimed at start and every half lease.
 func (h *Host) Run(ctx context.Context) error {
 	_, d, err := h.engine(ctx)
 	if err != nil {
@@ -33,9 +37,11 @@ func (h *Host) Run(ctx context.Context) error {
 	return d.Run(ctx)
 }
 
-// Dispatching reports whether this host's dispatcher holds the store's
-// dispatch lock: false before Run, and while another packrun on the same
-// home holds it (this one waits as a standby).
+// Dispatching reports whether this host's dispatcher is dispatching:
+// false before Run; on the home's SQLite store, whether it holds the
+// dispatch lock (false while another packrun on the same home holds it
+// and this one waits as a standby); on a PostgreSQL store, where every
+// node claims, whether Run is running.
 func (h *Host) Dispatching() bool {
 	d := h.started.Load()
 	return d != nil && d.HoldsLock()

@@ -58,7 +58,7 @@ func openPostgres(ctx context.Context, home string, cfg Config) (backend, error)
 	if err != nil {
 		return nil, fmt.Errorf("%w: host key: %v", ErrConfig, err)
 	}
-	s, err := postgres.Open(ctx, cfg.Store, postgres.Options{SecretKey: secret, HostKey: ed25519.NewKeyFromSeed(seed)})
+	s, err := postgres.Open(ctx, cfg.Store, postgres.Options{SecretKey: secret, HostKey: ed25519.NewKeyFromSeed(seed), LeaseTTL: cfg.LeaseTTL})
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", redactURL(cfg.Store), err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	packrun "github.com/packrun/packrun"
+	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/api"
 	"github.com/packrun/packrun/internal/heapfloor"
 	"github.com/packrun/packrun/internal/observe"
@@ -26,9 +27,10 @@ func (a *app) serveCommand() *cobra.Command {
 	var workers int
 	var insecure bool
 	var rateLimit float64
-	var metricsToken string
+	var metricsToken, runnerID string
+	var lease time.Duration
 	cmd := &cobra.Command{
-		Use:   "serve [--addr 127.0.0.1:7070] [--workers 8] [--tls-cert F --tls-key F] [--insecure-no-auth]",
+		Use:   "serve [--addr 127.0.0.1:7070] [--workers 8] [--tls-cert F --tls-key F] [--insecure-no-auth] [--store postgres://... [--lease 30s]]",
 		Short: "Run the dispatcher and the HTTP API",
 		Long: `Run the dispatcher (claims the next available task, invokes the node its task type
 maps to, records the attempt, applies the outcome, schedules retries) and the HTTP API:
@@ -61,10 +63,21 @@ These three answer without a token unless --metrics-token is given; then they ne
 logged (method, route pattern, status, duration, token id) and each task's start and
 finish (task, type, pack, attempt, outcome, duration); --log-format json writes JSON lines.
 
-One dispatcher per store holds the dispatch lock; a second one waits as a standby (it
-says so) and takes over when the first stops. Tasks a crash left running are reclaimed
-at start. SIGTERM or Ctrl-C stops claiming, lets in-flight tasks
+On the home's SQLite store, one dispatcher holds the dispatch lock; a second one waits as
+a standby (it says so) and takes over when the first stops. Tasks a crash left running
+are reclaimed at start. SIGTERM or Ctrl-C stops claiming, lets in-flight tasks
 finish, and exits.
+
+On a PostgreSQL store (--store postgres://..., or $PACKRUN_STORE), run serve on as many
+nodes as you like, each with its own home holding the same secret.key and trust policy:
+every node claims. A claimed task is the node's for --lease (default 30s), renewed every
+third of it while the task runs; a task whose node died or stalled past its lease is
+reclaimed by any node and run again, and the stalled node's late settlement is refused
+(its attempt kept as evidence). One node at a time (the dispatch lock's holder) continues
+unfinished openwop runs, when it takes the lock. --runner-id names the node in claims and
+attempts.
+
+  packrun serve --store postgres://packrun@db:5432/packrun --runner-id node-a --lease 30s
 
 The process keeps a 64 MiB heap floor so that Go's garbage collector does not run a
 hundred times a second on its small live heap (up to 64 MiB more memory, much more
@@ -77,6 +90,14 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			}
 			if rateLimit < 0 {
 				return usageError("--rate-limit %g: must be 0 (no limit) or more", rateLimit)
+			}
+			if lease <= 0 {
+				return usageError("--lease %s: must be positive", lease)
+			}
+			if runnerID != "" {
+				if err := host.CheckID("serve", "--runner-id", runnerID); err != nil {
+					return withCode(exitUsage, err)
+				}
 			}
 			if (tlsCert == "") != (tlsKey == "") {
 				return usageError("--tls-cert and --tls-key go together")
@@ -96,7 +117,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			}
 			obs := observe.New(observe.Config{Log: a.log, Token: metricsToken, Home: a.home,
 				Announce: func(msg string) { fmt.Fprintf(a.stderr, "packrun %s\n", msg) }})
-			h, err := a.open(ctx, readWrite, packrun.Config{PoolSize: 2, Workers: workers, Observer: obs})
+			h, err := a.open(ctx, readWrite, packrun.Config{PoolSize: 2, Workers: workers, Observer: obs, LeaseTTL: lease, RunnerID: runnerID})
 			if err != nil {
 				return stopped(err)
 			}
@@ -186,6 +207,8 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
 	cmd.Flags().Float64Var(&rateLimit, "rate-limit", 200, "requests a second each token may make on average (twice as many at once); 0: no limit")
 	cmd.Flags().StringVar(&metricsToken, "metrics-token", "", "bearer token /metrics, /healthz and /readyz require (default: none needed)")
+	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "with a postgres store: how long a claimed task stays this node's without a heartbeat (renewed every third of it); past it, another node reclaims it")
+	cmd.Flags().StringVar(&runnerID, "runner-id", "", `names this node in task claims and attempts (default "packrun-" and 8 random hex digits)`)
 	cmd.Flags().IntVar(&workers, "workers", 8, "tasks run at once (they mostly wait on durable commits, so more than the cores helps)")
 	return cmd
 }

@@ -74,9 +74,14 @@ type Config struct {
 // invocations (CLI invoke, POST /v1/invoke), so every invocation is
 // recorded the same way.
 type Dispatcher struct {
-	cfg      Config
-	wake     chan struct{}
+	cfg  Config
+	wake chan struct{}
+	// haveLock: the dispatcher may claim (it holds the dispatch lock, or
+	// runs on a store with leases).
 	haveLock atomic.Bool
+	// leases are the tasks running here under a lease (a store with
+	// leases), renewed by heartbeats.
+	leases leaseSet
 	// retryWait is the first wait before settling a task again after the
 	// store failed to (see retry).
 	retryWait time.Duration
@@ -145,8 +150,10 @@ func New(cfg Config) *Dispatcher {
 	return &Dispatcher{cfg: cfg, wake: make(chan struct{}, 1), retryWait: 100 * time.Millisecond, modules: map[loadKey]*loaded{}}
 }
 
-// HoldsLock reports whether this dispatcher holds the store's dispatch
-// lock (false while it waits as a standby, and before Run).
+// HoldsLock reports whether this dispatcher is dispatching: it holds the
+// store's dispatch lock (false while it waits as a standby, and before
+// Run), or, on a store with leases (host.Leases), Run is claiming, as
+// every node on it does.
 func (d *Dispatcher) HoldsLock() bool { return d.haveLock.Load() }
 
 type nopObserver struct{}

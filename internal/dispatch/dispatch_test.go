@@ -104,23 +104,33 @@ func newEnvAdapters(t *testing.T, arch *packs.Archive, adaptersJSON string) env 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
+	return env{newDispatcherOn(t, Config{Backend: b}, arch, adaptersJSON), b}
+}
+
+// newDispatcherOn is a dispatcher configured as cfg serving arch, with
+// the adapters of adaptersJSON.
+func newDispatcherOn(t *testing.T, cfg Config, arch *packs.Archive, adaptersJSON string) *Dispatcher {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
 	rt, err := runtime.New(ctx, runtime.NewConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close(ctx) })
-	cfg, err := adapters.DecodeConfig([]byte(adaptersJSON))
+	acfg, err := adapters.DecodeConfig([]byte(adaptersJSON))
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := adapters.NewRegistry(cfg, filepath.Join(dir, "adapter-runs"))
+	reg, err := adapters.NewRegistry(acfg, filepath.Join(dir, "adapter-runs"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := New(Config{Backend: b, Packs: onePack{arch}, Runtime: rt, Adapters: reg,
-		PackConfig: func(string) json.RawMessage { return json.RawMessage(`{"missing":"now present"}`) }})
+	cfg.Packs, cfg.Runtime, cfg.Adapters = onePack{arch}, rt, reg
+	cfg.PackConfig = func(string) json.RawMessage { return json.RawMessage(`{"missing":"now present"}`) }
+	d := New(cfg)
 	t.Cleanup(func() { d.Close(ctx) })
-	return env{d, b}
+	return d
 }
 
 const allGrants = `,"grants":{"services":["memory","adapters","config","queue"],"adapters":["echo"],"memoryNamespaces":["ns"]}`

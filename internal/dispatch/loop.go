@@ -19,8 +19,14 @@ import (
 // then claims and runs tasks with Config.Workers workers until ctx is done.
 // On cancellation it stops claiming, lets in-flight tasks finish (they run
 // on their own context), releases the lock and returns nil.
+//
+// On a store with leases (host.Leases: several nodes on one database) it
+// claims without the dispatch lock instead: see runShared.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	b := d.cfg.Backend
+	if l, ok := b.(host.Leases); ok {
+		return d.runShared(ctx, l)
+	}
 	// Wait for the lock while another dispatcher holds it (said once), and
 	// while the store fails to answer (a full disk: retry says so once):
 	// neither is a reason to give up.
@@ -51,19 +57,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 	}
 	defer b.ReleaseDispatchLock(context.Background(), d.cfg.RunnerID)
-	var n int
-	err := d.retry(ctx.Done(), "boot sweep", "", func() (err error) {
-		n, err = b.ReclaimRunning(ctx, time.Now())
+	if swept, err := d.bootSweep(ctx, b.ReclaimRunning, "boot sweep reclaimed tasks left running"); !swept {
 		return err
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("boot sweep: %w", err)
-	}
-	if n > 0 {
-		d.cfg.Log("boot sweep reclaimed tasks left running", "count", n)
 	}
 	if d.cfg.AfterSweep != nil {
 		d.cfg.AfterSweep(ctx)
@@ -100,6 +95,33 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 	}()
 
+	d.runWorkers(ctx)
+	return nil
+}
+
+// bootSweep settles the tasks reclaim finds (as of now), trying again
+// while the store fails, and says how many with msg. If it could not
+// (swept false), Run returns err: nil when ctx was done first.
+func (d *Dispatcher) bootSweep(ctx context.Context, reclaim func(context.Context, time.Time) (int, error), msg string) (swept bool, err error) {
+	var n int
+	err = d.retry(ctx.Done(), "boot sweep", "", func() (err error) {
+		n, err = reclaim(ctx, time.Now())
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		return false, fmt.Errorf("boot sweep: %w", err)
+	}
+	if n > 0 {
+		d.cfg.Log(msg, "count", n)
+	}
+	return true, nil
+}
+
+// runWorkers runs Config.Workers workers until they are all done.
+func (d *Dispatcher) runWorkers(ctx context.Context) {
 	var wg sync.WaitGroup
 	for i := 0; i < d.cfg.Workers; i++ {
 		wg.Add(1)
@@ -109,7 +131,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	return nil
 }
 
 // claimed is the result of a claim made in the background.
@@ -242,11 +263,16 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 		stats.Lag = t.StartedAt.Sub(t.AvailableAt)
 	}
 	d.cfg.Observer.TaskStarted(stats)
+	// On a store with leases, the task's lease is renewed until it is
+	// settled (or left to the sweep).
+	release := d.hold(t)
+	defer release()
 	defer func() {
 		stats.Duration = time.Since(began)
 		d.cfg.Observer.TaskFinished(stats)
 	}()
 	settle := func(in host.FinishInput) error {
+		release()
 		if settling != nil {
 			settling()
 			settling = nil // the next task is claimed once, whatever the retries
@@ -347,7 +373,11 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 		in.Error = msg
 	}
 	if err := settle(in); err != nil {
-		d.cfg.Log("settling task failed", "task", t.TaskID, "error", err)
+		if errors.Is(err, host.ErrConflict) {
+			d.cfg.Log("settlement refused; the attempt is kept as evidence", "task", t.TaskID, "attempt", t.AttemptCount, "error", err)
+		} else {
+			d.cfg.Log("settling task failed", "task", t.TaskID, "error", err)
+		}
 		// The task could not be settled (cancelled, reclaimed, a stale
 		// runner...): the attempt still ran, so its evidence is kept.
 		if rerr := d.retry(stop, "recording attempt", t.TaskID, func() error { return d.cfg.Backend.RecordAttempt(ctx, att) }); rerr != nil {

@@ -11,6 +11,11 @@ import (
 	"github.com/packrun/packrun/host"
 )
 
+var _ host.Leases = (*Store)(nil)
+
+// LeaseTTL implements host.Leases: Options.LeaseTTL.
+func (s *Store) LeaseTTL() time.Duration { return s.opts.LeaseTTL }
+
 // Claim implements host.Queue; a zero now means the store's clock. The
 // next available task in queue order (priority, available_at, seq) is
 // chosen with FOR UPDATE SKIP LOCKED, so concurrent claimers on any node
@@ -68,7 +73,7 @@ func prefixed(p, columns string) string {
 	return string(out)
 }
 
-// Heartbeat extends the lease of a running task held by runnerID on
+// Heartbeat implements host.Leases: it extends the lease of a running task held by runnerID on
 // attempt attempt until now + Options.LeaseTTL, and returns the new
 // expiry. A task no longer held by that runner and attempt (reclaimed,
 // settled, claimed again) gives ErrConflict: the runner has lost it and
@@ -88,7 +93,7 @@ func (s *Store) Heartbeat(ctx context.Context, taskID, runnerID string, attempt 
 	return parseTS(ts(exp)), nil
 }
 
-// ReclaimExpired is the boot sweep generalised to many nodes: any node may
+// ReclaimExpired implements host.Leases: the boot sweep generalised to many nodes: any node may
 // call it at any time. Each running task whose lease expired before now
 // (its holder stopped heartbeating: crashed, paused, partitioned) is
 // settled as ReclaimRunning settles one, with event boot_sweep_reclaimed

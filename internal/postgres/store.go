@@ -30,7 +30,14 @@ type Options struct {
 	// them synchronised (NTP) well within LeaseTTL.
 	Now func() time.Time
 	// LeaseTTL is how long a claim holds its task without a heartbeat
-	// (default 30s): past it, any node may reclaim the task.
+	// (default 30s): past it, any node may reclaim the task. It is also
+	// a quarter of it the store's connections'
+	// idle_in_transaction_session_timeout (unless the DSN sets one): a
+	// node stopped in the middle of a write transaction (paused, swapped
+	// out) would otherwise hold its locks, the evidence chain's among
+	// them, and stall every other node for as long as it is stopped (long
+	// enough for their leases to expire too); the server ends its session
+	// instead, and the transaction rolls back.
 	LeaseTTL time.Duration
 	// Backoff is the delay before retry number n (n = the attempts made
 	// so far, from 1). Default: 30s·2^(n-1), at most 15 minutes, as
@@ -110,6 +117,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open postgres store: %w", err)
 		}
 	}
+	if _, set := cfg.ConnConfig.RuntimeParams[idleInTx]; !set {
+		cfg.ConnConfig.RuntimeParams[idleInTx] = fmt.Sprint(max(opts.LeaseTTL.Milliseconds()/4, 1))
+	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
@@ -127,6 +137,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	s.w = startWriters(s, opts.Writers)
 	return s, nil
 }
+
+// idleInTx is the server setting that ends a session left idle inside a
+// transaction for longer than it (milliseconds).
+const idleInTx = "idle_in_transaction_session_timeout"
 
 // Close stops the writers once the operations they took are done, and
 // closes the pool. Writes submitted afterwards fail.

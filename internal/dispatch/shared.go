@@ -1,0 +1,225 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/packrun/packrun/host"
+)
+
+// runShared is Run on a store that several nodes share (the Backend
+// implements host.Leases): every node claims, without the dispatch lock,
+// each claim holding its task under a lease. The dispatcher
+//
+//   - reclaims the tasks whose lease expired (their node died or stalled)
+//     at start and then every LeaseTTL/2, as any node may;
+//   - renews the lease of each task it runs every LeaseTTL/3 (heartbeats);
+//   - runs the singleton chores (Config.AfterSweep) only while it holds
+//     the dispatch lock, which it tries to take without waiting, and again
+//     every LockTTL in the background.
+//
+// It is dispatching (HoldsLock) from the boot sweep until it returns.
+func (d *Dispatcher) runShared(ctx context.Context, l host.Leases) error {
+	if swept, err := d.bootSweep(ctx, l.ReclaimExpired, "boot sweep reclaimed tasks whose lease expired"); !swept {
+		return err
+	}
+	d.haveLock.Store(true)
+	d.cfg.Observer.DispatchLock(true)
+	defer d.haveLock.Store(false)
+
+	bg, stop := context.WithCancel(context.Background())
+	var bgDone sync.WaitGroup
+	ch := &choreLock{d: d}
+	// The first try is made before claiming, so that a single node
+	// continues what a stopped process left before it claims, as on a
+	// store without leases.
+	ch.try(ctx)
+	bgDone.Add(3)
+	go func() { defer bgDone.Done(); ch.keepTrying(ctx, bg) }()
+	go func() { defer bgDone.Done(); d.sweepExpired(bg, l) }()
+	go func() { defer bgDone.Done(); d.heartbeats(bg, l) }()
+
+	d.runWorkers(ctx)
+	stop()
+	bgDone.Wait()
+	ch.release()
+	return nil
+}
+
+// choreLock is the dispatch lock as the election of the node that runs the
+// singleton chores, on a store with leases.
+type choreLock struct {
+	d      *Dispatcher
+	held   bool
+	ranOne bool // AfterSweep ran
+}
+
+// try takes or renews the lock without waiting, says when that changes,
+// and runs AfterSweep (with ctx, the dispatcher's) the first time the
+// lock is taken.
+func (c *choreLock) try(ctx context.Context) {
+	d := c.d
+	_, err := d.cfg.Backend.AcquireDispatchLock(ctx, d.cfg.RunnerID, d.cfg.LockTTL)
+	if ctx.Err() != nil {
+		return
+	}
+	switch {
+	case err == nil && !c.held:
+		c.held = true
+		d.cfg.Log("dispatch lock taken: this node runs the singleton chores")
+		if !c.ranOne && d.cfg.AfterSweep != nil {
+			c.ranOne = true
+			d.cfg.AfterSweep(ctx)
+		}
+	case err != nil && c.held:
+		c.held = false
+		d.cfg.Log("lost the dispatch lock: another node runs the singleton chores", "error", err)
+	case err != nil && !errors.Is(err, host.ErrLocked) && !host.Retryable(err):
+		d.cfg.Log("dispatch lock", "error", err)
+	}
+}
+
+// keepTrying renews the lock every LockTTL/3 while it is held, and tries
+// to take it every LockTTL while it is not, until stop is done.
+func (c *choreLock) keepTrying(ctx, stop context.Context) {
+	for {
+		wait := c.d.cfg.LockTTL
+		if c.held {
+			wait /= 3
+		}
+		select {
+		case <-stop.Done():
+			return
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		c.try(ctx)
+	}
+}
+
+// release gives the lock up, if held.
+func (c *choreLock) release() {
+	if c.held {
+		c.d.cfg.Backend.ReleaseDispatchLock(context.Background(), c.d.cfg.RunnerID)
+	}
+}
+
+// sweepExpired reclaims the tasks whose lease expired every LeaseTTL/2
+// until ctx is done.
+func (d *Dispatcher) sweepExpired(ctx context.Context, l host.Leases) {
+	failing := false
+	every(ctx, l.LeaseTTL()/2, func() {
+		n, err := l.ReclaimExpired(ctx, time.Now())
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if !failing {
+				d.cfg.Log("reclaiming expired leases failed; trying again", "error", err)
+			}
+			failing = true
+			return
+		case n > 0:
+			d.cfg.Log("reclaimed tasks whose lease expired", "count", n)
+			d.Wake()
+		}
+		failing = false
+	})
+}
+
+// every calls fn every period (at least a millisecond) until ctx is done.
+func every(ctx context.Context, period time.Duration, fn func()) {
+	t := time.NewTicker(max(period, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+// lease is a task this node runs under a lease.
+type lease struct {
+	taskID  string
+	attempt int
+}
+
+// leaseSet is the leases this node holds (the tasks it runs).
+type leaseSet struct {
+	mu   sync.Mutex
+	held map[lease]struct{}
+}
+
+// hold notes that this node runs t, for heartbeats, if the store has
+// leases; the returned func lets it go (calling it again does nothing).
+func (d *Dispatcher) hold(t *host.TaskRecord) func() {
+	if _, ok := d.cfg.Backend.(host.Leases); !ok {
+		return func() {}
+	}
+	k := lease{t.TaskID, t.AttemptCount}
+	d.leases.mu.Lock()
+	if d.leases.held == nil {
+		d.leases.held = map[lease]struct{}{}
+	}
+	d.leases.held[k] = struct{}{}
+	d.leases.mu.Unlock()
+	return func() {
+		d.leases.mu.Lock()
+		delete(d.leases.held, k)
+		d.leases.mu.Unlock()
+	}
+}
+
+// heartbeats renews the lease of every task this node runs every
+// LeaseTTL/3 until ctx is done. A task whose lease was lost (another node
+// reclaimed it while this one stalled) is said once and renewed no more:
+// its attempt runs out, and its settlement will be refused (the attempt
+// is kept as evidence).
+func (d *Dispatcher) heartbeats(ctx context.Context, l host.Leases) {
+	failing := false
+	every(ctx, l.LeaseTTL()/3, func() {
+		d.leases.mu.Lock()
+		held := make([]lease, 0, len(d.leases.held))
+		for k := range d.leases.held {
+			held = append(held, k)
+		}
+		d.leases.mu.Unlock()
+		for _, k := range held {
+			if ctx.Err() != nil {
+				return
+			}
+			failing = d.renew(ctx, l, k, failing)
+		}
+	})
+}
+
+// renew renews one lease; failing says whether the last renewal failed
+// (said once until one works), and renew returns whether this one did.
+func (d *Dispatcher) renew(ctx context.Context, l host.Leases, k lease, failing bool) bool {
+	_, err := l.Heartbeat(ctx, k.taskID, d.cfg.RunnerID, k.attempt)
+	switch {
+	case ctx.Err() != nil:
+	case errors.Is(err, host.ErrConflict):
+		// Unless the task was settled here meanwhile (its lease is let go
+		// before its settlement starts).
+		d.leases.mu.Lock()
+		_, lost := d.leases.held[k]
+		delete(d.leases.held, k)
+		d.leases.mu.Unlock()
+		if lost {
+			d.cfg.Log("lost the lease of a running task: another node reclaimed it; its settlement will be refused", "task", k.taskID, "attempt", k.attempt)
+		}
+	case err != nil:
+		if !failing {
+			d.cfg.Log("renewing a lease failed; trying again", "task", k.taskID, "error", err)
+		}
+		return true
+	}
+	return false
+}
