@@ -18,8 +18,6 @@ import (
 	"github.com/packrun/packrun/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
 // settleRefused is the event the PostgreSQL store appends when it refuses
 // a settlement from a runner that no longer holds the task
 // (internal/postgres.EventTaskSettleRefused).
