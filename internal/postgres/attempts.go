@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -68,25 +67,9 @@ func (s *Store) sameAttempt(ctx context.Context, a *host.Attempt) error {
 	return nil
 }
 
-// scanAttempt reads a row (seq, record) back into the exact form it was
-// hashed in.
-func scanAttempt(row pgx.Row) (*host.Attempt, error) {
-	var seq int64
-	var rec []byte
-	if err := row.Scan(&seq, &rec); err != nil {
-		return nil, err
-	}
-	a, _, err := evidence.DecodeRecord(rec)
-	if err != nil {
-		return nil, fmt.Errorf("attempt at seq %d: %w", seq, err)
-	}
-	a.EventSeq = seq
-	return a, nil
-}
-
 // Attempt implements host.Evidence.
 func (s *Store) Attempt(ctx context.Context, attemptID string) (*host.Attempt, error) {
-	a, err := scanAttempt(s.pool.QueryRow(ctx, `SELECT seq, record FROM attempt_records WHERE attempt_id = $1`, attemptID))
+	a, err := storecore.ScanAttempt(s.pool.QueryRow(ctx, `SELECT seq, record FROM attempt_records WHERE attempt_id = $1`, attemptID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, host.Errorf("get attempt", attemptID, host.ErrNotFound, "")
 	}
@@ -144,6 +127,6 @@ func (s *Store) ListAttempts(ctx context.Context, f host.AttemptFilter) ([]*host
 	if err != nil {
 		return nil, host.Wrap("list attempts", "", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*host.Attempt, error) { return scanAttempt(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*host.Attempt, error) { return storecore.ScanAttempt(r) })
 	return out, host.Wrap("list attempts", "", err)
 }

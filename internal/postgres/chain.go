@@ -118,19 +118,6 @@ func (s *Store) AppendEvent(ctx context.Context, e host.Event) (*host.Event, err
 
 const eventColumns = `seq, time, type, task_id, attempt_id, data, prev_hash, hash`
 
-func scanEvent(row pgx.Row) (*host.Event, error) {
-	var e host.Event
-	var t, data string
-	if err := row.Scan(&e.Seq, &t, &e.Type, &e.TaskID, &e.AttemptID, &data, &e.PrevHash, &e.Hash); err != nil {
-		return nil, err
-	}
-	e.Time = parseTS(t)
-	if data != "" {
-		e.Data = json.RawMessage(data)
-	}
-	return &e, nil
-}
-
 // args numbers a query's arguments as they are added ($1, $2, ...).
 type args []any
 
@@ -196,7 +183,7 @@ func (s *Store) storedEvents(ctx context.Context, f host.EventFilter, after int6
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*host.Event, error) { return scanEvent(r) })
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*host.Event, error) { return storecore.ScanEvent(r) })
 }
 
 // recordedEvents builds the attempt_recorded events of the attempts f

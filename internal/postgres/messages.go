@@ -23,21 +23,6 @@ import (
 const messageColumns = `event_seq, tenant, message_id, format, document, model, hash, sender, recipient, topic, kind, reply_to,
 	priority, expires_at, prev_hash, signed_by, origin, accepted_at, event_seq`
 
-func scanMessage(row pgx.Row) (*host.MessageRecord, error) {
-	var m host.MessageRecord
-	var doc, model, expires, accepted string
-	if err := row.Scan(&m.Seq, &m.Tenant, &m.MessageID, &m.Format, &doc, &model, &m.Hash, &m.Sender, &m.To, &m.Topic, &m.Kind,
-		&m.ReplyTo, &m.Priority, &expires, &m.PrevHash, &m.SignedBy, &m.Origin, &accepted, &m.EventSeq); err != nil {
-		return nil, err
-	}
-	m.Document, m.Model, m.AcceptedAt = json.RawMessage(doc), json.RawMessage(model), parseTS(accepted)
-	if expires != "" {
-		t := parseTS(expires)
-		m.ExpiresAt = &t
-	}
-	return &m, nil
-}
-
 // PublishMessage implements host.Messages.
 func (s *Store) PublishMessage(ctx context.Context, in *host.MessageInput) (*host.MessageReceipt, error) {
 	const op = "publish message"
@@ -274,7 +259,7 @@ func (x *tx) applyPublished(ctx context.Context, msgs []host.MessageInput, tenan
 
 // loadMessage reads one message with its deliveries.
 func loadMessage(ctx context.Context, q queryRower, qs rowsQueryer, tenant, id string) (*host.MessageRecord, error) {
-	m, err := scanMessage(q.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages WHERE tenant = $1 AND message_id = $2`, tenant, id))
+	m, err := storecore.ScanMessage(q.QueryRow(ctx, `SELECT `+messageColumns+` FROM messages WHERE tenant = $1 AND message_id = $2`, tenant, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, host.Errorf("message", id, host.ErrNotFound, "no message %s", id)
 	}
@@ -358,7 +343,7 @@ func (s *Store) ListMessages(ctx context.Context, q host.MessageQuery) (*host.Me
 		return nil, host.Wrap(op, "", err)
 	}
 	msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (host.MessageRecord, error) {
-		m, err := scanMessage(r)
+		m, err := storecore.ScanMessage(r)
 		if err != nil {
 			return host.MessageRecord{}, err
 		}

@@ -18,20 +18,6 @@ const sensorEventColumns = `record_id, tenant, sensor_id, event_id, dedupe_key, 
 // partial unique index sensor_events_dedupe says the same).
 const acceptedStatuses = `('recorded', 'task_created', 'workflow_unsupported', 'workflow_created', 'workflow_deduped')`
 
-func scanSensorEvent(row pgx.Row) (*host.SensorEventRecord, error) {
-	var r host.SensorEventRecord
-	var sensorID, eventID, dedupe, status, event, received string
-	if err := row.Scan(&r.RecordID, &r.Tenant, &sensorID, &eventID, &dedupe, &status, &r.Detail, &r.TaskID, &r.DuplicateOf,
-		&r.Origin, &event, &received, &r.WorkflowID); err != nil {
-		return nil, err
-	}
-	r.Status, r.ReceivedAt = host.SensorEventStatus(status), parseTS(received)
-	if err := json.Unmarshal([]byte(event), &r.Event); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
-
 // RecordSensorEvent implements host.Sensors.
 func (s *Store) RecordSensorEvent(ctx context.Context, ev host.SensorEvent, opts host.SensorEventOptions) (*host.SensorEventRecord, error) {
 	const op = "record sensor event"
@@ -290,6 +276,6 @@ func (s *Store) ListSensorEvents(ctx context.Context, f host.SensorEventFilter) 
 	if err != nil {
 		return nil, host.Wrap(op, "", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*host.SensorEventRecord, error) { return scanSensorEvent(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*host.SensorEventRecord, error) { return storecore.ScanSensorEvent(r) })
 	return out, host.Wrap(op, "", err)
 }

@@ -44,15 +44,6 @@ func loadRecord(ctx context.Context, q queryRower, tenant, workflowID string, fo
 	return r, err
 }
 
-func scanWorkflowDefinition(row pgx.Row) (*host.WorkflowDefinition, error) {
-	var def string
-	if err := row.Scan(&def); err != nil {
-		return nil, err
-	}
-	d := &host.WorkflowDefinition{}
-	return d, json.Unmarshal([]byte(def), d)
-}
-
 // PutWorkflow implements host.Workflows. Two nodes putting a new type at
 // once: the second insert waits for the first (ON CONFLICT), then
 // replaces it.
@@ -88,7 +79,7 @@ func (s *Store) PutWorkflow(ctx context.Context, def *host.WorkflowDefinition) (
 // Workflow implements host.Workflows.
 func (s *Store) Workflow(ctx context.Context, workflowType string) (*host.WorkflowDefinition, error) {
 	const op = "workflow"
-	d, err := scanWorkflowDefinition(s.pool.QueryRow(ctx, `SELECT definition FROM workflows WHERE workflow_type = $1`, workflowType))
+	d, err := storecore.ScanWorkflowDefinition(s.pool.QueryRow(ctx, `SELECT definition FROM workflows WHERE workflow_type = $1`, workflowType))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, host.Errorf(op, workflowType, host.ErrNotFound, "")
 	}
@@ -101,14 +92,16 @@ func (s *Store) ListWorkflows(ctx context.Context) ([]*host.WorkflowDefinition, 
 	if err != nil {
 		return nil, host.Wrap("list workflows", "", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*host.WorkflowDefinition, error) { return scanWorkflowDefinition(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*host.WorkflowDefinition, error) {
+		return storecore.ScanWorkflowDefinition(r)
+	})
 	return out, host.Wrap("list workflows", "", err)
 }
 
 // workflowDef reads a definition in the transaction; a missing one is a
 // validation error naming field.
 func (x *tx) workflowDef(ctx context.Context, op, field, workflowType string) (*host.WorkflowDefinition, error) {
-	d, err := scanWorkflowDefinition(x.QueryRow(ctx, `SELECT definition FROM workflows WHERE workflow_type = $1`, workflowType))
+	d, err := storecore.ScanWorkflowDefinition(x.QueryRow(ctx, `SELECT definition FROM workflows WHERE workflow_type = $1`, workflowType))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, host.Invalid(op, field, "no workflow %q is registered", workflowType)
 	}

@@ -120,23 +120,8 @@ func nonNil(b []byte) []byte {
 
 const attemptColumns = `seq, record`
 
-// scanAttempt reads a row back into the exact form it was hashed in.
-func scanAttempt(row interface{ Scan(...any) error }) (*host.Attempt, error) {
-	var seq int64
-	var rec []byte
-	if err := row.Scan(&seq, &rec); err != nil {
-		return nil, err
-	}
-	a, _, err := evidence.DecodeRecord(rec)
-	if err != nil {
-		return nil, fmt.Errorf("attempt at seq %d: %w", seq, err)
-	}
-	a.EventSeq = seq
-	return a, nil
-}
-
 func (s *Store) attempt(ctx context.Context, q queryer, id string) (*host.Attempt, error) {
-	a, err := scanAttempt(q.QueryRowContext(ctx, `SELECT `+attemptColumns+` FROM attempt_records WHERE attempt_id = ?`, id))
+	a, err := storecore.ScanAttempt(q.QueryRowContext(ctx, `SELECT `+attemptColumns+` FROM attempt_records WHERE attempt_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, host.Errorf("get attempt", id, host.ErrNotFound, "")
 	}
@@ -216,7 +201,7 @@ func (s *Store) ListAttempts(ctx context.Context, f host.AttemptFilter) ([]*host
 	defer rows.Close()
 	var out []*host.Attempt
 	for rows.Next() {
-		a, err := scanAttempt(rows)
+		a, err := storecore.ScanAttempt(rows)
 		if err != nil {
 			return nil, host.Wrap("list attempts", "", err)
 		}

@@ -173,7 +173,7 @@ func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport, anchor *ho
 	defer readers.Wait()
 	defer close(stop)
 	evs := readAhead(evRows, func(r *sql.Rows) (*chainEntry, error) {
-		ev, err := scanEvent(r)
+		ev, err := storecore.ScanEvent(r)
 		if err != nil {
 			return nil, err
 		}

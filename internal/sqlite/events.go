@@ -81,19 +81,6 @@ func (s *Store) AppendEvent(ctx context.Context, e host.Event) (*host.Event, err
 
 const eventColumns = `seq, time, type, task_id, attempt_id, data, prev_hash, hash`
 
-func scanEvent(row interface{ Scan(...any) error }) (*host.Event, error) {
-	var e host.Event
-	var t, data string
-	if err := row.Scan(&e.Seq, &t, &e.Type, &e.TaskID, &e.AttemptID, &data, &e.PrevHash, &e.Hash); err != nil {
-		return nil, err
-	}
-	e.Time = parseTS(t)
-	if data != "" {
-		e.Data = json.RawMessage(data)
-	}
-	return &e, nil
-}
-
 // Events implements host.Evidence. The attempt_recorded events are not
 // rows of their own: each is built from its attempt's record (see
 // evidence.AttemptEvent), and merged with the stored events in seq order.
@@ -145,7 +132,7 @@ func (s *Store) Events(ctx context.Context, f host.EventFilter) ([]*host.Event, 
 		return nil, host.Wrap(op, "", err)
 	}
 	for rows.Next() {
-		e, err := scanEvent(rows)
+		e, err := storecore.ScanEvent(rows)
 		if err != nil {
 			rows.Close()
 			return nil, host.Wrap(op, "", err)

@@ -16,21 +16,6 @@ import (
 const messageColumns = `seq, tenant, message_id, format, document, model, hash, sender, recipient, topic, kind, reply_to,
 	priority, expires_at, prev_hash, signed_by, origin, accepted_at, event_seq`
 
-func scanMessage(row interface{ Scan(...any) error }) (*host.MessageRecord, error) {
-	var m host.MessageRecord
-	var doc, model, expires, accepted string
-	if err := row.Scan(&m.Seq, &m.Tenant, &m.MessageID, &m.Format, &doc, &model, &m.Hash, &m.Sender, &m.To, &m.Topic, &m.Kind,
-		&m.ReplyTo, &m.Priority, &expires, &m.PrevHash, &m.SignedBy, &m.Origin, &accepted, &m.EventSeq); err != nil {
-		return nil, err
-	}
-	m.Document, m.Model, m.AcceptedAt = json.RawMessage(doc), json.RawMessage(model), parseTS(accepted)
-	if expires != "" {
-		t := parseTS(expires)
-		m.ExpiresAt = &t
-	}
-	return &m, nil
-}
-
 // PublishMessage implements host.Messages.
 func (s *Store) PublishMessage(ctx context.Context, in *host.MessageInput) (*host.MessageReceipt, error) {
 	const op = "publish message"
@@ -266,7 +251,7 @@ func (q txq) QueryContext(_ context.Context, query string, args ...any) (*sql.Ro
 // loadMessage reads one message with its deliveries.
 func (s *Store) loadMessage(q readQueryer, tenant, id string) (*host.MessageRecord, error) {
 	ctx := context.Background()
-	m, err := scanMessage(q.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE tenant = ? AND message_id = ?`, tenant, id))
+	m, err := storecore.ScanMessage(q.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE tenant = ? AND message_id = ?`, tenant, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, host.Errorf("message", id, host.ErrNotFound, "no message %s", id)
 	}
@@ -358,7 +343,7 @@ func (s *Store) ListMessages(ctx context.Context, q host.MessageQuery) (*host.Me
 	}
 	page := &host.MessagePage{Messages: []host.MessageRecord{}}
 	for rows.Next() {
-		m, err := scanMessage(rows)
+		m, err := storecore.ScanMessage(rows)
 		if err != nil {
 			rows.Close()
 			return nil, host.Wrap(op, "", err)
@@ -505,7 +490,7 @@ func (s *Store) ExpireMessages(ctx context.Context, now time.Time) (int, error) 
 func (s *Store) checkMessage(ctx context.Context, e *host.Event) (*host.ChainBreak, error) {
 	var d storecore.AcceptedRef
 	json.Unmarshal(e.Data, &d)
-	m, err := scanMessage(s.db.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE tenant = ? AND message_id = ?`, d.Tenant, d.MessageID))
+	m, err := storecore.ScanMessage(s.db.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE tenant = ? AND message_id = ?`, d.Tenant, d.MessageID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return storecore.CheckAcceptedMessage(e, nil), nil
 	}

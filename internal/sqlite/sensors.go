@@ -17,20 +17,6 @@ const sensorEventColumns = `record_id, tenant, sensor_id, event_id, dedupe_key, 
 // partial unique index sensor_events_dedupe says the same).
 const acceptedStatuses = `('recorded', 'task_created', 'workflow_unsupported', 'workflow_created', 'workflow_deduped')`
 
-func scanSensorEvent(row interface{ Scan(...any) error }) (*host.SensorEventRecord, error) {
-	var r host.SensorEventRecord
-	var sensorID, eventID, dedupe, status, event, received string
-	if err := row.Scan(&r.RecordID, &r.Tenant, &sensorID, &eventID, &dedupe, &status, &r.Detail, &r.TaskID, &r.DuplicateOf,
-		&r.Origin, &event, &received, &r.WorkflowID); err != nil {
-		return nil, err
-	}
-	r.Status, r.ReceivedAt = host.SensorEventStatus(status), parseTS(received)
-	if err := json.Unmarshal([]byte(event), &r.Event); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
-
 // RecordSensorEvent implements host.Sensors.
 func (s *Store) RecordSensorEvent(ctx context.Context, ev host.SensorEvent, opts host.SensorEventOptions) (*host.SensorEventRecord, error) {
 	const op = "record sensor event"
@@ -215,7 +201,7 @@ func (s *Store) ListSensorEvents(ctx context.Context, f host.SensorEventFilter) 
 	if limit <= 0 {
 		limit = 100
 	}
-	out, err := queryAll(s, ctx, scanSensorEvent, `SELECT `+sensorEventColumns+` FROM sensor_events
+	out, err := queryAll(s, ctx, storecore.ScanSensorEvent, `SELECT `+sensorEventColumns+` FROM sensor_events
 		WHERE (?1 = '' OR sensor_id = ?1) AND (?2 = '' OR tenant = ?2) AND (?3 = '' OR origin = ?3) ORDER BY seq DESC LIMIT ?4`,
 		f.SensorID, f.Tenant, f.Origin, limit)
 	return out, host.Wrap(op, "", err)

@@ -41,15 +41,6 @@ func recordOf(row *sql.Row, tenant string) (*host.WorkflowRecord, error) {
 	return r, err
 }
 
-func scanWorkflowDefinition(row interface{ Scan(...any) error }) (*host.WorkflowDefinition, error) {
-	var def string
-	if err := row.Scan(&def); err != nil {
-		return nil, err
-	}
-	d := &host.WorkflowDefinition{}
-	return d, json.Unmarshal([]byte(def), d)
-}
-
 // PutWorkflow implements host.Workflows.
 func (s *Store) PutWorkflow(ctx context.Context, def *host.WorkflowDefinition) (bool, error) {
 	const op = "put workflow"
@@ -82,7 +73,7 @@ func (s *Store) PutWorkflow(ctx context.Context, def *host.WorkflowDefinition) (
 // Workflow implements host.Workflows.
 func (s *Store) Workflow(ctx context.Context, workflowType string) (*host.WorkflowDefinition, error) {
 	const op = "workflow"
-	d, err := scanWorkflowDefinition(s.queryRow(ctx, `SELECT definition FROM workflows WHERE workflow_type = ?`, workflowType))
+	d, err := storecore.ScanWorkflowDefinition(s.queryRow(ctx, `SELECT definition FROM workflows WHERE workflow_type = ?`, workflowType))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, host.Errorf(op, workflowType, host.ErrNotFound, "")
 	}
@@ -91,13 +82,13 @@ func (s *Store) Workflow(ctx context.Context, workflowType string) (*host.Workfl
 
 // ListWorkflows implements host.Workflows.
 func (s *Store) ListWorkflows(ctx context.Context) ([]*host.WorkflowDefinition, error) {
-	out, err := queryAll(s, ctx, scanWorkflowDefinition, `SELECT definition FROM workflows ORDER BY workflow_type`)
+	out, err := queryAll(s, ctx, storecore.ScanWorkflowDefinition, `SELECT definition FROM workflows ORDER BY workflow_type`)
 	return out, host.Wrap("list workflows", "", err)
 }
 
 // txWorkflow reads a definition in tx; ErrNotFound names field.
 func txWorkflow(tx *wtx, op, field, workflowType string) (*host.WorkflowDefinition, error) {
-	d, err := scanWorkflowDefinition(tx.QueryRow(`SELECT definition FROM workflows WHERE workflow_type = ?`, workflowType))
+	d, err := storecore.ScanWorkflowDefinition(tx.QueryRow(`SELECT definition FROM workflows WHERE workflow_type = ?`, workflowType))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, host.Invalid(op, field, "no workflow %q is registered", workflowType)
 	}
