@@ -369,5 +369,5 @@ func busJoin(path, name string) string {
 	if path == "" {
 		path = "$"
 	}
-	return path + "." + name
+	return strictjson.FieldPath(path, name)
 }

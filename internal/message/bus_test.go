@@ -253,6 +253,10 @@ func FuzzDecodeBus(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"metadata":{},"payload":{}}`))
+	// Keys a path must quote and clip (found by fuzzing: a raw newline in
+	// the refusal).
+	f.Add([]byte(`{"metadata":{"\n":1},"payload":{}}`))
+	f.Add([]byte(`{"metadata":{"` + strings.Repeat("k", 600) + `":1},"payload":{}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Bus{}.Decode(b)
 		if err != nil {

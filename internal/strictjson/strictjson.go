@@ -15,7 +15,12 @@ import (
 	"regexp"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/packrun/packrun/internal/textclip"
 )
+
+// maxPathKey bounds the bytes of one key echoed in a path.
+const maxPathKey = 64
 
 // Object is a JSON object with its keys in document order.
 type Object struct {
@@ -138,7 +143,11 @@ func (p *parser) value(path string, depth int) (any, error) {
 var identKey = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
 
 // FieldPath is the path of key under parent: $.a.b, or $["odd key"].
+//
+// The key comes from untrusted input, so a long one is clipped: a refusal
+// names the field without echoing all of it.
 func FieldPath(parent, key string) string {
+	key = textclip.Clip(key, maxPathKey)
 	if identKey.MatchString(key) {
 		return parent + "." + key
 	}
