@@ -60,7 +60,8 @@ type Config struct {
 	// its node's without a heartbeat (default 30s; renewed every third of
 	// it while the task runs): past it, another node reclaims the task,
 	// and a late settlement by the first is refused. The SQLite store
-	// ignores it (one dispatcher claims at a time).
+	// ignores it for tasks (one dispatcher claims at a time). An openwop
+	// run executing here is held the same way, on either store.
 	LeaseTTL time.Duration
 	// SecretKeyFile holds the key sealing secret memory values (default
 	// $PACKRUN_SECRET_KEY_FILE, else <home>/secret.key).
@@ -160,6 +161,13 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 	if cfg.TrustFile == "" {
 		cfg.TrustFile = filepath.Join(home, "trust.json")
 	}
+	if cfg.RunnerID == "" {
+		id := host.NewID("") // its last 8 hex digits are random
+		cfg.RunnerID = "packrun-" + id[len(id)-8:]
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
 	h := &Host{home: home, cfg: cfg, log: cfg.Logger}
 	var err error
 	if h.packConfig, err = readPackConfig(filepath.Join(home, PackConfigFile)); err != nil {
@@ -203,6 +211,9 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 	return h, nil
 }
 
+// DefaultLeaseTTL is Config.LeaseTTL's default.
+const DefaultLeaseTTL = 30 * time.Second
+
 // Home is the directory the host was opened on.
 func (h *Host) Home() string { return h.home }
 
@@ -231,7 +242,8 @@ func (h *Host) engine(ctx context.Context) (*runtime.Runtime, *dispatch.Dispatch
 			Log:         func(msg string, kv ...any) { h.log.Info(msg, kv...) },
 			Observer:    h.cfg.Observer,
 			CheckIntent: h.CheckIntent,
-			AfterSweep:  h.continueRuns,
+			Reclaim:     h.continueRuns,
+			Chores:      h.chores,
 		})
 		h.started.Store(h.dispatcher)
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/pgtest"
+	"github.com/packrun/packrun/internal/runstest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -95,5 +96,72 @@ func TestOpenRefusesAnUnknownStore(t *testing.T) {
 	_, err := Open(ctx, t.TempDir(), Config{Store: "mysql://root:hunter2@db/x"})
 	if err == nil || !errors.Is(err, ErrConfig) || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "postgres://") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// An openwop run is held by the node executing it: another node's
+// dispatcher, reclaiming every half lease, leaves it alone while its
+// lease is renewed, and continues it once that node closes (its lease let
+// go), exactly once, after a run.resumed event.
+func TestRunLeasesAcrossNodes(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	const lease = 2 * time.Second
+	home := filepath.Join(t.TempDir(), "home")
+	k := newTestKey(t)
+	savePolicy(t, home, trustKey(t, k, "local.*"))
+	a, err := Open(ctx, home, Config{Store: dsn, LeaseTTL: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(ctx) })
+	f := &fixture{Host: a, home: home, key: k}
+	f.install(t, hello("1.0.0"))
+	f.install(t, laterPack(t, "1.0.0", true))
+	w := &host.OpenwopWorkflow{WorkflowID: "two", Nodes: []host.OpenwopNode{{ID: "greet", TypeID: "example.hello"}, {ID: "later", TypeID: "example.later"}}}
+	if err := a.PutOpenwopWorkflow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+
+	home2 := filepath.Join(t.TempDir(), "home2")
+	savePolicy(t, home2, trustKey(t, k, "local.*"))
+	if err := os.WriteFile(filepath.Join(home2, "secret.key"), mustRead(t, filepath.Join(home, "secret.key")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(ctx, home2, Config{Store: dsn, LeaseTTL: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close(ctx) })
+	runHost(t, b)
+
+	r, err := a.StartRun(ctx, host.DefaultTenant, "two", json.RawMessage(`{"name":"ada"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runstest.Wait(t, a.store, r.RunID, func(_ *host.Run, evs []host.RunEvent) bool {
+		return runstest.Count(evs, host.RunEventNodeStarted, "later") == 1
+	})
+	// Past two leases and four of b's reclaims: the run is still a's.
+	time.Sleep(2*lease + lease/2)
+	got, err := b.store.Run(ctx, host.DefaultTenant, r.RunID)
+	if err != nil || got.Holder != a.cfg.RunnerID || got.Status != host.RunRunning {
+		t.Fatalf("run while its node renews its lease: %+v %v (a is %s)", got, err, a.cfg.RunnerID)
+	}
+	if evs, _ := b.store.RunEvents(ctx, host.DefaultTenant, r.RunID); runstest.Count(evs, host.RunEventResumed, "later") != 0 ||
+		runstest.Count(evs, host.RunEventNodeStarted, "later") != 1 {
+		t.Fatalf("another node continued a run its node still executes: %s", runstest.Types(evs))
+	}
+
+	f.install(t, laterPack(t, "1.0.1", false)) // what b runs: this one completes
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, evs := runstest.Wait(t, b.store, r.RunID, func(r *host.Run, _ []host.RunEvent) bool { return host.RunTerminal(r.Status) })
+	if got.Status != host.RunCompleted || got.Holder != b.cfg.RunnerID {
+		t.Fatalf("run %s held by %s (b is %s): %+v, events %s", got.Status, got.Holder, b.cfg.RunnerID, got.Error, runstest.Types(evs))
+	}
+	if runstest.Count(evs, host.RunEventResumed, "later") != 1 || runstest.Count(evs, host.RunEventNodeStarted, "later") != 2 ||
+		runstest.Count(evs, host.RunEventNodeDone, "later") != 1 || runstest.Count(evs, host.RunEventNodeStarted, "greet") != 1 {
+		t.Fatalf("continued run's events: %s", runstest.Types(evs))
 	}
 }

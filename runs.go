@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
@@ -48,6 +49,41 @@ type runSet struct {
 	cancels map[string]context.CancelFunc
 	wg      sync.WaitGroup
 	closed  bool // stopRuns has run: nothing more starts
+	// stopKeeper stops keepRuns, started with the first run (nil before).
+	stopKeeper context.CancelFunc
+}
+
+// holdRun makes r this host's for a lease: set before the run is created.
+func (h *Host) holdRun(r *host.Run) {
+	r.Holder, r.LeaseUntil = h.cfg.RunnerID, time.Now().Add(h.cfg.LeaseTTL)
+}
+
+// keepRuns renews the leases of the runs this host holds every third of
+// a lease, while any executes here, until ctx is done.
+func (h *Host) keepRuns(ctx context.Context) {
+	failing := false
+	t := time.NewTicker(max(h.cfg.LeaseTTL/3, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.runs.mu.Lock()
+		n := len(h.runs.cancels)
+		h.runs.mu.Unlock()
+		if n == 0 {
+			continue
+		}
+		_, err := h.store.RenewRuns(ctx, h.cfg.RunnerID, time.Now().Add(h.cfg.LeaseTTL))
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && !failing:
+			h.log.Error("renewing the openwop runs' leases failed; trying again", "err", err)
+		}
+		failing = err != nil
+	}
 }
 
 // PutOpenwopWorkflow registers (or replaces) a tenant's openwop workflow
@@ -150,6 +186,7 @@ func (h *Host) StartRun(ctx context.Context, tenant, workflowID string, inputs j
 		return nil, err
 	}
 	r := &host.Run{RunID: host.NewID("run"), Tenant: tenant, WorkflowID: w.WorkflowID, Status: host.RunRunning, Inputs: inputs}
+	h.holdRun(r)
 	if err := h.store.CreateRun(ctx, r, []host.RunEvent{runEvent(host.RunEventStarted, "", map[string]any{"workflowId": w.WorkflowID})}); err != nil {
 		return nil, err
 	}
@@ -170,7 +207,7 @@ func (h *Host) RunEvents(ctx context.Context, tenant, runID string) ([]host.RunE
 // CancelRun cancels a running run (ErrConflict once it is terminal) and
 // stops the node it is executing.
 func (h *Host) CancelRun(ctx context.Context, tenant, runID, reason string) (*host.Run, error) {
-	r, err := h.store.AdvanceRun(ctx, tenant, runID, host.RunCancelled, nil, []host.RunEvent{runEvent(host.RunEventCancelled, "", map[string]any{"reason": reason})})
+	r, err := h.store.AdvanceRun(ctx, tenant, runID, "", host.RunCancelled, nil, []host.RunEvent{runEvent(host.RunEventCancelled, "", map[string]any{"reason": reason})})
 	if err != nil {
 		return nil, err
 	}
@@ -212,6 +249,7 @@ func (h *Host) ForkRun(ctx context.Context, tenant, runID, mode string, fromSeq 
 		return nil, host.Invalid(op, "fromSeq", "the run has %d events", len(evs))
 	}
 	r := &host.Run{RunID: host.NewID("run"), Tenant: tenant, WorkflowID: src.WorkflowID, Status: host.RunRunning, Inputs: src.Inputs, ForkedFrom: src.RunID, Mode: mode, FromSeq: fromSeq}
+	h.holdRun(r)
 	first := []host.RunEvent{runEvent(host.RunEventStarted, "", map[string]any{"workflowId": src.WorkflowID, "sourceRunId": src.RunID, "mode": mode, "fromSeq": fromSeq})}
 	for _, e := range evs[:max(fromSeq-1, 0)] { // fixed history (the source's run.started is replaced)
 		if e.Type != host.RunEventStarted {
@@ -242,6 +280,11 @@ func (h *Host) spawn(r *host.Run, fn func(ctx context.Context)) {
 	}
 	h.runs.cancels[r.RunID] = cancel
 	h.runs.wg.Add(1)
+	if h.runs.stopKeeper == nil {
+		keep, stop := context.WithCancel(context.Background())
+		h.runs.stopKeeper = stop
+		go h.keepRuns(keep)
+	}
 	h.runs.mu.Unlock()
 	go func() {
 		defer h.runs.wg.Done()
@@ -264,8 +307,17 @@ func (h *Host) stopRuns() {
 	for _, c := range h.runs.cancels {
 		c()
 	}
+	stopKeeper := h.runs.stopKeeper
 	h.runs.mu.Unlock()
 	h.runs.wg.Wait()
+	if stopKeeper != nil {
+		stopKeeper()
+		// Let the runs left go at once: the next runner need not wait for
+		// their leases to run out.
+		if _, err := h.store.RenewRuns(context.Background(), h.cfg.RunnerID, time.Time{}); err != nil {
+			h.log.Error("letting go of the openwop runs' leases", "err", err)
+		}
+	}
 }
 
 // execute runs w's nodes in order, skipping those p records as completed
@@ -386,12 +438,17 @@ func (h *Host) fail(ctx context.Context, r *host.Run, n host.OpenwopNode, rerr *
 }
 
 // advance appends evs (and a status) to r; false means the run is over
-// (cancelled, or the store failed: logged, the run is left as it is).
+// here: cancelled, taken over by another runner (this one's lease ran
+// out while it stalled), or the store failed (logged; the run is left as
+// it is, for its lease to run out and a runner to continue it).
 func (h *Host) advance(ctx context.Context, r *host.Run, status string, rerr *host.RunError, evs ...host.RunEvent) bool {
 	// The store write must happen even when ctx was cancelled by
 	// CancelRun: the run's own record then refuses it (ErrConflict).
-	_, err := h.store.AdvanceRun(context.WithoutCancel(ctx), r.Tenant, r.RunID, status, rerr, evs)
-	if err != nil && !errors.Is(err, host.ErrConflict) {
+	_, err := h.store.AdvanceRun(context.WithoutCancel(ctx), r.Tenant, r.RunID, h.cfg.RunnerID, status, rerr, evs)
+	switch {
+	case errors.Is(err, host.ErrConflict):
+		h.log.Info("openwop run stopped here", "run", r.RunID, "why", err)
+	case err != nil:
 		h.log.Error("openwop run", "run", r.RunID, "err", err)
 	}
 	return err == nil && ctx.Err() == nil

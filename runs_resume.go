@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/packrun/packrun/host"
 )
@@ -51,24 +52,48 @@ func progressOf(evs []host.RunEvent) progress {
 	return p
 }
 
-// continueRuns continues, in the background, every run a stopped process
-// left running that this process does not execute already. The dispatcher
-// calls it once it holds the dispatch lock, so two processes on one store
-// never both continue a run.
-func (h *Host) continueRuns(ctx context.Context) {
-	runs, err := h.store.UnfinishedRuns(ctx)
+// continueRuns claims, and continues in the background, the runs a
+// stopped or stalled runner left: every run not terminal when alone (the
+// dispatcher holds the store's dispatch lock: whoever ran them stopped),
+// else those whose lease ran out (several nodes on one store: the
+// dispatcher calls this at start and every half lease). A claimed run is
+// this host's: the runner it was taken from has its next advance refused.
+func (h *Host) continueRuns(ctx context.Context, alone bool) {
+	expired := time.Now()
+	if alone {
+		expired = host.ClaimEveryRun
+	}
+	runs, err := h.store.ClaimRuns(ctx, h.cfg.RunnerID, expired, time.Now().Add(h.cfg.LeaseTTL))
 	if err != nil {
-		h.log.Error("continue openwop runs", "err", err)
+		if ctx.Err() == nil {
+			h.log.Error("continue openwop runs", "err", err)
+		}
 		return
 	}
-	// A run this process started in the instant between its CreateRun and
-	// its spawn is continued here instead (spawn refuses the second start):
-	// it then executes once, after a run.resumed naming attempt 0.
+	// A run this process executes already (started between its CreateRun
+	// and its spawn, or its own lease ran out while it stalled) is not
+	// started twice: spawn refuses. A run claimed in the instant between
+	// its CreateRun and its spawn then executes once, after a run.resumed
+	// naming attempt 0.
 	for _, r := range runs {
 		h.spawn(r, func(ctx context.Context) { h.continueRun(ctx, r) })
 	}
 	if len(runs) > 0 {
 		h.log.Info("continuing openwop runs left running", "count", len(runs))
+	}
+}
+
+// chores are the host's singleton chores, run by the process holding the
+// dispatch lock (dispatch.Config.Chores): expired memory entries are
+// deleted (they are never read; this gives their space back).
+func (h *Host) chores(ctx context.Context) {
+	n, err := h.store.Sweep(ctx)
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		h.log.Error("sweeping expired memory", "err", err)
+	case n > 0:
+		h.log.Info("swept expired memory entries", "count", n)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/hosttest"
 	"github.com/packrun/packrun/internal/runstest"
@@ -212,5 +213,41 @@ func TestRunContinuedFromItsLog(t *testing.T) {
 		if name == "completed" && !strings.Contains(string(last.Payload), `"greet":{"greeting":"kept"}`) {
 			t.Errorf("completed: %s", last.Payload)
 		}
+	}
+}
+
+// The dispatcher holding the dispatch lock runs the host's singleton
+// chores as it starts: expired memory is swept (said in the log), live
+// entries kept.
+func TestChoresSweepExpiredMemory(t *testing.T) {
+	var logs hosttest.SyncBuffer
+	h, err := Open(ctx, t.TempDir(), Config{Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &logs})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(ctx) })
+	sc := host.Scope{Tenant: host.DefaultTenant, Namespace: "cache"}
+	for _, k := range []string{"a", "b"} {
+		if err := h.store.Put(ctx, sc, k, json.RawMessage(`1`), host.PutOptions{TTL: time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.store.Put(ctx, sc, "live", json.RawMessage(`2`), host.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	runHost(t, h)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "swept expired memory entries: count=2") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no sweep in the log:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n, err := h.store.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("a sweep after the chores': %d %v", n, err)
+	}
+	if keys, err := h.store.List(ctx, sc, ""); err != nil || len(keys) != 1 || keys[0] != "live" {
+		t.Fatalf("keys: %v %v", keys, err)
 	}
 }

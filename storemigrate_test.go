@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
@@ -244,7 +245,8 @@ func storeView(t *testing.T, h *Host) string {
 	add("tokens", tokens, err)
 	agents, err := st.ListAgents(ctx)
 	add("agents", agents, err)
-	runs, err := st.UnfinishedRuns(ctx)
+	// Claimed with no lease (until zero): the claim changes nothing else.
+	runs, err := st.ClaimRuns(ctx, "snapshot", host.ClaimEveryRun, time.Time{})
 	add("runs", runs, err)
 	if len(runs) != 2 || runs[0].RunID != "run_z" {
 		t.Fatalf("runs: %+v", runs)

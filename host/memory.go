@@ -23,6 +23,10 @@ type Memory interface {
 	// List returns the keys with the given prefix (empty: all), sorted
 	// bytewise, expired entries left out.
 	List(ctx context.Context, scope Scope, prefix string) ([]string, error)
+	// Sweep deletes every tenant's expired entries, giving their space
+	// back to their namespaces, and says how many (the host's singleton
+	// chores call it; an expired entry is never read either way).
+	Sweep(ctx context.Context) (int64, error)
 }
 
 // Scope is where a memory entry lives.

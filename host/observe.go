@@ -16,7 +16,9 @@ type Observer interface {
 	TaskFinished(TaskStats)
 	// DispatchLock is called when the dispatcher finds the dispatch lock
 	// held by another (held false, once while it waits), takes it (true),
-	// loses it or regains it.
+	// loses it or regains it. On a store with leases, where every node
+	// dispatches, the lock only elects the node running the singleton
+	// chores: held says whether this node is that one.
 	DispatchLock(held bool)
 	// WriterCommit is called after each group commit of the store's
 	// single writer, with the operations it carried and how long the

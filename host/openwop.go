@@ -97,7 +97,16 @@ type Run struct {
 	Error      *RunError `json:"error,omitempty"`
 	CreatedAt  time.Time `json:"createdAt"`
 	UpdatedAt  time.Time `json:"updatedAt"`
+	// Holder is the runner executing the run, and LeaseUntil when its
+	// hold ends unless renewed (Runs.ClaimRuns, Runs.RenewRuns). Kept
+	// apart from the run's record: not part of openwop's run.
+	Holder     string    `json:"-"`
+	LeaseUntil time.Time `json:"-"`
 }
+
+// ClaimEveryRun, as ClaimRuns' expired, claims every run not terminal
+// whatever its lease: a time after any lease.
+var ClaimEveryRun = time.Unix(1<<40, 0)
 
 // RunError is why a run failed.
 type RunError struct {
@@ -144,18 +153,29 @@ type Runs interface {
 	PutOpenwopWorkflow(ctx context.Context, w *OpenwopWorkflow) error
 	// OpenwopWorkflow returns a tenant's definition (ErrNotFound).
 	OpenwopWorkflow(ctx context.Context, tenant, id string) (*OpenwopWorkflow, error)
-	// CreateRun stores a new run with its first events.
+	// CreateRun stores a new run with its first events, held by r.Holder
+	// until r.LeaseUntil (the runner executing it; none if empty).
 	CreateRun(ctx context.Context, r *Run, evs []RunEvent) error
 	// Run returns a tenant's run (ErrNotFound, also for another tenant's).
 	Run(ctx context.Context, tenant, runID string) (*Run, error)
 	// AdvanceRun appends evs to a run's log and, when status is not
 	// empty, sets its status (and rerr), in one transaction. A run
-	// already terminal answers ErrConflict and nothing changes.
-	AdvanceRun(ctx context.Context, tenant, runID, status string, rerr *RunError, evs []RunEvent) (*Run, error)
+	// already terminal answers ErrConflict and nothing changes. holder,
+	// when not empty, fences the write: a run another runner has claimed
+	// since (the lease of holder ran out) answers ErrConflict too, and
+	// nothing changes; a user's write (cancel) passes "".
+	AdvanceRun(ctx context.Context, tenant, runID, holder, status string, rerr *RunError, evs []RunEvent) (*Run, error)
 	// RunEvents returns a run's log in order.
 	RunEvents(ctx context.Context, tenant, runID string) ([]RunEvent, error)
-	// UnfinishedRuns returns every tenant's runs that are not terminal
-	// (left running by a process that stopped), oldest first: the
-	// dispatcher continues them when it takes the dispatch lock.
-	UnfinishedRuns(ctx context.Context) ([]*Run, error)
+	// ClaimRuns gives holder, until until, every tenant's run that is not
+	// terminal and whose lease ended at or before expired (a run nobody
+	// holds included), oldest first, and returns them: the runs a runner
+	// that stopped or stalled left, which the caller continues. Several
+	// runners claiming at once never get the same run. Pass
+	// ClaimEveryRun as expired to take them all, leases or not (a
+	// dispatcher that holds the store alone: their runners are gone).
+	ClaimRuns(ctx context.Context, holder string, expired, until time.Time) ([]*Run, error)
+	// RenewRuns extends to until the lease of every run that holder holds
+	// and is not terminal, and says how many.
+	RenewRuns(ctx context.Context, holder string, until time.Time) (int, error)
 }

@@ -22,6 +22,7 @@ import (
 
 	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/hosttest"
 	"github.com/packrun/packrun/internal/observe"
 	"github.com/packrun/packrun/runtime"
 )
@@ -71,7 +72,7 @@ func TestMetricsAfterTasks(t *testing.T) {
 	home := helloHome(t).home
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs hosttest.SyncBuffer
 	obs := observe.New(observe.Config{Log: hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &logs, JSONFormat: true}), Home: home})
 	h, err := packrun.Open(ctx, home, packrun.Config{Workers: 2, Observer: obs})
 	if err != nil {
@@ -236,11 +237,11 @@ func TestReadyzStandby(t *testing.T) {
 	defer cancel()
 	type served struct {
 		url       string
-		announced *syncBuffer
+		announced *hosttest.SyncBuffer
 		done      chan error
 	}
 	start := func() served {
-		var said syncBuffer
+		var said hosttest.SyncBuffer
 		obs := observe.New(observe.Config{Home: home, Announce: func(msg string) { fmt.Fprintln(&said, msg) }})
 		h, err := packrun.Open(ctx, home, packrun.Config{Observer: obs})
 		if err != nil {
@@ -321,7 +322,7 @@ func TestServeMetricsToken(t *testing.T) {
 	apiToken := strings.TrimSpace(created[strings.LastIndex(strings.TrimRight(created, "\n"), "\n")+1:])
 	apiTokenID := strings.SplitN(apiToken, "_", 3)[1]
 	cmd := exec.Command(bin, "--home", home, "--log-level", "info", "--log-format", "json", "serve", "--addr", "127.0.0.1:0", "--metrics-token", token)
-	logs := &syncBuffer{}
+	logs := &hosttest.SyncBuffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

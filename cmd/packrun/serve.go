@@ -73,9 +73,10 @@ nodes as you like, each with its own home holding the same secret.key and trust 
 every node claims. A claimed task is the node's for --lease (default 30s), renewed every
 third of it while the task runs; a task whose node died or stalled past its lease is
 reclaimed by any node and run again, and the stalled node's late settlement is refused
-(its attempt kept as evidence). One node at a time (the dispatch lock's holder) continues
-unfinished openwop runs, when it takes the lock. --runner-id names the node in claims and
-attempts.
+(its attempt kept as evidence). An openwop run is held by the node executing it the same
+way, and continued by another node once its lease runs out. The dispatch lock's holder
+runs the singleton chores (sweeping expired memory). --runner-id names the node in claims
+and attempts.
 
   packrun serve --store postgres://packrun@db:5432/packrun --runner-id node-a --lease 30s
 
@@ -207,7 +208,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
 	cmd.Flags().Float64Var(&rateLimit, "rate-limit", 200, "requests a second each token may make on average (twice as many at once); 0: no limit")
 	cmd.Flags().StringVar(&metricsToken, "metrics-token", "", "bearer token /metrics, /healthz and /readyz require (default: none needed)")
-	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "with a postgres store: how long a claimed task stays this node's without a heartbeat (renewed every third of it); past it, another node reclaims it")
+	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long a claimed task (with a postgres store) or an openwop run stays this node's without a heartbeat (renewed every third of it); past it, another node reclaims it")
 	cmd.Flags().StringVar(&runnerID, "runner-id", "", `names this node in task claims and attempts (default "packrun-" and 8 random hex digits)`)
 	cmd.Flags().IntVar(&workers, "workers", 8, "tasks run at once (they mostly wait on durable commits, so more than the cores helps)")
 	return cmd

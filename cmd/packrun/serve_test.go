@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,13 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/hosttest"
 )
 
 // servedHome prepares a home with the C hello pack installed (task type
@@ -59,7 +58,7 @@ func enqueueN(t *testing.T, home string, n int) []string {
 // served is a `packrun serve` process started by a test.
 type served struct {
 	*exec.Cmd
-	logs *syncBuffer
+	logs *hosttest.SyncBuffer
 }
 
 func startServe(t *testing.T, bin, home string) served {
@@ -72,7 +71,7 @@ func startServeWith(t *testing.T, bin, home string, flags ...string) served {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"--home", home, "serve", "--addr", "127.0.0.1:0"}, flags...)...)
 	// Keep what serve says, to show it when the test fails.
-	logs := &syncBuffer{}
+	logs := &hosttest.SyncBuffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -96,24 +95,6 @@ func (s served) waitUp(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the writer goroutine exec starts.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // waitTerminal waits until every task is in a terminal state.

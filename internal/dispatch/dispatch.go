@@ -57,11 +57,21 @@ type Config struct {
 	LockTTL time.Duration
 	// Log receives one line per notable event; may be nil.
 	Log func(msg string, kv ...any)
-	// AfterSweep, when set, is called once Run holds the dispatch lock
-	// and has reclaimed the tasks left running, before it claims any:
-	// the host continues there the work a stopped process left (openwop
-	// runs), so two processes on one store never both continue it.
-	AfterSweep func(ctx context.Context)
+	// Reclaim, when set, continues the host's own work beside tasks that
+	// a stopped (or stalled) process left: its openwop runs. Run calls it
+	// once its boot sweep is done, before it claims: with alone true when
+	// it holds the store's dispatch lock (any other process on the store
+	// is a standby, so whatever was left running was left by one that
+	// stopped); on a store with leases, with alone false, at start and
+	// then every LeaseTTL/2, as any node may (the work's leases say what
+	// was left).
+	Reclaim func(ctx context.Context, alone bool)
+	// Chores, when set, is the host's singleton chores (sweeping expired
+	// memory): Run calls it while it holds the dispatch lock, once it
+	// took the lock and then every ChoreEvery (default 1m). Only one
+	// process on a store runs them at a time.
+	Chores     func(ctx context.Context)
+	ChoreEvery time.Duration
 	// CheckIntent checks a follow-up a node stages against the home
 	// (skills, adapter, profile, model: the Host's CheckIntent); may be nil.
 	CheckIntent func(ctx context.Context, in *host.TaskIntent) error
@@ -137,6 +147,9 @@ func New(cfg Config) *Dispatcher {
 	}
 	if cfg.LockTTL <= 0 {
 		cfg.LockTTL = 5 * time.Second
+	}
+	if cfg.ChoreEvery <= 0 {
+		cfg.ChoreEvery = time.Minute
 	}
 	if cfg.RunnerID == "" {
 		cfg.RunnerID = "packrun-" + newID()[:8]

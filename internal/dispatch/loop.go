@@ -60,8 +60,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if swept, err := d.bootSweep(ctx, b.ReclaimRunning, "boot sweep reclaimed tasks left running"); !swept {
 		return err
 	}
-	if d.cfg.AfterSweep != nil {
-		d.cfg.AfterSweep(ctx)
+	if d.cfg.Reclaim != nil {
+		d.cfg.Reclaim(ctx, true)
 	}
 
 	// Renew the lock while running. Should renewal ever fail (a stall
@@ -72,6 +72,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer d.haveLock.Store(false)
 	renewCtx, stopRenew := context.WithCancel(context.Background())
 	defer stopRenew()
+	go d.chores(renewCtx, d.haveLock.Load)
 	go func() {
 		t := time.NewTicker(d.cfg.LockTTL / 3)
 		defer t.Stop()
@@ -97,6 +98,21 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 	d.runWorkers(ctx)
 	return nil
+}
+
+// chores runs Config.Chores now and every ChoreEvery while held says the
+// dispatch lock is this dispatcher's, until ctx is done.
+func (d *Dispatcher) chores(ctx context.Context, held func() bool) {
+	if d.cfg.Chores == nil {
+		return
+	}
+	run := func() {
+		if held() && ctx.Err() == nil {
+			d.cfg.Chores(ctx)
+		}
+	}
+	run()
+	every(ctx, d.cfg.ChoreEvery, run)
 }
 
 // bootSweep settles the tasks reclaim finds (as of now), trying again

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/packrun/packrun/host"
@@ -13,31 +14,33 @@ import (
 // implements host.Leases): every node claims, without the dispatch lock,
 // each claim holding its task under a lease. The dispatcher
 //
-//   - reclaims the tasks whose lease expired (their node died or stalled)
-//     at start and then every LeaseTTL/2, as any node may;
+//   - reclaims the tasks whose lease expired (their node died or stalled),
+//     and has the host reclaim its own such work (Config.Reclaim), at
+//     start and then every LeaseTTL/2, as any node may;
 //   - renews the lease of each task it runs every LeaseTTL/3 (heartbeats);
-//   - runs the singleton chores (Config.AfterSweep) only while it holds
-//     the dispatch lock, which it tries to take without waiting, and again
-//     every LockTTL in the background.
+//   - runs the singleton chores (Config.Chores) only while it holds the
+//     dispatch lock, which it tries to take without waiting, and again
+//     every LockTTL in the background. The Observer's DispatchLock says
+//     whether it holds it.
 //
 // It is dispatching (HoldsLock) from the boot sweep until it returns.
 func (d *Dispatcher) runShared(ctx context.Context, l host.Leases) error {
 	if swept, err := d.bootSweep(ctx, l.ReclaimExpired, "boot sweep reclaimed tasks whose lease expired"); !swept {
 		return err
 	}
+	if d.cfg.Reclaim != nil {
+		d.cfg.Reclaim(ctx, false)
+	}
 	d.haveLock.Store(true)
-	d.cfg.Observer.DispatchLock(true)
 	defer d.haveLock.Store(false)
 
 	bg, stop := context.WithCancel(context.Background())
 	var bgDone sync.WaitGroup
 	ch := &choreLock{d: d}
-	// The first try is made before claiming, so that a single node
-	// continues what a stopped process left before it claims, as on a
-	// store without leases.
 	ch.try(ctx)
-	bgDone.Add(3)
+	bgDone.Add(4)
 	go func() { defer bgDone.Done(); ch.keepTrying(ctx, bg) }()
+	go func() { defer bgDone.Done(); d.chores(bg, ch.held.Load) }()
 	go func() { defer bgDone.Done(); d.sweepExpired(bg, l) }()
 	go func() { defer bgDone.Done(); d.heartbeats(bg, l) }()
 
@@ -51,14 +54,12 @@ func (d *Dispatcher) runShared(ctx context.Context, l host.Leases) error {
 // choreLock is the dispatch lock as the election of the node that runs the
 // singleton chores, on a store with leases.
 type choreLock struct {
-	d      *Dispatcher
-	held   bool
-	ranOne bool // AfterSweep ran
+	d    *Dispatcher
+	held atomic.Bool
 }
 
-// try takes or renews the lock without waiting, says when that changes,
-// and runs AfterSweep (with ctx, the dispatcher's) the first time the
-// lock is taken.
+// try takes or renews the lock without waiting, and says when that
+// changes (the log, the Observer).
 func (c *choreLock) try(ctx context.Context) {
 	d := c.d
 	_, err := d.cfg.Backend.AcquireDispatchLock(ctx, d.cfg.RunnerID, d.cfg.LockTTL)
@@ -66,16 +67,14 @@ func (c *choreLock) try(ctx context.Context) {
 		return
 	}
 	switch {
-	case err == nil && !c.held:
-		c.held = true
+	case err == nil && !c.held.Load():
+		c.held.Store(true)
 		d.cfg.Log("dispatch lock taken: this node runs the singleton chores")
-		if !c.ranOne && d.cfg.AfterSweep != nil {
-			c.ranOne = true
-			d.cfg.AfterSweep(ctx)
-		}
-	case err != nil && c.held:
-		c.held = false
+		d.cfg.Observer.DispatchLock(true)
+	case err != nil && c.held.Load():
+		c.held.Store(false)
 		d.cfg.Log("lost the dispatch lock: another node runs the singleton chores", "error", err)
+		d.cfg.Observer.DispatchLock(false)
 	case err != nil && !errors.Is(err, host.ErrLocked) && !host.Retryable(err):
 		d.cfg.Log("dispatch lock", "error", err)
 	}
@@ -86,7 +85,7 @@ func (c *choreLock) try(ctx context.Context) {
 func (c *choreLock) keepTrying(ctx, stop context.Context) {
 	for {
 		wait := c.d.cfg.LockTTL
-		if c.held {
+		if c.held.Load() {
 			wait /= 3
 		}
 		select {
@@ -102,16 +101,20 @@ func (c *choreLock) keepTrying(ctx, stop context.Context) {
 
 // release gives the lock up, if held.
 func (c *choreLock) release() {
-	if c.held {
+	if c.held.Swap(false) {
 		c.d.cfg.Backend.ReleaseDispatchLock(context.Background(), c.d.cfg.RunnerID)
+		c.d.cfg.Observer.DispatchLock(false)
 	}
 }
 
-// sweepExpired reclaims the tasks whose lease expired every LeaseTTL/2
-// until ctx is done.
+// sweepExpired reclaims the tasks whose lease expired, and has the host
+// reclaim its own expired work, every LeaseTTL/2 until ctx is done.
 func (d *Dispatcher) sweepExpired(ctx context.Context, l host.Leases) {
 	failing := false
 	every(ctx, l.LeaseTTL()/2, func() {
+		if d.cfg.Reclaim != nil {
+			d.cfg.Reclaim(ctx, false)
+		}
 		n, err := l.ReclaimExpired(ctx, time.Now())
 		switch {
 		case ctx.Err() != nil:

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,7 +70,9 @@ func sharedStore(t *testing.T, lease time.Duration, n int) (*postgres.Store, []s
 // On a store with leases, two dispatchers both claim (both dispatching,
 // neither a standby); the task a dead runner claimed is reclaimed once its
 // lease expired and run again, and that runner's late settlement is
-// refused; the singleton chores (AfterSweep) run on one of them only.
+// refused; both reclaim the host's expired work (never as if alone), and
+// the singleton chores run on one of them only, the one whose Observer
+// was told it holds the dispatch lock.
 func TestSharedDispatchersBothClaim(t *testing.T) {
 	ctx := context.Background()
 	s, ids := sharedStore(t, time.Second, 20)
@@ -79,12 +80,30 @@ func TestSharedDispatchersBothClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var chores atomic.Int32
+	var mu sync.Mutex
+	chores, reclaims, alone := map[string]int{}, map[string]int{}, 0
+	held, heldOnce := map[string]bool{}, map[string]bool{}
 	arch := probePack(t, allGrants)
 	var ds []*Dispatcher
 	for _, runner := range []string{"one", "two"} {
 		ds = append(ds, newDispatcherOn(t, Config{Backend: s, RunnerID: runner, LockTTL: time.Second,
-			AfterSweep: func(context.Context) { chores.Add(1) }}, arch, echoAdapter))
+			Observer: lockObserver(func(h bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				held[runner], heldOnce[runner] = h, heldOnce[runner] || h
+				if held["one"] && held["two"] {
+					t.Error("both nodes' Observers say they hold the dispatch lock")
+				}
+			}),
+			Chores: func(context.Context) { mu.Lock(); chores[runner]++; mu.Unlock() },
+			Reclaim: func(_ context.Context, a bool) {
+				mu.Lock()
+				reclaims[runner]++
+				if a {
+					alone++
+				}
+				mu.Unlock()
+			}}, arch, echoAdapter))
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -117,8 +136,16 @@ func TestSharedDispatchersBothClaim(t *testing.T) {
 	if ds[0].HoldsLock() || ds[1].HoldsLock() {
 		t.Error("a stopped dispatcher still says it dispatches")
 	}
-	if n := chores.Load(); n != 1 {
-		t.Errorf("AfterSweep ran %d times, want once", n)
+	if len(chores) != 1 || alone != 0 || reclaims["one"] == 0 || reclaims["two"] == 0 {
+		t.Errorf("chores ran on %v, reclaims %v (%d as if alone); want chores on one node, reclaims on both, none alone", chores, reclaims, alone)
+	}
+	for runner := range chores {
+		if !heldOnce[runner] {
+			t.Errorf("chores ran on %s, whose Observer was never told it holds the lock", runner)
+		}
+	}
+	if held["one"] || held["two"] {
+		t.Errorf("a stopped dispatcher's Observer still says it holds the lock: %v", held)
 	}
 	evs, err := s.Events(ctx, host.EventFilter{TaskID: ghost.TaskID, Type: host.EventBootSweepReclaimed})
 	if err != nil || len(evs) != 1 || !strings.Contains(string(evs[0].Data), `"reason":"lease_expired"`) {
@@ -169,3 +196,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// lockObserver is an Observer told only of the dispatch lock.
+type lockObserver func(held bool)
+
+func (lockObserver) AttemptDone(host.AttemptStats)   {}
+func (lockObserver) TaskStarted(host.TaskStats)      {}
+func (lockObserver) TaskFinished(host.TaskStats)     {}
+func (o lockObserver) DispatchLock(held bool)        { o(held) }
+func (lockObserver) WriterCommit(int, time.Duration) {}

@@ -64,7 +64,7 @@ func newMetrics(o *Observer) *metrics {
 		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricHTTPDuration,
 			Help: "How long HTTP requests took to answer, by route pattern.", Buckets: prometheus.DefBuckets}, []string{"route"}),
 		lock: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricDispatchLock,
-			Help: "1 while this process holds the store's dispatch lock, 0 while it waits as a standby."}),
+			Help: "1 while this process holds the store's dispatch lock, 0 while it waits as a standby (on PostgreSQL, where every node dispatches, the lock elects the node running the singleton chores)."}),
 	}
 	b := buildinfo.Read()
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricBuildInfo, Help: "The build of this packrun (always 1).",

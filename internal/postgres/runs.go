@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -56,7 +57,8 @@ func (s *Store) CreateRun(ctx context.Context, r *host.Run, evs []host.RunEvent)
 		if err != nil {
 			return err
 		}
-		if _, err := x.Exec(ctx, `INSERT INTO openwop_runs (run_id, tenant, status, record) VALUES ($1, $2, $3, $4)`, r.RunID, r.Tenant, r.Status, string(rec)); err != nil {
+		if _, err := x.Exec(ctx, `INSERT INTO openwop_runs (run_id, tenant, status, record, holder, lease_until) VALUES ($1, $2, $3, $4, $5, $6)`,
+			r.RunID, r.Tenant, r.Status, string(rec), r.Holder, storecore.LeaseMillis(r.LeaseUntil)); err != nil {
 			return err
 		}
 		return x.appendRunEvents(ctx, r.RunID, 0, evs, now)
@@ -71,15 +73,15 @@ func (s *Store) Run(ctx context.Context, tenant, runID string) (*host.Run, error
 // AdvanceRun implements host.Runs. The run's row is locked: advances of
 // one run from several nodes take turns, and its events stay numbered
 // without a gap.
-func (s *Store) AdvanceRun(ctx context.Context, tenant, runID, status string, rerr *host.RunError, evs []host.RunEvent) (*host.Run, error) {
+func (s *Store) AdvanceRun(ctx context.Context, tenant, runID, holder, status string, rerr *host.RunError, evs []host.RunEvent) (*host.Run, error) {
 	var out *host.Run
 	err := s.write(ctx, func(x *tx) error {
 		r, err := loadRun(ctx, x, tenant, runID, true)
 		if err != nil {
 			return err
 		}
-		if host.RunTerminal(r.Status) {
-			return host.Errorf("advance run", runID, host.ErrConflict, "the run is already %s", r.Status)
+		if err := storecore.CheckRunAdvance(r, holder); err != nil {
+			return err
 		}
 		now := s.now()
 		if status != "" {
@@ -125,22 +127,72 @@ func (s *Store) RunEvents(ctx context.Context, tenant, runID string) ([]host.Run
 	return evs, err
 }
 
-// UnfinishedRuns implements host.Runs.
-func (s *Store) UnfinishedRuns(ctx context.Context) ([]*host.Run, error) {
-	rows, err := s.pool.Query(ctx, `SELECT record FROM openwop_runs WHERE status NOT IN ($1, $2, $3) ORDER BY seq`,
-		host.RunCompleted, host.RunFailed, host.RunCancelled)
-	if err != nil {
-		return nil, err
+// ClaimRuns implements host.Runs: one statement, whose rows are locked
+// and skipped by any other node claiming at the same time (a run a node
+// is advancing, its row locked, waits for the next claim).
+func (s *Store) ClaimRuns(ctx context.Context, holder string, expired, until time.Time) ([]*host.Run, error) {
+	if holder == "" {
+		return nil, host.Invalid("claim runs", "holder", "required")
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*host.Run, error) { return scanRun(r) })
+	var out []*host.Run
+	err := s.write(ctx, func(x *tx) error {
+		rows, err := x.Query(ctx, `UPDATE openwop_runs SET holder = $1, lease_until = $2
+			WHERE run_id IN (SELECT run_id FROM openwop_runs
+				WHERE status NOT IN ('completed', 'failed', 'cancelled') AND lease_until <= $3
+				ORDER BY seq FOR UPDATE SKIP LOCKED)
+			RETURNING seq, record, holder, lease_until`,
+			holder, storecore.LeaseMillis(until), expired.UnixMilli())
+		if err != nil {
+			return err
+		}
+		type claimed struct {
+			seq int64
+			r   *host.Run
+		}
+		got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
+			var c claimed
+			var rec string
+			var lease int64
+			c.r = &host.Run{}
+			if err := row.Scan(&c.seq, &rec, &c.r.Holder, &lease); err != nil {
+				return c, err
+			}
+			c.r.LeaseUntil = storecore.LeaseTime(lease)
+			return c, json.Unmarshal([]byte(rec), c.r)
+		})
+		if err != nil {
+			return err
+		}
+		sort.Slice(got, func(i, j int) bool { return got[i].seq < got[j].seq })
+		out = make([]*host.Run, len(got))
+		for i, c := range got {
+			out[i] = c.r
+		}
+		return nil
+	})
+	return out, err
+}
+
+// RenewRuns implements host.Runs.
+func (s *Store) RenewRuns(ctx context.Context, holder string, until time.Time) (int, error) {
+	var n int64
+	err := s.write(ctx, func(x *tx) error {
+		tag, err := x.Exec(ctx, `UPDATE openwop_runs SET lease_until = $1 WHERE holder = $2 AND status NOT IN ('completed', 'failed', 'cancelled')`,
+			storecore.LeaseMillis(until), holder)
+		n = tag.RowsAffected()
+		return err
+	})
+	return int(n), err
 }
 
 func scanRun(row pgx.Row) (*host.Run, error) {
 	var rec string
-	if err := row.Scan(&rec); err != nil {
+	var lease int64
+	var r host.Run
+	if err := row.Scan(&rec, &r.Holder, &lease); err != nil {
 		return nil, err
 	}
-	var r host.Run
+	r.LeaseUntil = storecore.LeaseTime(lease)
 	return &r, json.Unmarshal([]byte(rec), &r)
 }
 
@@ -151,7 +203,7 @@ func loadRun(ctx context.Context, q queryRower, tenant, runID string, forUpdate 
 	if forUpdate {
 		lock = ` FOR UPDATE`
 	}
-	r, err := scanRun(q.QueryRow(ctx, `SELECT record FROM openwop_runs WHERE run_id = $1 AND tenant = $2`+lock, runID, storecore.TenantOr(tenant)))
+	r, err := scanRun(q.QueryRow(ctx, `SELECT record, holder, lease_until FROM openwop_runs WHERE run_id = $1 AND tenant = $2`+lock, runID, storecore.TenantOr(tenant)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, host.Errorf("get run", runID, host.ErrNotFound, "no run has this id")
 	}

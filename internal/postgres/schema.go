@@ -385,6 +385,15 @@ CREATE TABLE message_subscriptions (
 	PRIMARY KEY (pack, node)
 );
 `,
+	// pgrunlease: run leases, as internal/sqlite's migration 14: the
+	// node executing an openwop run (holder) and until when (lease_until,
+	// Unix milliseconds; 0: none). Every node claims the runs whose lease
+	// ended (ClaimRuns, FOR UPDATE SKIP LOCKED).
+	`
+ALTER TABLE openwop_runs ADD COLUMN holder TEXT NOT NULL DEFAULT '';
+ALTER TABLE openwop_runs ADD COLUMN lease_until BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX openwop_runs_unfinished ON openwop_runs (seq) WHERE status NOT IN ('completed', 'failed', 'cancelled');
+`,
 }
 
 // Advisory lock keys (pg_advisory_xact_lock's bigint space is the whole
@@ -406,6 +415,12 @@ func migrate(ctx context.Context, s *Store) error {
 		return err
 	}
 	defer tx.Rollback(ctx)
+	// A starting node migrates, not a paused one: the short idle limit
+	// set for paused nodes (Options.LeaseTTL) must not end a migration
+	// whose round trips a loaded machine slows down.
+	if _, err := tx.Exec(ctx, `SET LOCAL `+idleInTx+` = 0`); err != nil {
+		return err
+	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {
 		return err
 	}

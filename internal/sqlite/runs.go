@@ -64,15 +64,15 @@ func (s *Store) Run(ctx context.Context, tenant, runID string) (*host.Run, error
 }
 
 // AdvanceRun implements host.Runs.
-func (s *Store) AdvanceRun(ctx context.Context, tenant, runID, status string, rerr *host.RunError, evs []host.RunEvent) (*host.Run, error) {
+func (s *Store) AdvanceRun(ctx context.Context, tenant, runID, holder, status string, rerr *host.RunError, evs []host.RunEvent) (*host.Run, error) {
 	var out *host.Run
 	err := s.w.do(ctx, func(tx *wtx) error {
 		r, err := loadRun(txq{tx}, ctx, tenant, runID)
 		if err != nil {
 			return err
 		}
-		if host.RunTerminal(r.Status) {
-			return host.Errorf("advance run", runID, host.ErrConflict, "the run is already %s", r.Status)
+		if err := storecore.CheckRunAdvance(r, holder); err != nil {
+			return err
 		}
 		now := s.now()
 		if status != "" {
@@ -116,27 +116,60 @@ func (s *Store) RunEvents(ctx context.Context, tenant, runID string) ([]host.Run
 	return evs, rows.Err()
 }
 
-// UnfinishedRuns implements host.Runs.
-func (s *Store) UnfinishedRuns(ctx context.Context) ([]*host.Run, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT record FROM openwop_runs WHERE status NOT IN (?, ?, ?) ORDER BY rowid`,
-		host.RunCompleted, host.RunFailed, host.RunCancelled)
-	if err != nil {
-		return nil, err
+// ClaimRuns implements host.Runs. The store has one writer: the runs
+// read and the leases set are one transaction.
+func (s *Store) ClaimRuns(ctx context.Context, holder string, expired, until time.Time) ([]*host.Run, error) {
+	if holder == "" {
+		return nil, host.Invalid("claim runs", "holder", "required")
 	}
-	defer rows.Close()
 	var out []*host.Run
-	for rows.Next() {
-		var rec string
-		if err := rows.Scan(&rec); err != nil {
-			return nil, err
+	err := s.w.do(ctx, func(tx *wtx) error {
+		out = nil
+		rows, err := tx.Query(`SELECT record FROM openwop_runs WHERE status NOT IN (?, ?, ?) AND lease_until <= ? ORDER BY rowid`,
+			host.RunCompleted, host.RunFailed, host.RunCancelled, expired.UnixMilli())
+		if err != nil {
+			return err
 		}
-		var r host.Run
-		if err := json.Unmarshal([]byte(rec), &r); err != nil {
-			return nil, err
+		defer rows.Close()
+		for rows.Next() {
+			var rec string
+			if err := rows.Scan(&rec); err != nil {
+				return err
+			}
+			r := &host.Run{}
+			if err := json.Unmarshal([]byte(rec), r); err != nil {
+				return err
+			}
+			r.Holder, r.LeaseUntil = holder, storecore.LeaseTime(storecore.LeaseMillis(until))
+			out = append(out, r)
 		}
-		out = append(out, &r)
-	}
-	return out, rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		for _, r := range out {
+			if _, err := tx.Exec(`UPDATE openwop_runs SET holder = ?, lease_until = ? WHERE run_id = ?`, holder, storecore.LeaseMillis(until), r.RunID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// RenewRuns implements host.Runs.
+func (s *Store) RenewRuns(ctx context.Context, holder string, until time.Time) (int, error) {
+	var n int64
+	err := s.w.do(ctx, func(tx *wtx) error {
+		res, err := tx.Exec(`UPDATE openwop_runs SET lease_until = ? WHERE holder = ? AND status NOT IN (?, ?, ?)`,
+			storecore.LeaseMillis(until), holder, host.RunCompleted, host.RunFailed, host.RunCancelled)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
 }
 
 func writeRun(tx *wtx, r *host.Run, create bool) error {
@@ -145,7 +178,8 @@ func writeRun(tx *wtx, r *host.Run, create bool) error {
 		return err
 	}
 	if create {
-		_, err = tx.Exec(`INSERT INTO openwop_runs (run_id, tenant, status, record) VALUES (?, ?, ?, ?)`, r.RunID, r.Tenant, r.Status, string(rec))
+		_, err = tx.Exec(`INSERT INTO openwop_runs (run_id, tenant, status, record, holder, lease_until) VALUES (?, ?, ?, ?, ?, ?)`,
+			r.RunID, r.Tenant, r.Status, string(rec), r.Holder, storecore.LeaseMillis(r.LeaseUntil))
 	} else {
 		_, err = tx.Exec(`UPDATE openwop_runs SET status = ?, record = ? WHERE run_id = ?`, r.Status, string(rec), r.RunID)
 	}
@@ -154,7 +188,9 @@ func writeRun(tx *wtx, r *host.Run, create bool) error {
 
 func loadRun(q queryer, ctx context.Context, tenant, runID string) (*host.Run, error) {
 	var rec string
-	err := q.QueryRowContext(ctx, `SELECT record FROM openwop_runs WHERE run_id = ? AND tenant = ?`, runID, storecore.TenantOr(tenant)).Scan(&rec)
+	var lease int64
+	var holder string
+	err := q.QueryRowContext(ctx, `SELECT record, holder, lease_until FROM openwop_runs WHERE run_id = ? AND tenant = ?`, runID, storecore.TenantOr(tenant)).Scan(&rec, &holder, &lease)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, host.Errorf("get run", runID, host.ErrNotFound, "no run has this id")
 	}
@@ -162,7 +198,11 @@ func loadRun(q queryer, ctx context.Context, tenant, runID string) (*host.Run, e
 		return nil, err
 	}
 	var r host.Run
-	return &r, json.Unmarshal([]byte(rec), &r)
+	if err := json.Unmarshal([]byte(rec), &r); err != nil {
+		return nil, err
+	}
+	r.Holder, r.LeaseUntil = holder, storecore.LeaseTime(lease)
+	return &r, nil
 }
 
 // appendRunEvents numbers evs from next and stores them; payload and data

@@ -180,6 +180,36 @@ func NumberRunEvents(runID string, next int, evs []host.RunEvent, now time.Time)
 	}
 }
 
+// LeaseMillis is a run lease's end as stored (Unix milliseconds; 0 for
+// none), and LeaseTime reads it back.
+func LeaseMillis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// LeaseTime is LeaseMillis read back.
+func LeaseTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// CheckRunAdvance refuses an advance of r (held by holder now) that the
+// run's state does not allow: a terminal run, or one that another runner
+// holds when the caller names itself (fenced).
+func CheckRunAdvance(r *host.Run, holder string) error {
+	if host.RunTerminal(r.Status) {
+		return host.Errorf("advance run", r.RunID, host.ErrConflict, "the run is already %s", r.Status)
+	}
+	if holder != "" && r.Holder != holder {
+		return host.Errorf("advance run", r.RunID, host.ErrConflict, "the run is held by runner %q now, not %q: its lease ran out and another runner continues it", r.Holder, holder)
+	}
+	return nil
+}
+
 // CheckMessageInput checks what the bus hands over (the codecs checked
 // the document itself).
 func CheckMessageInput(op string, in *host.MessageInput) error {

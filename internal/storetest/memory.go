@@ -20,6 +20,7 @@ func Memory(t *testing.T, open Opener) {
 		{"Basics", memoryBasics},
 		{"Validation", memoryValidation},
 		{"TTL", memoryTTL},
+		{"Sweep", memorySweep},
 		{"List", memoryList},
 		{"TenantIsolation", memoryTenantIsolation},
 	})
@@ -224,5 +225,34 @@ func memoryTenantIsolation(f *fixture) {
 	}
 	if e, err := f.b.Get(ctx, alice, "secret-plan"); err != nil || string(e.Value) != `"alice-value-secret-plan"` || !e.Secret {
 		t.Fatalf("alice's value: %+v %v", e, err)
+	}
+}
+
+// memorySweep: a sweep deletes the expired entries of every tenant, and
+// only those, giving their bytes back to the namespace.
+func memorySweep(f *fixture) {
+	t := f.t
+	a, b := host.Scope{Tenant: "acme", Namespace: "cache"}, host.Scope{Tenant: "other", Namespace: "cache"}
+	f.put(a, "short", `"x"`, host.PutOptions{TTL: time.Second})
+	f.put(b, "short", `"y"`, host.PutOptions{TTL: time.Second})
+	f.put(a, "long", `1`, host.PutOptions{TTL: time.Hour})
+	f.put(a, "forever", `2`, host.PutOptions{})
+	if n, err := f.b.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("sweep before anything expired: %d %v", n, err)
+	}
+	f.clock.Add(2 * time.Second)
+	if n, err := f.b.Sweep(ctx); err != nil || n != 2 {
+		t.Fatalf("sweep: %d %v, want 2", n, err)
+	}
+	if n, err := f.b.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("second sweep: %d %v", n, err)
+	}
+	if keys, err := f.b.List(ctx, a, ""); err != nil || len(keys) != 2 || keys[0] != "forever" || keys[1] != "long" {
+		t.Fatalf("live keys after a sweep: %v %v", keys, err)
+	}
+	// A re-put of a swept key is a new entry.
+	f.put(a, "short", `"z"`, host.PutOptions{})
+	if e, err := f.b.Get(ctx, a, "short"); err != nil || string(e.Value) != `"z"` {
+		t.Fatalf("re-put after a sweep: %+v %v", e, err)
 	}
 }

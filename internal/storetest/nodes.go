@@ -41,6 +41,7 @@ var nodeScenarios = []nodeScenario{
 	{"SensorDedupeAcrossNodes", nodesSensorDedupe},
 	{"MessageDedupeAcrossNodes", nodesMessageDedupe},
 	{"ChainAcrossNodes", nodesChain},
+	{"RunClaimsAcrossNodes", nodesRunClaims},
 	{"ReadsSeeOtherNodesWrites", nodesReadsSeeWrites},
 }
 
@@ -251,6 +252,50 @@ func nodesMessageDedupe(f *fixture, nodes []host.Backend) {
 	}
 	if n := len(f.events(host.EventFilter{Type: host.EventMessageDuplicate})); n != 16 {
 		t.Fatalf("%d message_duplicate events, want 16", n)
+	}
+}
+
+// nodesRunClaims: runs whose runner stopped are claimed by the nodes at
+// once, each by exactly one.
+func nodesRunClaims(f *fixture, nodes []host.Backend) {
+	t := f.t
+	const runs = 30
+	for i := range runs {
+		r := &host.Run{RunID: fmt.Sprintf("run_%02d", i), WorkflowID: "wf", Status: host.RunRunning, Holder: "gone", LeaseUntil: f.clock.Now()}
+		if err := f.b.CreateRun(ctx, r, []host.RunEvent{{Type: host.RunEventStarted}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.clock.Add(time.Second)
+	var mu sync.Mutex
+	holder := map[string]string{}
+	eachNode(t, nodes, 3, func(node, _ int, b host.Backend) error {
+		name := fmt.Sprint("node", node)
+		got, err := b.ClaimRuns(ctx, name, f.clock.Now(), f.clock.Now().Add(time.Minute))
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range got {
+			if prev, ok := holder[r.RunID]; ok {
+				return fmt.Errorf("run %s claimed by %s and %s", r.RunID, prev, name)
+			}
+			holder[r.RunID] = name
+		}
+		return nil
+	})
+	if len(holder) != runs {
+		t.Fatalf("%d runs claimed, want %d", len(holder), runs)
+	}
+	for id, name := range holder {
+		r, err := nodes[2].Run(ctx, "", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Holder != name {
+			t.Fatalf("run %s: holder %q; claimed by %s", id, r.Holder, name)
+		}
 	}
 }
 

@@ -12,12 +12,15 @@ import (
 // replaced whole, validated), runs and their numbered event logs (the
 // detail under payload and data), advancing and settling a run, a
 // terminal run refusing changes, another tenant's run not found, and the
-// unfinished runs of every tenant, oldest first.
+// runs left unfinished claimed by a runner (every tenant's, oldest first;
+// all of them, or those whose lease ended), leases renewed, and an advance
+// fenced on the runner holding the run.
 func Runs(t *testing.T, open Opener) {
 	runAll(t, open, []scenario{
 		{"Definitions", runsDefinitions},
 		{"RunLog", runsRunLog},
-		{"UnfinishedRuns", runsUnfinishedRuns},
+		{"ClaimUnfinishedRuns", runsClaimUnfinished},
+		{"RunLeases", runsLeases},
 	})
 }
 
@@ -56,14 +59,14 @@ func runsRunLog(f *fixture) {
 		t.Fatalf("created %+v %v", run, err)
 	}
 	f.clock.Add(time.Second)
-	if _, err := f.b.AdvanceRun(ctx, "acme", "run_1", "", nil, []host.RunEvent{{Type: host.RunEventNodeDone, NodeID: "a", Payload: json.RawMessage(`{"output":1}`)}}); err != nil {
+	if _, err := f.b.AdvanceRun(ctx, "acme", "run_1", "", "", nil, []host.RunEvent{{Type: host.RunEventNodeDone, NodeID: "a", Payload: json.RawMessage(`{"output":1}`)}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := f.b.AdvanceRun(ctx, "acme", "run_1", host.RunFailed, &host.RunError{Code: "node_failed", Message: "m"}, []host.RunEvent{{Type: host.RunEventFailed}})
+	got, err := f.b.AdvanceRun(ctx, "acme", "run_1", "", host.RunFailed, &host.RunError{Code: "node_failed", Message: "m"}, []host.RunEvent{{Type: host.RunEventFailed}})
 	if err != nil || got.Status != host.RunFailed || got.Error == nil || got.Error.Code != "node_failed" || got.Error.Message != "m" {
 		t.Fatalf("fail: %+v %v", got, err)
 	}
-	_, err = f.b.AdvanceRun(ctx, "acme", "run_1", host.RunCancelled, nil, []host.RunEvent{{Type: host.RunEventCancelled}})
+	_, err = f.b.AdvanceRun(ctx, "acme", "run_1", "", host.RunCancelled, nil, []host.RunEvent{{Type: host.RunEventCancelled}})
 	wantErr(t, err, host.ErrConflict)
 	evs, err := f.b.RunEvents(ctx, "acme", "run_1")
 	if err != nil || len(evs) != 3 {
@@ -85,13 +88,13 @@ func runsRunLog(f *fixture) {
 	wantErr(t, err, host.ErrNotFound)
 	_, err = f.b.RunEvents(ctx, "other", "run_1")
 	wantErr(t, err, host.ErrNotFound)
-	_, err = f.b.AdvanceRun(ctx, "other", "run_1", "", nil, nil)
+	_, err = f.b.AdvanceRun(ctx, "other", "run_1", "", "", nil, nil)
 	wantErr(t, err, host.ErrNotFound)
 	_, err = f.b.Run(ctx, "acme", "run_nope")
 	wantErr(t, err, host.ErrNotFound)
 }
 
-func runsUnfinishedRuns(f *fixture) {
+func runsClaimUnfinished(f *fixture) {
 	t := f.t
 	for _, r := range []*host.Run{
 		{RunID: "run_a", Tenant: "acme", WorkflowID: "wf", Status: host.RunRunning},
@@ -104,20 +107,23 @@ func runsUnfinishedRuns(f *fixture) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := f.b.AdvanceRun(ctx, "", "run_c", host.RunCompleted, nil, []host.RunEvent{{Type: host.RunEventCompleted}}); err != nil {
+	if _, err := f.b.AdvanceRun(ctx, "", "run_c", "", host.RunCompleted, nil, []host.RunEvent{{Type: host.RunEventCompleted}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.b.AdvanceRun(ctx, host.DefaultTenant, "run_d", host.RunCancelled, nil, []host.RunEvent{{Type: host.RunEventCancelled}}); err != nil {
+	if _, err := f.b.AdvanceRun(ctx, host.DefaultTenant, "run_d", "", host.RunCancelled, nil, []host.RunEvent{{Type: host.RunEventCancelled}}); err != nil {
 		t.Fatal(err)
 	}
 	unfinished := func() []string {
 		t.Helper()
-		runs, err := f.b.UnfinishedRuns(ctx)
+		runs, err := f.b.ClaimRuns(ctx, "n1", host.ClaimEveryRun, f.clock.Now().Add(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var ids []string
 		for _, r := range runs {
+			if r.Holder != "n1" || !r.LeaseUntil.Equal(f.clock.Now().Add(time.Minute)) {
+				t.Fatalf("claimed run %s: holder %q until %v", r.RunID, r.Holder, r.LeaseUntil)
+			}
 			ids = append(ids, r.Tenant+"/"+r.RunID)
 		}
 		return ids
@@ -125,19 +131,95 @@ func runsUnfinishedRuns(f *fixture) {
 	if got := unfinished(); len(got) != 2 || got[0] != "acme/run_a" || got[1] != "default/run_b" {
 		t.Fatalf("unfinished runs: %v", got)
 	}
-	if _, err := f.b.AdvanceRun(ctx, "acme", "run_a", "", nil, []host.RunEvent{{Type: host.RunEventResumed, NodeID: "a"}}); err != nil {
+	if _, err := f.b.AdvanceRun(ctx, "acme", "run_a", "", "", nil, []host.RunEvent{{Type: host.RunEventResumed, NodeID: "a"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.b.AdvanceRun(ctx, "acme", "run_a", host.RunCompleted, nil, []host.RunEvent{{Type: host.RunEventCompleted}}); err != nil {
+	if _, err := f.b.AdvanceRun(ctx, "acme", "run_a", "", host.RunCompleted, nil, []host.RunEvent{{Type: host.RunEventCompleted}}); err != nil {
 		t.Fatal(err)
 	}
 	evs, err := f.b.RunEvents(ctx, "acme", "run_a")
 	if err != nil || len(evs) != 4 || evs[2].Type != host.RunEventResumed || evs[2].Seq != 3 || evs[3].Seq != 4 {
 		t.Fatalf("events: %+v %v", evs, err)
 	}
-	_, err = f.b.AdvanceRun(ctx, "", "run_d", "", nil, []host.RunEvent{{Type: host.RunEventResumed}})
+	_, err = f.b.AdvanceRun(ctx, "", "run_d", "", "", nil, []host.RunEvent{{Type: host.RunEventResumed}})
 	wantErr(t, err, host.ErrConflict)
 	if got := unfinished(); len(got) != 1 || got[0] != "default/run_b" {
 		t.Fatalf("unfinished runs once run_a completed: %v", got)
+	}
+}
+
+// runsLeases: a run held by a runner is claimed by another only once its
+// lease ended (renewals keep it), and from then on the first runner's
+// advances are refused, the claimer's accepted.
+func runsLeases(f *fixture) {
+	t := f.t
+	now := f.clock.Now()
+	r := &host.Run{RunID: "run_l", Tenant: "acme", WorkflowID: "wf", Status: host.RunRunning, Holder: "n1", LeaseUntil: now.Add(10 * time.Second)}
+	if err := f.b.CreateRun(ctx, r, []host.RunEvent{{Type: host.RunEventStarted}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.b.Run(ctx, "acme", "run_l"); err != nil || got.Holder != "n1" || !got.LeaseUntil.Equal(now.Add(10*time.Second)) {
+		t.Fatalf("created run: %+v %v", got, err)
+	}
+	claim := func(holder string) []*host.Run {
+		t.Helper()
+		runs, err := f.b.ClaimRuns(ctx, holder, f.clock.Now(), f.clock.Now().Add(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runs
+	}
+	if runs := claim("n2"); len(runs) != 0 {
+		t.Fatalf("a held run was claimed: %+v", runs[0])
+	}
+	if _, err := f.b.AdvanceRun(ctx, "acme", "run_l", "n1", "", nil, []host.RunEvent{{Type: host.RunEventNodeStarted, NodeID: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.b.AdvanceRun(ctx, "acme", "run_l", "n2", "", nil, []host.RunEvent{{Type: host.RunEventNodeDone, NodeID: "a"}})
+	wantErr(t, err, host.ErrConflict)
+
+	f.clock.Add(8 * time.Second)
+	if n, err := f.b.RenewRuns(ctx, "n1", f.clock.Now().Add(10*time.Second)); err != nil || n != 1 {
+		t.Fatalf("renewed %d runs, %v; want 1", n, err)
+	}
+	if n, err := f.b.RenewRuns(ctx, "n2", f.clock.Now().Add(10*time.Second)); err != nil || n != 0 {
+		t.Fatalf("n2 renewed %d runs it does not hold, %v", n, err)
+	}
+	f.clock.Add(8 * time.Second) // 16s: past the first lease, within the renewed one
+	if runs := claim("n2"); len(runs) != 0 {
+		t.Fatal("a renewed run was claimed")
+	}
+	f.clock.Add(3 * time.Second) // 19s: the renewed lease (18s) ended
+	runs := claim("n2")
+	if len(runs) != 1 || runs[0].RunID != "run_l" || runs[0].Holder != "n2" || runs[0].Tenant != "acme" {
+		t.Fatalf("claimed after the lease ended: %+v", runs)
+	}
+	if again := claim("n3"); len(again) != 0 {
+		t.Fatal("a claimed run was claimed again")
+	}
+	// n1 wakes up: its advance is refused and changes nothing.
+	_, err = f.b.AdvanceRun(ctx, "acme", "run_l", "n1", host.RunCompleted, nil, []host.RunEvent{{Type: host.RunEventCompleted}})
+	wantErr(t, err, host.ErrConflict)
+	if n, err := f.b.RenewRuns(ctx, "n1", f.clock.Now().Add(time.Minute)); err != nil || n != 0 {
+		t.Fatalf("n1 renewed %d runs after losing its lease, %v", n, err)
+	}
+	if _, err := f.b.AdvanceRun(ctx, "acme", "run_l", "n2", host.RunCompleted, nil, []host.RunEvent{{Type: host.RunEventCompleted}}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := f.b.RunEvents(ctx, "acme", "run_l")
+	if err != nil || len(evs) != 3 || evs[1].Type != host.RunEventNodeStarted || evs[2].Type != host.RunEventCompleted {
+		t.Fatalf("events: %+v %v", evs, err)
+	}
+	// A user's write (no holder) is not fenced; a terminal run is renewed
+	// and claimed no more.
+	if n, _ := f.b.RenewRuns(ctx, "n2", f.clock.Now().Add(time.Minute)); n != 0 {
+		t.Fatalf("a completed run's lease was renewed")
+	}
+	f.clock.Add(time.Hour)
+	if runs := claim("n3"); len(runs) != 0 {
+		t.Fatal("a completed run was claimed")
+	}
+	if _, err := f.b.ClaimRuns(ctx, "", f.clock.Now(), f.clock.Now()); err == nil {
+		t.Fatal("a claim without a holder was taken")
 	}
 }
