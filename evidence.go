@@ -9,7 +9,6 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
-	"github.com/packrun/packrun/internal/sqlite"
 )
 
 // MaxBundleBytes bounds an evidence bundle VerifyBundle reads.
@@ -87,7 +86,7 @@ func (h *Host) VerifyChain(ctx context.Context, pin *host.ChainHead) (*host.Chai
 			hashAt = evs[0].Hash
 		}
 	}
-	if brk := sqlite.CheckHead(rep, hashAt, *pin, "the pinned head names"); brk != nil {
+	if brk := evidence.CheckHead(rep, hashAt, *pin, "the pinned head names"); brk != nil {
 		rep.OK, rep.Broken = false, brk
 	}
 	return rep, nil

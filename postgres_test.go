@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
 	"github.com/packrun/packrun/internal/pgtest"
 	"github.com/packrun/packrun/internal/runstest"
 )
@@ -87,6 +88,25 @@ func TestHostOnPostgres(t *testing.T) {
 	}
 	if got, err := h2.Store().Task(ctx, task.TaskID); err != nil || got.Status != host.TaskCompleted {
 		t.Fatalf("the other node's view of the task: %+v %v", got, err)
+	}
+
+	// Each node anchors the chain in its own home (evidence-head.json),
+	// signed with its own host key: the first the head it committed, the
+	// second, which committed nothing, the head it found when it opened.
+	rep2, err := h2.VerifyChain(ctx, nil)
+	if err != nil || !rep2.OK || rep2.Checkpoint == nil || rep2.Checkpoint.Seq != rep2.HeadSeq {
+		t.Fatalf("the other node's chain: %+v %v", rep2, err)
+	}
+	var cp1 *evidence.Checkpoint
+	for range 500 {
+		if cp1, err = evidence.ReadCheckpoint(filepath.Join(home, "evidence-head.json")); err == nil && cp1.Seq == rep.HeadSeq {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cp2, err2 := evidence.ReadCheckpoint(filepath.Join(home2, "evidence-head.json"))
+	if err != nil || err2 != nil || cp1.Seq != rep.HeadSeq || cp1.Hash != rep.Head || cp1.PublicKey == cp2.PublicKey {
+		t.Fatalf("checkpoints %+v %v, %+v %v (head %d)", cp1, err, cp2, err2, rep.HeadSeq)
 	}
 }
 

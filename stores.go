@@ -40,7 +40,10 @@ func redactURL(s string) string {
 // SQLite store keeps beside its database come from the home's key files
 // (made, 0600, if missing): the secret key sealing secret memory values,
 // which every node of one database must share, and this node's host key,
-// which seals exports.
+// which seals exports and signs the evidence head checkpoint this node
+// writes in its home (evidence-head.json, the name SQLite's has there: a
+// home moved with MigrateStore keeps its anchor, the chain's seqs and
+// hashes being the same).
 func openPostgres(ctx context.Context, home string, cfg Config) (backend, error) {
 	secretFile := cfg.SecretKeyFile
 	if secretFile == "" {
@@ -58,7 +61,8 @@ func openPostgres(ctx context.Context, home string, cfg Config) (backend, error)
 	if err != nil {
 		return nil, fmt.Errorf("%w: host key: %v", ErrConfig, err)
 	}
-	s, err := postgres.Open(ctx, cfg.Store, postgres.Options{SecretKey: secret, HostKey: ed25519.NewKeyFromSeed(seed), LeaseTTL: cfg.LeaseTTL})
+	s, err := postgres.Open(ctx, cfg.Store, postgres.Options{SecretKey: secret, HostKey: ed25519.NewKeyFromSeed(seed), LeaseTTL: cfg.LeaseTTL,
+		CheckpointFile: filepath.Join(home, "evidence-head.json")})
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", redactURL(cfg.Store), err)
 	}

@@ -90,6 +90,9 @@ func (x *tx) flush(ctx context.Context) error {
 	for _, f := range x.after {
 		f(&b)
 	}
+	if len(x.pending) > 0 {
+		x.head = &host.ChainHead{Seq: seq, Hash: hash}
+	}
 	x.pending, x.after = nil, nil
 	err := x.SendBatch(ctx, &b).Close()
 	if uniqueViolation(err, "attempt_records_attempt_id_key") {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"bytes"
 	"crypto/ed25519"
+	"path/filepath"
 	"testing"
 
 	"github.com/packrun/packrun/host"
@@ -13,7 +14,8 @@ import (
 var _ host.Backend = (*Store)(nil)
 
 // testSecretKey seals the contract stores' secret memory values;
-// testHostKey seals their exported attempts.
+// testHostKey seals their exported attempts and signs their head
+// checkpoints (each node's in a directory of its own).
 var (
 	testSecretKey = bytes.Repeat([]byte{7}, 32)
 	testHostKey   = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, ed25519.SeedSize))
@@ -26,7 +28,8 @@ func openContractNodes(t testing.TB, clock *storetest.Clock, n int) []host.Backe
 	dsn := pgtest.DSN(t)
 	var out []host.Backend
 	for range n {
-		s, err := Open(ctx, dsn, Options{Now: clock.Now, SecretKey: testSecretKey, HostKey: testHostKey})
+		s, err := Open(ctx, dsn, Options{Now: clock.Now, SecretKey: testSecretKey, HostKey: testHostKey,
+			CheckpointFile: filepath.Join(t.TempDir(), "evidence-head.json")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,9 +14,7 @@
 // seal (tokens.go), recurring schedules (schedules.go), sensor events
 // (sensors.go), workflow records (workflows.go), openwop runs (runs.go)
 // and the message bus (messages.go). internal/storetest's contract runs
-// whole against it (contract_test.go), as against internal/sqlite. Not
-// here: the signed head checkpoint file SQLite writes beside its database
-// (RATIONALE.md, "PostgreSQL (issue 18)").
+// whole against it (contract_test.go), as against internal/sqlite.
 //
 // Storage choices, beside internal/sqlite's: times are TEXT in
 // host.FormatTime's canonical form (text order is time order, and the
@@ -28,4 +26,20 @@
 // appends are buffered in its transaction and linked into the chain at its
 // end, under pg_advisory_xact_lock(ChainLock) held until the commit: one
 // chain across all nodes, as the evidence package hashes it.
+//
+// The chain cannot show that its newest entries were not deleted
+// together, so it is anchored outside the database by signed head
+// checkpoints (checkpoint.go; the format and checks are
+// internal/evidence's, as SQLite's). The database is shared, the anchor
+// is not: each node anchors the heads it committed — after each commit
+// that appended entries, the seq and hash of the last entry its
+// transaction linked — in a file of its own home
+// (Options.CheckpointFile, evidence-head.json), signed with its own host
+// key (Options.HostKey). VerifyChain on a node checks the chain against
+// that node's anchor: a chain that ends before it, or has another hash
+// at its seq, is broken (host.BreakHeadRewound), and so is a checkpoint
+// the node's key did not sign (host.BreakCheckpoint). Deleting the
+// newest entries is therefore caught by every node that committed one of
+// them; a node that committed none of them cannot tell (verify on one
+// that did, or pin the head: `evidence verify --head`).
 package postgres

@@ -99,6 +99,9 @@ func (s *Store) ImportSQLite(ctx context.Context, src SQLiteSource) (*ImportRepo
 	if err := tx.Commit(ctx); err != nil {
 		return nil, host.Wrap(op, "", err)
 	}
+	if c := im.rep.Chain; c != nil && c.HeadSeq > 0 {
+		s.committed(&host.ChainHead{Seq: c.HeadSeq, Hash: c.Head}) // this node appended the copied chain
+	}
 	return im.rep, nil
 }
 
@@ -553,7 +556,7 @@ func (im *importer) settle() error {
 // transaction, and checks that its head is the source's.
 func (im *importer) verify() error {
 	rep := &host.ChainReport{Head: evidence.GenesisHash}
-	brk, err := walkChain(im.ctx, im.tx, rep)
+	brk, err := walkChain(im.ctx, im.tx, rep, nil)
 	if err == nil && brk == nil {
 		brk, err = findUnchained(im.ctx, im.tx)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
 	"github.com/packrun/packrun/internal/storecore"
 )
 
@@ -65,6 +66,12 @@ type Options struct {
 	// values at rest; every node of one database needs the same key.
 	// Without it, storing or reading a secret value fails (memory.go).
 	SecretKey []byte
+	// CheckpointFile is where this node writes the signed head
+	// checkpoint (checkpoint.go): the newest head of the chain its own
+	// transactions committed, signed with HostKey, which it needs.
+	// Give each node its own (root stores.go: evidence-head.json in the
+	// node's home). Empty: no checkpoint, and VerifyChain reports none.
+	CheckpointFile string
 }
 
 func (o Options) withDefaults() Options {
@@ -99,8 +106,12 @@ type Store struct {
 	w    *writers
 	// secret seals secret memory values (nil: Options.SecretKey unset).
 	secret *storecore.SecretKey
-	// closeOnce makes Close idempotent.
+	// anchor writes and checks this node's signed head checkpoint (nil:
+	// Options.CheckpointFile unset; checkpoint.go).
+	anchor *evidence.Anchor
+	// closeOnce makes Close idempotent; closeErr is the first Close's.
 	closeOnce sync.Once
+	closeErr  error
 }
 
 // Open connects to the database dsn names (a postgres:// URL or a
@@ -116,6 +127,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		if secret, err = storecore.NewSecretKey(opts.SecretKey); err != nil {
 			return nil, fmt.Errorf("open postgres store: %w", err)
 		}
+	}
+	if opts.CheckpointFile != "" && len(opts.HostKey) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("open postgres store: %w", errCheckpointNoKey)
 	}
 	if _, set := cfg.ConnConfig.RuntimeParams[idleInTx]; !set {
 		cfg.ConnConfig.RuntimeParams[idleInTx] = fmt.Sprint(max(opts.LeaseTTL.Milliseconds()/4, 1))
@@ -134,6 +148,14 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
+	if opts.CheckpointFile != "" {
+		s.anchor = evidence.NewAnchor(opts.CheckpointFile, hostKeyOf(opts.HostKey), opts.Now)
+		if err := s.seedCheckpoint(ctx); err != nil {
+			s.anchor.Close()
+			pool.Close()
+			return nil, fmt.Errorf("open postgres store: anchor the evidence head: %w", err)
+		}
+	}
 	s.w = startWriters(s, opts.Writers)
 	return s, nil
 }
@@ -142,14 +164,20 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 // transaction for longer than it (milliseconds).
 const idleInTx = "idle_in_transaction_session_timeout"
 
-// Close stops the writers once the operations they took are done, and
-// closes the pool. Writes submitted afterwards fail.
+// Close stops the writers once the operations they took are done, writes
+// the last head this node committed to its checkpoint, and closes the
+// pool. Writes submitted afterwards fail.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.w.close()
+		if s.anchor != nil {
+			if err := s.anchor.Close(); err != nil {
+				s.closeErr = fmt.Errorf("write the evidence head checkpoint: %w", err)
+			}
+		}
 		s.pool.Close()
 	})
-	return nil
+	return s.closeErr
 }
 
 // Ping checks that the database answers.
@@ -185,6 +213,9 @@ type tx struct {
 	// after are statements that need the seqs flush assigns (a row
 	// naming its event), queued in flush's batch after the entries.
 	after []func(*pgx.Batch)
+	// head is the chain head flush left, if it appended entries: once
+	// the transaction commits, this node anchors it (committed).
+	head *host.ChainHead
 }
 
 // maxTries bounds how often write runs an operation that PostgreSQL
@@ -225,7 +256,10 @@ func (s *Store) writeOnce(ctx context.Context, fn func(*tx) error) error {
 	x := &tx{Tx: ptx, s: s, ctx: ctx}
 	if err = fn(x); err == nil {
 		if err = x.flush(ctx); err == nil {
-			return ptx.Commit(ctx)
+			if err = ptx.Commit(ctx); err == nil {
+				s.committed(x.head)
+			}
+			return err
 		}
 	}
 	ptx.Rollback(context.WithoutCancel(ctx))

@@ -95,17 +95,27 @@ func scanChainEntry(rows pgx.Rows) (*chainEntry, error) {
 // record and re-reads each artifact's. Finally it looks for attempts and
 // artifacts that no entry covers. It stops at the first broken link.
 // Each message_accepted event's message is re-hashed (messages.go).
-// There is no signed head checkpoint on this backend yet (Checkpoint is
-// always nil).
+// The chain must hold this node's signed head checkpoint (checkpoint.go):
+// a chain that ends before it, or whose entry there has another hash, is
+// broken (host.BreakHeadRewound), and so is a checkpoint not signed by
+// this node's host key (host.BreakCheckpoint).
 func (s *Store) VerifyChain(ctx context.Context) (*host.ChainReport, error) {
 	const op = "verify chain"
 	rep := &host.ChainReport{Head: evidence.GenesisHash}
+	// The checkpoint is read before the snapshot is taken, so that a head
+	// this node commits meanwhile is never newer than the chain walked.
+	anchor, brk := s.checkAnchor()
+	rep.Checkpoint = anchor
+	if brk != nil {
+		rep.Broken = brk
+		return rep, nil
+	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, host.Wrap(op, "", err)
 	}
 	defer tx.Rollback(ctx)
-	brk, err := walkChain(ctx, tx, rep)
+	brk, err = walkChain(ctx, tx, rep, anchor)
 	if err == nil && brk == nil {
 		brk, err = findUnchained(ctx, tx)
 	}
@@ -117,7 +127,9 @@ func (s *Store) VerifyChain(ctx context.Context) (*host.ChainReport, error) {
 	return rep, nil
 }
 
-func walkChain(ctx context.Context, tx pgx.Tx, rep *host.ChainReport) (*host.ChainBreak, error) {
+// walkChain walks the chain into rep and checks that it holds anchor (nil:
+// no checkpoint).
+func walkChain(ctx context.Context, tx pgx.Tx, rep *host.ChainReport, anchor *host.ChainHead) (*host.ChainBreak, error) {
 	rows, err := tx.Query(ctx, chainQuery)
 	if err != nil {
 		return nil, err
@@ -131,6 +143,7 @@ func walkChain(ctx context.Context, tx pgx.Tx, rep *host.ChainReport) (*host.Cha
 	}
 	e, err := next()
 	prev, want := evidence.GenesisHash, int64(1)
+	var anchorHash string
 	for ; e != nil && err == nil; want++ {
 		after, err := next()
 		if err != nil {
@@ -156,9 +169,15 @@ func walkChain(ctx context.Context, tx pgx.Tx, rep *host.ChainReport) (*host.Cha
 		prev = e.hash()
 		rep.Events++
 		rep.Head, rep.HeadSeq = prev, e.seq
+		if anchor != nil && e.seq == anchor.Seq {
+			anchorHash = prev
+		}
 		e = after
 	}
-	return nil, err
+	if err != nil {
+		return nil, err
+	}
+	return evidence.CheckAnchor(rep, anchorHash, anchor), nil
 }
 
 // checkEntry checks one entry against the hash of the entry before it.
@@ -248,9 +267,17 @@ func (s *Store) verifyAttemptEntry(ctx context.Context, e *chainEntry) error {
 	if brk := storecore.CheckAttemptRow(e.at, prev); brk != nil {
 		return brk
 	}
-	if next := around.after; next != nil && next.prev != e.hash() {
-		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: attemptID, Problem: host.BreakAttemptHash,
-			Detail: fmt.Sprintf("attempt %s, recorded at event %d, was changed after it was recorded: event %d no longer follows it (its hash was recomputed to match)", attemptID, e.seq, e.seq+1)}
+	if next := around.after; next != nil {
+		if next.prev != e.hash() {
+			return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: attemptID, Problem: host.BreakAttemptHash,
+				Detail: fmt.Sprintf("attempt %s, recorded at event %d, was changed after it was recorded: event %d no longer follows it (its hash was recomputed to match)", attemptID, e.seq, e.seq+1)}
+		}
+	} else if anchor, _ := s.checkAnchor(); anchor != nil {
+		// Nothing follows it to check its link against: this node's
+		// checkpoint may have anchored it.
+		if brk := evidence.CheckAnchoredAttempt(anchor, attemptID, e.seq, e.hash()); brk != nil {
+			return brk
+		}
 	}
 	return nil
 }

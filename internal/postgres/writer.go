@@ -142,7 +142,11 @@ func (w *writers) batch(ops []*op) (errs []error, err error) {
 	if err := x.flush(ctx); err != nil {
 		return nil, err
 	}
-	return errs, ptx.Commit(ctx)
+	if err := ptx.Commit(ctx); err != nil {
+		return nil, err
+	}
+	w.s.committed(x.head)
+	return errs, nil
 }
 
 // The statements of an operation run on the batch's context, never the

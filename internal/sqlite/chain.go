@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
@@ -26,13 +25,8 @@ func (s *Store) VerifyChain(ctx context.Context) (*host.ChainReport, error) {
 	rep := &host.ChainReport{Head: evidence.GenesisHash}
 	// The checkpoint is read before the chain, so that a head another
 	// process commits meanwhile is never newer than the chain walked.
-	cp, brk := s.checkCheckpoint()
-	var anchor *host.ChainHead
-	if cp != nil {
-		t, _ := time.Parse(time.RFC3339Nano, cp.Time)
-		anchor = &host.ChainHead{Seq: cp.Seq, Hash: cp.Hash, Time: t}
-		rep.Checkpoint = anchor
-	}
+	anchor, brk := s.checkCheckpoint()
+	rep.Checkpoint = anchor
 	if brk == nil {
 		var err error
 		if brk, err = s.walkChain(ctx, rep, anchor); err != nil {
@@ -48,21 +42,6 @@ func (s *Store) VerifyChain(ctx context.Context) (*host.ChainReport, error) {
 	rep.Broken = brk
 	rep.OK = brk == nil
 	return rep, nil
-}
-
-// CheckHead reports whether the chain holds head: an event at head.Seq with
-// head.Hash. A chain that ends before it, or differs there, lost or
-// rewrote its newest events. what names the anchor in the message.
-func CheckHead(rep *host.ChainReport, hashAt string, head host.ChainHead, what string) *host.ChainBreak {
-	switch {
-	case rep.HeadSeq < head.Seq:
-		return &host.ChainBreak{Seq: head.Seq, Problem: host.BreakHeadRewound,
-			Detail: fmt.Sprintf("the chain ends at event %d, but %s event %d (%.12s…): events after %d were removed", rep.HeadSeq, what, head.Seq, head.Hash, rep.HeadSeq)}
-	case hashAt != head.Hash:
-		return &host.ChainBreak{Seq: head.Seq, Problem: host.BreakHeadRewound,
-			Detail: fmt.Sprintf("event %d hashes to %.12s…, but %s it as %.12s…: the chain was rewritten", head.Seq, hashAt, what, head.Hash)}
-	}
-	return nil
 }
 
 // chainEntry is one entry of the chain: a stored event, or an attempt
@@ -227,10 +206,7 @@ func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport, anchor *ho
 			anchorHash = prev
 		}
 	}
-	if anchor != nil {
-		return CheckHead(rep, anchorHash, *anchor, "the host's signed checkpoint of "+anchor.Time.Format(time.RFC3339)+" anchored"), nil
-	}
-	return nil, nil
+	return evidence.CheckAnchor(rep, anchorHash, anchor), nil
 }
 
 // checker checks chain entries one at a time.
@@ -308,9 +284,10 @@ func (s *Store) verifyAttemptEntry(ctx context.Context, e *chainEntry) error {
 			return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: attemptID, Problem: host.BreakAttemptHash,
 				Detail: fmt.Sprintf("attempt %s, recorded at event %d, was changed after it was recorded: event %d no longer follows it (its hash was recomputed to match)", attemptID, e.seq, e.seq+1)}
 		}
-	} else if cp, _ := s.checkCheckpoint(); cp != nil && cp.Seq == e.seq && cp.Hash != e.hash() {
-		return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: attemptID, Problem: host.BreakHeadRewound,
-			Detail: fmt.Sprintf("attempt %s, at the head (event %d), hashes to %.12s…, but the host's signed checkpoint anchored %.12s…: it was rewritten", attemptID, e.seq, e.hash(), cp.Hash)}
+	} else if anchor, _ := s.checkCheckpoint(); anchor != nil {
+		if brk := evidence.CheckAnchoredAttempt(anchor, attemptID, e.seq, e.hash()); brk != nil {
+			return brk
+		}
 	}
 	return nil
 }

@@ -1,16 +1,15 @@
 package sqlite
 
 import (
-	"crypto/ed25519"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
 )
 
 // reopen closes the fixture's store (which writes the last head
@@ -71,7 +70,7 @@ func TestCheckpointForged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cp Checkpoint
+	var cp evidence.Checkpoint
 	if err := json.Unmarshal(b, &cp); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +123,7 @@ func TestCheckpointSeededAndKeptCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool {
-		cp, err := readCheckpoint(path)
+		cp, err := evidence.ReadCheckpoint(path)
 		return err == nil && cp.Seq == e.Seq && cp.Hash == e.Hash
 	})
 }
@@ -139,24 +138,4 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("condition not met within 5s")
-}
-
-// Two stores opened at once on a new home agree on one host key: the
-// checkpoint either writes verifies.
-func TestHostKeyCreatedOnce(t *testing.T) {
-	dir := t.TempDir()
-	keys := make([]ed25519.PrivateKey, 8)
-	var wg sync.WaitGroup
-	for i := range keys {
-		wg.Go(func() {
-			k := &hostKey{path: filepath.Join(dir, "host.key")}
-			keys[i], _ = k.signing()
-		})
-	}
-	wg.Wait()
-	for i, k := range keys {
-		if k == nil || !k.Equal(keys[0]) {
-			t.Fatalf("key %d differs from key 0", i)
-		}
-	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/db"
+	"github.com/packrun/packrun/internal/evidence"
 	"github.com/packrun/packrun/internal/storecore"
 )
 
@@ -131,8 +132,8 @@ type Store struct {
 	keys   *keyring     // seals secret memory values (secrets.go)
 	// hostKey signs, and cp writes, the evidence head checkpoints
 	// (checkpoint.go).
-	hostKey *hostKey
-	cp      *checkpointer
+	hostKey *evidence.HostKey
+	cp      *evidence.Anchor
 	// uninstalling serialises UninstallPacks within this Store, so that
 	// no other uninstall's deletion shares a batch with a sweep of pack
 	// blobs (see sweepPackBlobs).
@@ -178,11 +179,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
-	hk := &hostKey{path: opts.HostKeyFile}
-	cp := newCheckpointer(opts.CheckpointFile, hk, opts.Now)
-	w, err := startWriter(ctx, d, path+"-wal", opts.MaxBatchOps, opts.BatchDelay, cp.offer, opts.OnCommit)
+	hk := evidence.NewHostKey(opts.HostKeyFile)
+	cp := evidence.NewAnchor(opts.CheckpointFile, hk, opts.Now)
+	onHead := func(h eventHead) { cp.Offer(h.seq, h.hash) }
+	w, err := startWriter(ctx, d, path+"-wal", opts.MaxBatchOps, opts.BatchDelay, onHead, opts.OnCommit)
 	if err != nil {
-		cp.close()
+		cp.Close()
 		gens.close()
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
@@ -216,7 +218,7 @@ func (s *Store) Close() error {
 	if werr == errAlreadyClosed {
 		return nil
 	}
-	if err := s.cp.close(); err != nil && werr == nil {
+	if err := s.cp.Close(); err != nil && werr == nil {
 		werr = fmt.Errorf("write the evidence head checkpoint: %w", err)
 	}
 	if err := s.db.Close(); err != nil && werr == nil {

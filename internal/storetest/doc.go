@@ -43,11 +43,15 @@
 // one chain, the dispatch lock, reads that see the other nodes' writes).
 // After each scenario the whole evidence chain must verify (VerifyChain)
 // and every event read back must be numbered from 1 without a gap, linked
-// to the entry before it and hashed as internal/evidence hashes it.
+// to the entry before it and hashed as internal/evidence hashes it. A
+// store anchors the head it committed in a signed checkpoint outside the
+// database, while it runs (Evidence's HeadAnchored; in Nodes, every node
+// that committed): the opener must give it one (SQLite's sits beside its
+// database; PostgreSQL's needs Options.CheckpointFile and HostKey).
 //
 // Left to each backend's own tests: what only it has (SQLite's files,
 // triggers, cache internals, crash recovery, disk-full handling,
-// tampering with its rows) and its configured limits
+// tampering with its rows, and so what its head checkpoint catches) and its configured limits
 // (memory value and namespace sizes, artifact size, the retry backoff's
 // length: the contract only says a retry waits).
 package storetest

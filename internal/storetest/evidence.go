@@ -23,7 +23,8 @@ import (
 // appending and filtering events, checking one attempt, exporting a
 // bundle that verifies offline, and the chain itself: every event hashed
 // as internal/evidence hashes it, linked to the entry before it, and the
-// report's counts.
+// report's counts, and the head anchored outside the database (a signed
+// checkpoint VerifyChain reports).
 func Evidence(t *testing.T, open Opener) {
 	runAll(t, open, []scenario{
 		{"RecordAttempt", evidenceRecordAttempt},
@@ -37,6 +38,7 @@ func Evidence(t *testing.T, open Opener) {
 		{"VerifyAttempt", evidenceVerifyAttempt},
 		{"ExportAttempt", evidenceExportAttempt},
 		{"ChainReport", evidenceChainReport},
+		{"HeadAnchored", evidenceHeadAnchored},
 		{"ConcurrentWrites", evidenceConcurrentWrites},
 		{"DefaultLimits", evidenceDefaultLimits},
 	})
@@ -525,6 +527,44 @@ func evidenceChainReport(f *fixture) {
 	if rep.Attempts != 2 || rep.Artifacts != 1 || rep.Events != int64(len(evs)) || rep.Head != last.Hash || rep.HeadSeq != last.Seq {
 		t.Fatalf("report %+v after %d events (last %d %s)", rep, len(evs), last.Seq, last.Hash)
 	}
+}
+
+// The store anchors the head it committed outside the database (a signed
+// checkpoint: internal/evidence's Anchor), while it runs, without waiting
+// for Close; VerifyChain reports the head checked against it. What a
+// checkpoint catches needs tampering with the database: each backend's
+// own tests.
+func evidenceHeadAnchored(f *fixture) {
+	t := f.t
+	f.seedEvidence()
+	e, err := f.b.AppendEvent(ctx, host.Event{Type: "custom.note", Data: json.RawMessage(`{"last":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.waitAnchored(f.b, func(cp *host.ChainHead) bool { return cp.Seq == e.Seq && cp.Hash == e.Hash })
+}
+
+// waitAnchored waits, up to 5 s, for b's chain report to name a
+// checkpoint that ok accepts, and fails the test if it never does or the
+// chain does not verify.
+func (f *fixture) waitAnchored(b host.Backend, ok func(*host.ChainHead) bool) *host.ChainReport {
+	f.t.Helper()
+	var rep *host.ChainReport
+	for range 500 {
+		var err error
+		if rep, err = b.VerifyChain(ctx); err != nil {
+			f.t.Fatal(err)
+		}
+		if !rep.OK {
+			f.t.Fatalf("VerifyChain: not OK: %+v (broken %+v)", rep, rep.Broken)
+		}
+		if rep.Checkpoint != nil && ok(rep.Checkpoint) {
+			return rep
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f.t.Fatalf("no checkpoint anchoring the head within 5s: %+v, checkpoint %+v", rep, rep.Checkpoint)
+	return nil
 }
 
 // Writers appending to the chain at once (tasks, events, attempts,

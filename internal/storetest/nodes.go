@@ -314,8 +314,15 @@ func nodesChain(f *fixture, nodes []host.Backend) {
 	if evs := f.checkEvents(); len(evs) != 3*8*3 {
 		t.Fatalf("%d chain entries, want %d", len(evs), 3*8*3)
 	}
-	if rep := f.verifyChain(); rep.Attempts != 24 {
+	rep := f.verifyChain()
+	if rep.Attempts != 24 {
 		t.Fatalf("report %+v", rep)
+	}
+	// Each node anchors a head it committed (its own checkpoint, or one
+	// shared with the nodes on its machine): one the chain holds, which
+	// VerifyChain checked.
+	for _, b := range nodes {
+		f.waitAnchored(b, func(cp *host.ChainHead) bool { return cp.Seq > 0 && cp.Seq <= rep.HeadSeq })
 	}
 }
 
