@@ -12,28 +12,15 @@ import (
 	"github.com/packrun/packrun/internal/storecore"
 )
 
-const sensorEventColumns = `record_id, tenant, sensor_id, event_id, dedupe_key, status, detail, task_id, duplicate_of, origin, event, received_at, workflow_id`
-
-// acceptedStatuses are the statuses that hold an event's dedupe key (the
-// partial unique index sensor_events_dedupe says the same).
-const acceptedStatuses = `('recorded', 'task_created', 'workflow_unsupported', 'workflow_created', 'workflow_deduped')`
-
 // RecordSensorEvent implements host.Sensors.
 func (s *Store) RecordSensorEvent(ctx context.Context, ev host.SensorEvent, opts host.SensorEventOptions) (*host.SensorEventRecord, error) {
 	const op = "record sensor event"
-	if err := host.ValidateSensorEvent(&ev); err != nil {
+	tenant, origin, err := storecore.CheckSensorEvent(op, &ev, opts)
+	if err != nil {
 		return nil, err
-	}
-	tenant := storecore.TenantOr(opts.Tenant)
-	if err := host.CheckTenant(op, tenant); err != nil {
-		return nil, err
-	}
-	origin := opts.Origin
-	if origin == "" {
-		origin = "api"
 	}
 	var out *host.SensorEventRecord
-	err := s.write(ctx, func(x *tx) error {
+	err = s.write(ctx, func(x *tx) error {
 		var err error
 		out, err = x.applySensorEvent(ctx, &ev, tenant, origin, "", s.now())
 		return err
@@ -103,7 +90,7 @@ func (x *tx) applySensorEvent(ctx context.Context, ev *host.SensorEvent, tenant,
 // key; if there is one, r is recorded as its duplicate (dup true).
 func (x *tx) acceptedSensorEvent(ctx context.Context, r *host.SensorEventRecord, attemptID string) (dup bool, err error) {
 	ev := &r.Event
-	err = x.QueryRow(ctx, `SELECT record_id FROM sensor_events WHERE tenant = $1 AND sensor_id = $2 AND dedupe_key = $3 AND status IN `+acceptedStatuses,
+	err = x.QueryRow(ctx, `SELECT record_id FROM sensor_events WHERE tenant = $1 AND sensor_id = $2 AND dedupe_key = $3 AND status IN `+storecore.AcceptedSensorStatuses,
 		r.Tenant, ev.SensorID, ev.DedupeKey).Scan(&r.DuplicateOf)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
@@ -201,10 +188,10 @@ func (x *tx) insertSensorEvent(ctx context.Context, r *host.SensorEventRecord, c
 	}
 	onConflict := ""
 	if claim {
-		onConflict = ` ON CONFLICT (tenant, sensor_id, dedupe_key) WHERE status IN ` + acceptedStatuses + ` DO NOTHING`
+		onConflict = ` ON CONFLICT (tenant, sensor_id, dedupe_key) WHERE status IN ` + storecore.AcceptedSensorStatuses + ` DO NOTHING`
 	}
 	e := &r.Event
-	tag, err := x.Exec(ctx, `INSERT INTO sensor_events (`+sensorEventColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`+onConflict,
+	tag, err := x.Exec(ctx, `INSERT INTO sensor_events (`+storecore.SensorEventColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`+onConflict,
 		r.RecordID, r.Tenant, e.SensorID, e.EventID, e.DedupeKey, string(r.Status), r.Detail, r.TaskID, r.DuplicateOf, r.Origin,
 		string(event), ts(r.ReceivedAt), r.WorkflowID)
 	return tag.RowsAffected() == 1, err
@@ -270,7 +257,7 @@ func (s *Store) ListSensorEvents(ctx context.Context, f host.SensorEventFilter) 
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+sensorEventColumns+` FROM sensor_events
+	rows, err := s.pool.Query(ctx, `SELECT `+storecore.SensorEventColumns+` FROM sensor_events
 		WHERE ($1 = '' OR sensor_id = $1) AND ($2 = '' OR tenant = $2) AND ($3 = '' OR origin = $3) ORDER BY seq DESC LIMIT $4`,
 		f.SensorID, f.Tenant, f.Origin, limit)
 	if err != nil {

@@ -11,28 +11,15 @@ import (
 	"github.com/packrun/packrun/internal/storecore"
 )
 
-const sensorEventColumns = `record_id, tenant, sensor_id, event_id, dedupe_key, status, detail, task_id, duplicate_of, origin, event, received_at, workflow_id`
-
-// acceptedStatuses are the statuses that hold an event's dedupe key (the
-// partial unique index sensor_events_dedupe says the same).
-const acceptedStatuses = `('recorded', 'task_created', 'workflow_unsupported', 'workflow_created', 'workflow_deduped')`
-
 // RecordSensorEvent implements host.Sensors.
 func (s *Store) RecordSensorEvent(ctx context.Context, ev host.SensorEvent, opts host.SensorEventOptions) (*host.SensorEventRecord, error) {
 	const op = "record sensor event"
-	if err := host.ValidateSensorEvent(&ev); err != nil {
+	tenant, origin, err := storecore.CheckSensorEvent(op, &ev, opts)
+	if err != nil {
 		return nil, err
-	}
-	tenant := storecore.TenantOr(opts.Tenant)
-	if err := host.CheckTenant(op, tenant); err != nil {
-		return nil, err
-	}
-	origin := opts.Origin
-	if origin == "" {
-		origin = "api"
 	}
 	var out *host.SensorEventRecord
-	err := s.w.do(ctx, func(tx *wtx) error {
+	err = s.w.do(ctx, func(tx *wtx) error {
 		var err error
 		out, err = s.applySensorEvent(tx, &ev, tenant, origin, "", s.now())
 		return err
@@ -56,7 +43,7 @@ func (s *Store) applySensorEvent(tx *wtx, ev *host.SensorEvent, tenant, origin, 
 	case ev.Expired(now):
 		r.Status, r.Detail, evType = host.SensorExpired, "past its freshness_deadline "+ev.FreshnessDeadline, host.EventSensorEventExpired
 	default:
-		err := tx.QueryRow(`SELECT record_id FROM sensor_events WHERE tenant = ? AND sensor_id = ? AND dedupe_key = ? AND status IN `+acceptedStatuses,
+		err := tx.QueryRow(`SELECT record_id FROM sensor_events WHERE tenant = ? AND sensor_id = ? AND dedupe_key = ? AND status IN `+storecore.AcceptedSensorStatuses,
 			tenant, ev.SensorID, ev.DedupeKey).Scan(&r.DuplicateOf)
 		if err == nil {
 			r.Status, evType = host.SensorDeduped, host.EventSensorEventDeduped
@@ -136,7 +123,7 @@ func insertSensorEvent(tx *wtx, r *host.SensorEventRecord) error {
 		return err
 	}
 	e := &r.Event
-	_, err = tx.Exec(`INSERT INTO sensor_events (`+sensorEventColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err = tx.Exec(`INSERT INTO sensor_events (`+storecore.SensorEventColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.RecordID, r.Tenant, e.SensorID, e.EventID, e.DedupeKey, string(r.Status), r.Detail, r.TaskID, r.DuplicateOf, r.Origin,
 		string(event), ts(r.ReceivedAt), r.WorkflowID)
 	return err
@@ -201,7 +188,7 @@ func (s *Store) ListSensorEvents(ctx context.Context, f host.SensorEventFilter) 
 	if limit <= 0 {
 		limit = 100
 	}
-	out, err := queryAll(s, ctx, storecore.ScanSensorEvent, `SELECT `+sensorEventColumns+` FROM sensor_events
+	out, err := queryAll(s, ctx, storecore.ScanSensorEvent, `SELECT `+storecore.SensorEventColumns+` FROM sensor_events
 		WHERE (?1 = '' OR sensor_id = ?1) AND (?2 = '' OR tenant = ?2) AND (?3 = '' OR origin = ?3) ORDER BY seq DESC LIMIT ?4`,
 		f.SensorID, f.Tenant, f.Origin, limit)
 	return out, host.Wrap(op, "", err)

@@ -106,6 +106,32 @@ func SensorEventData(r *host.SensorEventRecord) map[string]any {
 	return data
 }
 
+// SensorEventColumns are sensor_events' columns, in the order both stores
+// write and ScanSensorEvent reads them.
+const SensorEventColumns = `record_id, tenant, sensor_id, event_id, dedupe_key, status, detail, task_id, duplicate_of, origin, event, received_at, workflow_id`
+
+// AcceptedSensorStatuses are the statuses that hold an event's dedupe key
+// (the partial unique index sensor_events_dedupe says the same), as an SQL
+// list.
+const AcceptedSensorStatuses = `('recorded', 'task_created', 'workflow_unsupported', 'workflow_created', 'workflow_deduped')`
+
+// CheckSensorEvent validates ev and says under which tenant (the default
+// if none) and origin ("api" if none) it is recorded.
+func CheckSensorEvent(op string, ev *host.SensorEvent, opts host.SensorEventOptions) (tenant, origin string, err error) {
+	if err := host.ValidateSensorEvent(ev); err != nil {
+		return "", "", err
+	}
+	tenant = TenantOr(opts.Tenant)
+	if err := host.CheckTenant(op, tenant); err != nil {
+		return "", "", err
+	}
+	origin = opts.Origin
+	if origin == "" {
+		origin = "api"
+	}
+	return tenant, origin, nil
+}
+
 // ErrNoRoute refuses a sensor event's proposed_task whose task type
 // nothing serves.
 func ErrNoRoute(taskType string) error {
