@@ -150,7 +150,7 @@ func walkChain(ctx context.Context, tx pgx.Tx, rep *host.ChainReport, anchor *ho
 			return nil, err
 		}
 		if after != nil && after.seq == e.seq && e.ev != nil && after.at != nil {
-			return insertedAttempt(after.at.AttemptID, e.seq, e.ev.Type), nil
+			return storecore.InsertedAttempt(after.at.AttemptID, e.seq, e.ev.Type), nil
 		}
 		if e.seq != want {
 			return &host.ChainBreak{Seq: e.seq, Problem: host.BreakSeqGap, Detail: fmt.Sprintf("expected event %d, found %d: events were removed", want, e.seq)}, nil
@@ -197,13 +197,6 @@ func checkEntry(e *chainEntry, prev string) (*host.ChainBreak, error) {
 	return nil, nil
 }
 
-// insertedAttempt is the break of an attempt claiming the place of an
-// event (of type kind) in the chain.
-func insertedAttempt(attemptID string, seq int64, kind string) *host.ChainBreak {
-	return &host.ChainBreak{Seq: seq, AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
-		Detail: fmt.Sprintf("attempt %s claims place %d in the chain, which event %d (%s) holds: it was inserted behind the chain's back", attemptID, seq, seq, kind)}
-}
-
 // findUnchained reports the first attempt no place in the chain is, or
 // artifact whose row does not point at its own recording event.
 func findUnchained(ctx context.Context, q pgx.Tx) (*host.ChainBreak, error) {
@@ -244,80 +237,36 @@ func (s *Store) VerifyAttempt(ctx context.Context, attemptID string) error {
 
 // verifyAttemptEntry is VerifyAttempt of an attempt's row, read.
 func (s *Store) verifyAttemptEntry(ctx context.Context, e *chainEntry) error {
-	const op = "verify attempt"
-	attemptID := e.at.AttemptID
-	if e.seq <= 0 {
-		return &host.ChainBreak{AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
-			Detail: fmt.Sprintf("attempt %s is stored but no place in the chain is its", attemptID)}
+	if brk := storecore.UnplacedAttempt(e.at); brk != nil {
+		return brk
 	}
 	around, err := s.linksAround(ctx, e.seq)
 	if err != nil {
-		return host.Wrap(op, attemptID, err)
+		return host.Wrap("verify attempt", e.at.AttemptID, err)
 	}
-	if around.event != nil {
-		return insertedAttempt(attemptID, e.seq, around.event.kind)
-	}
-	prev := evidence.GenesisHash
-	if e.seq > 1 {
-		if around.before == nil {
-			return &host.ChainBreak{Seq: e.seq - 1, Problem: host.BreakSeqGap, Detail: fmt.Sprintf("event %d, before attempt %s, is missing: events were removed", e.seq-1, attemptID)}
-		}
-		prev = around.before.hash
-	}
-	if brk := storecore.CheckAttemptRow(e.at, prev); brk != nil {
+	anchor, _ := s.checkAnchor()
+	if brk := storecore.CheckAttemptPlace(e.at, around, anchor); brk != nil {
 		return brk
-	}
-	if next := around.after; next != nil {
-		if next.prev != e.hash() {
-			return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: attemptID, Problem: host.BreakAttemptHash,
-				Detail: fmt.Sprintf("attempt %s, recorded at event %d, was changed after it was recorded: event %d no longer follows it (its hash was recomputed to match)", attemptID, e.seq, e.seq+1)}
-		}
-	} else if anchor, _ := s.checkAnchor(); anchor != nil {
-		// Nothing follows it to check its link against: this node's
-		// checkpoint may have anchored it.
-		if brk := evidence.CheckAnchoredAttempt(anchor, attemptID, e.seq, e.hash()); brk != nil {
-			return brk
-		}
 	}
 	return nil
 }
 
-// link is an entry's place in the chain, as stored: kind is the event's
-// type, or "" for an attempt's row.
-type link struct {
-	kind, prev, hash string
-}
-
-// links are the stored links next to an attempt's place: before and after
-// it, and an event claiming the same place.
-type links struct {
-	before, after, event *link
-}
-
 // linksAround reads, in one statement, the links of both tables at seq-1,
 // seq and seq+1.
-func (s *Store) linksAround(ctx context.Context, seq int64) (*links, error) {
+func (s *Store) linksAround(ctx context.Context, seq int64) (*storecore.LinksAround, error) {
 	rows, err := s.pool.Query(ctx, `SELECT seq, type, prev_hash, hash FROM runtime_events WHERE seq BETWEEN $1 - 1 AND $1 + 1
 		UNION ALL SELECT seq, '', prev_hash, hash FROM attempt_records WHERE seq BETWEEN $1 - 1 AND $1 + 1`, seq)
 	if err != nil {
 		return nil, err
 	}
-	var ls links
+	ls := &storecore.LinksAround{Seq: seq}
 	var at int64
-	var l link
-	_, err = pgx.ForEachRow(rows, []any{&at, &l.kind, &l.prev, &l.hash}, func() error {
-		c := l
-		switch {
-		case at == seq-1 && ls.before == nil:
-			ls.before = &c
-		case at == seq+1 && ls.after == nil:
-			ls.after = &c
-		case at == seq && c.kind != "":
-			ls.event = &c
-		}
+	var l storecore.ChainLink
+	_, err = pgx.ForEachRow(rows, []any{&at, &l.Kind, &l.Prev, &l.Hash}, func() error {
+		ls.Add(at, l)
 		return nil
 	})
-	return &ls, err
+	return ls, err
 }
 
 // verifyPage is how many attempts EachVerifiedAttempt reads at once.

@@ -172,9 +172,7 @@ func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport, anchor *ho
 		var from *cursor
 		switch {
 		case evs.next != nil && ats.next != nil && evs.next.seq == ats.next.seq:
-			at := ats.next.at
-			return &host.ChainBreak{Seq: ats.next.seq, AttemptID: at.AttemptID, Problem: host.BreakAttemptUnchain,
-				Detail: fmt.Sprintf("attempt %s claims place %d in the chain, which event %d (%s) holds: it was inserted behind the chain's back", at.AttemptID, ats.next.seq, evs.next.seq, evs.next.ev.Type)}, nil
+			return storecore.InsertedAttempt(ats.next.at.AttemptID, ats.next.seq, evs.next.ev.Type), nil
 		case ats.next == nil || (evs.next != nil && evs.next.seq < ats.next.seq):
 			from = evs
 		default:
@@ -255,82 +253,40 @@ func (s *Store) VerifyAttempt(ctx context.Context, attemptID string) error {
 
 // verifyAttemptEntry is VerifyAttempt of an attempt's row, read.
 func (s *Store) verifyAttemptEntry(ctx context.Context, e *chainEntry) error {
-	const op = "verify attempt"
-	attemptID := e.at.AttemptID
-	if e.seq <= 0 {
-		return &host.ChainBreak{AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
-			Detail: fmt.Sprintf("attempt %s is stored but no place in the chain is its", attemptID)}
+	if brk := storecore.UnplacedAttempt(e.at); brk != nil {
+		return brk
 	}
 	around, err := s.linksAround(ctx, e.seq)
 	if err != nil {
-		return host.Wrap(op, attemptID, err)
+		return host.Wrap("verify attempt", e.at.AttemptID, err)
 	}
-	if dup := around.event; dup != nil {
-		return &host.ChainBreak{Seq: e.seq, AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
-			Detail: fmt.Sprintf("attempt %s claims place %d in the chain, which event %d (%s) holds: it was inserted behind the chain's back", attemptID, e.seq, e.seq, dup.kind)}
-	}
-	prev := evidence.GenesisHash
-	if e.seq > 1 {
-		if around.before == nil {
-			return &host.ChainBreak{Seq: e.seq - 1, Problem: host.BreakSeqGap, Detail: fmt.Sprintf("event %d, before attempt %s, is missing: events were removed", e.seq-1, attemptID)}
-		}
-		prev = around.before.hash
-	}
-	if brk := storecore.CheckAttemptRow(e.at, prev); brk != nil {
+	anchor, _ := s.checkCheckpoint()
+	if brk := storecore.CheckAttemptPlace(e.at, around, anchor); brk != nil {
 		return brk
 	}
-	if next := around.after; next != nil {
-		if next.prev != e.hash() {
-			return &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: attemptID, Problem: host.BreakAttemptHash,
-				Detail: fmt.Sprintf("attempt %s, recorded at event %d, was changed after it was recorded: event %d no longer follows it (its hash was recomputed to match)", attemptID, e.seq, e.seq+1)}
-		}
-	} else if anchor, _ := s.checkCheckpoint(); anchor != nil {
-		if brk := evidence.CheckAnchoredAttempt(anchor, attemptID, e.seq, e.hash()); brk != nil {
-			return brk
-		}
-	}
 	return nil
-}
-
-// link is an entry's place in the chain, as stored: kind is the event's
-// type, or "" for an attempt's row.
-type link struct {
-	kind, prev, hash string
-}
-
-// links are the stored links of the entries next to an attempt's place:
-// before and after it, and an event claiming the same place.
-type links struct {
-	before, after, event *link
 }
 
 // linksAround reads, in one statement, the links of both tables at seq-1,
 // seq and seq+1: all that checking an attempt's place needs besides its
 // own row.
-func (s *Store) linksAround(ctx context.Context, seq int64) (*links, error) {
+func (s *Store) linksAround(ctx context.Context, seq int64) (*storecore.LinksAround, error) {
 	rows, err := s.query(ctx, `SELECT seq, type, prev_hash, hash FROM runtime_events WHERE seq BETWEEN ?1 - 1 AND ?1 + 1
 		UNION ALL SELECT seq, '', prev_hash, hash FROM attempt_records WHERE seq BETWEEN ?1 - 1 AND ?1 + 1`, seq)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var ls links
+	ls := &storecore.LinksAround{Seq: seq}
 	for rows.Next() {
 		var at int64
-		var l link
-		if err := rows.Scan(&at, &l.kind, &l.prev, &l.hash); err != nil {
+		var l storecore.ChainLink
+		if err := rows.Scan(&at, &l.Kind, &l.Prev, &l.Hash); err != nil {
 			return nil, err
 		}
-		switch {
-		case at == seq-1 && ls.before == nil:
-			ls.before = &l
-		case at == seq+1 && ls.after == nil:
-			ls.after = &l
-		case at == seq && l.kind != "":
-			ls.event = &l
-		}
+		ls.Add(at, l)
 	}
-	return &ls, rows.Err()
+	return ls, rows.Err()
 }
 
 func (s *Store) checkArtifact(ctx context.Context, e *host.Event) (*host.ChainBreak, error) {

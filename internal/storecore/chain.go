@@ -111,3 +111,77 @@ func CheckArtifact(e *host.Event, a *host.Artifact) *host.ChainBreak {
 	}
 	return brk
 }
+
+// InsertedAttempt is the break of an attempt claiming place seq in the
+// chain, which an event of type kind holds.
+func InsertedAttempt(attemptID string, seq int64, kind string) *host.ChainBreak {
+	return &host.ChainBreak{Seq: seq, AttemptID: attemptID, Problem: host.BreakAttemptUnchain,
+		Detail: fmt.Sprintf("attempt %s claims place %d in the chain, which event %d (%s) holds: it was inserted behind the chain's back", attemptID, seq, seq, kind)}
+}
+
+// UnplacedAttempt is the break of an attempt's row that has no place in
+// the chain (seq 0), nil if it has one.
+func UnplacedAttempt(r *AttemptRow) *host.ChainBreak {
+	if r.Seq > 0 {
+		return nil
+	}
+	return &host.ChainBreak{AttemptID: r.AttemptID, Problem: host.BreakAttemptUnchain,
+		Detail: fmt.Sprintf("attempt %s is stored but no place in the chain is its", r.AttemptID)}
+}
+
+// ChainLink is an entry's link as stored: Kind is its event's type, ""
+// for an attempt's row.
+type ChainLink struct {
+	Kind, Prev, Hash string
+}
+
+// LinksAround are the stored links next to an attempt's place Seq: before
+// and after it, and an event claiming the same place. A store reads the
+// rows of both tables at Seq-1, Seq and Seq+1 and hands each to Add.
+type LinksAround struct {
+	Seq                  int64
+	Before, After, Event *ChainLink
+}
+
+// Add places l, read at seq at (the first one read at each place counts).
+func (ls *LinksAround) Add(at int64, l ChainLink) {
+	switch {
+	case at == ls.Seq-1 && ls.Before == nil:
+		ls.Before = &l
+	case at == ls.Seq+1 && ls.After == nil:
+		ls.After = &l
+	case at == ls.Seq && l.Kind != "":
+		ls.Event = &l
+	}
+}
+
+// CheckAttemptPlace checks an attempt's row (placed: UnplacedAttempt is
+// nil) against the links around its place, and, when nothing follows it,
+// against anchor, the store's checkpoint (nil if none): the checks of
+// host.Evidence.VerifyAttempt.
+func CheckAttemptPlace(r *AttemptRow, ls *LinksAround, anchor *host.ChainHead) *host.ChainBreak {
+	if ls.Event != nil {
+		return InsertedAttempt(r.AttemptID, r.Seq, ls.Event.Kind)
+	}
+	prev := evidence.GenesisHash
+	if r.Seq > 1 {
+		if ls.Before == nil {
+			return &host.ChainBreak{Seq: r.Seq - 1, Problem: host.BreakSeqGap, Detail: fmt.Sprintf("event %d, before attempt %s, is missing: events were removed", r.Seq-1, r.AttemptID)}
+		}
+		prev = ls.Before.Hash
+	}
+	if brk := CheckAttemptRow(r, prev); brk != nil {
+		return brk
+	}
+	if next := ls.After; next != nil {
+		if next.Prev != r.Hash {
+			return &host.ChainBreak{Seq: r.Seq, Type: host.EventAttemptRecorded, AttemptID: r.AttemptID, Problem: host.BreakAttemptHash,
+				Detail: fmt.Sprintf("attempt %s, recorded at event %d, was changed after it was recorded: event %d no longer follows it (its hash was recomputed to match)", r.AttemptID, r.Seq, r.Seq+1)}
+		}
+	} else if anchor != nil {
+		// Nothing follows it to check its link against: the checkpoint
+		// may have anchored it.
+		return evidence.CheckAnchoredAttempt(anchor, r.AttemptID, r.Seq, r.Hash)
+	}
+	return nil
+}
