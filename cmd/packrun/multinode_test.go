@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/pgtest"
+	"github.com/packrun/packrun/internal/runstest"
 )
 
 // settleRefused is the event the PostgreSQL store appends when it refuses
@@ -426,5 +429,79 @@ func TestServeLeaseAndRunnerFlags(t *testing.T) {
 	}
 	if _, err := os.Stat(h.home); err == nil {
 		t.Error("a refused serve made its home")
+	}
+}
+
+// TestOpenwopRunPausedNodeOnPostgres: an openwop run is held by the node
+// executing it under a lease, on PostgreSQL as a task is. Its node is
+// stopped with SIGSTOP while the run's only node runs (one that sleeps
+// until its 5 s limit, then fails); the other node continues the run once
+// the lease ran out (run.resumed, the node run again as attempt 1), and
+// when the paused node is continued its late step is refused: the run
+// ends once, with the events of one execution after the takeover.
+func TestOpenwopRunPausedNodeOnPostgres(t *testing.T) {
+	c := newCluster(t, "node-a", "node-b")
+	a, b := c.nodes["node-a"], c.nodes["node-b"]
+	c.start(a)
+	c.start(b)
+	base := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(a.cur.logs.String())[1]
+	def := `{"workflowId":"slow-run","nodes":[{"id":"slow","typeId":"hostile.sleep-past-deadline"}]}`
+	if code, body := get(t, "POST", base+"/v1/openwop/workflows", "", def); code != http.StatusCreated {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	code, body := get(t, "POST", base+"/v1/runs", "", `{"workflowId":"slow-run"}`)
+	var run struct {
+		RunID string `json:"runId"`
+	}
+	if json.Unmarshal([]byte(body), &run); code != http.StatusCreated || run.RunID == "" {
+		t.Fatalf("start run: %d %s", code, body)
+	}
+	runstest.Wait(t, c.store, run.RunID, func(_ *host.Run, evs []host.RunEvent) bool {
+		return runstest.Count(evs, host.RunEventNodeStarted, "slow") == 1
+	})
+	if err := a.cur.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	runstest.Wait(t, c.store, run.RunID, func(_ *host.Run, evs []host.RunEvent) bool {
+		return runstest.Count(evs, host.RunEventResumed, "slow") == 1
+	})
+	// Continued while b executes the run: a's sleep is past its limit, and
+	// its next step (the node's failure) must be refused.
+	if err := a.cur.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	c.await("the paused node's late step to be refused", func() bool {
+		return strings.Contains(a.cur.logs.String(), "openwop run stopped here")
+	})
+	r, evs := runstest.Wait(t, c.store, run.RunID, func(r *host.Run, _ []host.RunEvent) bool { return host.RunTerminal(r.Status) })
+	if r.Holder != b.runner {
+		t.Fatalf("run ended held by %q, want %q (the node that took it over)", r.Holder, b.runner)
+	}
+	terminal := 0
+	for _, e := range evs {
+		if e.Type == host.RunEventCompleted || e.Type == host.RunEventFailed || e.Type == host.RunEventCancelled {
+			terminal++
+		}
+	}
+	if terminal != 1 || evs[len(evs)-1].Type != host.RunEventFailed ||
+		runstest.Count(evs, host.RunEventNodeStarted, "slow") != 2 || runstest.Count(evs, host.RunEventNodeFailed, "slow") > 1 {
+		t.Fatalf("run %s: events %s", r.Status, runstest.Types(evs))
+	}
+	var resumed struct {
+		Attempt     int  `json:"attempt"`
+		Interrupted bool `json:"interrupted"`
+	}
+	for _, e := range evs {
+		if e.Type == host.RunEventResumed {
+			json.Unmarshal(e.Payload, &resumed)
+		}
+	}
+	if resumed.Attempt != 1 || !resumed.Interrupted {
+		t.Fatalf("run.resumed %+v", resumed)
+	}
+	// Nothing a wrote lands after the run ended.
+	time.Sleep(200 * time.Millisecond)
+	if _, again := runstest.Wait(t, c.store, run.RunID, func(*host.Run, []host.RunEvent) bool { return true }); len(again) != len(evs) {
+		t.Fatalf("events after the run ended: %s", runstest.Types(again[len(evs):]))
 	}
 }
