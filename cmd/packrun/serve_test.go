@@ -77,6 +77,13 @@ func startServeWith(t *testing.T, bin, home string, flags ...string) served {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// A serve the test left running (its own cleanups, run before
+		// this one, stop those it means to stop) must not outlive it.
+		if cmd.ProcessState == nil {
+			cmd.Process.Signal(syscall.SIGCONT)
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
 		if t.Failed() {
 			t.Logf("serve (pid %d) stderr:\n%s", cmd.Process.Pid, logs.String())
 		}
