@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/packrun/packrun/abi"
-	"github.com/packrun/packrun/abi/guest/internal/guesttest"
 	"github.com/packrun/packrun/internal/hosttest"
 	"github.com/packrun/packrun/runtime"
 )
@@ -57,7 +56,7 @@ func TestExample(t *testing.T) {
 	// The SDK has Context.messagePublish (ABI 1.2); the compiler leaves out
 	// its import from a module that does not call it, so its pack may
 	// declare ABI 1.0.
-	guesttest.CheckNoPublishImport(t, exampleWasm)
+	checkNoPublishImport(t, exampleWasm)
 
 	t.Run("counter", func(t *testing.T) {
 		svc := newServices()
@@ -154,9 +153,9 @@ func TestExample(t *testing.T) {
 func TestServices(t *testing.T) {
 	t.Parallel()
 	wasm := hosttest.Build(t, "services.wasm", asc(t, "testdata/services.ts"))
-	guesttest.CheckNeedsABI12(t, wasm) // it calls messagePublish
-	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: guesttest.ABI12})
-	svc := guesttest.NewServices(hosttest.WithConfig("greeting", `"hi"`))
+	checkNeedsABI12(t, wasm) // it calls messagePublish
+	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: abi12})
+	svc := newPubServices(hosttest.WithConfig("greeting", `"hi"`))
 	state := runtime.NewMemoryRunState()
 	res := hosttest.Invoke(t, m, runtime.Invocation{Node: "test.services", RunID: "run-1", Services: svc, State: state})
 	if res.Outcome != abi.Completed {
@@ -176,7 +175,7 @@ func TestServices(t *testing.T) {
 		id, _ := json.Marshal(j["message_id"])
 		hash, _ := json.Marshal(j["hash"])
 		staged, _ := json.Marshal(j["staged"])
-		guesttest.CheckStaged(t, svc, string(id), string(hash), string(staged))
+		checkStaged(t, svc, string(id), string(hash), string(staged))
 		if j["status"] != "staged" {
 			t.Errorf("published %v: status is not staged", j)
 		}
@@ -214,7 +213,6 @@ func TestServices(t *testing.T) {
 		abi.HostEvidenceRecord: `{"kind":"note","data":{"a":"b"}}`,
 		abi.HostArtifactPut:    `{"name":"a.txt","text":"hello"}`,
 		abi.HostConfigGet:      `{"key":"greeting"}`,
-		abi.HostMessagePublish: `{"format":"bus-envelope","message":` + guesttest.OpsAlert + `}`,
 	} {
 		calls := svc.CallsOf(fn)
 		if len(calls) == 0 {
@@ -225,11 +223,7 @@ func TestServices(t *testing.T) {
 			t.Errorf("%s request %s, want %s", fn, b, want)
 		}
 	}
-	if pub := svc.CallsOf(abi.HostMessagePublish); len(pub) != 3 ||
-		!hosttest.JSONEqual(pub[1].Raw, `{"format":"bus-envelope","message":`+guesttest.OffGrant+`,"signature":"c2ln"}`) ||
-		!hosttest.JSONEqual(pub[2].Raw, `{"format":"agent-envelope","message":`+guesttest.Invalid+`}`) {
-		t.Errorf("message_publish requests %v", pub)
-	}
+	checkPublishRequests(t, svc)
 	if b := svc.CallsOf(abi.HostArtifactPut)[1].Raw; !hosttest.JSONEqual(b, `{"role":"log","name":"b.bin","content_type":"application/octet-stream","base64":"AAEC"}`) {
 		t.Errorf("artifact_put (binary) %s", b)
 	}

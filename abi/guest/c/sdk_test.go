@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/packrun/packrun/abi"
-	"github.com/packrun/packrun/abi/guest/internal/guesttest"
 	"github.com/packrun/packrun/internal/hosttest"
 	"github.com/packrun/packrun/runtime"
 )
@@ -61,7 +60,7 @@ func TestModuleInfo(t *testing.T) {
 	// The SDK has packrun_message_publish (ABI 1.2); wasm-ld drops it and
 	// its import from a module that does not call it, so its pack may
 	// declare ABI 1.0.
-	guesttest.CheckNoPublishImport(t, committed)
+	checkNoPublishImport(t, committed)
 }
 
 func TestCounter(t *testing.T) {
@@ -182,9 +181,9 @@ func buildTestModule(t *testing.T, name string) []byte {
 // ABI 1.2.
 func TestAllHostCalls(t *testing.T) {
 	wasm := buildTestModule(t, "all")
-	guesttest.CheckNeedsABI12(t, wasm)
-	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: guesttest.ABI12})
-	svc := guesttest.NewServices(hosttest.WithConfig("greeting", `"hi"`), hosttest.WithAdapterResult(`"exit_status":"ok"`),
+	checkNeedsABI12(t, wasm)
+	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: abi12})
+	svc := newPubServices(hosttest.WithConfig("greeting", `"hi"`), hosttest.WithAdapterResult(`"exit_status":"ok"`),
 		hosttest.WithResponse(abi.HostArtifactPut, abi.StatusOK, `{"artifact_id":"art-1","sha256":"5e\u0063"}`))
 	res := hosttest.Invoke(t, m, runtime.Invocation{
 		Node: "test.all", Services: svc, RunID: "r\"1", TenantID: "t", Attempt: 2,
@@ -219,7 +218,7 @@ func TestAllHostCalls(t *testing.T) {
 			t.Errorf("%s = %s, want %s", k, got[k], w)
 		}
 	}
-	guesttest.CheckStaged(t, svc, string(got["pubId"]), string(got["pubHash"]), string(got["pubStaged"]))
+	checkStaged(t, svc, string(got["pubId"]), string(got["pubHash"]), string(got["pubStaged"]))
 	if len(got) != len(want)+3 { // + "now", "pubId", "pubHash"
 		t.Errorf("output has %d fields, want %d: %s", len(got), len(want)+3, res.Output)
 	}
@@ -237,14 +236,12 @@ func TestAllHostCalls(t *testing.T) {
 		abi.HostArtifactPut:    `{"content_type":"text/plain","name":"a.txt","role":"output","text":"hello \"x\"\n"};{"base64":"AAE=","name":"b.bin","role":"output"};`,
 		abi.HostQueueEnqueue:   `{"payload":{},"task_type":"t"};`,
 		abi.HostMemoryList:     `{"namespace":"ns"};{"namespace":"ns","prefix":"b"};`,
-		abi.HostMessagePublish: `{"format":"bus-envelope","message":` + guesttest.OpsAlert + `};` +
-			`{"format":"bus-envelope","message":` + guesttest.OffGrant + `,"signature":"c2ln"};` +
-			`{"format":"agent-envelope","message":` + guesttest.Invalid + `};`,
 	} {
 		if reqs[fn] != w {
 			t.Errorf("%s requests %s\nwant %s", fn, reqs[fn], w)
 		}
 	}
+	checkPublishRequests(t, svc)
 }
 
 // TestHandlerMistakes: invalid output JSON, no outcome, failure details.

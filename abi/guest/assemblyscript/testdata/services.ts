@@ -4,7 +4,7 @@
 import { Context, HostResult, Level, MessageFormat, Result, Status, JsonArray, JsonObject, parseJson, quote, node, pack } from "../assembly";
 export * from "../assembly/exports";
 
-// The messages of abi/guest/internal/guesttest: within the grant, outside
+// The messages of ../publish_test.go (opsAlert, offGrant, invalidMsg): within the grant, outside
 // it, refused by its seed.
 // (Declared before the nodes: AssemblyScript initialises globals in order.)
 const OPS_ALERT = "{\"metadata\":{\"message_id\":\"11111111-2222-3333-4444-555555555555\",\"timestamp\":\"2026-01-02T15:04:05Z\"," +

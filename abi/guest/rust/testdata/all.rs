@@ -5,7 +5,7 @@
 use packrun::json::{self, Value};
 use packrun::{Content, Context, Error, HostFn, Level, MessageFormat, Output, PutOptions, Status};
 
-// The messages of abi/guest/internal/guesttest: within the grant, outside
+// The messages of ../publish_test.go (opsAlert, offGrant, invalidMsg): within the grant, outside
 // it, refused by its seed.
 const OPS_ALERT: &str = r#"{"metadata":{"message_id":"11111111-2222-3333-4444-555555555555","timestamp":"2026-01-02T15:04:05Z","source":"probe","message_type":"ops.alert","version":"1.0"},"payload":{"n":1}}"#;
 const OFF_GRANT: &str = r#"{"metadata":{"message_id":"11111111-2222-3333-4444-666666666666","timestamp":"2026-01-02T15:04:05Z","source":"probe","message_type":"billing.charge","version":"1.0"},"payload":{"n":2}}"#;

@@ -15,7 +15,7 @@ import (
 
 func main() {}
 
-// The messages of abi/guest/internal/guesttest: within the grant, outside
+// The messages of ../publish_test.go (opsAlert, offGrant, invalidMsg): within the grant, outside
 // it, refused by its seed.
 const (
 	opsAlert = `{"metadata":{"message_id":"11111111-2222-3333-4444-555555555555","timestamp":"2026-01-02T15:04:05Z",` +
