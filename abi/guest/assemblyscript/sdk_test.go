@@ -13,6 +13,7 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/internal/publishtest"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -56,7 +57,7 @@ func TestExample(t *testing.T) {
 	// The SDK has Context.messagePublish (ABI 1.2); the compiler leaves out
 	// its import from a module that does not call it, so its pack may
 	// declare ABI 1.0.
-	checkNoPublishImport(t, exampleWasm)
+	publishtest.CheckNoImport(t, exampleWasm)
 
 	t.Run("counter", func(t *testing.T) {
 		svc := newServices()
@@ -153,9 +154,9 @@ func TestExample(t *testing.T) {
 func TestServices(t *testing.T) {
 	t.Parallel()
 	wasm := hosttest.Build(t, "services.wasm", asc(t, "testdata/services.ts"))
-	checkNeedsABI12(t, wasm) // it calls messagePublish
-	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: abi12})
-	svc := newPubServices(hosttest.WithConfig("greeting", `"hi"`))
+	publishtest.CheckNeedsABI12(t, wasm) // it calls messagePublish
+	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: publishtest.ABI12})
+	svc := publishtest.NewServices(hosttest.WithConfig("greeting", `"hi"`))
 	state := runtime.NewMemoryRunState()
 	res := hosttest.Invoke(t, m, runtime.Invocation{Node: "test.services", RunID: "run-1", Services: svc, State: state})
 	if res.Outcome != abi.Completed {
@@ -175,7 +176,7 @@ func TestServices(t *testing.T) {
 		id, _ := json.Marshal(j["message_id"])
 		hash, _ := json.Marshal(j["hash"])
 		staged, _ := json.Marshal(j["staged"])
-		checkStaged(t, svc, string(id), string(hash), string(staged))
+		publishtest.CheckStaged(t, svc, string(id), string(hash), string(staged))
 		if j["status"] != "staged" {
 			t.Errorf("published %v: status is not staged", j)
 		}
@@ -223,7 +224,7 @@ func TestServices(t *testing.T) {
 			t.Errorf("%s request %s, want %s", fn, b, want)
 		}
 	}
-	checkPublishRequests(t, svc)
+	publishtest.CheckRequests(t, svc)
 	if b := svc.CallsOf(abi.HostArtifactPut)[1].Raw; !hosttest.JSONEqual(b, `{"role":"log","name":"b.bin","content_type":"application/octet-stream","base64":"AAEC"}`) {
 		t.Errorf("artifact_put (binary) %s", b)
 	}
