@@ -13,6 +13,7 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/internal/publishtest"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -53,6 +54,10 @@ func TestExample(t *testing.T) {
 			t.Errorf("unexpected import %s", imp)
 		}
 	}
+	// The SDK has Context.messagePublish (ABI 1.2); the compiler leaves out
+	// its import from a module that does not call it, so its pack may
+	// declare ABI 1.0.
+	publishtest.CheckNoImport(t, exampleWasm)
 
 	t.Run("counter", func(t *testing.T) {
 		svc := newServices()
@@ -148,8 +153,10 @@ func TestExample(t *testing.T) {
 // through the SDK, and checks what each call sent and got.
 func TestServices(t *testing.T) {
 	t.Parallel()
-	m := hosttest.Load(t, hosttest.Build(t, "services.wasm", asc(t, "testdata/services.ts")), runtime.LoadOptions{})
-	svc := newServices()
+	wasm := hosttest.Build(t, "services.wasm", asc(t, "testdata/services.ts"))
+	publishtest.CheckNeedsABI12(t, wasm) // it calls messagePublish
+	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: publishtest.ABI12})
+	svc := publishtest.NewServices(hosttest.WithConfig("greeting", `"hi"`))
 	state := runtime.NewMemoryRunState()
 	res := hosttest.Invoke(t, m, runtime.Invocation{Node: "test.services", RunID: "run-1", Services: svc, State: state})
 	if res.Outcome != abi.Completed {
@@ -162,7 +169,20 @@ func TestServices(t *testing.T) {
 	if now, ok := out["now"].(float64); !ok || now <= 0 {
 		t.Errorf("now %v", out["now"])
 	}
+	if p, ok := out["published"].(map[string]any); !ok || p["status"] != 0.0 {
+		t.Errorf("published %v", out["published"])
+	} else {
+		j, _ := p["json"].(map[string]any)
+		id, _ := json.Marshal(j["message_id"])
+		hash, _ := json.Marshal(j["hash"])
+		staged, _ := json.Marshal(j["staged"])
+		publishtest.CheckStaged(t, svc, string(id), string(hash), string(staged))
+		if j["status"] != "staged" {
+			t.Errorf("published %v: status is not staged", j)
+		}
+	}
 	delete(out, "now")
+	delete(out, "published")
 	want := `{"randomStatus":0,"randomNonZero":true,
 		"unsetVar":true,"setVar":0,"var":{"n":1},
 		"write1":0,"write2":0,"channel":[1,"two"],
@@ -173,7 +193,9 @@ func TestServices(t *testing.T) {
 		"artifact":{"status":0,"json":{"artifact_id":"art-a.txt","sha256":"00"}},
 		"artifact2":{"status":0,"json":{"artifact_id":"art-b.bin","sha256":"00"}},
 		"config":{"status":0,"json":"hi"},"configMissing":{"status":11,"json":null},
-		"configMissingText":"packrun:host/v1.config_get: not_found"}`
+		"configMissingText":"packrun:host/v1.config_get: not_found",
+		"pubDenied":{"status":1,"json":null},"pubDeniedText":"packrun:host/v1.message_publish: access_denied",
+		"pubInvalid":{"status":10,"json":null}}`
 	if b, _ := json.Marshal(out); !hosttest.JSONEqual(b, want) {
 		t.Errorf("output %s\nwant   %s", b, want)
 	}
@@ -202,6 +224,7 @@ func TestServices(t *testing.T) {
 			t.Errorf("%s request %s, want %s", fn, b, want)
 		}
 	}
+	publishtest.CheckRequests(t, svc)
 	if b := svc.CallsOf(abi.HostArtifactPut)[1].Raw; !hosttest.JSONEqual(b, `{"role":"log","name":"b.bin","content_type":"application/octet-stream","base64":"AAEC"}`) {
 		t.Errorf("artifact_put (binary) %s", b)
 	}

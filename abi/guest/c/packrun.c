@@ -49,6 +49,9 @@ HOSTV1("adapter_invoke") extern int32_t h_adapter_invoke(const char *req, int32_
 HOSTV1("evidence_record") extern int32_t h_evidence_record(const char *req, int32_t n, uint32_t *out);
 HOSTV1("artifact_put") extern int32_t h_artifact_put(const char *req, int32_t n, uint32_t *out);
 HOSTV1("config_get") extern int32_t h_config_get(const char *req, int32_t n, uint32_t *out);
+/* ABI 1.2: not in hostv1_lookup's table, so only a module calling
+ * packrun_message_publish references it and imports it. */
+HOSTV1("message_publish") extern int32_t h_message_publish(const char *req, int32_t n, uint32_t *out);
 
 /* Defined by PACKRUN_PACK in the node's source. */
 extern const char packrun__pack_name[];
@@ -1543,4 +1546,53 @@ int packrun_config_get(const char *key, packrun_str *value) {
     if ((st = hostv1_buf(h_config_get, &b, &r)) != PACKRUN_OK)
         return st;
     return member_of(&r, "value", value);
+}
+
+int packrun_message_publish(packrun_message_format format, const char *message_json, const char *signature,
+                            packrun_str *message_id, packrun_str *hash, long long *staged) {
+    static const char *const names[] = {"agent-envelope", "agent-message", "bus-envelope"};
+    packrun_buf b = {0};
+    packrun_str r, v;
+    int st;
+    char *copy;
+    clear(message_id);
+    clear(hash);
+    if (staged)
+        *staged = 0;
+    if (!message_json || (unsigned)format >= sizeof names / sizeof names[0])
+        return PACKRUN_E_ARG;
+    if (!valid_arg(message_json))
+        return PACKRUN_E_JSON;
+    packrun_buf_raw(&b, "{\"format\":");
+    packrun_buf_cstring(&b, names[format]);
+    packrun_buf_raw(&b, ",\"message\":");
+    packrun_buf_raw(&b, message_json);
+    if (signature) {
+        packrun_buf_raw(&b, ",\"signature\":");
+        packrun_buf_cstring(&b, signature);
+    }
+    packrun_buf_raw(&b, "}");
+    if ((st = hostv1_buf(h_message_publish, &b, &r)) != PACKRUN_OK)
+        return st;
+    if (r.len == 0)
+        return PACKRUN_E_JSON;
+    if (staged)
+        packrun_json_get_int(r.data, r.len, "staged", staged);
+    if (!message_id && !hash)
+        return PACKRUN_OK;
+    /* decode both strings into one scope block */
+    copy = scope_alloc(r.len * 2 + 2);
+    if (!copy)
+        return PACKRUN_E_NOMEM;
+    if (message_id && packrun_json_get(r.data, r.len, "message_id", &v.data, &v.len) == PACKRUN_OK &&
+        packrun_json_string(v.data, v.len, copy, r.len + 1, &v.len) == PACKRUN_OK) {
+        message_id->data = copy;
+        message_id->len = v.len;
+    }
+    if (hash && packrun_json_get(r.data, r.len, "hash", &v.data, &v.len) == PACKRUN_OK &&
+        packrun_json_string(v.data, v.len, copy + r.len + 1, r.len + 1, &v.len) == PACKRUN_OK) {
+        hash->data = copy + r.len + 1;
+        hash->len = v.len;
+    }
+    return PACKRUN_OK;
 }

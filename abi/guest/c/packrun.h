@@ -288,8 +288,32 @@ int packrun_config_get(const char *key, packrun_str *value);
 
 /* Raw packrun:host/v1 call: fn is one of "memory_get", ..., "config_get";
  * request_json is sent as is; response (may be NULL) gets the host's
- * response ({0,""} when there is none). PACKRUN_E_ARG for an unknown fn. */
+ * response ({0,""} when there is none). PACKRUN_E_ARG for an unknown fn,
+ * and for "message_publish" (ABI 1.2): were it in the table, every module
+ * would import it; use packrun_message_publish. */
 int packrun_host_call(const char *fn, const char *request_json, size_t len, packrun_str *response);
+
+/* ------------------------------------------ packrun:host/v1, ABI 1.2 calls */
+
+/* The format of an agent message (the three formats of seeds 000-002). */
+typedef enum packrun_message_format {
+    PACKRUN_AGENT_ENVELOPE, /* "agent-envelope" (seed 000) */
+    PACKRUN_AGENT_MESSAGE,  /* "agent-message" (seed 001) */
+    PACKRUN_BUS_ENVELOPE    /* "bus-envelope" (seed 002) */
+} packrun_message_format;
+
+/* Publishes an agent message (message_json in format; signature, the
+ * Ed25519 signature, may be NULL): it is staged and published only if the
+ * attempt completes. message_id and hash (hex SHA-256 of the canonical
+ * form) may be NULL; *staged (may be NULL) gets the number of messages the
+ * attempt staged so far. Needs ABI 1.2 ("abi":{"version":1,"minor":2}) and
+ * the messages grant with the message's topic: PACKRUN_ACCESS_DENIED for a
+ * topic outside it, PACKRUN_VALIDATION for a message its seed refuses,
+ * PACKRUN_E_JSON (not sent) for invalid message_json, PACKRUN_E_ARG for an
+ * unknown format. Only a module that calls it imports message_publish (the
+ * linker drops it otherwise). */
+int packrun_message_publish(packrun_message_format format, const char *message_json, const char *signature,
+                            packrun_str *message_id, packrun_str *hash, long long *staged);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/internal/publishtest"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -57,6 +58,10 @@ func TestModuleInfo(t *testing.T) {
 			t.Errorf("the SDK pulled in a WASI import: %s", imp)
 		}
 	}
+	// The SDK has packrun_message_publish (ABI 1.2); wasm-ld drops it and
+	// its import from a module that does not call it, so its pack may
+	// declare ABI 1.0.
+	publishtest.CheckNoImport(t, committed)
 }
 
 func TestCounter(t *testing.T) {
@@ -173,10 +178,14 @@ func buildTestModule(t *testing.T, name string) []byte {
 }
 
 // TestAllHostCalls drives every host call and JSON helper of the SDK
-// through testdata/all.c.
+// through testdata/all.c; it calls message_publish, so its pack declares
+// ABI 1.2.
 func TestAllHostCalls(t *testing.T) {
-	m := hosttest.Load(t, buildTestModule(t, "all"), runtime.LoadOptions{})
-	svc := newServices()
+	wasm := buildTestModule(t, "all")
+	publishtest.CheckNeedsABI12(t, wasm)
+	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: publishtest.ABI12})
+	svc := publishtest.NewServices(hosttest.WithConfig("greeting", `"hi"`), hosttest.WithAdapterResult(`"exit_status":"ok"`),
+		hosttest.WithResponse(abi.HostArtifactPut, abi.StatusOK, `{"artifact_id":"art-1","sha256":"5e\u0063"}`))
 	res := hosttest.Invoke(t, m, runtime.Invocation{
 		Node: "test.all", Services: svc, RunID: "r\"1", TenantID: "t", Attempt: 2,
 		Configurable: json.RawMessage(`{"k":[1]}`),
@@ -202,14 +211,17 @@ func TestAllHostCalls(t *testing.T) {
 		"badJson": "-2", "dupLast": "2", "valid": "1", "escLen": "17", "esc": `"\"a\\\"\\u0001\\ufffd\""`,
 		"typeId": `"test.all"`, "runId": `"r\"1"`, "nodeId": `"test.all"`, "tenantId": `"t"`, "attempt": "2",
 		"configurable": `{"k":[1]}`,
+		"rawPublish":   "-5", "publish": "0", "pubStaged": "1", "pubDenied": "1", "pubInvalid": "10", "pubAfterRefusal": "0",
+		"pubBadJson": "-2", "pubBadFormat": "-5",
 	}
 	for k, w := range want {
 		if string(got[k]) != w {
 			t.Errorf("%s = %s, want %s", k, got[k], w)
 		}
 	}
-	if len(got) != len(want)+1 { // + "now"
-		t.Errorf("output has %d fields, want %d: %s", len(got), len(want)+1, res.Output)
+	publishtest.CheckStaged(t, svc, string(got["pubId"]), string(got["pubHash"]), string(got["pubStaged"]))
+	if len(got) != len(want)+3 { // + "now", "pubId", "pubHash"
+		t.Errorf("output has %d fields, want %d: %s", len(got), len(want)+3, res.Output)
 	}
 	if len(res.Logs) != 5 || res.Logs[0].Level != "trace" || res.Logs[4].Level != "error" || res.Logs[3].Message != "level 3 s ab 7 8 ff -9 z% %q" {
 		t.Errorf("logs %+v", res.Logs)
@@ -230,6 +242,7 @@ func TestAllHostCalls(t *testing.T) {
 			t.Errorf("%s requests %s\nwant %s", fn, reqs[fn], w)
 		}
 	}
+	publishtest.CheckRequests(t, svc)
 }
 
 // TestHandlerMistakes: invalid output JSON, no outcome, failure details.

@@ -14,6 +14,7 @@ import (
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/abi/guest/go/packrun"
 	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/internal/publishtest"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -57,6 +58,10 @@ func TestExample(t *testing.T) {
 	if info.PackName != "local.counter.go" || strings.Join(info.Nodes, ",") != "example.counter,example.fail,example.suspend,example.approve" || info.ABIVersion != 1 {
 		t.Fatalf("info %+v", info)
 	}
+	// The SDK has Context.MessagePublish (ABI 1.2); the linker drops its
+	// import from a module that does not call it, so its pack may declare
+	// ABI 1.0.
+	publishtest.CheckNoImport(t, exampleWasm)
 
 	t.Run("counter", func(t *testing.T) {
 		svc := newServices()
@@ -148,8 +153,10 @@ func TestExample(t *testing.T) {
 // through the SDK, and checks what each call sent and got.
 func TestServices(t *testing.T) {
 	t.Parallel()
-	m := hosttest.Load(t, hosttest.Build(t, "services.wasm", build("testdata/services")), runtime.LoadOptions{})
-	svc := newServices()
+	wasm := hosttest.Build(t, "services.wasm", build("testdata/services"))
+	publishtest.CheckNeedsABI12(t, wasm) // it calls MessagePublish
+	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: publishtest.ABI12})
+	svc := publishtest.NewServices(hosttest.WithConfig("greeting", `"hi"`))
 	state := runtime.NewMemoryRunState()
 	res := hosttest.Invoke(t, m, runtime.Invocation{Node: "test.services", RunID: "run-1", Services: svc, State: state})
 	if res.Outcome != abi.Completed {
@@ -165,8 +172,17 @@ func TestServices(t *testing.T) {
 	if r, _ := out["random"].(string); len(r) != 16 || out["randomErr"] != nil {
 		t.Errorf("random %v %v", out["random"], out["randomErr"])
 	}
+	if p, ok := out["published"].(map[string]any); !ok {
+		t.Errorf("published %v", out["published"])
+	} else {
+		id, _ := json.Marshal(p["message_id"])
+		hash, _ := json.Marshal(p["hash"])
+		staged, _ := json.Marshal(p["staged"])
+		publishtest.CheckStaged(t, svc, string(id), string(hash), string(staged))
+	}
 	delete(out, "now")
 	delete(out, "random")
+	delete(out, "published")
 	want := `{"randomErr":null,
 		"unsetVar":true,"setVar":null,"var":{"n":1},"varErr":null,
 		"write1":null,"write2":null,"channel":[1,"two"],"channelErr":null,
@@ -176,7 +192,9 @@ func TestServices(t *testing.T) {
 		"evidence":null,
 		"artifact":{"artifact_id":"art-a.txt","sha256":"00"},"artifactErr":null,
 		"artifact2":{"artifact_id":"art-b.bin","sha256":"00"},"artifact2Err":null,
-		"config":"hi","configErr":null,"configMissing":true,"configMissingFunc":"packrun:host/v1.config_get"}`
+		"config":"hi","configErr":null,"configMissing":true,"configMissingFunc":"packrun:host/v1.config_get",
+		"publishedErr":null,"pubDenied":"packrun:host/v1.message_publish: access_denied","pubDeniedStatus":1,
+		"pubInvalid":"packrun:host/v1.message_publish: validation_error"}`
 	if b, _ := json.Marshal(out); !hosttest.JSONEqual(b, want) {
 		t.Errorf("output %s\nwant   %s", b, want)
 	}
@@ -205,6 +223,7 @@ func TestServices(t *testing.T) {
 			t.Errorf("%s request %s, want %s", fn, b, want)
 		}
 	}
+	publishtest.CheckRequests(t, svc)
 	if b := svc.CallsOf(abi.HostArtifactPut)[1].Raw; !hosttest.JSONEqual(b, `{"role":"log","name":"b.bin","content_type":"application/octet-stream","base64":"AAEC"}`) {
 		t.Errorf("artifact_put (binary) %s", b)
 	}

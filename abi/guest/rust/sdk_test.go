@@ -10,6 +10,7 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/internal/publishtest"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -84,6 +85,9 @@ func TestModuleInfo(t *testing.T) {
 			t.Errorf("unexpected import %s", imp)
 		}
 	}
+	// The SDK has message_publish (ABI 1.2); a module that does not call
+	// it does not import it, so its pack may declare ABI 1.0.
+	publishtest.CheckNoImport(t, committed)
 }
 
 func TestCounter(t *testing.T) {
@@ -206,10 +210,13 @@ func buildTestModule(t *testing.T, name string) []byte {
 }
 
 // TestAllHostCalls drives every host call of the SDK through
-// testdata/all.rs.
+// testdata/all.rs; it calls message_publish, so its pack declares ABI 1.2.
 func TestAllHostCalls(t *testing.T) {
-	m := hosttest.Load(t, buildTestModule(t, "all"), runtime.LoadOptions{})
-	svc := newServices()
+	wasm := buildTestModule(t, "all")
+	publishtest.CheckNeedsABI12(t, wasm)
+	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: publishtest.ABI12})
+	svc := publishtest.NewServices(hosttest.WithConfig("greeting", `"hi"`), hosttest.WithAdapterResult(`"exit_status":"ok"`),
+		hosttest.WithResponse(abi.HostArtifactPut, abi.StatusOK, `{"artifact_id":"art-1","sha256":"5e\u0063"}`))
 	res := hosttest.Invoke(t, m, runtime.Invocation{
 		Node: "test.all", Services: svc, RunID: "r\"1", TenantID: "t", Attempt: 2,
 		Configurable: json.RawMessage(`{"k":[1]}`),
@@ -231,14 +238,16 @@ func TestAllHostCalls(t *testing.T) {
 		"config": `"hi"`, "configMissing": "true", "rawResp": `{"value":"hi"}`, "rawMissing": "11", "badArg": "-2",
 		"typeId": `"test.all"`, "runId": `"r\"1"`, "nodeId": `"test.all"`, "tenantId": `"t"`, "attempt": "2",
 		"configurable": `{"k":[1]}`,
+		"pubStaged":    "1", "pubDenied": "1", "pubInvalid": "10", "pubBadJson": "-2",
 	}
 	for k, w := range want {
 		if string(got[k]) != w {
 			t.Errorf("%s = %s, want %s", k, got[k], w)
 		}
 	}
-	if len(got) != len(want)+1 { // + "now"
-		t.Errorf("output has %d fields, want %d: %s", len(got), len(want)+1, res.Output)
+	publishtest.CheckStaged(t, svc, string(got["pubId"]), string(got["pubHash"]), string(got["pubStaged"]))
+	if len(got) != len(want)+3 { // + "now", "pubId", "pubHash"
+		t.Errorf("output has %d fields, want %d: %s", len(got), len(want)+3, res.Output)
 	}
 	var logs []string
 	for _, l := range res.Logs {
@@ -263,6 +272,7 @@ func TestAllHostCalls(t *testing.T) {
 			t.Errorf("%s requests %s\nwant %s", fn, reqs[fn], w)
 		}
 	}
+	publishtest.CheckRequests(t, svc)
 }
 
 // TestHandlerMistakes: invalid output JSON, failure details, a panic.

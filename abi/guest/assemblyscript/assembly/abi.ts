@@ -40,6 +40,10 @@ export declare function host_evidence_record(req: usize, len: i32, out: usize): 
 export declare function host_artifact_put(req: usize, len: i32, out: usize): i32;
 @external("packrun:host/v1", "config_get")
 export declare function host_config_get(req: usize, len: i32, out: usize): i32;
+// ABI 1.2: called only by Context.messagePublish (not through Context.call),
+// so only a module that publishes messages imports it.
+@external("packrun:host/v1", "message_publish")
+export declare function host_message_publish(req: usize, len: i32, out: usize): i32;
 
 /** Status code returned by a host function. Any unknown non-zero value is a
  * failure too. */

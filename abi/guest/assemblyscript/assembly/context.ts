@@ -3,11 +3,13 @@ import {
   openwop_log, openwop_now_ms, openwop_random, openwop_variable_get, openwop_variable_set,
   openwop_channel_read, openwop_channel_write, openwop_interrupt,
   host_memory_get, host_memory_put, host_memory_delete, host_memory_list, host_queue_enqueue,
-  host_adapter_invoke, host_evidence_record, host_artifact_put, host_config_get,
+  host_adapter_invoke, host_evidence_record, host_artifact_put, host_config_get, host_message_publish,
 } from "./abi";
 import { JsonObject, JsonValue, parseJson, base64 } from "./json";
 
-/** A packrun:host/v1 function, for Context.call. */
+/** A packrun:host/v1 function of ABI 1.0, for Context.call. (message_publish,
+ * ABI 1.2, is reached only through Context.messagePublish: were it here,
+ * every module would import it.) */
 export enum HostFn {
   MemoryGet,
   MemoryPut,
@@ -32,6 +34,23 @@ export function hostFnName(fn: HostFn): string {
     case HostFn.EvidenceRecord: return "evidence_record";
     case HostFn.ArtifactPut: return "artifact_put";
     case HostFn.ConfigGet: return "config_get";
+  }
+  return "unknown";
+}
+
+/** The format of an agent message (the three formats of seeds 000-002). */
+export enum MessageFormat {
+  AgentEnvelope,
+  AgentMessage,
+  BusEnvelope,
+}
+
+/** The publish-form name of a MessageFormat, e.g. "bus-envelope". */
+export function messageFormatName(f: MessageFormat): string {
+  switch (f) {
+    case MessageFormat.AgentEnvelope: return "agent-envelope";
+    case MessageFormat.AgentMessage: return "agent-message";
+    case MessageFormat.BusEnvelope: return "bus-envelope";
   }
   return "unknown";
 }
@@ -226,6 +245,25 @@ export class Context {
    * Status.NotFound when absent. */
   configGet(key: string): HostResult {
     return field(this.call(HostFn.ConfigGet, new JsonObject().str("key", key).toString()), "value");
+  }
+
+  // ---- packrun:host/v1, ABI 1.2 ----
+
+  /** Publishes an agent message (message, JSON text, in format; signature,
+   * its Ed25519 signature, "" for none), staged and published only if this
+   * attempt completes: json is {"message_id":...,"hash":...,"status":"staged",
+   * "staged":n}. Needs ABI 1.2 ("abi":{"version":1,"minor":2}) and the
+   * messages grant with the message's topic: a topic outside it is
+   * Status.AccessDenied, a message its seed refuses Status.Validation. Only a
+   * module that calls it imports message_publish. */
+  messagePublish(format: MessageFormat, message: string, signature: string = ""): HostResult {
+    const o = new JsonObject().str("format", messageFormatName(format)).raw("message", message);
+    if (signature.length > 0) o.str("signature", signature);
+    const req = String.UTF8.encode(o.toString());
+    store<u64>(respSlot, 0);
+    const s = host_message_publish(changetype<usize>(req), req.byteLength, respSlot);
+    const body = takeString(<usize>load<u32>(respSlot), load<u32>(respSlot, 4));
+    return new HostResult("packrun:host/v1.message_publish", <Status>s, s == 0 ? body : null);
   }
 }
 

@@ -10,6 +10,6 @@
 //   });
 
 export { Status, Level, statusName } from "./abi";
-export { Context, HostResult, HostFn, hostFnName } from "./context";
+export { Context, HostResult, HostFn, hostFnName, MessageFormat, messageFormatName } from "./context";
 export { Result, Handler, node, pack } from "./node";
 export { JsonKind, JsonValue, JsonObject, JsonArray, parseJson, isValidJson, quote, numberJson, base64 } from "./json";

@@ -1,8 +1,17 @@
 // A test pack for sdk_test.go: calls every host service through the SDK and
 // reports what it got back.
 
-import { Context, HostResult, Level, Result, Status, JsonArray, JsonObject, parseJson, quote, node, pack } from "../assembly";
+import { Context, HostResult, Level, MessageFormat, Result, Status, JsonArray, JsonObject, parseJson, quote, node, pack } from "../assembly";
 export * from "../assembly/exports";
+
+// The messages of ../publish_test.go (opsAlert, offGrant, invalidMsg): within the grant, outside
+// it, refused by its seed.
+// (Declared before the nodes: AssemblyScript initialises globals in order.)
+const OPS_ALERT = "{\"metadata\":{\"message_id\":\"11111111-2222-3333-4444-555555555555\",\"timestamp\":\"2026-01-02T15:04:05Z\"," +
+  "\"source\":\"probe\",\"message_type\":\"ops.alert\",\"version\":\"1.0\"},\"payload\":{\"n\":1}}";
+const OFF_GRANT = "{\"metadata\":{\"message_id\":\"11111111-2222-3333-4444-666666666666\",\"timestamp\":\"2026-01-02T15:04:05Z\"," +
+  "\"source\":\"probe\",\"message_type\":\"billing.charge\",\"version\":\"1.0\"},\"payload\":{\"n\":2}}";
+const INVALID = "{\"metadata\":{\"source\":\"probe\"},\"payload\":{}}";
 
 pack("local.sdk.services.as");
 node("test.services", services);
@@ -79,5 +88,10 @@ function services(ctx: Context, input: string): Result {
   const missing = ctx.configGet("missing");
   out.raw("configMissing", res(missing));
   out.str("configMissingText", missing.toString());
+  out.raw("published", res(ctx.messagePublish(MessageFormat.BusEnvelope, OPS_ALERT)));
+  const denied = ctx.messagePublish(MessageFormat.BusEnvelope, OFF_GRANT, "c2ln");
+  out.raw("pubDenied", res(denied));
+  out.str("pubDeniedText", denied.toString());
+  out.raw("pubInvalid", res(ctx.messagePublish(MessageFormat.AgentEnvelope, INVALID)));
   return Result.ok(out.toString());
 }

@@ -9,6 +9,16 @@ PACKRUN_PACK("local.sdk.c.all")
 
 static packrun_buf o;
 
+/* The messages of ../publish_test.go (opsAlert, offGrant, invalidMsg): within the grant, outside
+ * it, refused by its seed. */
+static const char OPS_ALERT[] =
+    "{\"metadata\":{\"message_id\":\"11111111-2222-3333-4444-555555555555\",\"timestamp\":\"2026-01-02T15:04:05Z\","
+    "\"source\":\"probe\",\"message_type\":\"ops.alert\",\"version\":\"1.0\"},\"payload\":{\"n\":1}}";
+static const char OFF_GRANT[] =
+    "{\"metadata\":{\"message_id\":\"11111111-2222-3333-4444-666666666666\",\"timestamp\":\"2026-01-02T15:04:05Z\","
+    "\"source\":\"probe\",\"message_type\":\"billing.charge\",\"version\":\"1.0\"},\"payload\":{\"n\":2}}";
+static const char INVALID[] = "{\"metadata\":{\"source\":\"probe\"},\"payload\":{}}";
+
 static void field(const char *name) {
     packrun_buf_raw(&o, o.len ? ",\"" : "{\"");
     packrun_buf_raw(&o, name);
@@ -71,6 +81,17 @@ static packrun_result all(const packrun_ctx *ctx, const char *in, size_t len) {
     num("rawCall", packrun_host_call("config_get", "{\"key\":\"greeting\"}", strlen("{\"key\":\"greeting\"}"), &s));
     raw("rawResp", &s);
     num("rawBad", packrun_host_call("nope", "{}", 2, &s));
+    num("rawPublish", packrun_host_call("message_publish", "{}", 2, &s));
+    staged = -1;
+    num("publish", packrun_message_publish(PACKRUN_BUS_ENVELOPE, OPS_ALERT, NULL, &s, &s2, &staged));
+    str("pubId", s.data);
+    str("pubHash", s2.data);
+    num("pubStaged", staged);
+    num("pubDenied", packrun_message_publish(PACKRUN_BUS_ENVELOPE, OFF_GRANT, "c2ln", NULL, NULL, NULL));
+    num("pubInvalid", packrun_message_publish(PACKRUN_AGENT_ENVELOPE, INVALID, NULL, &s, NULL, &staged));
+    num("pubAfterRefusal", staged);
+    num("pubBadJson", packrun_message_publish(PACKRUN_BUS_ENVELOPE, "{", NULL, NULL, NULL, NULL));
+    num("pubBadFormat", packrun_message_publish((packrun_message_format)7, OPS_ALERT, NULL, NULL, NULL, NULL));
 
     /* JSON helpers over the input */
     num("getStr", packrun_json_get_string_n(in, len, "s", buf, sizeof buf, &full));

@@ -67,6 +67,13 @@ func hostArtifactPut(req string, out *[2]uint32) int32
 //go:wasmimport packrun:host/v1 config_get
 func hostConfigGet(req string, out *[2]uint32) int32
 
+// ABI 1.2. The linker keeps an import only when a reachable function calls
+// it, so a module that never calls Context.MessagePublish does not import
+// message_publish and loads for packs declaring ABI 1.0.
+//
+//go:wasmimport packrun:host/v1 message_publish
+func hostMessagePublish(req string, out *[2]uint32) int32
+
 // Memory ownership.
 //
 // Go's collector frees what the program no longer references and cannot see

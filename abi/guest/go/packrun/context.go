@@ -303,6 +303,41 @@ func (c *Context) ConfigGet(key string) (json.RawMessage, error) {
 	return r.Value, err
 }
 
+// MessageFormat is the format of an agent message: one of the three
+// formats of seeds 000–002.
+type MessageFormat string
+
+// The message formats the host's bus accepts.
+const (
+	AgentEnvelope MessageFormat = "agent-envelope" // seed 000
+	AgentMessage  MessageFormat = "agent-message"  // seed 001
+	BusEnvelope   MessageFormat = "bus-envelope"   // seed 002
+)
+
+// Published is the host's answer to MessagePublish.
+type Published struct {
+	MessageID string `json:"message_id"`
+	Hash      string `json:"hash"`   // hex SHA-256 of the canonical form
+	Staged    int    `json:"staged"` // messages the attempt staged so far
+}
+
+// MessagePublish publishes an agent message (message, encoded as JSON, in
+// format; signature, the Ed25519 signature, "" for none): it is staged and
+// published only if this attempt completes. It needs ABI 1.2 (the pack
+// declares "abi":{"version":1,"minor":2}) and the messages grant with the
+// message's topic: a topic outside the grant is a *StatusError with
+// StatusAccessDenied, a message its seed refuses one with StatusValidation.
+// Only a module that calls it imports message_publish.
+func (c *Context) MessagePublish(format MessageFormat, message any, signature string) (Published, error) {
+	var r Published
+	err := c.call("message_publish", hostMessagePublish, struct {
+		Format    MessageFormat `json:"format"`
+		Message   any           `json:"message"`
+		Signature string        `json:"signature,omitempty"`
+	}{format, message, signature}, &r)
+	return r, err
+}
+
 func statusErr(fn string, s Status) error {
 	if s == StatusOK {
 		return nil

@@ -3,7 +3,13 @@
 //! by sdk_test.go when the toolchain is available (no committed .wasm).
 
 use packrun::json::{self, Value};
-use packrun::{Content, Context, Error, HostFn, Level, Output, PutOptions, Status};
+use packrun::{Content, Context, Error, HostFn, Level, MessageFormat, Output, PutOptions, Status};
+
+// The messages of ../publish_test.go (opsAlert, offGrant, invalidMsg): within the grant, outside
+// it, refused by its seed.
+const OPS_ALERT: &str = r#"{"metadata":{"message_id":"11111111-2222-3333-4444-555555555555","timestamp":"2026-01-02T15:04:05Z","source":"probe","message_type":"ops.alert","version":"1.0"},"payload":{"n":1}}"#;
+const OFF_GRANT: &str = r#"{"metadata":{"message_id":"11111111-2222-3333-4444-666666666666","timestamp":"2026-01-02T15:04:05Z","source":"probe","message_type":"billing.charge","version":"1.0"},"payload":{"n":2}}"#;
+const INVALID: &str = r#"{"metadata":{"source":"probe"},"payload":{}}"#;
 
 packrun::pack! {
     name: "local.sdk.rust.all",
@@ -66,6 +72,13 @@ fn all(ctx: &Context, _input: &str) -> Result<Output, Error> {
     put("rawResp", raw(packrun::host_call(HostFn::ConfigGet, r#"{"key":"greeting"}"#)?.unwrap_or_default()));
     put("rawMissing", status(packrun::host_call(HostFn::ConfigGet, r#"{"key":"missing"}"#)));
     put("badArg", status(packrun::evidence_record("note", "{")));
+    let p = packrun::message_publish(MessageFormat::BusEnvelope, OPS_ALERT, None)?;
+    put("pubId", p.message_id.into());
+    put("pubHash", p.hash.into());
+    put("pubStaged", p.staged.into());
+    put("pubDenied", status(packrun::message_publish(MessageFormat::BusEnvelope, OFF_GRANT, Some("c2ln"))));
+    put("pubInvalid", status(packrun::message_publish(MessageFormat::AgentEnvelope, INVALID, None)));
+    put("pubBadJson", status(packrun::message_publish(MessageFormat::BusEnvelope, "{", None)));
     put("typeId", ctx.type_id.into());
     put("runId", ctx.run_id.clone().into());
     put("nodeId", ctx.node_id.clone().into());

@@ -15,6 +15,16 @@ import (
 
 func main() {}
 
+// The messages of ../publish_test.go (opsAlert, offGrant, invalidMsg): within the grant, outside
+// it, refused by its seed.
+const (
+	opsAlert = `{"metadata":{"message_id":"11111111-2222-3333-4444-555555555555","timestamp":"2026-01-02T15:04:05Z",` +
+		`"source":"probe","message_type":"ops.alert","version":"1.0"},"payload":{"n":1}}`
+	offGrant = `{"metadata":{"message_id":"11111111-2222-3333-4444-666666666666","timestamp":"2026-01-02T15:04:05Z",` +
+		`"source":"probe","message_type":"billing.charge","version":"1.0"},"payload":{"n":2}}`
+	invalid = `{"metadata":{"source":"probe"},"payload":{}}`
+)
+
 func init() {
 	packrun.Pack("local.sdk.services.go")
 	packrun.Node("test.services", services)
@@ -85,5 +95,16 @@ func services(ctx *packrun.Context, _ json.RawMessage) (any, error) {
 	if errors.As(err, &se) {
 		out["configMissingFunc"] = se.Func
 	}
+
+	p, err := ctx.MessagePublish(packrun.BusEnvelope, json.RawMessage(opsAlert), "")
+	out["published"], out["publishedErr"] = p, e(err)
+	_, err = ctx.MessagePublish(packrun.BusEnvelope, json.RawMessage(offGrant), "c2ln")
+	out["pubDenied"] = e(err)
+	out["pubDeniedStatus"] = -1
+	if errors.As(err, &se) {
+		out["pubDeniedStatus"] = se.Status
+	}
+	_, err = ctx.MessagePublish(packrun.AgentEnvelope, json.RawMessage(invalid), "")
+	out["pubInvalid"] = e(err)
 	return out, nil
 }

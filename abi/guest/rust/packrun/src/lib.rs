@@ -661,8 +661,8 @@ pub enum HostFn {
     ConfigGet,
 }
 
-/// Raw `packrun:host/v1` call: sends `request_json` as is and returns the
-/// host's response (`None` when it sent none).
+/// Raw call of an ABI 1.0 `packrun:host/v1` function (not message_publish):
+/// sends `request_json` as is and returns the host's response (or `None`).
 pub fn host_call(f: HostFn, request_json: &str) -> Result<Option<String>, Status> {
     let import: sys::HostV1Fn = match f {
         HostFn::MemoryGet => sys::memory_get,
@@ -1405,6 +1405,82 @@ pub mod json {
             assert_eq!(Value::from(f64::NAN), Value::Null);
         }
     }
+}
+
+// ----------------------------------------- packrun:host/v1, ABI 1.2 calls
+//
+// Kept apart (and last, so the other code keeps its line numbers in panic
+// locations): message_publish is not in HostFn, whose host_call references
+// every import it lists, so only a module calling message_publish imports
+// it and older modules still load for packs declaring ABI 1.0.
+
+#[cfg(target_arch = "wasm32")]
+mod sys12 {
+    #[link(wasm_import_module = "packrun:host/v1")]
+    extern "C" {
+        #[link_name = "message_publish"]
+        pub fn message_publish(req: *const u8, len: i32, out: *mut u32) -> i32;
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod sys12 {
+    pub unsafe extern "C" fn message_publish(_: *const u8, _: i32, _: *mut u32) -> i32 {
+        panic!("packrun host calls are only available in wasm32")
+    }
+}
+
+/// The format of an agent message (the three formats of seeds 000–002).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MessageFormat {
+    /// `agent-envelope` (seed 000).
+    AgentEnvelope,
+    /// `agent-message` (seed 001).
+    AgentMessage,
+    /// `bus-envelope` (seed 002).
+    BusEnvelope,
+}
+
+impl MessageFormat {
+    /// The name the publish form gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            MessageFormat::AgentEnvelope => "agent-envelope",
+            MessageFormat::AgentMessage => "agent-message",
+            MessageFormat::BusEnvelope => "bus-envelope",
+        }
+    }
+}
+
+/// A message [`message_publish`] staged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Published {
+    /// The message's id.
+    pub message_id: String,
+    /// Lowercase hex SHA-256 of its canonical form.
+    pub hash: String,
+    /// How many messages the attempt has staged so far.
+    pub staged: u64,
+}
+
+/// Publishes an agent message (`message_json` in `format`, with an optional
+/// Ed25519 `signature`): it is staged and published only if the attempt
+/// completes. Needs ABI 1.2 (`"abi":{"version":1,"minor":2}`) and the
+/// `messages` grant with the message's topic: a topic outside the grant is
+/// `AccessDenied`, a message its format refuses `Validation`. Only a module
+/// that calls it imports `message_publish`; [`host_call`] does not reach it.
+pub fn message_publish(format: MessageFormat, message_json: &str, signature: Option<&str>) -> Result<Published, Status> {
+    let mut m = vec![("format".to_string(), json::Value::from(format.name())), ("message".to_string(), raw(message_json)?)];
+    if let Some(sig) = signature {
+        m.push(("signature".to_string(), sig.into()));
+    }
+    let resp = call(sys12::message_publish, json::Value::Object(m))?;
+    let s = |k: &str| resp.get(k).and_then(json::Value::as_str).unwrap_or("").to_string();
+    Ok(Published {
+        message_id: s("message_id"),
+        hash: s("hash"),
+        staged: resp.get("staged").and_then(json::Value::as_i64).unwrap_or(0).max(0) as u64,
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,32 @@
+package publishtest
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/packrun/packrun/abi"
+)
+
+// TestPublishServices checks the fake itself.
+func TestPublishServices(t *testing.T) {
+	s := NewServices()
+	for _, c := range []struct {
+		name, req string
+		status    abi.Status
+		resp      string
+	}{
+		{"staged", `{"format":"bus-envelope","message":` + OpsAlert + `}`, abi.StatusOK, `"staged":1,"status":"staged"}`},
+		{"off grant", `{"format":"bus-envelope","message":` + OffGrant + `}`, abi.StatusAccessDenied, `billing.charge`},
+		{"invalid", `{"format":"bus-envelope","message":` + InvalidMsg + `}`, abi.StatusValidation, `{"error":`},
+		{"format", `{"format":"smoke","message":` + OpsAlert + `}`, abi.StatusValidation, `{"error":`},
+	} {
+		st, resp := s.Serve(context.Background(), abi.HostMessagePublish, []byte(c.req))
+		if st != c.status || !strings.Contains(string(resp), c.resp) {
+			t.Errorf("%s: %d %s, want %d with %s", c.name, st, resp, c.status, c.resp)
+		}
+	}
+	if st, _ := s.Serve(context.Background(), abi.HostQueueEnqueue, []byte(`{}`)); st != abi.StatusOK {
+		t.Errorf("queue_enqueue: %d", st)
+	}
+}
