@@ -1,9 +1,12 @@
 package postgres
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,12 +24,22 @@ import (
 // as on a production server (synchronous_commit stays on either way).
 
 func benchStore(b *testing.B) *Store {
-	s, err := Open(ctx, pgtest.DSN(b), Options{MaxConns: 32})
+	s, err := Open(ctx, pgtest.DSN(b), benchOptions(b, 32))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
 	return s
+}
+
+// benchOptions are a node's options as `packrun serve` opens the store:
+// with its own signed head checkpoint file.
+func benchOptions(b *testing.B, conns int32) Options {
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return Options{MaxConns: conns, HostKey: key, CheckpointFile: filepath.Join(b.TempDir(), "evidence-head.json")}
 }
 
 // cycle runs one task through the queue the way the dispatcher does:
@@ -121,7 +134,7 @@ func BenchmarkTaskCycleNodes(b *testing.B) {
 			dsn := pgtest.DSN(b)
 			stores := make([]*Store, n)
 			for i := range stores {
-				s, err := Open(ctx, dsn, Options{MaxConns: 16})
+				s, err := Open(ctx, dsn, benchOptions(b, 16))
 				if err != nil {
 					b.Fatal(err)
 				}
