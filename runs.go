@@ -49,8 +49,9 @@ type runSet struct {
 	cancels map[string]context.CancelFunc
 	wg      sync.WaitGroup
 	closed  bool // stopRuns has run: nothing more starts
-	// stopKeeper stops keepRuns, started with the first run (nil before).
-	stopKeeper context.CancelFunc
+	// stopKeeper stops keepRuns, started with the first run (nil before),
+	// and waits until it returned.
+	stopKeeper func()
 }
 
 // holdRun makes r this host's for a lease: set before the run is created.
@@ -282,8 +283,9 @@ func (h *Host) spawn(r *host.Run, fn func(ctx context.Context)) {
 	h.runs.wg.Add(1)
 	if h.runs.stopKeeper == nil {
 		keep, stop := context.WithCancel(context.Background())
-		h.runs.stopKeeper = stop
-		go h.keepRuns(keep)
+		done := make(chan struct{})
+		h.runs.stopKeeper = func() { stop(); <-done }
+		go func() { defer close(done); h.keepRuns(keep) }()
 	}
 	h.runs.mu.Unlock()
 	go func() {
@@ -311,7 +313,7 @@ func (h *Host) stopRuns() {
 	h.runs.mu.Unlock()
 	h.runs.wg.Wait()
 	if stopKeeper != nil {
-		stopKeeper()
+		stopKeeper() // no renewal in flight can extend the leases let go below
 		// Let the runs left go at once: the next runner need not wait for
 		// their leases to run out.
 		if _, err := h.store.RenewRuns(context.Background(), h.cfg.RunnerID, time.Time{}); err != nil {
