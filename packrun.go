@@ -39,7 +39,8 @@ import (
 
 // Config configures a Host. The zero value is ready to use.
 type Config struct {
-	// Workers is how many tasks the dispatcher runs at once (default 2).
+	// Workers is how many tasks the dispatcher runs at once, and how many
+	// openwop run nodes execute at once beside them (default 2 each).
 	Workers int
 	// PoolSize is how many prepared instances the runtime keeps per module
 	// (0: the runtime's default).
@@ -168,7 +169,11 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = DefaultLeaseTTL
 	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 2
+	}
 	h := &Host{home: home, cfg: cfg, log: cfg.Logger}
+	h.runs.slots = make(chan struct{}, cfg.Workers)
 	var err error
 	if h.packConfig, err = readPackConfig(filepath.Join(home, PackConfigFile)); err != nil {
 		return nil, err

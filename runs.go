@@ -49,9 +49,26 @@ type runSet struct {
 	cancels map[string]context.CancelFunc
 	wg      sync.WaitGroup
 	closed  bool // stopRuns has run: nothing more starts
+	// slots bounds the nodes executing at once (nodeSlot).
+	slots chan struct{}
 	// stopKeeper stops keepRuns, started with the first run (nil before),
 	// and waits until it returned.
 	stopKeeper func()
+}
+
+// nodeSlot waits for one of the host's slots for executing an openwop
+// run's node (Config.Workers nodes at once, beside the dispatcher's
+// tasks), so that however many runs are started or continued, the Wasm
+// instances they hold at once are bounded; a run waiting for a slot stays
+// running, its lease renewed. It returns the slot's release, or false
+// when ctx ended first.
+func (h *Host) nodeSlot(ctx context.Context) (release func(), ok bool) {
+	select {
+	case h.runs.slots <- struct{}{}:
+		return func() { <-h.runs.slots }, true
+	case <-ctx.Done():
+		return nil, false
+	}
 }
 
 // holdRun makes r this host's for a lease: set before the run is created.
@@ -337,10 +354,16 @@ func (h *Host) execute(ctx context.Context, r *host.Run, w *host.OpenwopWorkflow
 			continue
 		}
 		attempt := p.started[n.ID]
+		release, ok := h.nodeSlot(ctx)
+		if !ok {
+			return
+		}
 		if !h.advance(ctx, r, "", nil, runEvent(host.RunEventNodeStarted, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "pack": refs[i], "attempt": attempt})) {
+			release()
 			return
 		}
 		inv, err := h.InvokePack(ctx, refs[i], InvokeRequest{Node: n.TypeID, Input: r.Inputs, Tenant: r.Tenant, RunID: r.RunID, NodeID: n.ID, Attempt: attempt, AttemptGiven: true})
+		release()
 		if ctx.Err() != nil && (err != nil || inv.Result.Outcome != abi.Completed) {
 			return
 		}
@@ -406,7 +429,12 @@ func (h *Host) replayRun(ctx context.Context, r *host.Run, src []host.RunEvent) 
 		}
 		json.Unmarshal(e.Payload, &p)
 		n := host.OpenwopNode{ID: p.NodeID, TypeID: p.TypeID}
+		release, ok := h.nodeSlot(ctx)
+		if !ok {
+			return // cancelled, or left running for the next start
+		}
 		v, err := h.Replay(ctx, p.AttemptID, ReplayOptions{})
+		release()
 		if ctx.Err() != nil && (err != nil || v.Got.Outcome != abi.Completed) {
 			return // cancelled, or left running for the next start
 		}

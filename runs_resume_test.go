@@ -251,3 +251,65 @@ func TestChoresSweepExpiredMemory(t *testing.T) {
 		t.Fatalf("keys: %v %v", keys, err)
 	}
 }
+
+// However many runs are started, a host executes at most Config.Workers of
+// their nodes at once: with one worker and three runs of a node that spins
+// until stopped, one node runs and the other runs wait (still running,
+// nothing recorded for them); cancelling the one running lets the next in.
+func TestRunNodesBoundedByWorkers(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	k := newTestKey(t)
+	savePolicy(t, home, trustKey(t, k, "local.*"))
+	h, err := Open(ctx, home, Config{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(ctx) })
+	f := &fixture{Host: h, home: home, key: k}
+	f.install(t, laterPack(t, "1.0.0", true))
+	if err := h.PutOpenwopWorkflow(ctx, &host.OpenwopWorkflow{WorkflowID: "spin", Nodes: []host.OpenwopNode{{ID: "later", TypeID: "example.later"}}}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 3 {
+		r, err := h.StartRun(ctx, host.DefaultTenant, "spin", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.RunID)
+	}
+	started := func() (running []string) {
+		t.Helper()
+		for _, id := range ids {
+			evs, err := h.RunEvents(ctx, host.DefaultTenant, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if runstest.Count(evs, host.RunEventNodeStarted, "later") > 0 {
+				running = append(running, id)
+			}
+		}
+		return running
+	}
+	deadline := time.Now().Add(time.Minute)
+	for len(started()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no run's node started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // room for a second node to start, were it allowed
+	first := started()
+	if len(first) != 1 {
+		t.Fatalf("%d runs' nodes started with one worker", len(first))
+	}
+	if _, err := h.CancelRun(ctx, host.DefaultTenant, first[0], "test"); err != nil {
+		t.Fatal(err)
+	}
+	for len(started()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the next run's node did not start once the first was cancelled")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -210,7 +210,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 	cmd.Flags().StringVar(&metricsToken, "metrics-token", "", "bearer token /metrics, /healthz and /readyz require (default: none needed)")
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long a claimed task (with a postgres store) or an openwop run stays this node's without a heartbeat (renewed every third of it); past it, another node reclaims it")
 	cmd.Flags().StringVar(&runnerID, "runner-id", "", `names this node in task claims and attempts (default "packrun-" and 8 random hex digits)`)
-	cmd.Flags().IntVar(&workers, "workers", 8, "tasks run at once (they mostly wait on durable commits, so more than the cores helps)")
+	cmd.Flags().IntVar(&workers, "workers", 8, "tasks run at once, and openwop run nodes beside them (tasks mostly wait on durable commits, so more than the cores helps)")
 	return cmd
 }
 
