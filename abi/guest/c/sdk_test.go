@@ -10,7 +10,7 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/internal/hosttest"
-	"github.com/packrun/packrun/internal/publishtest"
+	"github.com/packrun/packrun/internal/guesttest"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -61,7 +61,7 @@ func TestModuleInfo(t *testing.T) {
 	// The SDK has packrun_message_publish (ABI 1.2); wasm-ld drops it and
 	// its import from a module that does not call it, so its pack may
 	// declare ABI 1.0.
-	publishtest.CheckNoImport(t, committed)
+	guesttest.CheckNoImport(t, committed)
 }
 
 func TestCounter(t *testing.T) {
@@ -182,9 +182,9 @@ func buildTestModule(t *testing.T, name string) []byte {
 // ABI 1.2.
 func TestAllHostCalls(t *testing.T) {
 	wasm := buildTestModule(t, "all")
-	publishtest.CheckNeedsABI12(t, wasm)
-	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: publishtest.ABI12})
-	svc := publishtest.NewServices(hosttest.WithConfig("greeting", `"hi"`), hosttest.WithAdapterResult(`"exit_status":"ok"`),
+	guesttest.CheckNeedsABI12(t, wasm)
+	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: guesttest.ABI12})
+	svc := guesttest.NewServices(hosttest.WithConfig("greeting", `"hi"`), hosttest.WithAdapterResult(`"exit_status":"ok"`),
 		hosttest.WithResponse(abi.HostArtifactPut, abi.StatusOK, `{"artifact_id":"art-1","sha256":"5e\u0063"}`))
 	res := hosttest.Invoke(t, m, runtime.Invocation{
 		Node: "test.all", Services: svc, RunID: "r\"1", TenantID: "t", Attempt: 2,
@@ -219,7 +219,7 @@ func TestAllHostCalls(t *testing.T) {
 			t.Errorf("%s = %s, want %s", k, got[k], w)
 		}
 	}
-	publishtest.CheckStaged(t, svc, string(got["pubId"]), string(got["pubHash"]), string(got["pubStaged"]))
+	guesttest.CheckStaged(t, svc, string(got["pubId"]), string(got["pubHash"]), string(got["pubStaged"]))
 	if len(got) != len(want)+3 { // + "now", "pubId", "pubHash"
 		t.Errorf("output has %d fields, want %d: %s", len(got), len(want)+3, res.Output)
 	}
@@ -242,7 +242,7 @@ func TestAllHostCalls(t *testing.T) {
 			t.Errorf("%s requests %s\nwant %s", fn, reqs[fn], w)
 		}
 	}
-	publishtest.CheckRequests(t, svc)
+	guesttest.CheckRequests(t, svc)
 }
 
 // TestHandlerMistakes: invalid output JSON, no outcome, failure details.

@@ -14,7 +14,7 @@ import (
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/abi/guest/go/packrun"
 	"github.com/packrun/packrun/internal/hosttest"
-	"github.com/packrun/packrun/internal/publishtest"
+	"github.com/packrun/packrun/internal/guesttest"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -61,7 +61,7 @@ func TestExample(t *testing.T) {
 	// The SDK has Context.MessagePublish (ABI 1.2); the linker drops its
 	// import from a module that does not call it, so its pack may declare
 	// ABI 1.0.
-	publishtest.CheckNoImport(t, exampleWasm)
+	guesttest.CheckNoImport(t, exampleWasm)
 
 	t.Run("counter", func(t *testing.T) {
 		svc := newServices()
@@ -154,9 +154,9 @@ func TestExample(t *testing.T) {
 func TestServices(t *testing.T) {
 	t.Parallel()
 	wasm := hosttest.Build(t, "services.wasm", build("testdata/services"))
-	publishtest.CheckNeedsABI12(t, wasm) // it calls MessagePublish
-	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: publishtest.ABI12})
-	svc := publishtest.NewServices(hosttest.WithConfig("greeting", `"hi"`))
+	guesttest.CheckNeedsABI12(t, wasm) // it calls MessagePublish
+	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: guesttest.ABI12})
+	svc := guesttest.NewServices(hosttest.WithConfig("greeting", `"hi"`))
 	state := runtime.NewMemoryRunState()
 	res := hosttest.Invoke(t, m, runtime.Invocation{Node: "test.services", RunID: "run-1", Services: svc, State: state})
 	if res.Outcome != abi.Completed {
@@ -178,7 +178,7 @@ func TestServices(t *testing.T) {
 		id, _ := json.Marshal(p["message_id"])
 		hash, _ := json.Marshal(p["hash"])
 		staged, _ := json.Marshal(p["staged"])
-		publishtest.CheckStaged(t, svc, string(id), string(hash), string(staged))
+		guesttest.CheckStaged(t, svc, string(id), string(hash), string(staged))
 	}
 	delete(out, "now")
 	delete(out, "random")
@@ -223,7 +223,7 @@ func TestServices(t *testing.T) {
 			t.Errorf("%s request %s, want %s", fn, b, want)
 		}
 	}
-	publishtest.CheckRequests(t, svc)
+	guesttest.CheckRequests(t, svc)
 	if b := svc.CallsOf(abi.HostArtifactPut)[1].Raw; !hosttest.JSONEqual(b, `{"role":"log","name":"b.bin","content_type":"application/octet-stream","base64":"AAEC"}`) {
 		t.Errorf("artifact_put (binary) %s", b)
 	}
