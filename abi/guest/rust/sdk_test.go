@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/packrun/packrun/abi"
-	"github.com/packrun/packrun/internal/hosttest"
 	"github.com/packrun/packrun/internal/guesttest"
+	"github.com/packrun/packrun/internal/hosttest"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -85,8 +85,9 @@ func TestModuleInfo(t *testing.T) {
 			t.Errorf("unexpected import %s", imp)
 		}
 	}
-	// The SDK has message_publish (ABI 1.2); a module that does not call
-	// it does not import it, so its pack may declare ABI 1.0.
+	// The SDK has sensor_emit (ABI 1.1) and message_publish (ABI 1.2); a
+	// module that does not call them does not import them, so its pack may
+	// declare ABI 1.0.
 	guesttest.CheckNoImport(t, committed)
 }
 
@@ -210,7 +211,8 @@ func buildTestModule(t *testing.T, name string) []byte {
 }
 
 // TestAllHostCalls drives every host call of the SDK through
-// testdata/all.rs; it calls message_publish, so its pack declares ABI 1.2.
+// testdata/all.rs; it calls sensor_emit (ABI 1.1) and message_publish, so
+// its pack declares ABI 1.2.
 func TestAllHostCalls(t *testing.T) {
 	wasm := buildTestModule(t, "all")
 	guesttest.CheckNeedsABI12(t, wasm)
@@ -239,6 +241,7 @@ func TestAllHostCalls(t *testing.T) {
 		"typeId": `"test.all"`, "runId": `"r\"1"`, "nodeId": `"test.all"`, "tenantId": `"t"`, "attempt": "2",
 		"configurable": `{"k":[1]}`,
 		"pubStaged":    "1", "pubDenied": "1", "pubInvalid": "10", "pubBadJson": "-2",
+		"sensorInvalid": "10", "sensorBadJson": "-2",
 	}
 	for k, w := range want {
 		if string(got[k]) != w {
@@ -246,8 +249,9 @@ func TestAllHostCalls(t *testing.T) {
 		}
 	}
 	guesttest.CheckStaged(t, svc, string(got["pubId"]), string(got["pubHash"]), string(got["pubStaged"]))
-	if len(got) != len(want)+3 { // + "now", "pubId", "pubHash"
-		t.Errorf("output has %d fields, want %d: %s", len(got), len(want)+3, res.Output)
+	guesttest.CheckSensorStaged(t, svc, string(got["sensorId"]), string(got["sensorStaged"]))
+	if len(got) != len(want)+5 { // + "now", "pubId", "pubHash", "sensorId", "sensorStaged"
+		t.Errorf("output has %d fields, want %d: %s", len(got), len(want)+5, res.Output)
 	}
 	var logs []string
 	for _, l := range res.Logs {
@@ -273,6 +277,7 @@ func TestAllHostCalls(t *testing.T) {
 		}
 	}
 	guesttest.CheckRequests(t, svc)
+	guesttest.CheckSensorRequests(t, svc)
 }
 
 // TestHandlerMistakes: invalid output JSON, failure details, a panic.
