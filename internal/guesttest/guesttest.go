@@ -141,8 +141,10 @@ func CheckNoImport(t testing.TB, path string) {
 	}
 }
 
-// CheckNeedsABI12 fails t unless wasm imports message_publish: a pack
-// declaring ABI 1.1 is refused, one declaring 1.2 loads.
+// CheckNeedsABI12 fails t unless wasm imports sensor_emit and
+// message_publish: a pack declaring ABI 1.0 is refused naming both, one
+// declaring 1.1 is refused naming message_publish only, one declaring 1.2
+// loads.
 func CheckNeedsABI12(t testing.TB, wasm []byte) {
 	t.Helper()
 	ctx := context.Background()
@@ -151,11 +153,28 @@ func CheckNeedsABI12(t testing.TB, wasm []byte) {
 		t.Fatal(err)
 	}
 	defer rt.Close(ctx)
-	if m, err := rt.Load(ctx, wasm, runtime.LoadOptions{ABI: abi.Version{Major: 1, Minor: 1}}); err == nil {
-		m.Close(ctx)
-		t.Fatal("a module calling message_publish loads for a pack declaring ABI 1.1")
-	} else if !strings.Contains(err.Error(), abi.HostMessagePublish) {
-		t.Fatalf("the ABI 1.1 refusal does not name message_publish: %v", err)
+	for _, c := range []struct {
+		minor      int
+		named, not []string
+	}{
+		{0, []string{abi.HostSensorEmit, abi.HostMessagePublish}, nil},
+		{1, []string{abi.HostMessagePublish}, []string{abi.HostSensorEmit}},
+	} {
+		m, err := rt.Load(ctx, wasm, runtime.LoadOptions{ABI: abi.Version{Major: 1, Minor: c.minor}})
+		if err == nil {
+			m.Close(ctx)
+			t.Fatalf("a module calling sensor_emit and message_publish loads for a pack declaring ABI 1.%d", c.minor)
+		}
+		for _, fn := range c.named {
+			if !strings.Contains(err.Error(), fn) {
+				t.Errorf("the ABI 1.%d refusal does not name %s: %v", c.minor, fn, err)
+			}
+		}
+		for _, fn := range c.not {
+			if strings.Contains(err.Error(), fn) {
+				t.Errorf("the ABI 1.%d refusal names %s: %v", c.minor, fn, err)
+			}
+		}
 	}
 	m, err := rt.Load(ctx, wasm, runtime.LoadOptions{ABI: ABI12})
 	if err != nil {
