@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/internal/guesttest"
 	"github.com/packrun/packrun/internal/hosttest"
-	"github.com/packrun/packrun/internal/publishtest"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -54,10 +54,10 @@ func TestExample(t *testing.T) {
 			t.Errorf("unexpected import %s", imp)
 		}
 	}
-	// The SDK has Context.messagePublish (ABI 1.2); the compiler leaves out
-	// its import from a module that does not call it, so its pack may
-	// declare ABI 1.0.
-	publishtest.CheckNoImport(t, exampleWasm)
+	// The SDK has Context.sensorEmit (ABI 1.1) and Context.messagePublish
+	// (ABI 1.2); the compiler leaves out their imports from a module that
+	// does not call them, so its pack may declare ABI 1.0.
+	guesttest.CheckNoImport(t, exampleWasm)
 
 	t.Run("counter", func(t *testing.T) {
 		svc := newServices()
@@ -154,9 +154,9 @@ func TestExample(t *testing.T) {
 func TestServices(t *testing.T) {
 	t.Parallel()
 	wasm := hosttest.Build(t, "services.wasm", asc(t, "testdata/services.ts"))
-	publishtest.CheckNeedsABI12(t, wasm) // it calls messagePublish
-	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: publishtest.ABI12})
-	svc := publishtest.NewServices(hosttest.WithConfig("greeting", `"hi"`))
+	guesttest.CheckNeedsABI12(t, wasm) // it calls sensorEmit and messagePublish
+	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: guesttest.ABI12})
+	svc := guesttest.NewServices(hosttest.WithConfig("greeting", `"hi"`))
 	state := runtime.NewMemoryRunState()
 	res := hosttest.Invoke(t, m, runtime.Invocation{Node: "test.services", RunID: "run-1", Services: svc, State: state})
 	if res.Outcome != abi.Completed {
@@ -176,13 +176,25 @@ func TestServices(t *testing.T) {
 		id, _ := json.Marshal(j["message_id"])
 		hash, _ := json.Marshal(j["hash"])
 		staged, _ := json.Marshal(j["staged"])
-		publishtest.CheckStaged(t, svc, string(id), string(hash), string(staged))
+		guesttest.CheckStaged(t, svc, string(id), string(hash), string(staged))
 		if j["status"] != "staged" {
 			t.Errorf("published %v: status is not staged", j)
 		}
 	}
+	if e, ok := out["emitted"].(map[string]any); !ok || e["status"] != 0.0 {
+		t.Errorf("emitted %v", out["emitted"])
+	} else {
+		j, _ := e["json"].(map[string]any)
+		id, _ := json.Marshal(j["event_id"])
+		staged, _ := json.Marshal(j["staged"])
+		guesttest.CheckSensorStaged(t, svc, string(id), string(staged))
+		if j["status"] != "staged" {
+			t.Errorf("emitted %v: status is not staged", j)
+		}
+	}
 	delete(out, "now")
 	delete(out, "published")
+	delete(out, "emitted")
 	want := `{"randomStatus":0,"randomNonZero":true,
 		"unsetVar":true,"setVar":0,"var":{"n":1},
 		"write1":0,"write2":0,"channel":[1,"two"],
@@ -195,7 +207,8 @@ func TestServices(t *testing.T) {
 		"config":{"status":0,"json":"hi"},"configMissing":{"status":11,"json":null},
 		"configMissingText":"packrun:host/v1.config_get: not_found",
 		"pubDenied":{"status":1,"json":null},"pubDeniedText":"packrun:host/v1.message_publish: access_denied",
-		"pubInvalid":{"status":10,"json":null}}`
+		"pubInvalid":{"status":10,"json":null},
+		"sensorInvalid":{"status":10,"json":null},"sensorInvalidText":"packrun:host/v1.sensor_emit: validation_error"}`
 	if b, _ := json.Marshal(out); !hosttest.JSONEqual(b, want) {
 		t.Errorf("output %s\nwant   %s", b, want)
 	}
@@ -224,7 +237,8 @@ func TestServices(t *testing.T) {
 			t.Errorf("%s request %s, want %s", fn, b, want)
 		}
 	}
-	publishtest.CheckRequests(t, svc)
+	guesttest.CheckRequests(t, svc)
+	guesttest.CheckSensorRequests(t, svc)
 	if b := svc.CallsOf(abi.HostArtifactPut)[1].Raw; !hosttest.JSONEqual(b, `{"role":"log","name":"b.bin","content_type":"application/octet-stream","base64":"AAEC"}`) {
 		t.Errorf("artifact_put (binary) %s", b)
 	}

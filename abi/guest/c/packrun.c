@@ -52,6 +52,9 @@ HOSTV1("config_get") extern int32_t h_config_get(const char *req, int32_t n, uin
 /* ABI 1.2: not in hostv1_lookup's table, so only a module calling
  * packrun_message_publish references it and imports it. */
 HOSTV1("message_publish") extern int32_t h_message_publish(const char *req, int32_t n, uint32_t *out);
+/* ABI 1.1: not in the table either, so only a module calling
+ * packrun_sensor_emit imports it. */
+HOSTV1("sensor_emit") extern int32_t h_sensor_emit(const char *req, int32_t n, uint32_t *out);
 
 /* Defined by PACKRUN_PACK in the node's source. */
 extern const char packrun__pack_name[];
@@ -1593,6 +1596,36 @@ int packrun_message_publish(packrun_message_format format, const char *message_j
         packrun_json_string(v.data, v.len, copy + r.len + 1, r.len + 1, &v.len) == PACKRUN_OK) {
         hash->data = copy + r.len + 1;
         hash->len = v.len;
+    }
+    return PACKRUN_OK;
+}
+
+int packrun_sensor_emit(const char *event_json, packrun_str *event_id, long long *staged) {
+    packrun_str r, v;
+    int st;
+    char *copy;
+    clear(event_id);
+    if (staged)
+        *staged = 0;
+    if (!event_json)
+        return PACKRUN_E_ARG;
+    if (!valid_arg(event_json))
+        return PACKRUN_E_JSON;
+    if ((st = hostv1(h_sensor_emit, event_json, strlen(event_json), &r)) != PACKRUN_OK)
+        return st;
+    if (r.len == 0)
+        return PACKRUN_E_JSON;
+    if (staged)
+        packrun_json_get_int(r.data, r.len, "staged", staged);
+    if (!event_id)
+        return PACKRUN_OK;
+    copy = scope_alloc(r.len + 1);
+    if (!copy)
+        return PACKRUN_E_NOMEM;
+    if (packrun_json_get(r.data, r.len, "event_id", &v.data, &v.len) == PACKRUN_OK &&
+        packrun_json_string(v.data, v.len, copy, r.len + 1, &v.len) == PACKRUN_OK) {
+        event_id->data = copy;
+        event_id->len = v.len;
     }
     return PACKRUN_OK;
 }

@@ -289,9 +289,24 @@ int packrun_config_get(const char *key, packrun_str *value);
 /* Raw packrun:host/v1 call: fn is one of "memory_get", ..., "config_get";
  * request_json is sent as is; response (may be NULL) gets the host's
  * response ({0,""} when there is none). PACKRUN_E_ARG for an unknown fn,
- * and for "message_publish" (ABI 1.2): were it in the table, every module
- * would import it; use packrun_message_publish. */
+ * and for "sensor_emit" (ABI 1.1) and "message_publish" (ABI 1.2): were
+ * they in the table, every module would import them; use
+ * packrun_sensor_emit and packrun_message_publish. */
 int packrun_host_call(const char *fn, const char *request_json, size_t len, packrun_str *response);
+
+/* ------------------------------------------- packrun:host/v1, ABI 1.1 call */
+
+/* Reports a SensorEvent (seed 003 section 5; event_json is sent as is as
+ * the request): it is staged and applied only if the attempt completes.
+ * sensor_id defaults to the node's typeId and may not name another node.
+ * event_id (may be NULL) gets the event's event_id; *staged (may be NULL)
+ * the number of events the attempt staged so far. Needs ABI 1.1
+ * ("abi":{"version":1,"minor":1}) and the sensors grant:
+ * PACKRUN_ACCESS_DENIED without it, PACKRUN_VALIDATION for an event the
+ * host refuses, PACKRUN_E_JSON (not sent) for invalid event_json. Only a
+ * module that calls it imports sensor_emit (the linker drops it
+ * otherwise). */
+int packrun_sensor_emit(const char *event_json, packrun_str *event_id, long long *staged);
 
 /* ------------------------------------------ packrun:host/v1, ABI 1.2 calls */
 

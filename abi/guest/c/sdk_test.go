@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/internal/guesttest"
 	"github.com/packrun/packrun/internal/hosttest"
-	"github.com/packrun/packrun/internal/publishtest"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -58,10 +58,10 @@ func TestModuleInfo(t *testing.T) {
 			t.Errorf("the SDK pulled in a WASI import: %s", imp)
 		}
 	}
-	// The SDK has packrun_message_publish (ABI 1.2); wasm-ld drops it and
-	// its import from a module that does not call it, so its pack may
-	// declare ABI 1.0.
-	publishtest.CheckNoImport(t, committed)
+	// The SDK has packrun_sensor_emit (ABI 1.1) and packrun_message_publish
+	// (ABI 1.2); wasm-ld drops them and their imports from a module that
+	// does not call them, so its pack may declare ABI 1.0.
+	guesttest.CheckNoImport(t, committed)
 }
 
 func TestCounter(t *testing.T) {
@@ -178,13 +178,13 @@ func buildTestModule(t *testing.T, name string) []byte {
 }
 
 // TestAllHostCalls drives every host call and JSON helper of the SDK
-// through testdata/all.c; it calls message_publish, so its pack declares
-// ABI 1.2.
+// through testdata/all.c; it calls sensor_emit (ABI 1.1) and
+// message_publish, so its pack declares ABI 1.2.
 func TestAllHostCalls(t *testing.T) {
 	wasm := buildTestModule(t, "all")
-	publishtest.CheckNeedsABI12(t, wasm)
-	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: publishtest.ABI12})
-	svc := publishtest.NewServices(hosttest.WithConfig("greeting", `"hi"`), hosttest.WithAdapterResult(`"exit_status":"ok"`),
+	guesttest.CheckNeedsABI12(t, wasm)
+	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: guesttest.ABI12})
+	svc := guesttest.NewServices(hosttest.WithConfig("greeting", `"hi"`), hosttest.WithAdapterResult(`"exit_status":"ok"`),
 		hosttest.WithResponse(abi.HostArtifactPut, abi.StatusOK, `{"artifact_id":"art-1","sha256":"5e\u0063"}`))
 	res := hosttest.Invoke(t, m, runtime.Invocation{
 		Node: "test.all", Services: svc, RunID: "r\"1", TenantID: "t", Attempt: 2,
@@ -213,15 +213,17 @@ func TestAllHostCalls(t *testing.T) {
 		"configurable": `{"k":[1]}`,
 		"rawPublish":   "-5", "publish": "0", "pubStaged": "1", "pubDenied": "1", "pubInvalid": "10", "pubAfterRefusal": "0",
 		"pubBadJson": "-2", "pubBadFormat": "-5",
+		"rawSensor": "-5", "sensor": "0", "sensorInvalid": "10", "sensorAfterRefusal": "0", "sensorBadJson": "-2",
 	}
 	for k, w := range want {
 		if string(got[k]) != w {
 			t.Errorf("%s = %s, want %s", k, got[k], w)
 		}
 	}
-	publishtest.CheckStaged(t, svc, string(got["pubId"]), string(got["pubHash"]), string(got["pubStaged"]))
-	if len(got) != len(want)+3 { // + "now", "pubId", "pubHash"
-		t.Errorf("output has %d fields, want %d: %s", len(got), len(want)+3, res.Output)
+	guesttest.CheckStaged(t, svc, string(got["pubId"]), string(got["pubHash"]), string(got["pubStaged"]))
+	guesttest.CheckSensorStaged(t, svc, string(got["sensorId"]), string(got["sensorStaged"]))
+	if len(got) != len(want)+5 { // + "now", "pubId", "pubHash", "sensorId", "sensorStaged"
+		t.Errorf("output has %d fields, want %d: %s", len(got), len(want)+5, res.Output)
 	}
 	if len(res.Logs) != 5 || res.Logs[0].Level != "trace" || res.Logs[4].Level != "error" || res.Logs[3].Message != "level 3 s ab 7 8 ff -9 z% %q" {
 		t.Errorf("logs %+v", res.Logs)
@@ -242,7 +244,8 @@ func TestAllHostCalls(t *testing.T) {
 			t.Errorf("%s requests %s\nwant %s", fn, reqs[fn], w)
 		}
 	}
-	publishtest.CheckRequests(t, svc)
+	guesttest.CheckRequests(t, svc)
+	guesttest.CheckSensorRequests(t, svc)
 }
 
 // TestHandlerMistakes: invalid output JSON, no outcome, failure details.

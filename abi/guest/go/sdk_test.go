@@ -13,8 +13,8 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/abi/guest/go/packrun"
+	"github.com/packrun/packrun/internal/guesttest"
 	"github.com/packrun/packrun/internal/hosttest"
-	"github.com/packrun/packrun/internal/publishtest"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -58,10 +58,10 @@ func TestExample(t *testing.T) {
 	if info.PackName != "local.counter.go" || strings.Join(info.Nodes, ",") != "example.counter,example.fail,example.suspend,example.approve" || info.ABIVersion != 1 {
 		t.Fatalf("info %+v", info)
 	}
-	// The SDK has Context.MessagePublish (ABI 1.2); the linker drops its
-	// import from a module that does not call it, so its pack may declare
-	// ABI 1.0.
-	publishtest.CheckNoImport(t, exampleWasm)
+	// The SDK has Context.SensorEmit (ABI 1.1) and Context.MessagePublish
+	// (ABI 1.2); the linker drops their imports from a module that does not
+	// call them, so its pack may declare ABI 1.0.
+	guesttest.CheckNoImport(t, exampleWasm)
 
 	t.Run("counter", func(t *testing.T) {
 		svc := newServices()
@@ -154,9 +154,9 @@ func TestExample(t *testing.T) {
 func TestServices(t *testing.T) {
 	t.Parallel()
 	wasm := hosttest.Build(t, "services.wasm", build("testdata/services"))
-	publishtest.CheckNeedsABI12(t, wasm) // it calls MessagePublish
-	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: publishtest.ABI12})
-	svc := publishtest.NewServices(hosttest.WithConfig("greeting", `"hi"`))
+	guesttest.CheckNeedsABI12(t, wasm) // it calls SensorEmit and MessagePublish
+	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: guesttest.ABI12})
+	svc := guesttest.NewServices(hosttest.WithConfig("greeting", `"hi"`))
 	state := runtime.NewMemoryRunState()
 	res := hosttest.Invoke(t, m, runtime.Invocation{Node: "test.services", RunID: "run-1", Services: svc, State: state})
 	if res.Outcome != abi.Completed {
@@ -178,11 +178,19 @@ func TestServices(t *testing.T) {
 		id, _ := json.Marshal(p["message_id"])
 		hash, _ := json.Marshal(p["hash"])
 		staged, _ := json.Marshal(p["staged"])
-		publishtest.CheckStaged(t, svc, string(id), string(hash), string(staged))
+		guesttest.CheckStaged(t, svc, string(id), string(hash), string(staged))
 	}
 	delete(out, "now")
 	delete(out, "random")
+	if em, ok := out["emitted"].(map[string]any); !ok {
+		t.Errorf("emitted %v", out["emitted"])
+	} else {
+		id, _ := json.Marshal(em["event_id"])
+		staged, _ := json.Marshal(em["staged"])
+		guesttest.CheckSensorStaged(t, svc, string(id), string(staged))
+	}
 	delete(out, "published")
+	delete(out, "emitted")
 	want := `{"randomErr":null,
 		"unsetVar":true,"setVar":null,"var":{"n":1},"varErr":null,
 		"write1":null,"write2":null,"channel":[1,"two"],"channelErr":null,
@@ -194,7 +202,8 @@ func TestServices(t *testing.T) {
 		"artifact2":{"artifact_id":"art-b.bin","sha256":"00"},"artifact2Err":null,
 		"config":"hi","configErr":null,"configMissing":true,"configMissingFunc":"packrun:host/v1.config_get",
 		"publishedErr":null,"pubDenied":"packrun:host/v1.message_publish: access_denied","pubDeniedStatus":1,
-		"pubInvalid":"packrun:host/v1.message_publish: validation_error"}`
+		"pubInvalid":"packrun:host/v1.message_publish: validation_error",
+		"emittedErr":null,"sensorInvalid":"packrun:host/v1.sensor_emit: validation_error","sensorInvalidStatus":10}`
 	if b, _ := json.Marshal(out); !hosttest.JSONEqual(b, want) {
 		t.Errorf("output %s\nwant   %s", b, want)
 	}
@@ -223,7 +232,8 @@ func TestServices(t *testing.T) {
 			t.Errorf("%s request %s, want %s", fn, b, want)
 		}
 	}
-	publishtest.CheckRequests(t, svc)
+	guesttest.CheckRequests(t, svc)
+	guesttest.CheckSensorRequests(t, svc)
 	if b := svc.CallsOf(abi.HostArtifactPut)[1].Raw; !hosttest.JSONEqual(b, `{"role":"log","name":"b.bin","content_type":"application/octet-stream","base64":"AAEC"}`) {
 		t.Errorf("artifact_put (binary) %s", b)
 	}

@@ -44,6 +44,9 @@ export declare function host_config_get(req: usize, len: i32, out: usize): i32;
 // so only a module that publishes messages imports it.
 @external("packrun:host/v1", "message_publish")
 export declare function host_message_publish(req: usize, len: i32, out: usize): i32;
+// ABI 1.1: called only by Context.sensorEmit, likewise.
+@external("packrun:host/v1", "sensor_emit")
+export declare function host_sensor_emit(req: usize, len: i32, out: usize): i32;
 
 /** Status code returned by a host function. Any unknown non-zero value is a
  * failure too. */

@@ -4,12 +4,14 @@ import {
   openwop_channel_read, openwop_channel_write, openwop_interrupt,
   host_memory_get, host_memory_put, host_memory_delete, host_memory_list, host_queue_enqueue,
   host_adapter_invoke, host_evidence_record, host_artifact_put, host_config_get, host_message_publish,
+  host_sensor_emit,
 } from "./abi";
 import { JsonObject, JsonValue, parseJson, base64 } from "./json";
 
-/** A packrun:host/v1 function of ABI 1.0, for Context.call. (message_publish,
- * ABI 1.2, is reached only through Context.messagePublish: were it here,
- * every module would import it.) */
+/** A packrun:host/v1 function of ABI 1.0, for Context.call. (sensor_emit,
+ * ABI 1.1, and message_publish, ABI 1.2, are reached only through
+ * Context.sensorEmit and Context.messagePublish: were they here, every module
+ * would import them.) */
 export enum HostFn {
   MemoryGet,
   MemoryPut,
@@ -245,6 +247,23 @@ export class Context {
    * Status.NotFound when absent. */
   configGet(key: string): HostResult {
     return field(this.call(HostFn.ConfigGet, new JsonObject().str("key", key).toString()), "value");
+  }
+
+  // ---- packrun:host/v1, ABI 1.1 ----
+
+  /** Reports a SensorEvent (seed 003 section 5; event, JSON text, is the
+   * whole request), staged and applied only if this attempt completes: json
+   * is {"event_id":...,"status":"staged","staged":n}. sensor_id defaults to
+   * the node's typeId and may not name another node. Needs ABI 1.1
+   * ("abi":{"version":1,"minor":1}) and the sensors grant, else
+   * Status.AccessDenied; an event the host refuses is Status.Validation. Only
+   * a module that calls it imports sensor_emit. */
+  sensorEmit(event: string): HostResult {
+    const req = String.UTF8.encode(event);
+    store<u64>(respSlot, 0);
+    const s = host_sensor_emit(changetype<usize>(req), req.byteLength, respSlot);
+    const body = takeString(<usize>load<u32>(respSlot), load<u32>(respSlot, 4));
+    return new HostResult("packrun:host/v1.sensor_emit", <Status>s, s == 0 ? body : null);
   }
 
   // ---- packrun:host/v1, ABI 1.2 ----

@@ -4,7 +4,7 @@
 import { Context, HostResult, Level, MessageFormat, Result, Status, JsonArray, JsonObject, parseJson, quote, node, pack } from "../assembly";
 export * from "../assembly/exports";
 
-// The messages of ../publish_test.go (opsAlert, offGrant, invalidMsg): within the grant, outside
+// The messages of internal/guesttest (OpsAlert, OffGrant, InvalidMsg): within the grant, outside
 // it, refused by its seed.
 // (Declared before the nodes: AssemblyScript initialises globals in order.)
 const OPS_ALERT = "{\"metadata\":{\"message_id\":\"11111111-2222-3333-4444-555555555555\",\"timestamp\":\"2026-01-02T15:04:05Z\"," +
@@ -12,6 +12,10 @@ const OPS_ALERT = "{\"metadata\":{\"message_id\":\"11111111-2222-3333-4444-55555
 const OFF_GRANT = "{\"metadata\":{\"message_id\":\"11111111-2222-3333-4444-666666666666\",\"timestamp\":\"2026-01-02T15:04:05Z\"," +
   "\"source\":\"probe\",\"message_type\":\"billing.charge\",\"version\":\"1.0\"},\"payload\":{\"n\":2}}";
 const INVALID = "{\"metadata\":{\"source\":\"probe\"},\"payload\":{}}";
+// The sensor events of internal/guesttest (SensorEvent, InvalidEvent).
+const SENSOR_EVENT = "{\"event_id\":\"ev-1\",\"observed_at\":\"2026-01-02T15:04:05Z\",\"source_ref\":\"probe:1\"," +
+  "\"dedupe_key\":\"k1\",\"payload\":{\"n\":1}}";
+const INVALID_EVENT = "{\"event_id\":\"ev-2\",\"payload\":{}}";
 
 pack("local.sdk.services.as");
 node("test.services", services);
@@ -93,5 +97,9 @@ function services(ctx: Context, input: string): Result {
   out.raw("pubDenied", res(denied));
   out.str("pubDeniedText", denied.toString());
   out.raw("pubInvalid", res(ctx.messagePublish(MessageFormat.AgentEnvelope, INVALID)));
+  out.raw("emitted", res(ctx.sensorEmit(SENSOR_EVENT)));
+  const refused = ctx.sensorEmit(INVALID_EVENT);
+  out.raw("sensorInvalid", res(refused));
+  out.str("sensorInvalidText", refused.toString());
   return Result.ok(out.toString());
 }

@@ -18,6 +18,10 @@ static const char OFF_GRANT[] =
     "{\"metadata\":{\"message_id\":\"11111111-2222-3333-4444-666666666666\",\"timestamp\":\"2026-01-02T15:04:05Z\","
     "\"source\":\"probe\",\"message_type\":\"billing.charge\",\"version\":\"1.0\"},\"payload\":{\"n\":2}}";
 static const char INVALID[] = "{\"metadata\":{\"source\":\"probe\"},\"payload\":{}}";
+/* The sensor events of internal/guesttest (SensorEvent, InvalidEvent). */
+static const char SENSOR_EVENT[] = "{\"event_id\":\"ev-1\",\"observed_at\":\"2026-01-02T15:04:05Z\",\"source_ref\":\"probe:1\","
+                                   "\"dedupe_key\":\"k1\",\"payload\":{\"n\":1}}";
+static const char INVALID_EVENT[] = "{\"event_id\":\"ev-2\",\"payload\":{}}";
 
 static void field(const char *name) {
     packrun_buf_raw(&o, o.len ? ",\"" : "{\"");
@@ -92,6 +96,14 @@ static packrun_result all(const packrun_ctx *ctx, const char *in, size_t len) {
     num("pubAfterRefusal", staged);
     num("pubBadJson", packrun_message_publish(PACKRUN_BUS_ENVELOPE, "{", NULL, NULL, NULL, NULL));
     num("pubBadFormat", packrun_message_publish((packrun_message_format)7, OPS_ALERT, NULL, NULL, NULL, NULL));
+    num("rawSensor", packrun_host_call("sensor_emit", "{}", 2, &s));
+    staged = -1;
+    num("sensor", packrun_sensor_emit(SENSOR_EVENT, &s, &staged));
+    str("sensorId", s.data);
+    num("sensorStaged", staged);
+    num("sensorInvalid", packrun_sensor_emit(INVALID_EVENT, &s, &staged));
+    num("sensorAfterRefusal", staged);
+    num("sensorBadJson", packrun_sensor_emit("{", NULL, NULL));
 
     /* JSON helpers over the input */
     num("getStr", packrun_json_get_string_n(in, len, "s", buf, sizeof buf, &full));

@@ -74,6 +74,12 @@ func hostConfigGet(req string, out *[2]uint32) int32
 //go:wasmimport packrun:host/v1 message_publish
 func hostMessagePublish(req string, out *[2]uint32) int32
 
+// ABI 1.1, likewise: only a module that calls Context.SensorEmit imports
+// sensor_emit.
+//
+//go:wasmimport packrun:host/v1 sensor_emit
+func hostSensorEmit(req string, out *[2]uint32) int32
+
 // Memory ownership.
 //
 // Go's collector frees what the program no longer references and cannot see

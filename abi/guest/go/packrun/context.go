@@ -338,6 +338,26 @@ func (c *Context) MessagePublish(format MessageFormat, message any, signature st
 	return r, err
 }
 
+// Emitted is the host's answer to SensorEmit.
+type Emitted struct {
+	EventID string `json:"event_id"`
+	Staged  int    `json:"staged"` // events the attempt staged so far
+}
+
+// SensorEmit reports a SensorEvent (seed 003 §5; event, encoded as JSON, is
+// the whole request): it is staged and applied only if this attempt
+// completes. sensor_id defaults to the node's typeId and may not name
+// another node. It needs ABI 1.1 (the pack declares
+// "abi":{"version":1,"minor":1}) and the sensors grant: without it the
+// error is a *StatusError with StatusAccessDenied, an event the host
+// refuses one with StatusValidation. Only a module that calls it imports
+// sensor_emit.
+func (c *Context) SensorEmit(event any) (Emitted, error) {
+	var r Emitted
+	err := c.call("sensor_emit", hostSensorEmit, event, &r)
+	return r, err
+}
+
 func statusErr(fn string, s Status) error {
 	if s == StatusOK {
 		return nil

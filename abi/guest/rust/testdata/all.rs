@@ -5,11 +5,14 @@
 use packrun::json::{self, Value};
 use packrun::{Content, Context, Error, HostFn, Level, MessageFormat, Output, PutOptions, Status};
 
-// The messages of ../publish_test.go (opsAlert, offGrant, invalidMsg): within the grant, outside
+// The messages of internal/guesttest (OpsAlert, OffGrant, InvalidMsg): within the grant, outside
 // it, refused by its seed.
 const OPS_ALERT: &str = r#"{"metadata":{"message_id":"11111111-2222-3333-4444-555555555555","timestamp":"2026-01-02T15:04:05Z","source":"probe","message_type":"ops.alert","version":"1.0"},"payload":{"n":1}}"#;
 const OFF_GRANT: &str = r#"{"metadata":{"message_id":"11111111-2222-3333-4444-666666666666","timestamp":"2026-01-02T15:04:05Z","source":"probe","message_type":"billing.charge","version":"1.0"},"payload":{"n":2}}"#;
 const INVALID: &str = r#"{"metadata":{"source":"probe"},"payload":{}}"#;
+// The sensor events of internal/guesttest (SensorEvent, InvalidEvent).
+const SENSOR_EVENT: &str = r#"{"event_id":"ev-1","observed_at":"2026-01-02T15:04:05Z","source_ref":"probe:1","dedupe_key":"k1","payload":{"n":1}}"#;
+const INVALID_EVENT: &str = r#"{"event_id":"ev-2","payload":{}}"#;
 
 packrun::pack! {
     name: "local.sdk.rust.all",
@@ -79,6 +82,11 @@ fn all(ctx: &Context, _input: &str) -> Result<Output, Error> {
     put("pubDenied", status(packrun::message_publish(MessageFormat::BusEnvelope, OFF_GRANT, Some("c2ln"))));
     put("pubInvalid", status(packrun::message_publish(MessageFormat::AgentEnvelope, INVALID, None)));
     put("pubBadJson", status(packrun::message_publish(MessageFormat::BusEnvelope, "{", None)));
+    let e = packrun::sensor_emit(SENSOR_EVENT)?;
+    put("sensorId", e.event_id.into());
+    put("sensorStaged", e.staged.into());
+    put("sensorInvalid", status(packrun::sensor_emit(INVALID_EVENT)));
+    put("sensorBadJson", status(packrun::sensor_emit("{")));
     put("typeId", ctx.type_id.into());
     put("runId", ctx.run_id.clone().into());
     put("nodeId", ctx.node_id.clone().into());

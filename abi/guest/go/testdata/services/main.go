@@ -15,7 +15,7 @@ import (
 
 func main() {}
 
-// The messages of ../publish_test.go (opsAlert, offGrant, invalidMsg): within the grant, outside
+// The messages of internal/guesttest (OpsAlert, OffGrant, InvalidMsg): within the grant, outside
 // it, refused by its seed.
 const (
 	opsAlert = `{"metadata":{"message_id":"11111111-2222-3333-4444-555555555555","timestamp":"2026-01-02T15:04:05Z",` +
@@ -23,6 +23,13 @@ const (
 	offGrant = `{"metadata":{"message_id":"11111111-2222-3333-4444-666666666666","timestamp":"2026-01-02T15:04:05Z",` +
 		`"source":"probe","message_type":"billing.charge","version":"1.0"},"payload":{"n":2}}`
 	invalid = `{"metadata":{"source":"probe"},"payload":{}}`
+)
+
+// The sensor events of internal/guesttest (SensorEvent, InvalidEvent).
+const (
+	sensorEvent = `{"event_id":"ev-1","observed_at":"2026-01-02T15:04:05Z","source_ref":"probe:1",` +
+		`"dedupe_key":"k1","payload":{"n":1}}`
+	invalidEvent = `{"event_id":"ev-2","payload":{}}`
 )
 
 func init() {
@@ -106,5 +113,14 @@ func services(ctx *packrun.Context, _ json.RawMessage) (any, error) {
 	}
 	_, err = ctx.MessagePublish(packrun.AgentEnvelope, json.RawMessage(invalid), "")
 	out["pubInvalid"] = e(err)
+
+	em, err := ctx.SensorEmit(json.RawMessage(sensorEvent))
+	out["emitted"], out["emittedErr"] = em, e(err)
+	_, err = ctx.SensorEmit(json.RawMessage(invalidEvent))
+	out["sensorInvalid"] = e(err)
+	out["sensorInvalidStatus"] = -1
+	if errors.As(err, &se) {
+		out["sensorInvalidStatus"] = se.Status
+	}
 	return out, nil
 }

@@ -661,8 +661,8 @@ pub enum HostFn {
     ConfigGet,
 }
 
-/// Raw call of an ABI 1.0 `packrun:host/v1` function (not message_publish):
-/// sends `request_json` as is and returns the host's response (or `None`).
+/// Raw call of an ABI 1.0 `packrun:host/v1` function (not sensor_emit or
+/// message_publish): sends `request_json` as is, returns the response or `None`.
 pub fn host_call(f: HostFn, request_json: &str) -> Result<Option<String>, Status> {
     let import: sys::HostV1Fn = match f {
         HostFn::MemoryGet => sys::memory_get,
@@ -1479,6 +1479,49 @@ pub fn message_publish(format: MessageFormat, message_json: &str, signature: Opt
     Ok(Published {
         message_id: s("message_id"),
         hash: s("hash"),
+        staged: resp.get("staged").and_then(json::Value::as_i64).unwrap_or(0).max(0) as u64,
+    })
+}
+
+// sensor_emit (ABI 1.1) is kept out of HostFn for the same reason: only a
+// module calling it imports it.
+
+#[cfg(target_arch = "wasm32")]
+mod sys11 {
+    #[link(wasm_import_module = "packrun:host/v1")]
+    extern "C" {
+        #[link_name = "sensor_emit"]
+        pub fn sensor_emit(req: *const u8, len: i32, out: *mut u32) -> i32;
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod sys11 {
+    pub unsafe extern "C" fn sensor_emit(_: *const u8, _: i32, _: *mut u32) -> i32 {
+        panic!("packrun host calls are only available in wasm32")
+    }
+}
+
+/// A sensor event [`sensor_emit`] staged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Emitted {
+    /// The event's event_id.
+    pub event_id: String,
+    /// How many events the attempt has staged so far.
+    pub staged: u64,
+}
+
+/// Reports a SensorEvent (seed 003 §5, `event_json` sent as is after a JSON
+/// check; an invalid one is `InvalidJson` and not sent): it is staged and
+/// applied only if the attempt completes. `sensor_id` defaults to the node's
+/// typeId and may not name another. Needs ABI 1.1
+/// (`"abi":{"version":1,"minor":1}`) and the `sensors` grant, else
+/// `AccessDenied`; an event the host refuses is `Validation`. Only a module
+/// that calls it imports `sensor_emit`; [`host_call`] does not reach it.
+pub fn sensor_emit(event_json: &str) -> Result<Emitted, Status> {
+    let resp = call(sys11::sensor_emit, raw(event_json)?)?;
+    Ok(Emitted {
+        event_id: resp.get("event_id").and_then(json::Value::as_str).unwrap_or("").to_string(),
         staged: resp.get("staged").and_then(json::Value::as_i64).unwrap_or(0).max(0) as u64,
     })
 }

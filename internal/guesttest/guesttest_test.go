@@ -1,4 +1,4 @@
-package publishtest
+package guesttest
 
 import (
 	"context"
@@ -28,5 +28,29 @@ func TestPublishServices(t *testing.T) {
 	}
 	if st, _ := s.Serve(context.Background(), abi.HostQueueEnqueue, []byte(`{}`)); st != abi.StatusOK {
 		t.Errorf("queue_enqueue: %d", st)
+	}
+}
+
+// TestSensorServices checks the sensor_emit fake.
+func TestSensorServices(t *testing.T) {
+	s := NewServices()
+	for _, c := range []struct {
+		name, req string
+		status    abi.Status
+		resp      string
+	}{
+		{"staged", SensorEvent, abi.StatusOK, `{"event_id":"ev-1","staged":1,"status":"staged"}`},
+		{"invalid", InvalidEvent, abi.StatusValidation, ``},
+		{"other sensor", strings.Replace(SensorEvent, `{`, `{"sensor_id":"other.sensor",`, 1), abi.StatusValidation, ``},
+		{"own sensor", strings.Replace(SensorEvent, `{`, `{"sensor_id":"`+SensorNode+`",`, 1), abi.StatusOK, `{"event_id":"ev-1","staged":2,"status":"staged"}`},
+		{"not JSON", `{`, abi.StatusValidation, ``},
+	} {
+		st, resp := s.Serve(context.Background(), abi.HostSensorEmit, []byte(c.req))
+		if st != c.status || string(resp) != c.resp {
+			t.Errorf("%s: %d %s, want %d %s", c.name, st, resp, c.status, c.resp)
+		}
+	}
+	if n := len(s.CallsOf(abi.HostSensorEmit)); n != 5 {
+		t.Errorf("recorded %d sensor_emit calls, want 5", n)
 	}
 }

@@ -1,10 +1,13 @@
-// Package publishtest is the guest SDKs' test support for message_publish
-// (ABI 1.2): a runtime.Services that serves it as internal/dispatch does
-// (internal/bus checks the publish form), the messages the SDK test
-// modules publish, and the checks their tests share. Only tests import
-// it (the SDK tests under abi/guest, which abi/layout_test.go does not
-// let a non-test package there import internal/bus).
-package publishtest
+// Package guesttest is the guest SDKs' test support for the host calls
+// their typed wrappers keep out of modules that do not call them,
+// sensor_emit (ABI 1.1) and message_publish (ABI 1.2): a runtime.Services
+// that serves both as internal/dispatch does (host.DecodeSensorEvent
+// checks an event, internal/bus the publish form), the events and
+// messages the SDK test modules send, and the checks their tests share.
+// Only tests import it (the SDK tests under abi/guest, which
+// abi/layout_test.go does not let a non-test package there import
+// internal/bus).
+package guesttest
 
 import (
 	"context"
@@ -41,7 +44,7 @@ var (
 )
 
 // Services is hosttest.Services (which records every call) with
-// message_publish served as internal/dispatch serves it to a pack granted
+// sensor_emit served as sensorEmit says and message_publish served as internal/dispatch serves it to a pack granted
 // messages on Topics: internal/bus decodes and checks the publish form;
 // a topic outside the grant is access denied, another rule a validation
 // error (both with {"error":...}); an accepted message is staged and
@@ -50,6 +53,7 @@ type Services struct {
 	*hosttest.Services
 	mu     sync.Mutex
 	staged []host.MessageInput
+	events []host.SensorEvent // staged by sensor_emit
 }
 
 func NewServices(opts ...hosttest.Option) *Services {
@@ -58,7 +62,11 @@ func NewServices(opts ...hosttest.Option) *Services {
 
 func (s *Services) Serve(ctx context.Context, fn string, req []byte) (abi.Status, []byte) {
 	st, resp := s.Services.Serve(ctx, fn, req)
-	if fn != abi.HostMessagePublish {
+	switch fn {
+	case abi.HostSensorEmit:
+		return s.sensorEmit(req)
+	case abi.HostMessagePublish:
+	default:
 		return st, resp
 	}
 	in, err := func() (*host.MessageInput, error) {
@@ -120,21 +128,23 @@ func CheckRequests(t testing.TB, s *Services) {
 	}
 }
 
-// CheckNoImport fails t if the module at path imports
+// CheckNoImport fails t if the module at path imports sensor_emit or
 // message_publish: it must load for a pack declaring ABI 1.0, as every
-// module that does not publish messages must.
+// module that neither emits sensor events nor publishes messages must.
 func CheckNoImport(t testing.TB, path string) {
 	t.Helper()
 	m := hosttest.LoadFile(t, path, runtime.LoadOptions{ABI: abi.Version{Major: 1}})
 	for _, imp := range m.Info().Imports {
-		if imp == abi.ModuleHostV1+"."+abi.HostMessagePublish {
+		if imp == abi.ModuleHostV1+"."+abi.HostSensorEmit || imp == abi.ModuleHostV1+"."+abi.HostMessagePublish {
 			t.Errorf("%s imports %s", path, imp)
 		}
 	}
 }
 
-// CheckNeedsABI12 fails t unless wasm imports message_publish: a pack
-// declaring ABI 1.1 is refused, one declaring 1.2 loads.
+// CheckNeedsABI12 fails t unless wasm imports sensor_emit and
+// message_publish: a pack declaring ABI 1.0 is refused naming both, one
+// declaring 1.1 is refused naming message_publish only, one declaring 1.2
+// loads.
 func CheckNeedsABI12(t testing.TB, wasm []byte) {
 	t.Helper()
 	ctx := context.Background()
@@ -143,11 +153,28 @@ func CheckNeedsABI12(t testing.TB, wasm []byte) {
 		t.Fatal(err)
 	}
 	defer rt.Close(ctx)
-	if m, err := rt.Load(ctx, wasm, runtime.LoadOptions{ABI: abi.Version{Major: 1, Minor: 1}}); err == nil {
-		m.Close(ctx)
-		t.Fatal("a module calling message_publish loads for a pack declaring ABI 1.1")
-	} else if !strings.Contains(err.Error(), abi.HostMessagePublish) {
-		t.Fatalf("the ABI 1.1 refusal does not name message_publish: %v", err)
+	for _, c := range []struct {
+		minor      int
+		named, not []string
+	}{
+		{0, []string{abi.HostSensorEmit, abi.HostMessagePublish}, nil},
+		{1, []string{abi.HostMessagePublish}, []string{abi.HostSensorEmit}},
+	} {
+		m, err := rt.Load(ctx, wasm, runtime.LoadOptions{ABI: abi.Version{Major: 1, Minor: c.minor}})
+		if err == nil {
+			m.Close(ctx)
+			t.Fatalf("a module calling sensor_emit and message_publish loads for a pack declaring ABI 1.%d", c.minor)
+		}
+		for _, fn := range c.named {
+			if !strings.Contains(err.Error(), fn) {
+				t.Errorf("the ABI 1.%d refusal does not name %s: %v", c.minor, fn, err)
+			}
+		}
+		for _, fn := range c.not {
+			if strings.Contains(err.Error(), fn) {
+				t.Errorf("the ABI 1.%d refusal names %s: %v", c.minor, fn, err)
+			}
+		}
 	}
 	m, err := rt.Load(ctx, wasm, runtime.LoadOptions{ABI: ABI12})
 	if err != nil {
