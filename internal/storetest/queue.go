@@ -436,6 +436,9 @@ func queueFinishRefusals(f *fixture) {
 	}
 	_, err = f.b.Finish(ctx, task2.TaskID, host.FinishInput{AttemptID: early.AttemptID, Outcome: okOutcome()})
 	wantErr(t, err, host.ErrConflict)
+	if !strings.Contains(err.Error(), "is attempt 1 but the task is on attempt 2") {
+		t.Fatalf("a stale attempt's refusal does not say why: %v", err)
+	}
 	done := f.finish(task2, host.FinishInput{Outcome: okOutcome()})
 	if done.Status != host.TaskCompleted {
 		t.Fatal(done.Status)
