@@ -318,53 +318,6 @@ func TestArtifacts(t *testing.T) {
 	}
 }
 
-func TestExportAttempt(t *testing.T) {
-	f := newFixture(t, Options{})
-	a, art := seedEvidence(t, f)
-	b, err := f.ExportAttempt(ctx, a.AttemptID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := evidence.VerifyBundle(b); err != nil {
-		t.Fatal(err)
-	}
-	if len(b.Artifacts) != 1 || b.Artifacts[0].ArtifactID != art.ArtifactID || string(b.Artifacts[0].Content) != "# report\n" {
-		t.Fatalf("artifacts: %+v", b.Artifacts)
-	}
-	types := map[string]bool{}
-	for _, e := range b.Events {
-		types[e.Type] = true
-	}
-	for _, want := range []string{host.EventAttemptRecorded, host.EventArtifactRecorded, host.EventTaskAttemptFinished} {
-		if !types[want] {
-			t.Errorf("bundle lacks %s", want)
-		}
-	}
-	if string(b.Attempt.Trace) != string(a.Trace) {
-		t.Fatal("trace not exported as recorded")
-	}
-	// The bundle survives JSON, compact or indented.
-	for _, enc := range []func(any) ([]byte, error){json.Marshal, func(v any) ([]byte, error) { return json.MarshalIndent(v, "", "  ") }} {
-		raw, err := enc(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var back host.Bundle
-		if err := json.Unmarshal(raw, &back); err != nil {
-			t.Fatal(err)
-		}
-		if err := evidence.VerifyBundle(&back); err != nil {
-			t.Fatalf("after JSON round trip: %v", err)
-		}
-		back.Attempt.Output = json.RawMessage(`{"answer":41}`)
-		if err := evidence.VerifyBundle(&back); err == nil {
-			t.Fatal("edited bundle verified")
-		}
-	}
-	_, err = f.ExportAttempt(ctx, "nope")
-	wantErr(t, err, host.ErrNotFound)
-}
-
 func TestListAttemptsAndEvents(t *testing.T) {
 	f := newFixture(t, Options{})
 	for i, pack := range []string{"local.a@1.0.0", "local.a@2.0.0", "local.b@1.0.0"} {

@@ -468,20 +468,23 @@ func evidenceExportAttempt(f *fixture) {
 	if string(b.Attempt.Trace) != string(a.Trace) {
 		t.Fatal("trace not exported as recorded")
 	}
-	raw, err := json.Marshal(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back host.Bundle
-	if err := json.Unmarshal(raw, &back); err != nil {
-		t.Fatal(err)
-	}
-	if err := evidence.VerifyBundle(&back); err != nil {
-		t.Fatalf("after a JSON round trip: %v", err)
-	}
-	back.Attempt.Output = json.RawMessage(`{"answer":41}`)
-	if err := evidence.VerifyBundle(&back); err == nil {
-		t.Fatal("an edited bundle verified")
+	// The bundle survives JSON, compact or indented.
+	for _, enc := range []func(any) ([]byte, error){json.Marshal, func(v any) ([]byte, error) { return json.MarshalIndent(v, "", "  ") }} {
+		raw, err := enc(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back host.Bundle
+		if err := json.Unmarshal(raw, &back); err != nil {
+			t.Fatal(err)
+		}
+		if err := evidence.VerifyBundle(&back); err != nil {
+			t.Fatalf("after a JSON round trip: %v", err)
+		}
+		back.Attempt.Output = json.RawMessage(`{"answer":41}`)
+		if err := evidence.VerifyBundle(&back); err == nil {
+			t.Fatal("an edited bundle verified")
+		}
 	}
 	_, err = f.b.ExportAttempt(ctx, "nope")
 	wantErr(t, err, host.ErrNotFound)
