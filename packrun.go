@@ -81,6 +81,11 @@ type Config struct {
 	// the dispatch lock and group commit of the store (metrics and logs:
 	// internal/observe); may be nil.
 	Observer host.Observer
+
+	// reanchor opens a home whose evidence anchor is lost (Reanchor,
+	// RotateHostKey): what Open otherwise refuses with
+	// host.ErrUnanchored.
+	reanchor bool
 }
 
 // Host is one packrun home opened: its store (the only owner of
@@ -114,6 +119,7 @@ type Host struct {
 // (issue 18).
 type backend interface {
 	host.Backend
+	host.Anchoring
 	Ping(ctx context.Context) error
 	HostPublicKey() (string, error)
 	SealDigest(kind, digest string) (*host.Seal, error)
@@ -202,6 +208,7 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 			PackBlobDir:   filepath.Join(home, "blobs", "sha256"),
 			SecretKeyFile: cfg.SecretKeyFile,
 			HostKeyFile:   cfg.HostKeyFile,
+			Reanchor:      cfg.reanchor,
 		})
 	case isPostgresURL(cfg.Store):
 		h.store, err = openPostgres(ctx, home, cfg)

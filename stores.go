@@ -62,7 +62,7 @@ func openPostgres(ctx context.Context, home string, cfg Config) (backend, error)
 		return nil, fmt.Errorf("%w: host key: %v", ErrConfig, err)
 	}
 	s, err := postgres.Open(ctx, cfg.Store, postgres.Options{SecretKey: secret, HostKey: ed25519.NewKeyFromSeed(seed), LeaseTTL: cfg.LeaseTTL,
-		CheckpointFile: filepath.Join(home, "evidence-head.json")})
+		CheckpointFile: filepath.Join(home, "evidence-head.json"), Reanchor: cfg.reanchor})
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", redactURL(cfg.Store), err)
 	}

@@ -43,6 +43,12 @@ var (
 	// ErrTampered: stored evidence no longer matches what was recorded
 	// (a *ChainBreak says where); nothing is served from it.
 	ErrTampered = errors.New("evidence tampered")
+	// ErrUnanchored: the home's evidence anchor — its signed head
+	// checkpoint or the host key that signs it — is missing, damaged or
+	// replaced, so the chain cannot be checked against what the home
+	// anchored. Nothing re-creates it silently: the operator re-anchors
+	// (packrun evidence reanchor), which the chain records.
+	ErrUnanchored = errors.New("evidence anchor lost")
 )
 
 // Error is the error every host service returns. Its message is one line:

@@ -252,6 +252,42 @@ type EventFilter struct {
 	Limit  int // 0 means 1000
 }
 
+// Anchoring is the operator's hold on a store's evidence anchor: the
+// signed head checkpoint and the host key that signs it, which a store
+// refuses to open without (ErrUnanchored) once its chain is anchored.
+type Anchoring interface {
+	// AnchorState reports the anchor and what is wrong with it.
+	AnchorState(ctx context.Context) (*AnchorState, error)
+	// Reanchor appends e and anchors the chain's head after it, signed by
+	// the current host key, which becomes the key the chain is anchored
+	// with. e records why (the operator's reason, the old and new head and
+	// key).
+	Reanchor(ctx context.Context, e Event) (*Event, error)
+}
+
+// AnchorState is a store's evidence anchor as it is on disk.
+type AnchorState struct {
+	CheckpointFile string `json:"checkpoint_file"`
+	// Checkpoint is the head the checkpoint file names, its signature
+	// unchecked; nil when the file is missing or unreadable.
+	Checkpoint    *ChainHead `json:"checkpoint,omitempty"`
+	CheckpointKey string     `json:"checkpoint_key,omitempty"` // the key the checkpoint names (hex)
+	KeyFile       string     `json:"key_file"`
+	HostKey       string     `json:"host_key,omitempty"`     // the host key's public half (hex); "" when missing
+	RecordedKey   string     `json:"recorded_key,omitempty"` // the key the store recorded as anchoring its chain
+	// Problem is why the store refuses to open without re-anchoring; ""
+	// when the anchor is sound.
+	Problem string `json:"problem,omitempty"`
+}
+
+// Runtime events of the operator's anchor commands (data: reason,
+// problem, old and new head and key; a rotation also the old key's
+// signature handing over to the new).
+const (
+	EventEvidenceReanchored = "evidence_reanchored"
+	EventHostKeyRotated     = "host_key_rotated"
+)
+
 // ChainReport is the result of VerifyChain.
 type ChainReport struct {
 	OK        bool   `json:"ok"`

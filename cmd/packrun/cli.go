@@ -101,7 +101,7 @@ with memory and time limits and a versioned host ABI (openwop RFC 0008 + packrun
 
 Exit codes: 0 completed, 1 anything else, 2 failed (including traps), 3 suspended,
 4 limit breached, 5 refused (module, pack, signature, trust, trace, evidence bundle,
-tampered evidence), 6 replay diverged, 64 usage error, 66 not found (file, pack, node,
+tampered evidence, a lost evidence anchor), 6 replay diverged, 64 usage error, 66 not found (file, pack, node,
 task, attempt, key, home), 78 bad configuration file in the home.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,

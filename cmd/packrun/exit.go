@@ -19,7 +19,7 @@ const (
 	exitFailed    = 2  // the node failed (traps included)
 	exitSuspended = 3  // the node suspended (openwop_interrupt)
 	exitBreached  = 4  // the node hit a limit
-	exitRefused   = 5  // refused: module, pack, signature, trust, trace, evidence bundle, tampered evidence, input (inputSchema)
+	exitRefused   = 5  // refused: module, pack, signature, trust, trace, evidence bundle, tampered evidence, a lost evidence anchor, input (inputSchema)
 	exitDiverged  = 6  // a replay diverged
 	exitUsage     = 64 // the command line is wrong (sysexits EX_USAGE)
 	exitNotFound  = 66 // a file, pack, node, task, attempt or key that does not exist (EX_NOINPUT)
@@ -43,7 +43,7 @@ var exitCodes = []struct {
 	{exitConfig, isAny(packrun.ErrConfig)},
 	{exitRefused, isRuleError}, // an agent message its seed's or the bus's rules refuse
 	{exitRefused, isAny(runtime.ErrRefused, registry.ErrUntrusted, packs.ErrInvalidPack, packs.ErrInvalidManifest,
-		host.ErrPackConflict, host.ErrConflict, host.ErrTampered, packrun.ErrInvalidTrace, packrun.ErrInvalidBundle, packrun.ErrInputRefused)},
+		host.ErrPackConflict, host.ErrConflict, host.ErrTampered, host.ErrUnanchored, packrun.ErrInvalidTrace, packrun.ErrInvalidBundle, packrun.ErrInputRefused)},
 }
 
 // isRuleError reports whether err is an agent message refused by a rule

@@ -255,9 +255,16 @@ func TestEvidenceVerifyFindsACutChain(t *testing.T) {
 	if code, _, errs := h.run("evidence", "verify"); code != exitRefused || !strings.Contains(errs, "were removed") {
 		t.Errorf("cut chain: exit %d %q", code, errs)
 	}
+	// Removing the checkpoint as well no longer hides the cut (issue 29):
+	// the home refuses to open until the operator re-anchors, and a head
+	// pinned elsewhere still finds the cut after that.
 	os.Remove(filepath.Join(h.home, "evidence-head.json"))
+	if code, _, errs := h.run("evidence", "verify", "--head", head); code != exitRefused || !strings.Contains(errs, "evidence-head.json is missing") {
+		t.Errorf("cut chain, checkpoint removed: exit %d %q", code, errs)
+	}
+	h.ok("evidence", "reanchor", "--reason", "checkpoint lost in a restore")
 	if code, _, errs := h.run("evidence", "verify", "--head", head); code != exitRefused || !strings.Contains(errs, "pinned head") {
-		t.Errorf("cut chain, checkpoint removed, head pinned: exit %d %q", code, errs)
+		t.Errorf("cut chain, re-anchored, head pinned: exit %d %q", code, errs)
 	}
 }
 

@@ -30,6 +30,12 @@ func (a *app) open(ctx context.Context, acc access, cfg packrun.Config) (*packru
 	return packrun.Open(ctx, a.home, cfg)
 }
 
+// config is the Config of a command that opens the home through one of
+// the root package's functions rather than a.open (MustExist is theirs).
+func (a *app) config() packrun.Config {
+	return packrun.Config{Store: a.store, Logger: a.log}
+}
+
 // withHost runs f with the home open.
 func (a *app) withHost(cmd *cobra.Command, acc access, f func(h *packrun.Host) error) error {
 	ctx := cmd.Context()

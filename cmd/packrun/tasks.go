@@ -432,8 +432,86 @@ record the "head SEQ:HASH" line printed here somewhere else and pass it later wi
 		},
 	}
 	export.Flags().StringVarP(&out, "out", "o", "", "output file")
-	ev.AddCommand(verify, export)
+	ev.AddCommand(verify, export, a.reanchorCommand(), a.rotateKeyCommand())
 	return ev
+}
+
+func (a *app) reanchorCommand() *cobra.Command {
+	var reason string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "reanchor --reason \"...\"",
+		Short: "Anchor the evidence chain anew after its checkpoint or host key was lost (recorded in the chain)",
+		Long: `Anchor the evidence chain at its current head with the current host key.
+
+Once a home has anchored its chain, it refuses to open (every command, serve included;
+exit 5) when its signed head checkpoint (evidence-head.json) is missing, damaged or not
+signed by the host key, or when the host key is missing or not the one the chain is
+anchored with. Nothing re-creates them silently: find out why, then run this command.
+It appends an evidence_reanchored event recording your reason, what was wrong, the old
+checkpoint's head and key and the new key, and anchors the chain at that event (a
+missing host key is created). Events removed before it stay undetectable by this home's
+checkpoint: compare the old head it records with one you kept elsewhere.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := packrun.Reanchor(cmd.Context(), a.home, a.config(), reason)
+			if err != nil {
+				return err
+			}
+			return a.printReanchoring(r, asJSON)
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why the chain is re-anchored (required; recorded in the chain)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (a *app) rotateKeyCommand() *cobra.Command {
+	var reason string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "rotate-key --reason \"...\"",
+		Short: "Replace the host key; the old key signs the hand-over (recorded in the chain)",
+		Long: `Replace the host key that signs the evidence head checkpoint and seals exports.
+
+The anchor must be sound. A new key is written to the host key file; the old one is kept
+beside it as <file>.retired-<first 16 hex digits> (bundles and traces it sealed verify
+with --host-key and its public key). The old key signs a hand-over to the new one, which
+a host_key_rotated event records with both keys and your reason; the chain is anchored
+at that event with the new key.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := packrun.RotateHostKey(cmd.Context(), a.home, a.config(), reason)
+			if err != nil {
+				return err
+			}
+			return a.printReanchoring(r, asJSON)
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why the key is rotated (required; recorded in the chain)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// printReanchoring prints what reanchor or rotate-key did.
+func (a *app) printReanchoring(r *packrun.Reanchoring, asJSON bool) error {
+	if asJSON {
+		return writeJSON(a.stdout, r)
+	}
+	b := r.Before
+	if b.Problem != "" {
+		fmt.Fprintf(a.stdout, "was:         %s\n", b.Problem)
+	}
+	if b.Checkpoint != nil {
+		fmt.Fprintf(a.stdout, "old anchor:  event %d (%.12s…) signed by %.16s…\n", b.Checkpoint.Seq, b.Checkpoint.Hash, b.CheckpointKey)
+	} else {
+		fmt.Fprintln(a.stdout, "old anchor:  none readable")
+	}
+	fmt.Fprintf(a.stdout, "anchored:    event %d (%s), %s\nhost key:    %s\n", r.Event.Seq, r.Event.Type, r.Event.Hash, r.HostKey)
+	if r.RetiredKeyFile != "" {
+		fmt.Fprintf(a.stdout, "old key in:  %s\n", r.RetiredKeyFile)
+	}
+	return nil
 }
 
 // bundleReport is what `evidence verify --bundle --json` prints.

@@ -36,9 +36,20 @@ import (
 // Checkpoints are coalesced (at most one write per checkpointEvery while
 // the store runs, and the last head at Close) and replaced by a rename
 // without fsync: they are not worth a sync on every short-lived process.
-// After a crash the file may name an older head than the database's, or be
-// unreadable; either only weakens the check (an unreadable checkpoint counts
-// as none and is replaced at the next open, as a deleted one is).
+// After a crash the file may name an older head than the database's.
+//
+// Nothing re-creates the anchor behind the operator's back. A store
+// records in its database the public key its chain is anchored with, the
+// first time it writes a checkpoint (Open's Record). From then on, opening
+// the store checks the anchor (Anchor.Open): a checkpoint that is missing
+// while the chain has entries, unreadable, not a checkpoint, or not signed
+// by the host key, and a host key that is missing or is not the recorded
+// one, refuse the open with an *UnanchoredError (host.ErrUnanchored) that
+// names the file. Re-anchoring is the operator's explicit command
+// (Anchor.Reset, through packrun evidence reanchor), and the chain records
+// it. A store with neither a record nor a checkpoint has never been
+// anchored (a new home, or one from before records were kept) and is
+// anchored at its current head.
 
 // CheckpointFormat is the first line of the signed text and the file's
 // "format" field.
@@ -65,7 +76,7 @@ func (c *Checkpoint) signedText() []byte {
 }
 
 // ReadCheckpoint reads and decodes a checkpoint file, without checking its
-// signature.
+// signature. A missing file is an error that errors.Is os.ErrNotExist.
 func ReadCheckpoint(path string) (*Checkpoint, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -76,6 +87,156 @@ func ReadCheckpoint(path string) (*Checkpoint, error) {
 		return nil, fmt.Errorf("%s is not a packrun evidence head checkpoint", path)
 	}
 	return &cp, nil
+}
+
+// verify checks the checkpoint's signature with pub.
+func (c *Checkpoint) verify(pub ed25519.PublicKey) bool {
+	sig, err := base64.StdEncoding.DecodeString(c.Signature)
+	return err == nil && ed25519.Verify(pub, c.signedText(), sig)
+}
+
+// Head is the head the checkpoint anchors (its time as written, zero if
+// unreadable).
+func (c *Checkpoint) Head() host.ChainHead {
+	t, _ := time.Parse(time.RFC3339Nano, c.Time)
+	return host.ChainHead{Seq: c.Seq, Hash: c.Hash, Time: t}
+}
+
+// UnanchoredError is why a store refuses to open: its anchor (File, the
+// checkpoint or the host key file) is missing, damaged or replaced. It
+// matches host.ErrUnanchored.
+type UnanchoredError struct {
+	File   string
+	Detail string // one line, naming File
+}
+
+func (e *UnanchoredError) Error() string {
+	return e.Detail + "; if you know why, re-anchor the chain with: packrun evidence reanchor --reason \"...\""
+}
+
+func (e *UnanchoredError) Unwrap() error { return host.ErrUnanchored }
+
+// OpenState is what a store knows of its anchor when it opens.
+type OpenState struct {
+	// Recorded is the public key (hex) the store recorded as anchoring its
+	// chain; "" if it recorded none.
+	Recorded string
+	// Record records pub (hex) as the key the chain is anchored with; the
+	// anchor calls it before it first writes a checkpoint signed by a key
+	// not recorded yet.
+	Record func(pub string) error
+	// HeadSeq and HeadHash are the chain's head (0, "" when empty).
+	HeadSeq  int64
+	HeadHash string
+}
+
+// Open checks the anchor as its store opens (see the note at the top):
+// nil if the checkpoint and the host key are the ones the store anchored
+// its chain with, or if it never anchored (then its current head is
+// anchored now); otherwise an *UnanchoredError, and nothing is written.
+//
+// With allowLost (the operator's re-anchoring), a lost anchor is not
+// refused: the store opens so that Reset can anchor it anew.
+func (a *Anchor) Open(st OpenState, allowLost bool) error {
+	a.mu.Lock()
+	a.record, a.recorded = st.Record, st.Recorded
+	a.mu.Unlock()
+	if problem := a.Problem(st); problem != nil {
+		if allowLost {
+			return nil
+		}
+		return problem
+	}
+	a.mu.Lock()
+	a.mustExist = st.Recorded != "" && st.HeadSeq > 0
+	a.mu.Unlock()
+	if _, err := ReadCheckpoint(a.path); errors.Is(err, os.ErrNotExist) {
+		if st.HeadSeq > 0 {
+			return a.Seed(st.HeadSeq, st.HeadHash)
+		}
+		return nil
+	}
+	// A checkpoint the key verifies: record the key if the store has not
+	// (a home anchored before records were kept).
+	pub, _ := a.key.Public()
+	return a.noteKey(hex.EncodeToString(pub))
+}
+
+// State reports the anchor for the operator (host.Anchoring.AnchorState).
+func (a *Anchor) State(st OpenState) *host.AnchorState {
+	out := &host.AnchorState{CheckpointFile: a.path, KeyFile: a.key.String(), RecordedKey: st.Recorded}
+	if cp, err := ReadCheckpoint(a.path); err == nil {
+		h := cp.Head()
+		out.Checkpoint, out.CheckpointKey = &h, cp.PublicKey
+	}
+	if pub, err := a.key.Public(); err == nil {
+		out.HostKey = hex.EncodeToString(pub)
+	}
+	if p := a.Problem(st); p != nil {
+		out.Problem = p.Detail
+	}
+	return out
+}
+
+// Problem is what Open would refuse the store for, nil if nothing.
+func (a *Anchor) Problem(st OpenState) *UnanchoredError {
+	cp, cpErr := ReadCheckpoint(a.path)
+	missing := errors.Is(cpErr, os.ErrNotExist)
+	if st.Recorded == "" && missing {
+		return nil // never anchored
+	}
+	refuse := func(file, format string, args ...any) *UnanchoredError {
+		return &UnanchoredError{File: file, Detail: fmt.Sprintf(format, args...)}
+	}
+	anchoredWith := st.Recorded
+	if anchoredWith == "" && cp != nil {
+		anchoredWith = cp.PublicKey
+	}
+	pub, keyErr := a.key.Public()
+	switch {
+	case errors.Is(keyErr, os.ErrNotExist):
+		return refuse(a.key.String(), "the host key %s is missing, but this home's evidence chain is anchored with key %.16s…", a.key, anchoredWith)
+	case keyErr != nil:
+		return refuse(a.key.String(), "the host key cannot be read: %v", keyErr)
+	}
+	pubHex := hex.EncodeToString(pub)
+	if st.Recorded != "" && pubHex != st.Recorded {
+		return refuse(a.key.String(), "the host key %s (%.16s…) is not the key this home's evidence chain is anchored with (%.16s…): it was replaced", a.key, pubHex, st.Recorded)
+	}
+	switch {
+	case missing && st.HeadSeq == 0:
+		return nil // anchored with this key, nothing appended yet
+	case missing:
+		return refuse(a.path, "the evidence head checkpoint %s is missing, but this home's chain (%d events) is anchored with host key %.16s…: it was deleted", a.path, st.HeadSeq, pubHex)
+	case cpErr != nil:
+		return refuse(a.path, "the evidence head checkpoint %s is damaged (%s)", a.path, oneLine(cpErr, a.path))
+	case !cp.verify(pub) && cp.PublicKey != pubHex:
+		return refuse(a.path, "the evidence head checkpoint %s names host key %.16s…, but the host key %s is %.16s…: the key was replaced or the checkpoint forged", a.path, cp.PublicKey, a.key, pubHex)
+	case !cp.verify(pub):
+		return refuse(a.path, "the evidence head checkpoint %s is not signed by this host's key (%s): it was forged or replaced", a.path, a.key)
+	}
+	return nil
+}
+
+// oneLine is err's message on one line, without the path it repeats.
+func oneLine(err error, path string) string {
+	msg := strings.TrimPrefix(err.Error(), path+" ")
+	return strings.Join(strings.Fields(msg), " ")
+}
+
+// noteKey records pub as the chain's anchoring key if it is not already.
+func (a *Anchor) noteKey(pub string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.recorded == pub || a.record == nil {
+		a.recorded = pub
+		return nil
+	}
+	if err := a.record(pub); err != nil {
+		return fmt.Errorf("record the evidence anchor's host key: %w", err)
+	}
+	a.recorded = pub
+	return nil
 }
 
 // Key is the host key an Anchor signs its checkpoints with and checks
@@ -203,6 +364,13 @@ type Anchor struct {
 
 	mu     sync.Mutex
 	latest head
+	// record, recorded: the store's record of the key its chain is
+	// anchored with (OpenState). mustExist: the checkpoint was there when
+	// the store opened (or this process wrote it), so its absence is a
+	// break, not a new home.
+	record    func(pub string) error
+	recorded  string
+	mustExist bool
 
 	writing sync.Mutex // held by write
 	written int64      // seq of the last checkpoint this process wrote
@@ -262,16 +430,8 @@ func (a *Anchor) Close() error {
 	return a.write()
 }
 
-// Anchored reports whether the file holds a readable checkpoint (whatever
-// its signature).
-func (a *Anchor) Anchored() bool {
-	_, err := ReadCheckpoint(a.path)
-	return err == nil
-}
-
-// Seed anchors seq, hash now: the head of a store that has entries but no
-// readable checkpoint (one written before checkpoints existed, or whose
-// file a crash cut short).
+// Seed anchors seq, hash now unless the checkpoint holds it or a newer
+// head: the head of a store that has never been anchored (Open).
 func (a *Anchor) Seed(seq int64, hash string) error {
 	a.mu.Lock()
 	if seq > a.latest.seq {
@@ -296,8 +456,17 @@ func (a *Anchor) write() error {
 		a.written = h.seq
 		return nil
 	}
+	return a.sign(h)
+}
+
+// sign writes a checkpoint of h, signed with the host key, recording the
+// key first if the store has not. The caller holds a.writing.
+func (a *Anchor) sign(h head) error {
 	key, err := a.key.Signing()
 	if err != nil {
+		return err
+	}
+	if err := a.noteKey(hex.EncodeToString(key.Public().(ed25519.PublicKey))); err != nil {
 		return err
 	}
 	cp := &Checkpoint{Format: CheckpointFormat, Seq: h.seq, Hash: h.hash, Time: host.FormatTime(a.now()),
@@ -306,8 +475,23 @@ func (a *Anchor) write() error {
 	data, _ := json.Marshal(cp)
 	if err = replaceFile(a.path, append(data, '\n')); err == nil {
 		a.written = h.seq
+		a.mu.Lock()
+		a.mustExist = true
+		a.mu.Unlock()
 	}
 	return err
+}
+
+// Reset anchors seq, hash now, whatever the checkpoint holds (a newer
+// head, another key's signature, garbage), and records the host key as the
+// chain's: the operator's re-anchoring. The head must be the chain's.
+func (a *Anchor) Reset(seq int64, hash string) error {
+	a.writing.Lock()
+	defer a.writing.Unlock()
+	a.mu.Lock()
+	a.latest = head{seq: seq, hash: hash}
+	a.mu.Unlock()
+	return a.sign(head{seq: seq, hash: hash})
 }
 
 // replaceFile replaces path with data through a temporary file in its
@@ -339,25 +523,33 @@ func replaceFile(path string, data []byte) error {
 // key. Read it before walking the chain, so that a head committed
 // meanwhile is never newer than the chain walked.
 func (a *Anchor) Check() (*host.ChainHead, *host.ChainBreak) {
-	cp, err := ReadCheckpoint(a.path)
-	if err != nil {
-		// None, or cut short by a crash: as good as deleted, which an
-		// attacker can do as well. The report then has no checkpoint.
-		return nil, nil
-	}
 	forged := func(detail string) *host.ChainBreak {
 		return &host.ChainBreak{Problem: host.BreakCheckpoint, Detail: detail}
+	}
+	// Whether the file must exist is read before the file: a first
+	// checkpoint written in between is then found, not missed.
+	a.mu.Lock()
+	must := a.mustExist
+	a.mu.Unlock()
+	cp, err := ReadCheckpoint(a.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if must {
+			return nil, forged(fmt.Sprintf("the head checkpoint %s was deleted while the store was open", a.path))
+		}
+		return nil, nil // never anchored yet: the report has no checkpoint
+	case err != nil:
+		return nil, forged(fmt.Sprintf("the head checkpoint %s is damaged (%s)", a.path, oneLine(err, a.path)))
 	}
 	pub, err := a.key.Public()
 	if err != nil {
 		return nil, forged(fmt.Sprintf("the head checkpoint %s cannot be checked: %v", a.path, err))
 	}
-	sig, err := base64.StdEncoding.DecodeString(cp.Signature)
-	if err != nil || !ed25519.Verify(pub, cp.signedText(), sig) {
+	if !cp.verify(pub) {
 		return nil, forged(fmt.Sprintf("the head checkpoint %s is not signed by this host's key (%s): it was forged or replaced", a.path, a.key))
 	}
-	t, _ := time.Parse(time.RFC3339Nano, cp.Time)
-	return &host.ChainHead{Seq: cp.Seq, Hash: cp.Hash, Time: t}, nil
+	h := cp.Head()
+	return &h, nil
 }
 
 // CheckHead reports whether the chain rep walked holds head: an entry at

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -54,20 +55,66 @@ func (s *Store) checkAnchor() (*host.ChainHead, *host.ChainBreak) {
 	return s.anchor.Check()
 }
 
-// seedCheckpoint anchors the current head of a store that has entries but
-// no readable checkpoint in this node's file.
-func (s *Store) seedCheckpoint(ctx context.Context) error {
-	if s.anchor.Anchored() {
-		return nil
-	}
-	var seq int64
-	var hash string
-	err := s.pool.QueryRow(ctx, headQuery).Scan(&seq, &hash)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
+// anchorState is what evidence.Anchor.Open needs of the database: whether
+// this node's host key is recorded as anchoring the chain (one row per
+// node key: each node anchors in its own home), and the chain's head.
+func (s *Store) anchorState(ctx context.Context) (evidence.OpenState, error) {
+	pub := hex.EncodeToString(s.opts.HostKey.Public().(ed25519.PublicKey))
+	st := evidence.OpenState{Record: func(pub string) error {
+		_, err := s.pool.Exec(context.Background(), `INSERT INTO evidence_anchors (public_key, anchored_at) VALUES ($1, $2)`, pub, ts(s.now()))
 		return err
+	}}
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM evidence_anchors WHERE public_key = $1`, pub).Scan(&n); err != nil {
+		return st, err
 	}
-	return s.anchor.Seed(seq, hash)
+	if n > 0 {
+		st.Recorded = pub
+	}
+	err := s.pool.QueryRow(ctx, headQuery).Scan(&st.HeadSeq, &st.HeadHash)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return st, err
+	}
+	return st, nil
 }
+
+// openAnchor checks this node's evidence anchor as the store opens
+// (refusing a lost one unless Options.Reanchor) and anchors a chain this
+// node never anchored.
+func (s *Store) openAnchor(ctx context.Context) error {
+	st, err := s.anchorState(ctx)
+	if err != nil {
+		return fmt.Errorf("read the evidence anchor: %w", err)
+	}
+	return s.anchor.Open(st, s.opts.Reanchor)
+}
+
+// AnchorState implements host.Anchoring.
+func (s *Store) AnchorState(ctx context.Context) (*host.AnchorState, error) {
+	if s.anchor == nil {
+		return nil, host.Wrap("anchor state", "", errNoCheckpointFile)
+	}
+	st, err := s.anchorState(ctx)
+	if err != nil {
+		return nil, host.Wrap("anchor state", "", err)
+	}
+	return s.anchor.State(st), nil
+}
+
+// Reanchor implements host.Anchoring.
+func (s *Store) Reanchor(ctx context.Context, e host.Event) (*host.Event, error) {
+	if s.anchor == nil {
+		return nil, host.Wrap("reanchor", "", errNoCheckpointFile)
+	}
+	out, err := s.AppendEvent(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.anchor.Reset(out.Seq, out.Hash); err != nil {
+		return nil, host.Wrap("reanchor", "", err)
+	}
+	return out, nil
+}
+
+// errNoCheckpointFile: the store was opened without Options.CheckpointFile.
+var errNoCheckpointFile = errors.New("this store keeps no head checkpoint (Options.CheckpointFile)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -287,6 +288,53 @@ func TestCheckpointPerNode(t *testing.T) {
 	}
 	wantBreak(t, b, host.BreakHeadRewound, "were removed")
 	wantBreak(t, c, host.BreakHeadRewound, "were removed")
+}
+
+// A node whose checkpoint is removed or damaged, or whose host key no
+// longer signs it, refuses to open (host.ErrUnanchored, naming the file),
+// as the SQLite home does; Options.Reanchor opens it and Reanchor anchors
+// the chain anew, recorded in the chain. Another node is not affected.
+func TestLostAnchorRefusesToOpen(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	other := openHomeNode(t, dsn)
+	appendEntries(t, other.Store, "o", 1)
+	for _, c := range []struct {
+		name, says string
+		damage     func(n *homeNode)
+	}{
+		{"checkpoint removed", "is missing", func(n *homeNode) { os.Remove(n.checkpointPath()) }},
+		{"checkpoint damaged", "is damaged", func(n *homeNode) { os.WriteFile(n.checkpointPath(), []byte(`{"x":1}`), 0o644) }},
+		{"host key replaced", "the key was replaced", func(n *homeNode) { _, n.key, _ = ed25519.GenerateKey(nil) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := openHomeNode(t, dsn)
+			head := appendEntries(t, n.Store, strings.ReplaceAll(c.name, " ", "-"), 2)
+			closeNode(t, n)
+			cutChain(t, other.Store, head.Seq-1)
+			c.damage(n)
+			opts := Options{HostKey: n.key, CheckpointFile: n.checkpointPath()}
+			if _, err := Open(ctx, dsn, opts); !errors.Is(err, host.ErrUnanchored) || !strings.Contains(err.Error(), n.checkpointPath()) || !strings.Contains(err.Error(), c.says) {
+				t.Fatalf("open: %v", err)
+			}
+			opts.Reanchor = true
+			s, err := Open(ctx, dsn, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := s.Reanchor(ctx, host.Event{Type: host.EventEvidenceReanchored, Data: json.RawMessage(`{"reason":"test"}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeNode(t, &homeNode{Store: s})
+			n = reopenHomeNode(t, dsn, n)
+			if rep := verify(t, n); rep.Checkpoint == nil || rep.Checkpoint.Seq != e.Seq {
+				t.Fatalf("re-anchored: %+v", rep)
+			}
+		})
+	}
+	if rep := verify(t, other); !rep.OK {
+		t.Fatalf("the other node: %+v", rep.Broken)
+	}
 }
 
 // A checkpoint file needs a host key to sign it.

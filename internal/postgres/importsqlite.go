@@ -56,8 +56,10 @@ type ImportReport struct {
 // Tables of a SQLite store ImportSQLite does not copy: the migrations
 // applied (this store records its own), the dispatch lock (a lease of
 // the home's dispatcher, not data; nodes here take their own) and
-// SQLite's bookkeeping of AUTOINCREMENT.
-var notCopied = map[string]bool{"schema_migrations": true, "dispatch_locks": true, "sqlite_sequence": true}
+// SQLite's bookkeeping of AUTOINCREMENT, and the key the home anchored
+// its chain with (each node records its own when it opens: the home's
+// checkpoint, signed by the same host key, carries the anchor over).
+var notCopied = map[string]bool{"schema_migrations": true, "dispatch_locks": true, "sqlite_sequence": true, "evidence_anchors": true}
 
 // droppedColumns are the source's columns this store has no use for:
 // a message's list cursor here is its event's seq (event_seq).
@@ -209,7 +211,7 @@ func (im *importer) lockTarget() error {
 func (im *importer) refuseNonEmpty() error {
 	var held []string
 	for _, t := range slices.Sorted(maps.Keys(im.cols)) {
-		if t == "schema_migrations" || t == "store_generations" {
+		if t == "schema_migrations" || t == "store_generations" || t == "evidence_anchors" {
 			continue
 		}
 		q := `SELECT count(*) FROM ` + pgx.Identifier{t}.Sanitize()

@@ -394,6 +394,18 @@ ALTER TABLE openwop_runs ADD COLUMN holder TEXT NOT NULL DEFAULT '';
 ALTER TABLE openwop_runs ADD COLUMN lease_until BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX openwop_runs_unfinished ON openwop_runs (seq) WHERE status NOT IN ('completed', 'failed', 'cancelled');
 `,
+	// pganchors: the host keys the nodes anchor the evidence chain with,
+	// as internal/sqlite's migration 15, one row per node key (each node
+	// anchors in its own home): a node whose key has a row refuses to
+	// open when its checkpoint is lost (internal/evidence.Anchor.Open).
+	`
+CREATE TABLE evidence_anchors (
+	id BIGSERIAL PRIMARY KEY,
+	public_key TEXT COLLATE "C" NOT NULL,
+	anchored_at TEXT NOT NULL
+);
+CREATE INDEX evidence_anchors_key ON evidence_anchors (public_key);
+`,
 }
 
 // Advisory lock keys (pg_advisory_xact_lock's bigint space is the whole

@@ -72,6 +72,10 @@ type Options struct {
 	// Give each node its own (root stores.go: evidence-head.json in the
 	// node's home). Empty: no checkpoint, and VerifyChain reports none.
 	CheckpointFile string
+	// Reanchor opens a store whose anchor (this node's checkpoint or host
+	// key) is lost, which Open otherwise refuses with host.ErrUnanchored,
+	// for Reanchor and AnchorState only: the operator's re-anchoring.
+	Reanchor bool
 }
 
 func (o Options) withDefaults() Options {
@@ -150,10 +154,10 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	if opts.CheckpointFile != "" {
 		s.anchor = evidence.NewAnchor(opts.CheckpointFile, hostKeyOf(opts.HostKey), opts.Now)
-		if err := s.seedCheckpoint(ctx); err != nil {
+		if err := s.openAnchor(ctx); err != nil {
 			s.anchor.Close()
 			pool.Close()
-			return nil, fmt.Errorf("open postgres store: anchor the evidence head: %w", err)
+			return nil, fmt.Errorf("open postgres store: %w", err)
 		}
 	}
 	s.w = startWriters(s, opts.Writers)

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 
 	"github.com/packrun/packrun/host"
@@ -50,20 +51,52 @@ func (s *Store) HostPublicKey() (string, error) {
 // host key. It returns nil, nil when there is none.
 func (s *Store) checkCheckpoint() (*host.ChainHead, *host.ChainBreak) { return s.cp.Check() }
 
-// seedCheckpoint anchors the current head of a store that has events but
-// no readable checkpoint (one written before checkpoints existed, or whose
-// file a crash cut short).
-func (s *Store) seedCheckpoint(ctx context.Context) error {
-	if s.cp.Anchored() {
-		return nil
-	}
-	var h eventHead
-	err := s.db.QueryRowContext(ctx, headQuery).Scan(&h.seq, &h.hash)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
+// anchorState is what evidence.Anchor.Open needs of the database: the key
+// the home recorded as anchoring its chain (the newest row of
+// evidence_anchors: one home, one anchor at a time), and the chain's head.
+func (s *Store) anchorState(ctx context.Context) (evidence.OpenState, error) {
+	st := evidence.OpenState{Record: func(pub string) error {
+		_, err := s.db.Exec(`INSERT INTO evidence_anchors (public_key, anchored_at) VALUES (?, ?)`, pub, ts(s.now()))
 		return err
+	}}
+	err := s.db.QueryRowContext(ctx, `SELECT public_key FROM evidence_anchors ORDER BY id DESC LIMIT 1`).Scan(&st.Recorded)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return st, err
 	}
-	return s.cp.Seed(h.seq, h.hash)
+	err = s.db.QueryRowContext(ctx, headQuery).Scan(&st.HeadSeq, &st.HeadHash)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return st, err
+	}
+	return st, nil
+}
+
+// openAnchor checks the evidence anchor as the store opens (refusing a
+// lost one unless Options.Reanchor) and anchors a chain never anchored.
+func (s *Store) openAnchor(ctx context.Context) error {
+	st, err := s.anchorState(ctx)
+	if err != nil {
+		return fmt.Errorf("read the evidence anchor: %w", err)
+	}
+	return s.cp.Open(st, s.opts.Reanchor)
+}
+
+// AnchorState implements host.Anchoring.
+func (s *Store) AnchorState(ctx context.Context) (*host.AnchorState, error) {
+	st, err := s.anchorState(ctx)
+	if err != nil {
+		return nil, host.Wrap("anchor state", "", err)
+	}
+	return s.cp.State(st), nil
+}
+
+// Reanchor implements host.Anchoring.
+func (s *Store) Reanchor(ctx context.Context, e host.Event) (*host.Event, error) {
+	out, err := s.AppendEvent(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cp.Reset(out.Seq, out.Hash); err != nil {
+		return nil, host.Wrap("reanchor", "", err)
+	}
+	return out, nil
 }

@@ -452,4 +452,15 @@ CREATE TABLE message_subscriptions (
 ALTER TABLE openwop_runs ADD COLUMN holder TEXT NOT NULL DEFAULT '';
 ALTER TABLE openwop_runs ADD COLUMN lease_until INTEGER NOT NULL DEFAULT 0;
 `,
+	// 15: the host key the evidence chain is anchored with, recorded when
+	// the first checkpoint is signed and at each re-anchoring (the newest
+	// row is the home's): a home with a record refuses to open when its
+	// checkpoint or host key is lost (internal/evidence.Anchor.Open).
+	`
+CREATE TABLE evidence_anchors (
+	id INTEGER PRIMARY KEY AUTOINCREMENT,
+	public_key TEXT NOT NULL,
+	anchored_at TEXT NOT NULL
+);
+`,
 }

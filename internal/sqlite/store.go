@@ -68,6 +68,10 @@ type Options struct {
 	// checkpoint. Keep it where whoever can edit the database cannot: a
 	// checkpoint signed with a key the attacker holds proves nothing.
 	HostKeyFile string
+	// Reanchor opens a store whose evidence anchor is missing, damaged or
+	// replaced (which Open otherwise refuses with host.ErrUnanchored), for
+	// Reanchor and AnchorState only: the operator's re-anchoring.
+	Reanchor bool
 	// CheckpointFile is where the signed head checkpoint is written.
 	// Default: evidence-head.json beside the database.
 	CheckpointFile string
@@ -190,9 +194,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
 	s := &Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), config: newConfigCache(gens.routes), subs: newSubsCache(gens.routes), keys: keys, hostKey: hk, cp: cp}
-	if err := s.seedCheckpoint(ctx); err != nil {
+	if err := s.openAnchor(ctx); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("open host store: anchor the evidence head: %w", err)
+		return nil, fmt.Errorf("open host store: %w", err)
 	}
 	s.sweepTemp()
 	s.sweepPackTemp()
