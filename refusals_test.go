@@ -1,0 +1,112 @@
+package packrun
+
+import (
+	"context"
+	"encoding/json"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/hosttest"
+)
+
+// refusalEnv is an authEnv whose host log and HTTP server log are kept,
+// so a test can check that no request panicked.
+type refusalEnv struct {
+	*authEnv
+	logs, srvLogs *hosttest.SyncBuffer
+}
+
+// newRefusalEnv serves the Host's real handler (API and console) on
+// 127.0.0.1 with tokens required, specs installed and the dispatcher
+// running.
+func newRefusalEnv(t *testing.T, opts HandlerOptions, specs ...packSpec) *refusalEnv {
+	t.Helper()
+	logs, srvLogs := &hosttest.SyncBuffer{}, &hosttest.SyncBuffer{}
+	home := filepath.Join(t.TempDir(), "home")
+	k := newTestKey(t)
+	savePolicy(t, home, trustKey(t, k, "local.*", "vendor.acme.*"))
+	h, err := Open(ctx, home, Config{Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: logs})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(ctx) })
+	f := &fixture{Host: h, home: home, key: k}
+	for _, s := range specs {
+		f.install(t, s)
+	}
+	srv := httptest.NewUnstartedServer(nil)
+	opts.Addr = srv.Listener.Addr().String()
+	hd, err := f.Handler(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = hd
+	srv.Config.ErrorLog = log.New(srvLogs, "", 0)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- f.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &refusalEnv{authEnv: &authEnv{f, srv.URL}, logs: logs, srvLogs: srvLogs}
+}
+
+// noPanic fails the test if a request panicked: net/http logs a handler's
+// panic ("http: panic serving ...") with its stack.
+func (e *refusalEnv) noPanic(t *testing.T) {
+	t.Helper()
+	for _, l := range []string{e.srvLogs.String(), e.logs.String()} {
+		if strings.Contains(l, "panic") || strings.Contains(l, "goroutine ") {
+			t.Fatalf("a request panicked:\n%s", l)
+		}
+	}
+}
+
+// POST /v1/invoke with an input the node's inputSchema refuses is a 422
+// naming the JSON path, through the Host's handler (whose Invoker returns
+// no attempt with the refusal): not a panic and a reset connection.
+func TestAPIInvokeInputSchemaRefused(t *testing.T) {
+	e := newRefusalEnv(t, HandlerOptions{}, helloSchemas("1.0.0", `{"type":"object"}`))
+	tok, tokRec := e.token(t, "acme", "invoke,evidence:read")
+	for _, tc := range []struct{ input, field string }{
+		{`{"name":5}`, "input.name"},
+		{`{}`, "input.name"}, // required
+	} {
+		r := e.call(t, tok, "POST", "/v1/invoke", `{"pack":"local.hello.wat","node":"example.hello","input":`+tc.input+`}`)
+		var env struct {
+			Error struct{ Code, Message, Field string }
+		}
+		if err := json.Unmarshal([]byte(r.body), &env); err != nil || r.code != http.StatusUnprocessableEntity ||
+			env.Error.Code != "input_schema_violation" || env.Error.Field != tc.field || !strings.HasPrefix(env.Error.Message, tc.field+":") {
+			t.Fatalf("input %s: %d %s (want 422 input_schema_violation, field %s)", tc.input, r.code, r.body, tc.field)
+		}
+	}
+	e.noPanic(t)
+	// Each refused attempt is recorded, and its api_call event names it.
+	atts, err := e.Store().ListAttempts(ctx, host.AttemptFilter{})
+	if err != nil || len(atts) != 2 {
+		t.Fatalf("attempts %v %v, want the two refused ones", atts, err)
+	}
+	evs, err := e.Store().Events(ctx, host.EventFilter{Type: "api_call"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	for _, ev := range evs {
+		if strings.Contains(string(ev.Data), tokRec.ID) {
+			named[ev.AttemptID] = true
+		}
+	}
+	for _, a := range atts {
+		if a.Error == nil || a.Error.Code != "input_schema_violation" || !named[a.AttemptID] {
+			t.Errorf("attempt %s: error %+v, api_call event %v", a.AttemptID, a.Error, named[a.AttemptID])
+		}
+	}
+}
