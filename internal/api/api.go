@@ -309,6 +309,12 @@ func New(cfg Config) http.Handler {
 		return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no route %s", r.URL.Path))
 	}))
 	return s.wrap(func(w http.ResponseWriter, r *http.Request) error {
+		// A request that has arrived is served whole: net/http cancels its
+		// context when the client half-closes the connection (CloseWrite,
+		// nc -N), although the client still reads the answer. Every route's
+		// work is bounded (limits, timeouts), so nothing is cut short, and
+		// a write is stored and answered, or refused, never both.
+		r = r.WithContext(context.WithoutCancel(r.Context()))
 		if err := s.admit(r); err != nil {
 			return err
 		}

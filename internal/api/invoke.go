@@ -73,8 +73,7 @@ func (s *server) invoke(w http.ResponseWriter, r *http.Request) error {
 	} else if t[0] != '{' {
 		return refuse(http.StatusBadRequest, CodeInvalid, "input", "input: must be a JSON object")
 	}
-	ctx := r.Context()
-	att, res, err := s.cfg.Dispatcher.Invoke(ctx, dispatch.InvokeRequest{Pack: req.Pack, Node: req.Node, Input: req.Input, Tenant: req.Tenant})
+	att, res, err := s.cfg.Dispatcher.Invoke(r.Context(), dispatch.InvokeRequest{Pack: req.Pack, Node: req.Node, Input: req.Input, Tenant: req.Tenant})
 	if err != nil {
 		var le *runtime.LoadError
 		switch {
@@ -95,8 +94,6 @@ func (s *server) invoke(w http.ResponseWriter, r *http.Request) error {
 			}
 			s.recordCall(r, "", attemptID)
 			return refuse(http.StatusUnprocessableEntity, CodeInputSchema, field, err.Error())
-		case ctx.Err() != nil:
-			return &apiError{status: http.StatusServiceUnavailable, detail: errorDetail{Code: CodeUnavailable, Message: "the invocation was canceled"}, cause: err}
 		}
 		return err
 	}
