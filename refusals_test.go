@@ -3,6 +3,7 @@ package packrun
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
@@ -109,4 +110,53 @@ func TestAPIInvokeInputSchemaRefused(t *testing.T) {
 			t.Errorf("attempt %s: error %+v, api_call event %v", a.AttemptID, a.Error, named[a.AttemptID])
 		}
 	}
+}
+
+// The console spends the same bucket per token as the API: a token over
+// its rate on one surface is over it on the other (429 with Retry-After,
+// in each surface's own form), and the console's Replay button counts.
+func TestConsoleRateLimitSharedWithAPI(t *testing.T) {
+	e := newRefusalEnv(t, HandlerOptions{RateLimit: 0.01}) // a burst of 1, then one per 100 s
+	console := func(tok, method, path string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, e.url+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.AddCookie(&http.Cookie{Name: "packrun_console", Value: tok})
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	wantPage429 := func(what string, resp *http.Response, body string) {
+		t.Helper()
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" ||
+			!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") || !strings.Contains(body, "over its rate") {
+			t.Errorf("%s: %d Retry-After %q\n%s", what, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+	}
+	// API first, then the console.
+	a, _ := e.token(t, "acme", "tasks:read,evidence:read")
+	if r := e.call(t, a, "GET", "/v1/tasks", ""); r.code != http.StatusOK {
+		t.Fatalf("API within the burst: %d %s", r.code, r.body)
+	}
+	resp, body := console(a, "GET", "/console/tasks")
+	wantPage429("console after the API spent the burst", resp, body)
+	resp, body = console(a, "POST", "/console/attempts/att_x/replay")
+	wantPage429("console Replay after the API spent the burst", resp, body)
+
+	// The console first, then the API.
+	b, _ := e.token(t, "acme", "tasks:read")
+	if resp, body := console(b, "GET", "/console/tasks"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("console within the burst: %d\n%s", resp.StatusCode, body)
+	}
+	r := e.call(t, b, "GET", "/v1/tasks", "")
+	if r.code != http.StatusTooManyRequests || r.errCode() != "rate_limited" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("API after the console spent the burst: %d %v %s", r.code, r.header, r.body)
+	}
+	e.noPanic(t)
 }

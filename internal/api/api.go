@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -117,7 +116,7 @@ func (p PackInfo) Ref() string { return p.Name + "@" + p.Version }
 
 type server struct {
 	cfg     Config
-	limit   *limiter // nil: no rate limit
+	limit   *auth.Limiter // nil: no rate limit
 	maxBody int64
 	// loopback: refuse requests whose Host is not a loopback name.
 	loopback bool
@@ -219,7 +218,10 @@ const maxBodyDepth = 10000
 // text/plain without the browser asking first (CORS preflight). Bodies are
 // strict JSON: valid UTF-8, no duplicate key at any depth (400).
 func New(cfg Config) http.Handler {
-	s := &server{cfg: cfg, maxBody: cfg.MaxBodyBytes, loopback: servesLoopback(cfg.Addr), limit: newLimiter(cfg.Auth.Rate, cfg.Auth.Burst)}
+	s := &server{cfg: cfg, maxBody: cfg.MaxBodyBytes, loopback: servesLoopback(cfg.Addr), limit: cfg.Auth.Limiter}
+	if s.limit == nil {
+		s.limit = auth.NewLimiter(cfg.Auth.Rate, cfg.Auth.Burst)
+	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
@@ -326,12 +328,10 @@ func New(cfg Config) http.Handler {
 		if note != nil {
 			note.Principal = p
 		}
-		if s.limit != nil && !p.Insecure {
-			if ok, wait := s.limit.take(p.TokenID); !ok {
-				ae := refuse(http.StatusTooManyRequests, CodeRateLimited, "", fmt.Sprintf("token %s is over its rate of %g requests a second; retry later", p.TokenID, s.limit.rate))
-				ae.retryAfter = max(1, int(math.Ceil(wait.Seconds())))
-				return ae
-			}
+		if ok, retryAfter := s.limit.Take(p); !ok {
+			ae := refuse(http.StatusTooManyRequests, CodeRateLimited, "", fmt.Sprintf("token %s is over its rate of %g requests a second; retry later", p.TokenID, s.limit.Rate()))
+			ae.retryAfter = retryAfter
+			return ae
 		}
 		routed := r.WithContext(auth.With(r.Context(), p))
 		mux.ServeHTTP(w, routed)
