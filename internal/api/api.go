@@ -120,6 +120,7 @@ type server struct {
 	maxBody int64
 	// loopback: refuse requests whose Host is not a loopback name.
 	loopback bool
+	routes   []string // "METHOD /path", as registered (Routes)
 }
 
 // maxBodyDepth bounds the nesting of a request body; it is encoding/json's
@@ -218,6 +219,19 @@ const maxBodyDepth = 10000
 // text/plain without the browser asking first (CORS preflight). Bodies are
 // strict JSON: valid UTF-8, no duplicate key at any depth (400).
 func New(cfg Config) http.Handler {
+	_, h := build(cfg)
+	return h
+}
+
+// Routes lists the routes New registers as ServeMux patterns ("GET
+// /v1/tasks/{id}"), in the order registered; a GET route serves HEAD too.
+// A test that must cover every route derives its table from it.
+func Routes() []string {
+	s, _ := build(Config{})
+	return s.routes
+}
+
+func build(cfg Config) (*server, http.Handler) {
 	s := &server{cfg: cfg, maxBody: cfg.MaxBodyBytes, loopback: servesLoopback(cfg.Addr), limit: cfg.Auth.Limiter}
 	if s.limit == nil {
 		s.limit = auth.NewLimiter(cfg.Auth.Rate, cfg.Auth.Burst)
@@ -234,6 +248,9 @@ func New(cfg Config) http.Handler {
 		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 			if methods[m] != nil || m == http.MethodHead && methods[http.MethodGet] != nil {
 				allow = append(allow, m)
+			}
+			if methods[m] != nil {
+				s.routes = append(s.routes, m+" "+path)
 			}
 		}
 		for m, h := range methods {
@@ -310,7 +327,7 @@ func New(cfg Config) http.Handler {
 	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no route %s", r.URL.Path))
 	}))
-	return s.wrap(func(w http.ResponseWriter, r *http.Request) error {
+	return s, s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		// A request that has arrived is served whole: net/http cancels its
 		// context when the client half-closes the connection (CloseWrite,
 		// nc -N), although the client still reads the answer. Every route's
