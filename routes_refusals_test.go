@@ -20,11 +20,11 @@ type refusal struct {
 	kind string // invalid, schema, not found, tenant, conflict
 	// path, with {task}, {attempt}, {artifact}, {schedule}, {record},
 	// {canceled}, {run} and {message} standing for tenant acme's.
-	path, body   string
-	status       int
-	code, field  string
-	asGlobex     bool   // sent by tenant globex's token (every scope but admin), not acme's admin
-	sameAsMissng string // for a tenant refusal: the path of what does not exist, answered the same
+	path, body    string
+	status        int
+	code, field   string
+	asGlobex      bool   // sent by tenant globex's token (every scope but admin), not acme's admin
+	sameAsMissing string // for a tenant refusal: the path of what does not exist, answered the same
 }
 
 // routeRefusals is a route's scope ("" any token) and the refusals of its
@@ -48,9 +48,9 @@ func nf(path string) refusal {
 	return refusal{kind: "not found", path: path, status: stNotFound, code: "not_found"}
 }
 
-// tenantOf: globex asks for acme's path, answered as missing is.
+// foreign: globex asks for acme's path, answered as missing is.
 func foreign(path, missing string) refusal {
-	return refusal{kind: "tenant", path: path, status: stNotFound, code: "not_found", asGlobex: true, sameAsMissng: missing}
+	return refusal{kind: "tenant", path: path, status: stNotFound, code: "not_found", asGlobex: true, sameAsMissing: missing}
 }
 
 func inval(path, body string, status int, code, field string) refusal {
@@ -105,7 +105,7 @@ var apiRefusals = map[string]routeRefusals{
 	"GET /v1/schedules/{id}": {auth.ScopeTasksRead, []refusal{nf("/v1/schedules/sched_missing"), foreign("/v1/schedules/{schedule}", "/v1/schedules/sched_missing")}},
 	"PATCH /v1/schedules/{id}": {auth.ScopeTasksWrite, []refusal{
 		{kind: "not found", path: "/v1/schedules/sched_missing", body: `{"enabled":true}`, status: stNotFound, code: "not_found"},
-		{kind: "tenant", path: "/v1/schedules/{schedule}", body: `{"enabled":true}`, status: stNotFound, code: "not_found", asGlobex: true, sameAsMissng: "/v1/schedules/sched_missing"},
+		{kind: "tenant", path: "/v1/schedules/{schedule}", body: `{"enabled":true}`, status: stNotFound, code: "not_found", asGlobex: true, sameAsMissing: "/v1/schedules/sched_missing"},
 		inval("/v1/schedules/{schedule}", `{"interval_seconds":0}`, stBad, "invalid", "interval_seconds"),
 	}},
 	"DELETE /v1/schedules/{id}": {auth.ScopeTasksWrite, []refusal{nf("/v1/schedules/sched_missing"), foreign("/v1/schedules/{schedule}", "/v1/schedules/sched_missing")}},
@@ -161,7 +161,7 @@ var apiRefusals = map[string]routeRefusals{
 	"GET /v1/runs/{id}": {auth.ScopeTasksRead, []refusal{nf("/v1/runs/run_missing"), foreign("/v1/runs/{run}", "/v1/runs/run_missing")}},
 	"POST /v1/runs/{id}": {auth.ScopeInvoke, []refusal{
 		nf("/v1/runs/run_missing:cancel"), foreign("/v1/runs/{run}:cancel", "/v1/runs/run_missing:cancel"),
-		{kind: "tenant", path: "/v1/runs/{run}:fork", body: `{"mode":"replay"}`, status: stNotFound, code: "not_found", asGlobex: true, sameAsMissng: "/v1/runs/run_missing:fork"},
+		{kind: "tenant", path: "/v1/runs/{run}:fork", body: `{"mode":"replay"}`, status: stNotFound, code: "not_found", asGlobex: true, sameAsMissing: "/v1/runs/run_missing:fork"},
 		conflictOn("/v1/runs/{run}:cancel", ""),
 		inval("/v1/runs/{run}:fork", `{"mode":"branch"}`, stBad, "invalid", "mode"),
 	}},
@@ -400,18 +400,18 @@ func TestAPIRouteRefusals(t *testing.T) {
 				}
 				r := e.call(t, tok, method, path, b)
 				errorEnvelope(t, f.kind+" "+path, r, f.status, f.code, f.field)
-				if f.sameAsMissng == "" {
+				if f.sameAsMissing == "" {
 					continue
 				}
-				miss := e.call(t, tok, method, f.sameAsMissng, b)
-				id, missing := differ(path, f.sameAsMissng)
+				miss := e.call(t, tok, method, f.sameAsMissing, b)
+				id, missing := differ(path, f.sameAsMissing)
 				if miss.code != r.code || strings.ReplaceAll(r.errMessage(), id, "X") != strings.ReplaceAll(miss.errMessage(), missing, "X") {
 					t.Errorf("another tenant's %s: %d %s; a missing one: %d %s", path, r.code, r.body, miss.code, miss.body)
 				}
 				// Without the scope: refused before the lookup, the same
 				// answer for what exists elsewhere and what does not.
 				if c.scope != "" {
-					a, m := e.call(t, lacking[c.scope], method, path, b), e.call(t, lacking[c.scope], method, f.sameAsMissng, b)
+					a, m := e.call(t, lacking[c.scope], method, path, b), e.call(t, lacking[c.scope], method, f.sameAsMissing, b)
 					if a.code != stForbid || a.body != m.body {
 						t.Errorf("without %s: another tenant's %s: %d %s; a missing one: %d %s", c.scope, path, a.code, a.body, m.code, m.body)
 					}
