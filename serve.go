@@ -6,6 +6,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/api"
+	"github.com/packrun/packrun/internal/auth"
 	"github.com/packrun/packrun/internal/buildinfo"
 	"github.com/packrun/packrun/internal/console"
 	"github.com/packrun/packrun/internal/dispatch"
@@ -65,7 +66,7 @@ type HandlerOptions struct {
 	// this home's tokens (CreateToken).
 	InsecureNoAuth bool
 	// RateLimit bounds each token's requests a second (burst: twice as
-	// many); 0: no limit.
+	// many), API and console together; 0: no limit.
 	RateLimit float64
 }
 
@@ -84,17 +85,20 @@ func (h *Host) Handler(ctx context.Context, opts HandlerOptions) (http.Handler, 
 			return &Principal{Insecure: true, Tenant: host.DefaultTenant}, nil
 		}
 	}
+	// One bucket per token, spent by the API and the console alike.
+	limit := auth.NewLimiter(opts.RateLimit, 0)
 	mux := http.NewServeMux()
 	mux.Handle(console.Prefix, api.GuardHost(opts.Addr, console.New(console.Config{
 		Backend:      consoleBackend{h},
 		Authenticate: authenticate,
 		Log:          func(msg string, kv ...any) { h.log.Error(msg, kv...) },
+		Limiter:      limit,
 	})))
-	mux.Handle("/", h.apiHandler(rt, d, opts))
+	mux.Handle("/", h.apiHandler(rt, d, opts, limit))
 	return mux, nil
 }
 
-func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts HandlerOptions) http.Handler {
+func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts HandlerOptions, limit *auth.Limiter) http.Handler {
 	build := buildinfo.Read()
 	return api.New(api.Config{
 		Backend:       h.store,
@@ -111,7 +115,7 @@ func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts Hand
 		MaxBodyBytes:  opts.MaxBodyBytes,
 		Addr:          opts.Addr,
 		Log:           func(msg string, kv ...any) { h.log.Error(msg, kv...) },
-		Auth:          api.Auth{Authenticate: h.Authenticate, Insecure: opts.InsecureNoAuth, Rate: opts.RateLimit},
+		Auth:          api.Auth{Authenticate: h.Authenticate, Insecure: opts.InsecureNoAuth, Limiter: limit},
 		Replay: func(ctx context.Context, id string) (*api.ReplayVerdict, error) {
 			return h.Replay(ctx, id, ReplayOptions{})
 		},

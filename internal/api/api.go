@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"mime"
 	"net"
 	"net/http"
@@ -117,10 +116,11 @@ func (p PackInfo) Ref() string { return p.Name + "@" + p.Version }
 
 type server struct {
 	cfg     Config
-	limit   *limiter // nil: no rate limit
+	limit   *auth.Limiter // nil: no rate limit
 	maxBody int64
 	// loopback: refuse requests whose Host is not a loopback name.
 	loopback bool
+	routes   []string // "METHOD /path", as registered (Routes)
 }
 
 // maxBodyDepth bounds the nesting of a request body; it is encoding/json's
@@ -219,7 +219,23 @@ const maxBodyDepth = 10000
 // text/plain without the browser asking first (CORS preflight). Bodies are
 // strict JSON: valid UTF-8, no duplicate key at any depth (400).
 func New(cfg Config) http.Handler {
-	s := &server{cfg: cfg, maxBody: cfg.MaxBodyBytes, loopback: servesLoopback(cfg.Addr), limit: newLimiter(cfg.Auth.Rate, cfg.Auth.Burst)}
+	_, h := build(cfg)
+	return h
+}
+
+// Routes lists the routes New registers as ServeMux patterns ("GET
+// /v1/tasks/{id}"), in the order registered; a GET route serves HEAD too.
+// A test that must cover every route derives its table from it.
+func Routes() []string {
+	s, _ := build(Config{})
+	return s.routes
+}
+
+func build(cfg Config) (*server, http.Handler) {
+	s := &server{cfg: cfg, maxBody: cfg.MaxBodyBytes, loopback: servesLoopback(cfg.Addr), limit: cfg.Auth.Limiter}
+	if s.limit == nil {
+		s.limit = auth.NewLimiter(cfg.Auth.Rate, cfg.Auth.Burst)
+	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
@@ -232,6 +248,9 @@ func New(cfg Config) http.Handler {
 		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 			if methods[m] != nil || m == http.MethodHead && methods[http.MethodGet] != nil {
 				allow = append(allow, m)
+			}
+			if methods[m] != nil {
+				s.routes = append(s.routes, m+" "+path)
 			}
 		}
 		for m, h := range methods {
@@ -308,7 +327,13 @@ func New(cfg Config) http.Handler {
 	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no route %s", r.URL.Path))
 	}))
-	return s.wrap(func(w http.ResponseWriter, r *http.Request) error {
+	return s, s.wrap(func(w http.ResponseWriter, r *http.Request) error {
+		// A request that has arrived is served whole: net/http cancels its
+		// context when the client half-closes the connection (CloseWrite,
+		// nc -N), although the client still reads the answer. Every route's
+		// work is bounded (limits, timeouts), so nothing is cut short, and
+		// a write is stored and answered, or refused, never both.
+		r = r.WithContext(context.WithoutCancel(r.Context()))
 		if err := s.admit(r); err != nil {
 			return err
 		}
@@ -320,12 +345,10 @@ func New(cfg Config) http.Handler {
 		if note != nil {
 			note.Principal = p
 		}
-		if s.limit != nil && !p.Insecure {
-			if ok, wait := s.limit.take(p.TokenID); !ok {
-				ae := refuse(http.StatusTooManyRequests, CodeRateLimited, "", fmt.Sprintf("token %s is over its rate of %g requests a second; retry later", p.TokenID, s.limit.rate))
-				ae.retryAfter = max(1, int(math.Ceil(wait.Seconds())))
-				return ae
-			}
+		if ok, retryAfter := s.limit.Take(p); !ok {
+			ae := refuse(http.StatusTooManyRequests, CodeRateLimited, "", fmt.Sprintf("token %s is over its rate of %g requests a second; retry later", p.TokenID, s.limit.Rate()))
+			ae.retryAfter = retryAfter
+			return ae
 		}
 		routed := r.WithContext(auth.With(r.Context(), p))
 		mux.ServeHTTP(w, routed)

@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
@@ -29,6 +26,10 @@ type Auth struct {
 	// average, Burst at once (default 2×Rate). 0: no limit.
 	Rate  float64
 	Burst int
+	// Limiter, when set, bounds each token's requests instead of Rate and
+	// Burst: the Host hands the console the same one, so a token has one
+	// budget on both surfaces.
+	Limiter *auth.Limiter
 }
 
 // CodeUnauthorized, CodeForbidden and CodeRateLimited are the refusals of
@@ -106,53 +107,6 @@ func refuseTenantField(r *http.Request, field, named string) error {
 		return nil
 	}
 	return refuse(http.StatusForbidden, CodeForbidden, field, fmt.Sprintf("%s: this token acts for its own tenant only; leave %s out", field, field))
-}
-
-// limiter is a token bucket per API token.
-type limiter struct {
-	rate  float64
-	burst float64
-	mu    sync.Mutex
-	b     map[string]*bucket
-	now   func() time.Time
-}
-
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
-func newLimiter(rate float64, burst int) *limiter {
-	if rate <= 0 {
-		return nil
-	}
-	if burst <= 0 {
-		burst = int(math.Ceil(2 * rate))
-	}
-	return &limiter{rate: rate, burst: float64(burst), b: map[string]*bucket{}, now: time.Now}
-}
-
-// take spends one request of key's bucket, or says how long until one is
-// available.
-func (l *limiter) take(key string) (ok bool, retry time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	b := l.b[key]
-	if b == nil {
-		if len(l.b) > 100_000 { // tokens are few; a flood of distinct keys is not kept
-			clear(l.b)
-		}
-		b = &bucket{tokens: l.burst, last: now}
-		l.b[key] = b
-	}
-	b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
-	b.last = now
-	if b.tokens >= 1 {
-		b.tokens--
-		return true, 0
-	}
-	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
 }
 
 // EventAPICall is the runtime event a state-changing API call leaves,

@@ -73,8 +73,7 @@ func (s *server) invoke(w http.ResponseWriter, r *http.Request) error {
 	} else if t[0] != '{' {
 		return refuse(http.StatusBadRequest, CodeInvalid, "input", "input: must be a JSON object")
 	}
-	ctx := r.Context()
-	att, res, err := s.cfg.Dispatcher.Invoke(ctx, dispatch.InvokeRequest{Pack: req.Pack, Node: req.Node, Input: req.Input, Tenant: req.Tenant})
+	att, res, err := s.cfg.Dispatcher.Invoke(r.Context(), dispatch.InvokeRequest{Pack: req.Pack, Node: req.Node, Input: req.Input, Tenant: req.Tenant})
 	if err != nil {
 		var le *runtime.LoadError
 		switch {
@@ -87,11 +86,14 @@ func (s *server) invoke(w http.ResponseWriter, r *http.Request) error {
 		case errors.As(err, &le):
 			return refuse(http.StatusUnprocessableEntity, CodeModuleRefused, "", le.Error())
 		case errors.Is(err, dispatch.ErrInputRefused):
-			ie, _ := errors.AsType[*dispatch.InputError](err)
-			s.recordCall(r, att.TaskID, att.AttemptID)
-			return refuse(http.StatusUnprocessableEntity, CodeInputSchema, strings.TrimSuffix("input."+ie.Path, "."), err.Error())
-		case ctx.Err() != nil:
-			return &apiError{status: http.StatusServiceUnavailable, detail: errorDetail{Code: CodeUnavailable, Message: "the invocation was canceled"}, cause: err}
+			// The refused attempt is recorded; the Invoker may return it
+			// (a bare Dispatcher) or not (the Host): its id is the error's.
+			field, attemptID := "input", ""
+			if ie, ok := errors.AsType[*dispatch.InputError](err); ok {
+				field, attemptID = strings.TrimSuffix("input."+ie.Path, "."), ie.AttemptID
+			}
+			s.recordCall(r, "", attemptID)
+			return refuse(http.StatusUnprocessableEntity, CodeInputSchema, field, err.Error())
 		}
 		return err
 	}

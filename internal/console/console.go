@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/packrun/packrun/host"
@@ -84,6 +85,10 @@ type Config struct {
 	// Log receives one line per request that failed with a 5xx, with the
 	// error the operator does not see; may be nil.
 	Log func(msg string, kv ...any)
+	// Limiter bounds each token's requests (a page, a button, a login):
+	// over it, 429 with Retry-After. Hand it the API's, so that a token has
+	// one budget on both surfaces. Nil: no limit.
+	Limiter *auth.Limiter
 }
 
 //go:embed templates/*.html static/console.css
@@ -224,6 +229,9 @@ func (s *server) authed(scope auth.Scope, h handler) http.HandlerFunc {
 			}
 			return
 		}
+		if s.overRate(w, r, ss) {
+			return
+		}
 		if scope != "" && !ss.p.Has(scope) {
 			s.fail(w, r, ss, http.StatusForbidden, fmt.Sprintf("This token (%s) does not have the %q scope this page needs.", tokenName(ss.p), scope))
 			return
@@ -259,8 +267,12 @@ func clearCookie(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) root(w http.ResponseWriter, r *http.Request) {
-	if _, err := s.authenticate(r); err != nil {
+	ss, err := s.authenticate(r)
+	if err != nil {
 		http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
+		return
+	}
+	if s.overRate(w, r, ss) {
 		return
 	}
 	http.Redirect(w, r, Prefix+"tasks", http.StatusSeeOther)
@@ -291,6 +303,9 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 			"Error": "That token was not accepted: it is unknown, revoked, expired or not a packrun token."})
 		return
 	}
+	if s.overRate(w, r, &session{p: p}) {
+		return
+	}
 	setCookie(w, r, token)
 	http.Redirect(w, r, dest, http.StatusSeeOther)
 }
@@ -298,6 +313,24 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 func (s *server) logout(w http.ResponseWriter, r *http.Request) {
 	clearCookie(w, r)
 	http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
+}
+
+// overRate spends one request of the session's token from the limiter
+// the console shares with the API; over it, it renders the 429 page (with
+// Retry-After) and reports true.
+func (s *server) overRate(w http.ResponseWriter, r *http.Request, ss *session) bool {
+	ok, retryAfter := s.cfg.Limiter.Take(ss.p)
+	if ok {
+		return false
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	if ss.token == "" { // logging in: not logged in yet
+		ss = nil
+	}
+	s.fail(w, r, ss, http.StatusTooManyRequests, fmt.Sprintf(
+		"This token is over its rate of %g requests a second, counted across the console and the API; nothing was done. Try again in %d s.",
+		s.cfg.Limiter.Rate(), retryAfter))
+	return true
 }
 
 // fail renders an error page with status; a 5xx logs err.
