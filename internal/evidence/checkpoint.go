@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -79,6 +80,11 @@ func (c *Checkpoint) signedText() []byte {
 // signature. A missing file is an error that errors.Is os.ErrNotExist.
 func ReadCheckpoint(path string) (*Checkpoint, error) {
 	b, err := os.ReadFile(path)
+	return decodeCheckpoint(path, b, err)
+}
+
+// decodeCheckpoint decodes the bytes b read from path (err: the read's).
+func decodeCheckpoint(path string, b []byte, err error) (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -259,6 +265,10 @@ type HostKey struct {
 	once sync.Once
 	key  ed25519.PrivateKey
 	err  error
+
+	pubMu   sync.Mutex
+	pubFile []byte // the file's content pub was derived from
+	pub     ed25519.PublicKey
 }
 
 var _ Key = (*HostKey)(nil)
@@ -322,12 +332,25 @@ func (k *HostKey) Signing() (ed25519.PrivateKey, error) {
 }
 
 // Public reads the key's public half, without creating the key.
+//
+// The key is derived once per content of the file: a check per attempt
+// (replay --all, export) costs a small read, not a key derivation.
 func (k *HostKey) Public() (ed25519.PublicKey, error) {
-	key, err := k.Load(false)
+	b, err := os.ReadFile(k.path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("host key %s: %w", k.path, err)
 	}
-	return key.Public().(ed25519.PublicKey), nil
+	k.pubMu.Lock()
+	defer k.pubMu.Unlock()
+	if k.pub != nil && bytes.Equal(b, k.pubFile) {
+		return k.pub, nil
+	}
+	seed, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("host key %s is not a packrun host key (want %d hex digits)", k.path, 2*ed25519.SeedSize)
+	}
+	k.pubFile, k.pub = b, ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
+	return k.pub, nil
 }
 
 // givenKey is a key a store was handed already loaded.
@@ -371,6 +394,7 @@ type Anchor struct {
 	record    func(pub string) error
 	recorded  string
 	mustExist bool
+	checked   checkedHead // the last checkpoint Check verified
 
 	writing sync.Mutex // held by write
 	written int64      // seq of the last checkpoint this process wrote
@@ -531,7 +555,16 @@ func (a *Anchor) Check() (*host.ChainHead, *host.ChainBreak) {
 	a.mu.Lock()
 	must := a.mustExist
 	a.mu.Unlock()
-	cp, err := ReadCheckpoint(a.path)
+	// A checkpoint verified before, unchanged since (the same bytes, the
+	// same key), is not decoded and verified again: replay --all and
+	// export check it once per attempt.
+	raw, err := os.ReadFile(a.path)
+	if err == nil {
+		if h := a.verified(raw); h != nil {
+			return h, nil
+		}
+	}
+	cp, err := decodeCheckpoint(a.path, raw, err)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if must {
@@ -549,7 +582,35 @@ func (a *Anchor) Check() (*host.ChainHead, *host.ChainBreak) {
 		return nil, forged(fmt.Sprintf("the head checkpoint %s is not signed by this host's key (%s): it was forged or replaced", a.path, a.key))
 	}
 	h := cp.Head()
+	a.mu.Lock()
+	a.checked = checkedHead{raw: raw, pub: pub, head: h}
+	a.mu.Unlock()
 	return &h, nil
+}
+
+// checkedHead is the last checkpoint Check verified: the file's bytes,
+// the key that verified them, and the head.
+type checkedHead struct {
+	raw  []byte
+	pub  ed25519.PublicKey
+	head host.ChainHead
+}
+
+// verified returns the head of the checkpoint raw if Check verified these
+// bytes with the current host key, nil otherwise.
+func (a *Anchor) verified(raw []byte) *host.ChainHead {
+	a.mu.Lock()
+	c := a.checked
+	a.mu.Unlock()
+	if c.raw == nil || !bytes.Equal(raw, c.raw) {
+		return nil
+	}
+	pub, err := a.key.Public()
+	if err != nil || !pub.Equal(c.pub) {
+		return nil
+	}
+	h := c.head
+	return &h
 }
 
 // CheckHead reports whether the chain rep walked holds head: an entry at
