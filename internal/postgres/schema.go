@@ -394,6 +394,14 @@ ALTER TABLE openwop_runs ADD COLUMN holder TEXT NOT NULL DEFAULT '';
 ALTER TABLE openwop_runs ADD COLUMN lease_until BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX openwop_runs_unfinished ON openwop_runs (seq) WHERE status NOT IN ('completed', 'failed', 'cancelled');
 `,
+	// pgquota: quotas (issue 29), as internal/sqlite's migration 15: the
+	// transitions each workflow record has made (the workflow_steps
+	// quota), and an index counting the active records of each tenant
+	// (host.UsageCounter).
+	`
+ALTER TABLE workflow_records ADD COLUMN transitions BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX workflow_records_status ON workflow_records (status, tenant);
+`,
 }
 
 // Advisory lock keys (pg_advisory_xact_lock's bigint space is the whole

@@ -452,4 +452,11 @@ CREATE TABLE message_subscriptions (
 ALTER TABLE openwop_runs ADD COLUMN holder TEXT NOT NULL DEFAULT '';
 ALTER TABLE openwop_runs ADD COLUMN lease_until INTEGER NOT NULL DEFAULT 0;
 `,
+	// 15: quotas (issue 29): the transitions each workflow record has
+	// made (the workflow_steps quota), and an index counting the active
+	// records of each tenant (host.UsageCounter).
+	`
+ALTER TABLE workflow_records ADD COLUMN transitions INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX workflow_records_status ON workflow_records (status, tenant);
+`,
 }

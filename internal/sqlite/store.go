@@ -68,6 +68,9 @@ type Options struct {
 	// checkpoint. Keep it where whoever can edit the database cannot: a
 	// checkpoint signed with a key the attacker holds proves nothing.
 	HostKeyFile string
+	// Quotas are the quota rules applied inside the store's own writes
+	// (host.StoreQuotas; nil: none).
+	Quotas host.StoreQuotas
 	// CheckpointFile is where the signed head checkpoint is written.
 	// Default: evidence-head.json beside the database.
 	CheckpointFile string
