@@ -63,7 +63,9 @@ func TestContract(t *testing.T) { storetest.All(t, openContract) }
 // TestContractQuotas runs the contract's quota scenarios against
 // PostgreSQL, as internal/sqlite does against SQLite.
 func TestContractQuotas(t *testing.T) {
-	storetest.Quotas(t, func(t testing.TB, c *storetest.Clock, q host.StoreQuotas) host.Backend { return openQuotaNodes(t, c, 1, q)[0] })
+	storetest.Quotas(t, func(t testing.TB, c *storetest.Clock, q host.StoreQuotas) host.Backend {
+		return openQuotaNodes(t, c, 1, q)[0]
+	})
 }
 
 // TestContractNodes runs the contract's scenarios of several nodes on one
