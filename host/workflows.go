@@ -161,6 +161,7 @@ type WorkflowStart struct {
 type WorkflowRecordFilter struct {
 	Tenant       string // "": every tenant
 	WorkflowType string // "": every type
+	InstanceKey  string // "": every key
 	Limit        int    // 0: 100
 }
 

@@ -72,6 +72,9 @@ type Config struct {
 	// process on a store runs them at a time.
 	Chores     func(ctx context.Context)
 	ChoreEvery time.Duration
+	// BeforeFire, when set, runs before due schedules are fired (the
+	// host's quotas read the store's counts then); may be nil.
+	BeforeFire func(ctx context.Context)
 	// CheckIntent checks a follow-up a node stages against the home
 	// (skills, adapter, profile, model: the Host's CheckIntent); may be nil.
 	CheckIntent func(ctx context.Context, in *host.TaskIntent) error

@@ -221,7 +221,8 @@ func (s *Store) ListWorkflowRecords(ctx context.Context, f host.WorkflowRecordFi
 		limit = 100
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+workflowRecordColumns+` FROM workflow_records
-		WHERE ($1 = '' OR tenant = $1) AND ($2 = '' OR workflow_type = $2) ORDER BY seq DESC LIMIT $3`, f.Tenant, f.WorkflowType, limit)
+		WHERE ($1 = '' OR tenant = $1) AND ($2 = '' OR workflow_type = $2) AND ($4 = '' OR instance_key = $4) ORDER BY seq DESC LIMIT $3`,
+		f.Tenant, f.WorkflowType, limit, f.InstanceKey)
 	if err != nil {
 		return nil, host.Wrap("list workflow records", "", err)
 	}

@@ -198,7 +198,8 @@ func (s *Store) ListWorkflowRecords(ctx context.Context, f host.WorkflowRecordFi
 		limit = 100
 	}
 	out, err := queryAll(s, ctx, scanWorkflowRecord, `SELECT `+workflowRecordColumns+` FROM workflow_records
-		WHERE (?1 = '' OR tenant = ?1) AND (?2 = '' OR workflow_type = ?2) ORDER BY seq DESC LIMIT ?3`, f.Tenant, f.WorkflowType, limit)
+		WHERE (?1 = '' OR tenant = ?1) AND (?2 = '' OR workflow_type = ?2) AND (?4 = '' OR instance_key = ?4) ORDER BY seq DESC LIMIT ?3`,
+		f.Tenant, f.WorkflowType, limit, f.InstanceKey)
 	return out, host.Wrap("list workflow records", "", err)
 }
 

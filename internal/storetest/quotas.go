@@ -56,6 +56,7 @@ func (q *stubQuotas) ScheduleSlot(tenant string) error {
 
 func quotasTenantUsage(f *fixture) {
 	t := f.t
+	var got map[string]host.TenantUsage
 	uc, ok := f.b.(host.UsageCounter)
 	if !ok {
 		t.Fatalf("%T does not count tenant usage (host.UsageCounter)", f.b)
@@ -73,13 +74,19 @@ func quotasTenantUsage(f *fixture) {
 	if _, err := f.b.CancelWorkflowRecord(ctx, "acme", r2.WorkflowID); err != nil {
 		t.Fatal(err)
 	}
+	// A record is found by its instance key (how the host answers a
+	// start of an existing record at the active_workflows cap).
+	l, err := f.b.ListWorkflowRecords(ctx, host.WorkflowRecordFilter{Tenant: "acme", WorkflowType: host.GoalLoop, InstanceKey: "k2"})
+	if err != nil || len(l) != 1 || l[0].WorkflowID != r2.WorkflowID {
+		t.Fatalf("records of key k2: %+v %v", l, err)
+	}
 	// beta: three tasks.
 	for range 3 {
 		f.enqueue(intent("demo.beta", nil), host.EnqueueOptions{Tenant: "beta"})
 	}
 	f.claim() // running: still counted
 	done := f.finish(f.claim(), host.FinishInput{Outcome: okOutcome()})
-	got, err := uc.TenantUsage(ctx)
+	got, err = uc.TenantUsage(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
