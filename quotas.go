@@ -17,8 +17,9 @@ type Quotas struct {
 	// Schedules caps a tenant's schedules (default 100).
 	Schedules int
 	// ScheduleMinInterval is the shortest interval of a tenant's schedule
-	// (default 10s). Sensor schedules, which the host keeps from the
-	// installed manifests, are the operator's and not bound by it.
+	// (default 1s, a whole number of seconds). Sensor schedules, which the
+	// host keeps from the installed manifests, are the operator's and not
+	// bound by it.
 	ScheduleMinInterval time.Duration
 	// ActiveWorkflows caps a tenant's active workflow records (default
 	// 1000).

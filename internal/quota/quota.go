@@ -57,7 +57,7 @@ type Limits struct {
 // Defaults are the limits a zero field stands for.
 var Defaults = Limits{
 	Schedules:             100,
-	ScheduleMinInterval:   10 * time.Second,
+	ScheduleMinInterval:   time.Second,
 	ActiveWorkflows:       1000,
 	WorkflowSteps:         100,
 	QueuedTasks:           10000,
