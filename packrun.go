@@ -264,6 +264,9 @@ func (h *Host) engine(ctx context.Context) (*runtime.Runtime, *dispatch.Dispatch
 			Reclaim:     h.continueRuns,
 			Chores:      h.chores,
 			BeforeFire:  func(ctx context.Context) { h.quotas.Refresh(ctx) },
+			CheckFollowUps: func(ctx context.Context, tenant string, n int) error {
+				return h.quotas.Tasks(ctx, tenant, n)
+			},
 		})
 		h.started.Store(h.dispatcher)
 	})

@@ -30,7 +30,8 @@ type Quotas struct {
 	WorkflowSteps int
 	// QueuedTasks caps a tenant's unfinished tasks: pending, running,
 	// waiting for a retry or blocked (default 10000). A schedule of a
-	// tenant at the cap skips its slot.
+	// tenant at the cap skips its slot, and a task's follow-ups are
+	// refused (the task fails naming the quota).
 	QueuedTasks int
 	// SensorEventsPerMinute and MessagesPerMinute cap the sensor events
 	// and the agent messages a tenant hands over a minute (default 600
