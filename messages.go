@@ -28,7 +28,7 @@ func (h *Host) PublishMessage(ctx context.Context, tenant, origin, contentType s
 	if err != nil {
 		return nil, err
 	}
-	rec, err := bus.Accept(ctx, h.store, r, bus.Options{Tenant: tenant, Origin: origin, Now: time.Now(), Direction: "received"})
+	rec, err := bus.Accept(ctx, h.limited, r, bus.Options{Tenant: tenant, Origin: origin, Now: time.Now(), Direction: "received"})
 	if err != nil {
 		return nil, err
 	}

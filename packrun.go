@@ -33,6 +33,7 @@ import (
 	"github.com/packrun/packrun/internal/adapters"
 	"github.com/packrun/packrun/internal/auth"
 	"github.com/packrun/packrun/internal/dispatch"
+	"github.com/packrun/packrun/internal/quota"
 	"github.com/packrun/packrun/internal/sqlite"
 	"github.com/packrun/packrun/runtime"
 )
@@ -86,6 +87,9 @@ type Config struct {
 	// RotateHostKey): what Open otherwise refuses with
 	// host.ErrUnanchored.
 	reanchor bool
+	// Quotas bound what each tenant can create (see Quotas; the zero
+	// value is the defaults).
+	Quotas Quotas
 }
 
 // Host is one packrun home opened: its store (the only owner of
@@ -97,6 +101,10 @@ type Host struct {
 	log   hclog.Logger
 	store backend
 	index *packIndex
+	// quotas checks what each tenant creates; limited is the store as
+	// the API, the CLI and Store's callers create through it (quotas.go).
+	quotas  *quota.Keeper
+	limited *limited
 
 	packConfig map[string]json.RawMessage // config.json, read at Open
 	adapters   *adapters.Registry
@@ -120,6 +128,7 @@ type Host struct {
 type backend interface {
 	host.Backend
 	host.Anchoring
+	host.UsageCounter
 	Ping(ctx context.Context) error
 	HostPublicKey() (string, error)
 	SealDigest(kind, digest string) (*host.Seal, error)
@@ -179,6 +188,7 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 		cfg.Workers = 2
 	}
 	h := &Host{home: home, cfg: cfg, log: cfg.Logger}
+	h.quotas = quota.New(cfg.Quotas.limits(), func(ctx context.Context) (map[string]host.TenantUsage, error) { return h.store.TenantUsage(ctx) })
 	h.runs.slots = make(chan struct{}, cfg.Workers)
 	var err error
 	if h.packConfig, err = readPackConfig(filepath.Join(home, PackConfigFile)); err != nil {
@@ -209,9 +219,10 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 			SecretKeyFile: cfg.SecretKeyFile,
 			HostKeyFile:   cfg.HostKeyFile,
 			Reanchor:      cfg.reanchor,
+			Quotas:        h.quotas,
 		})
 	case isPostgresURL(cfg.Store):
-		h.store, err = openPostgres(ctx, home, cfg)
+		h.store, err = openPostgres(ctx, home, cfg, h.quotas)
 	default:
 		err = fmt.Errorf("%w: store %s: want a postgres:// URL, or nothing for the home's own SQLite database", ErrConfig, redactURL(cfg.Store))
 	}
@@ -219,6 +230,7 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 		return nil, err
 	}
 	h.cfg = cfg
+	h.limited = &limited{backend: h.store, q: h.quotas}
 	h.index = newPackIndex(h.store)
 	return h, nil
 }
@@ -230,8 +242,10 @@ const DefaultLeaseTTL = 30 * time.Second
 func (h *Host) Home() string { return h.home }
 
 // Store is the host's store, as the interfaces of package host: tasks,
-// attempts and events, memory, task types, installed packs.
-func (h *Host) Store() host.Backend { return h.store }
+// attempts and events, memory, task types, installed packs. What a tenant
+// creates through it (tasks, schedules, workflow records, sensor events,
+// messages) is checked against Config.Quotas first.
+func (h *Host) Store() host.Backend { return h.limited }
 
 // engine starts the runtime and the dispatcher, once.
 func (h *Host) engine(ctx context.Context) (*runtime.Runtime, *dispatch.Dispatcher, error) {
@@ -256,6 +270,10 @@ func (h *Host) engine(ctx context.Context) (*runtime.Runtime, *dispatch.Dispatch
 			CheckIntent: h.CheckIntent,
 			Reclaim:     h.continueRuns,
 			Chores:      h.chores,
+			BeforeFire:  func(ctx context.Context) { h.quotas.Refresh(ctx) },
+			CheckFollowUps: func(ctx context.Context, tenant string, n int) error {
+				return h.quotas.Tasks(ctx, tenant, n)
+			},
 		})
 		h.started.Store(h.dispatcher)
 	})

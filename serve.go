@@ -101,7 +101,7 @@ func (h *Host) Handler(ctx context.Context, opts HandlerOptions) (http.Handler, 
 func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts HandlerOptions, limit *auth.Limiter) http.Handler {
 	build := buildinfo.Read()
 	return api.New(api.Config{
-		Backend:       h.store,
+		Backend:       h.limited,
 		Dispatcher:    apiInvoker{h, d},
 		Packs:         h.index.packInfos,
 		Skills:        h.Skills,
@@ -132,7 +132,7 @@ func (h *Host) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.En
 	if err := h.CheckIntent(ctx, &intent); err != nil {
 		return nil, err
 	}
-	t, err := h.store.Enqueue(ctx, intent, opts)
+	t, err := h.limited.Enqueue(ctx, intent, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,7 @@ func MigrateStore(ctx context.Context, home, to string, cfg Config) (*StoreMigra
 		cfg.HostKeyFile = os.Getenv(HostKeyEnv)
 	}
 	cfg.Store = to
-	b, err := openPostgres(ctx, home, cfg)
+	b, err := openPostgres(ctx, home, cfg, nil)
 	if err != nil {
 		return nil, err
 	}

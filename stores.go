@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/postgres"
 	"github.com/packrun/packrun/internal/storecore"
 )
@@ -44,7 +45,7 @@ func redactURL(s string) string {
 // writes in its home (evidence-head.json, the name SQLite's has there: a
 // home moved with MigrateStore keeps its anchor, the chain's seqs and
 // hashes being the same).
-func openPostgres(ctx context.Context, home string, cfg Config) (backend, error) {
+func openPostgres(ctx context.Context, home string, cfg Config, q host.StoreQuotas) (backend, error) {
 	secretFile := cfg.SecretKeyFile
 	if secretFile == "" {
 		secretFile = filepath.Join(home, "secret.key")
@@ -62,7 +63,7 @@ func openPostgres(ctx context.Context, home string, cfg Config) (backend, error)
 		return nil, fmt.Errorf("%w: host key: %v", ErrConfig, err)
 	}
 	s, err := postgres.Open(ctx, cfg.Store, postgres.Options{SecretKey: secret, HostKey: ed25519.NewKeyFromSeed(seed), LeaseTTL: cfg.LeaseTTL,
-		CheckpointFile: filepath.Join(home, "evidence-head.json"), Reanchor: cfg.reanchor})
+		CheckpointFile: filepath.Join(home, "evidence-head.json"), Reanchor: cfg.reanchor, Quotas: q})
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", redactURL(cfg.Store), err)
 	}

@@ -32,7 +32,9 @@ const (
 	EventWorkflowCreated = "workflow_created"
 	// EventWorkflowBlocked: a verified signal matched neither a transition
 	// nor a completion signal of the record's state, so the record is
-	// blocked (data.signal names it). Not in §14.
+	// blocked (data.signal names it); or the transition it asked for
+	// would pass the workflow_steps quota (data.reason names the quota
+	// and its limit). Not in §14.
 	EventWorkflowBlocked = "workflow_blocked"
 	// EventWorkflowCanceled: an operator canceled a record. Not in §14.
 	EventWorkflowCanceled = "workflow_canceled"
@@ -137,6 +139,9 @@ type WorkflowRecord struct {
 	CompletedAt  *time.Time      `json:"completed_at"`
 	// Tenant owns the record and the tasks it creates.
 	Tenant string `json:"tenant"`
+	// Transitions counts the state transitions the record has made; past
+	// the workflow_steps quota (internal/quota) it is blocked.
+	Transitions int `json:"transitions"`
 }
 
 // WorkflowStart creates a record.
@@ -156,6 +161,7 @@ type WorkflowStart struct {
 type WorkflowRecordFilter struct {
 	Tenant       string // "": every tenant
 	WorkflowType string // "": every type
+	InstanceKey  string // "": every key
 	Limit        int    // 0: 100
 }
 

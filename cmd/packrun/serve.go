@@ -27,6 +27,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var workers int
 	var insecure bool
 	var rateLimit float64
+	var quotas quotaFlags
 	var metricsToken, runnerID string
 	var lease time.Duration
 	cmd := &cobra.Command{
@@ -95,6 +96,10 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			if lease <= 0 {
 				return usageError("--lease %s: must be positive", lease)
 			}
+			qcfg, err := quotas.config()
+			if err != nil {
+				return err
+			}
 			if runnerID != "" {
 				if err := host.CheckID("serve", "--runner-id", runnerID); err != nil {
 					return withCode(exitUsage, err)
@@ -118,7 +123,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			}
 			obs := observe.New(observe.Config{Log: a.log, Token: metricsToken, Home: a.home,
 				Announce: func(msg string) { fmt.Fprintf(a.stderr, "packrun %s\n", msg) }})
-			h, err := a.open(ctx, readWrite, packrun.Config{PoolSize: 2, Workers: workers, Observer: obs, LeaseTTL: lease, RunnerID: runnerID})
+			h, err := a.open(ctx, readWrite, packrun.Config{PoolSize: 2, Workers: workers, Observer: obs, LeaseTTL: lease, RunnerID: runnerID, Quotas: qcfg})
 			if err != nil {
 				return stopped(err)
 			}
@@ -210,6 +215,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 	cmd.Flags().StringVar(&metricsToken, "metrics-token", "", "bearer token /metrics, /healthz and /readyz require (default: none needed)")
 	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long a claimed task (with a postgres store) or an openwop run stays this node's without a heartbeat (renewed every third of it); past it, another node reclaims it")
 	cmd.Flags().StringVar(&runnerID, "runner-id", "", `names this node in task claims and attempts (default "packrun-" and 8 random hex digits)`)
+	quotas.add(cmd)
 	cmd.Flags().IntVar(&workers, "workers", 8, "tasks run at once, and openwop run nodes beside them (tasks mostly wait on durable commits, so more than the cores helps)")
 	return cmd
 }
@@ -228,6 +234,13 @@ func observed(obs *observe.Observer, h *packrun.Host, apiHandler http.Handler, a
 		},
 		Ping:        h.Ping,
 		Dispatching: h.Dispatching,
+		Quotas: func(ctx context.Context) []observe.QuotaUsage {
+			var out []observe.QuotaUsage
+			for _, u := range h.QuotaUsage(ctx) {
+				out = append(out, observe.QuotaUsage{Quota: u.Quota, Ratio: u.Ratio, Refusals: u.Refusals})
+			}
+			return out
+		},
 	})
 	mux := http.NewServeMux()
 	oh = api.GuardHost(addr, oh)

@@ -2,9 +2,11 @@ package api
 
 import (
 	"errors"
+	"math"
 	"net/http"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/quota"
 )
 
 // Error codes of the error envelope {"error":{"code","message","field"}}.
@@ -14,6 +16,7 @@ const (
 	CodeNotFound             = "not_found"              // 404: no such task, attempt, pack, node or route
 	CodeMethodNotAllowed     = "method_not_allowed"     // 405: see the Allow header
 	CodeConflict             = "conflict"               // 409: the request does not fit the current state
+	CodeQuotaExceeded        = "quota_exceeded"         // 409 (a count) or 429 (a rate, Retry-After): a tenant quota; the message names it, its limit and its flag
 	CodeTooLarge             = "too_large"              // 413: body or payload over its limit
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a body without Content-Type application/json
 	CodeMisdirected          = "misdirected_request"    // 421: Host is not a loopback name, to a server on a loopback address
@@ -64,6 +67,9 @@ func fromHost(err error) *apiError {
 	if errors.As(err, &ae) {
 		return ae
 	}
+	if qe, ok := errors.AsType[*quota.Error](err); ok {
+		return quotaError(qe)
+	}
 	field := ""
 	var he *host.Error
 	if errors.As(err, &he) {
@@ -89,4 +95,19 @@ func fromHost(err error) *apiError {
 
 func internal(err error) *apiError {
 	return &apiError{status: http.StatusInternalServerError, detail: errorDetail{Code: CodeInternal, Message: "internal error; see the server log"}, cause: err}
+}
+
+// quotaError is a tenant quota's refusal: 409 for a count, 429 for a
+// rate (with Retry-After); nothing was stored.
+func quotaError(qe *quota.Error) *apiError {
+	status, field := http.StatusConflict, ""
+	if qe.Quota == quota.ScheduleMinInterval {
+		field = "interval_seconds"
+	}
+	ae := refuse(status, CodeQuotaExceeded, field, qe.Error())
+	if qe.Rate() {
+		ae.status = http.StatusTooManyRequests
+		ae.retryAfter = max(1, int(math.Ceil(qe.RetryAfter.Seconds())))
+	}
+	return ae
 }

@@ -72,6 +72,14 @@ type Config struct {
 	// process on a store runs them at a time.
 	Chores     func(ctx context.Context)
 	ChoreEvery time.Duration
+	// BeforeFire, when set, runs before due schedules are fired (the
+	// host's quotas read the store's counts then); may be nil.
+	BeforeFire func(ctx context.Context)
+	// CheckFollowUps, when set, is asked before a completed task's n
+	// follow-ups (queue_enqueue, taskOutcome.follow_up_tasks) of tenant
+	// are enqueued: an error refuses them all and fails the task with it,
+	// as an invalid follow-up does (the host's queued-tasks quota).
+	CheckFollowUps func(ctx context.Context, tenant string, n int) error
 	// CheckIntent checks a follow-up a node stages against the home
 	// (skills, adapter, profile, model: the Host's CheckIntent); may be nil.
 	CheckIntent func(ctx context.Context, in *host.TaskIntent) error

@@ -374,6 +374,11 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 			RawOutput: string(att.Output), ArtifactPaths: svc.artifacts}
 		in.FollowUps, in.SensorEvents, in.Messages = svc.staged, evs, msgs
 		svc.applyTaskOutcome(&in, res.TaskOutcome)
+		if n := len(in.FollowUps); n > 0 && in.FollowUpsRefused == "" && d.cfg.CheckFollowUps != nil {
+			if err := d.cfg.CheckFollowUps(ctx, t.Tenant, n); err != nil {
+				in.FollowUpsRefused = "follow-up tasks: " + err.Error()
+			}
+		}
 	case res.Outcome == abi.Suspended:
 		in.Outcome = host.TaskOutcome{Status: host.TaskBlocked, MachineStatus: host.MachineBlocked, OperatorSummary: "suspended: " + string(att.Interrupt)}
 	default:

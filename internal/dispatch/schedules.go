@@ -56,6 +56,9 @@ func (d *Dispatcher) fireDueSchedules(ctx context.Context, now time.Time) {
 	if s.next.IsZero() || now.Before(s.next) {
 		return
 	}
+	if d.cfg.BeforeFire != nil {
+		d.cfg.BeforeFire(ctx)
+	}
 	tasks, err := b.FireDueSchedules(ctx, now)
 	if err != nil {
 		d.cfg.Log("firing due schedules failed", "error", err)

@@ -26,6 +26,8 @@ const (
 	MetricPacksInstalled  = "packrun_packs_installed"               // read from the store at scrape time
 	MetricDispatchLock    = "packrun_dispatch_lock_held"            // 1 while this process holds the dispatch lock
 	MetricBuildInfo       = "packrun_build_info"                    // 1, {version, revision, go, wazero}
+	MetricQuotaUsage      = "packrun_quota_usage_ratio"             // {quota}: the highest usage/limit among the tenants, at scrape time
+	MetricQuotaRefusals   = "packrun_quota_refusals_total"          // {quota}: refusals since the host opened
 )
 
 // scrapeTimeout bounds the store reads a scrape makes.
@@ -79,6 +81,8 @@ func newMetrics(o *Observer) *metrics {
 var (
 	queueDesc = prometheus.NewDesc(MetricQueueTasks, "Tasks in the queue, by status (read from the store at scrape time).", []string{"status"}, nil)
 	packsDesc = prometheus.NewDesc(MetricPacksInstalled, "Installed pack versions (read from the store at scrape time).", nil, nil)
+	quotaDesc = prometheus.NewDesc(MetricQuotaUsage, "The highest usage of a count quota over its limit among the tenants (no tenant named; 0 for rates and quotas without a limit).", []string{"quota"}, nil)
+	refusDesc = prometheus.NewDesc(MetricQuotaRefusals, "Refusals of each tenant quota since the host opened (no tenant named).", []string{"quota"}, nil)
 )
 
 // statuses are reported even when no task has them, so that a series does
@@ -93,6 +97,8 @@ type storeCollector struct{ o *Observer }
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueDesc
 	ch <- packsDesc
+	ch <- quotaDesc
+	ch <- refusDesc
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -111,6 +117,12 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			for _, st := range statuses {
 				ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(counts[st]), string(st))
 			}
+		}
+	}
+	if src.Quotas != nil {
+		for _, u := range src.Quotas(ctx) {
+			ch <- prometheus.MustNewConstMetric(quotaDesc, prometheus.GaugeValue, u.Ratio, u.Quota)
+			ch <- prometheus.MustNewConstMetric(refusDesc, prometheus.CounterValue, float64(u.Refusals), u.Quota)
 		}
 	}
 	if src.Packs != nil {

@@ -50,6 +50,18 @@ type Source struct {
 	Ping func(ctx context.Context) error
 	// Dispatching reports whether this process holds the dispatch lock.
 	Dispatching func() bool
+	// Quotas reports the tenant quotas' usage, naming no tenant.
+	Quotas func(ctx context.Context) []QuotaUsage
+}
+
+// QuotaUsage is one tenant quota's state across every tenant.
+type QuotaUsage struct {
+	Quota string
+	// Ratio is the highest usage over the limit among the tenants (a
+	// count quota; 0 otherwise).
+	Ratio float64
+	// Refusals counts the quota's refusals since the host opened.
+	Refusals uint64
 }
 
 // Observer collects metrics and writes the request and task logs. It

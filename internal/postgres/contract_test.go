@@ -25,11 +25,17 @@ var (
 // suite's clock, closed when the test ends.
 func openContractNodes(t testing.TB, clock *storetest.Clock, n int) []host.Backend {
 	t.Helper()
+	return openQuotaNodes(t, clock, n, nil)
+}
+
+// openQuotaNodes is openContractNodes applying q.
+func openQuotaNodes(t testing.TB, clock *storetest.Clock, n int, q host.StoreQuotas) []host.Backend {
+	t.Helper()
 	dsn := pgtest.DSN(t)
 	var out []host.Backend
 	for range n {
 		s, err := Open(ctx, dsn, Options{Now: clock.Now, SecretKey: testSecretKey, HostKey: testHostKey,
-			CheckpointFile: filepath.Join(t.TempDir(), "evidence-head.json")})
+			CheckpointFile: filepath.Join(t.TempDir(), "evidence-head.json"), Quotas: q})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,6 +59,14 @@ func openContract(t testing.TB, clock *storetest.Clock) host.Backend {
 // (internal/storetest) against PostgreSQL, as internal/sqlite runs it
 // against SQLite.
 func TestContract(t *testing.T) { storetest.All(t, openContract) }
+
+// TestContractQuotas runs the contract's quota scenarios against
+// PostgreSQL, as internal/sqlite does against SQLite.
+func TestContractQuotas(t *testing.T) {
+	storetest.Quotas(t, func(t testing.TB, c *storetest.Clock, q host.StoreQuotas) host.Backend {
+		return openQuotaNodes(t, c, 1, q)[0]
+	})
+}
 
 // TestContractNodes runs the contract's scenarios of several nodes on one
 // database: claims, schedule slots, sensor dedupe keys, message ids, one

@@ -276,6 +276,11 @@ func (x *tx) fireSchedule(ctx context.Context, r *host.RecurringSchedule, now ti
 	t, refused := storecore.NewTask("fire schedule", &intent, 0, now)
 	var task *host.TaskRecord
 	if refused == nil {
+		if why := storecore.ScheduleSlotRefused(x.s.opts.Quotas, r.Tenant); why != "" {
+			refused = errors.New(why)
+		}
+	}
+	if refused == nil {
 		t.Tenant = r.Tenant
 		tag, err := x.Exec(ctx, `INSERT INTO schedule_runs (schedule_id, slot, task_id, fired_at) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (schedule_id, slot) DO NOTHING`, r.ScheduleID, r.NextRunAt.Unix(), t.TaskID, ts(now))

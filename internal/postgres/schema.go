@@ -406,6 +406,14 @@ CREATE TABLE evidence_anchors (
 );
 CREATE INDEX evidence_anchors_key ON evidence_anchors (public_key);
 `,
+	// pgquota: quotas (issue 29), as internal/sqlite's migration 16: the
+	// transitions each workflow record has made (the workflow_steps
+	// quota), and an index counting the active records of each tenant
+	// (host.UsageCounter).
+	`
+ALTER TABLE workflow_records ADD COLUMN transitions BIGINT NOT NULL DEFAULT 0;
+CREATE INDEX workflow_records_status ON workflow_records (status, tenant);
+`,
 }
 
 // Advisory lock keys (pg_advisory_xact_lock's bigint space is the whole

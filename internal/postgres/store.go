@@ -51,6 +51,9 @@ type Options struct {
 	// exported digests (SealDigest; HostPublicKey is its public half);
 	// without it they fail. Each node may have its own.
 	HostKey ed25519.PrivateKey
+	// Quotas are the quota rules applied inside the store's own writes
+	// (host.StoreQuotas; nil: none).
+	Quotas host.StoreQuotas
 	// MaxArtifactBytes caps one artifact (default 64 MiB).
 	MaxArtifactBytes int64
 	// Writers is how many transactions of batched write operations this

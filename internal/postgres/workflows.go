@@ -12,14 +12,14 @@ import (
 	"github.com/packrun/packrun/internal/storecore"
 )
 
-const workflowRecordColumns = `workflow_id, tenant, workflow_type, instance_key, current_state, context, status, created_at, updated_at, completed_at`
+const workflowRecordColumns = `workflow_id, tenant, workflow_type, instance_key, current_state, context, status, created_at, updated_at, completed_at, transitions`
 
 func scanWorkflowRecord(row pgx.Row) (*host.WorkflowRecord, error) {
 	var r host.WorkflowRecord
 	var ctxJSON, status, created, updated string
 	var completed *string
 	if err := row.Scan(&r.WorkflowID, &r.Tenant, &r.WorkflowType, &r.InstanceKey, &r.CurrentState, &ctxJSON, &status,
-		&created, &updated, &completed); err != nil {
+		&created, &updated, &completed, &r.Transitions); err != nil {
 		return nil, err
 	}
 	if ctxJSON != "" {
@@ -169,7 +169,7 @@ func (x *tx) findOrNewRecord(ctx context.Context, op, typeField string, st *host
 // and whether this call created it.
 func (x *tx) claimRecord(ctx context.Context, r *host.WorkflowRecord, isNew bool) (*host.WorkflowRecord, bool, error) {
 	if isNew {
-		tag, err := x.Exec(ctx, `INSERT INTO workflow_records (`+workflowRecordColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL)
+		tag, err := x.Exec(ctx, `INSERT INTO workflow_records (`+workflowRecordColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL, 0)
 			ON CONFLICT (tenant, workflow_type, instance_key) DO NOTHING`,
 			r.WorkflowID, r.Tenant, r.WorkflowType, r.InstanceKey, r.CurrentState, string(r.Context), string(r.Status), ts(r.CreatedAt), ts(r.UpdatedAt))
 		if err != nil || tag.RowsAffected() == 1 {
@@ -221,7 +221,8 @@ func (s *Store) ListWorkflowRecords(ctx context.Context, f host.WorkflowRecordFi
 		limit = 100
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+workflowRecordColumns+` FROM workflow_records
-		WHERE ($1 = '' OR tenant = $1) AND ($2 = '' OR workflow_type = $2) ORDER BY seq DESC LIMIT $3`, f.Tenant, f.WorkflowType, limit)
+		WHERE ($1 = '' OR tenant = $1) AND ($2 = '' OR workflow_type = $2) AND ($4 = '' OR instance_key = $4) ORDER BY seq DESC LIMIT $3`,
+		f.Tenant, f.WorkflowType, limit, f.InstanceKey)
 	if err != nil {
 		return nil, host.Wrap("list workflow records", "", err)
 	}
@@ -264,8 +265,8 @@ func (x *tx) saveRecord(ctx context.Context, r *host.WorkflowRecord, now time.Ti
 		c := ts(*r.CompletedAt)
 		completed = &c
 	}
-	_, err := x.Exec(ctx, `UPDATE workflow_records SET current_state = $1, status = $2, updated_at = $3, completed_at = $4 WHERE workflow_id = $5`,
-		r.CurrentState, string(r.Status), ts(now), completed, r.WorkflowID)
+	_, err := x.Exec(ctx, `UPDATE workflow_records SET current_state = $1, status = $2, updated_at = $3, completed_at = $4, transitions = $5 WHERE workflow_id = $6`,
+		r.CurrentState, string(r.Status), ts(now), completed, r.Transitions, r.WorkflowID)
 	return err
 }
 
@@ -317,17 +318,18 @@ func (x *tx) applyWorkflowSignal(ctx context.Context, t *host.TaskRecord, signal
 		next, completes = st.Next(signal), st.Completes(signal)
 	}
 	base := map[string]any{"signal": signal, "from_task_id": t.TaskID}
-	if next == "" && !completes {
+	if data, blocked := storecore.SignalBlocks(x.s.opts.Quotas, r, next, completes, base); blocked {
 		r.Status = host.WorkflowBlocked
 		if err := x.saveRecord(ctx, r, now); err != nil {
 			return "", err
 		}
-		_, err := x.event(host.EventWorkflowBlocked, t.TaskID, attemptID, storecore.WorkflowData(r, base))
+		_, err := x.event(host.EventWorkflowBlocked, t.TaskID, attemptID, storecore.WorkflowData(r, data))
 		return storecore.SignalBlocked, err
 	}
 	if next != "" {
 		from := r.CurrentState
 		r.CurrentState = next
+		r.Transitions++
 		if err := x.saveRecord(ctx, r, now); err != nil {
 			return "", err
 		}

@@ -12,7 +12,13 @@ import (
 // temporary directory, on the suite's clock, closed when the test ends.
 func openContract(t testing.TB, clock *storetest.Clock) host.Backend {
 	t.Helper()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "packrun.db"), Options{Now: clock.Now})
+	return openQuotaContract(t, clock, nil)
+}
+
+// openQuotaContract is openContract applying q (storetest.QuotaOpener).
+func openQuotaContract(t testing.TB, clock *storetest.Clock, q host.StoreQuotas) host.Backend {
+	t.Helper()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "packrun.db"), Options{Now: clock.Now, Quotas: q})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,6 +33,9 @@ func openContract(t testing.TB, clock *storetest.Clock) host.Backend {
 // TestContract runs the backend-agnostic store contract
 // (internal/storetest) against SQLite, one area per subtest.
 func TestContract(t *testing.T) { storetest.All(t, openContract) }
+
+// TestContractQuotas runs the contract's quota scenarios against SQLite.
+func TestContractQuotas(t *testing.T) { storetest.Quotas(t, openQuotaContract) }
 
 // openContractNodes opens n stores on one fresh database file, as n
 // processes sharing a home would.

@@ -601,3 +601,23 @@ func (s *Store) CountTasks(ctx context.Context) (map[host.TaskStatus]int, error)
 	}
 	return out, host.Wrap(op, "", rows.Err())
 }
+
+// TenantUsage implements host.UsageCounter.
+func (s *Store) TenantUsage(ctx context.Context) (map[string]host.TenantUsage, error) {
+	const op = "count tenant usage"
+	rows, err := s.query(ctx, storecore.TenantUsageQuery)
+	if err != nil {
+		return nil, host.Wrap(op, "", err)
+	}
+	defer rows.Close()
+	out := map[string]host.TenantUsage{}
+	for rows.Next() {
+		var kind, tenant string
+		var n int
+		if err := rows.Scan(&kind, &tenant, &n); err != nil {
+			return nil, host.Wrap(op, "", err)
+		}
+		storecore.AddUsage(out, kind, tenant, n)
+	}
+	return out, host.Wrap(op, "", rows.Err())
+}

@@ -257,6 +257,11 @@ func (s *Store) fireSchedule(tx *wtx, r *host.RecurringSchedule, now time.Time) 
 	t, refused := storecore.NewTask("fire schedule", &intent, 0, now)
 	var task *host.TaskRecord
 	if refused == nil {
+		if why := storecore.ScheduleSlotRefused(s.opts.Quotas, r.Tenant); why != "" {
+			refused = errors.New(why)
+		}
+	}
+	if refused == nil {
 		t.Tenant = r.Tenant
 		res, err := tx.Exec(`INSERT OR IGNORE INTO schedule_runs (schedule_id, slot, task_id, fired_at) VALUES (?, ?, ?, ?)`,
 			r.ScheduleID, slot.Unix(), t.TaskID, ts(now))

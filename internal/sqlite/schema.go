@@ -463,4 +463,11 @@ CREATE TABLE evidence_anchors (
 	anchored_at TEXT NOT NULL
 );
 `,
+	// 16: quotas (issue 29): the transitions each workflow record has
+	// made (the workflow_steps quota), and an index counting the active
+	// records of each tenant (host.UsageCounter).
+	`
+ALTER TABLE workflow_records ADD COLUMN transitions INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX workflow_records_status ON workflow_records (status, tenant);
+`,
 }

@@ -72,6 +72,9 @@ type Options struct {
 	// replaced (which Open otherwise refuses with host.ErrUnanchored), for
 	// Reanchor and AnchorState only: the operator's re-anchoring.
 	Reanchor bool
+	// Quotas are the quota rules applied inside the store's own writes
+	// (host.StoreQuotas; nil: none).
+	Quotas host.StoreQuotas
 	// CheckpointFile is where the signed head checkpoint is written.
 	// Default: evidence-head.json beside the database.
 	CheckpointFile string

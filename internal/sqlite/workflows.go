@@ -11,14 +11,14 @@ import (
 	"github.com/packrun/packrun/internal/storecore"
 )
 
-const workflowRecordColumns = `workflow_id, tenant, workflow_type, instance_key, current_state, context, status, created_at, updated_at, completed_at`
+const workflowRecordColumns = `workflow_id, tenant, workflow_type, instance_key, current_state, context, status, created_at, updated_at, completed_at, transitions`
 
 func scanWorkflowRecord(row interface{ Scan(...any) error }) (*host.WorkflowRecord, error) {
 	var r host.WorkflowRecord
 	var ctxJSON, status, created, updated string
 	var completed sql.NullString
 	if err := row.Scan(&r.WorkflowID, &r.Tenant, &r.WorkflowType, &r.InstanceKey, &r.CurrentState, &ctxJSON, &status,
-		&created, &updated, &completed); err != nil {
+		&created, &updated, &completed, &r.Transitions); err != nil {
 		return nil, err
 	}
 	if ctxJSON != "" {
@@ -150,7 +150,7 @@ func (s *Store) findOrNewRecord(tx *wtx, op, typeField string, st *host.Workflow
 
 // insertRecord stores a new record built by findOrNewRecord.
 func insertRecord(tx *wtx, r *host.WorkflowRecord) error {
-	_, err := tx.Exec(`INSERT INTO workflow_records (`+workflowRecordColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
+	_, err := tx.Exec(`INSERT INTO workflow_records (`+workflowRecordColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0)`,
 		r.WorkflowID, r.Tenant, r.WorkflowType, r.InstanceKey, r.CurrentState, string(r.Context), string(r.Status), ts(r.CreatedAt), ts(r.UpdatedAt))
 	return err
 }
@@ -198,7 +198,8 @@ func (s *Store) ListWorkflowRecords(ctx context.Context, f host.WorkflowRecordFi
 		limit = 100
 	}
 	out, err := queryAll(s, ctx, scanWorkflowRecord, `SELECT `+workflowRecordColumns+` FROM workflow_records
-		WHERE (?1 = '' OR tenant = ?1) AND (?2 = '' OR workflow_type = ?2) ORDER BY seq DESC LIMIT ?3`, f.Tenant, f.WorkflowType, limit)
+		WHERE (?1 = '' OR tenant = ?1) AND (?2 = '' OR workflow_type = ?2) AND (?4 = '' OR instance_key = ?4) ORDER BY seq DESC LIMIT ?3`,
+		f.Tenant, f.WorkflowType, limit, f.InstanceKey)
 	return out, host.Wrap("list workflow records", "", err)
 }
 
@@ -236,8 +237,8 @@ func (s *Store) saveRecord(tx *wtx, r *host.WorkflowRecord, now time.Time) error
 	if r.CompletedAt != nil {
 		completed = ts(*r.CompletedAt)
 	}
-	_, err := tx.Exec(`UPDATE workflow_records SET current_state = ?, status = ?, updated_at = ?, completed_at = ? WHERE workflow_id = ?`,
-		r.CurrentState, string(r.Status), ts(now), completed, r.WorkflowID)
+	_, err := tx.Exec(`UPDATE workflow_records SET current_state = ?, status = ?, updated_at = ?, completed_at = ?, transitions = ? WHERE workflow_id = ?`,
+		r.CurrentState, string(r.Status), ts(now), completed, r.Transitions, r.WorkflowID)
 	return err
 }
 
@@ -290,17 +291,18 @@ func (s *Store) applyWorkflowSignal(tx *wtx, t *host.TaskRecord, signal, attempt
 		next, completes = st.Next(signal), st.Completes(signal)
 	}
 	base := map[string]any{"signal": signal, "from_task_id": t.TaskID}
-	if next == "" && !completes {
+	if data, blocked := storecore.SignalBlocks(s.opts.Quotas, r, next, completes, base); blocked {
 		r.Status = host.WorkflowBlocked
 		if err := s.saveRecord(tx, r, now); err != nil {
 			return "", err
 		}
-		_, err := s.event(tx, host.EventWorkflowBlocked, t.TaskID, attemptID, storecore.WorkflowData(r, base))
+		_, err := s.event(tx, host.EventWorkflowBlocked, t.TaskID, attemptID, storecore.WorkflowData(r, data))
 		return storecore.SignalBlocked, err
 	}
 	if next != "" {
 		from := r.CurrentState
 		r.CurrentState = next
+		r.Transitions++
 		if err := s.saveRecord(tx, r, now); err != nil {
 			return "", err
 		}

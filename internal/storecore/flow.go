@@ -399,3 +399,65 @@ func CheckAcceptedMessage(e *host.Event, m *host.MessageRecord) *host.ChainBreak
 func UnchainedMessage(id string) *host.ChainBreak {
 	return &host.ChainBreak{MessageID: id, Problem: host.BreakMessageUnchain, Detail: fmt.Sprintf("message %s is stored but no message_accepted event chains it", id)}
 }
+
+// SignalBlocks says whether a verified signal blocks record r, and the
+// data of its workflow_blocked event (base and, for a quota, the reason):
+// r's state has neither a transition (next "") nor a completion for it,
+// or the transition would pass a quota of q (nil: none). A signal that
+// completes the record is never held back.
+func SignalBlocks(q host.StoreQuotas, r *host.WorkflowRecord, next string, completes bool, base map[string]any) (map[string]any, bool) {
+	switch {
+	case completes:
+		return nil, false
+	case next == "":
+		return base, true
+	case q == nil:
+		return nil, false
+	}
+	if err := q.WorkflowStep(r); err != nil {
+		d := map[string]any{"reason": err.Error()}
+		for k, v := range base {
+			d[k] = v
+		}
+		return d, true
+	}
+	return nil, false
+}
+
+// ScheduleSlotRefused is why a due schedule of tenant makes no task for
+// its slot under q (nil: none), or "" if it may.
+func ScheduleSlotRefused(q host.StoreQuotas, tenant string) string {
+	if q == nil {
+		return ""
+	}
+	if err := q.ScheduleSlot(tenant); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// OpenTaskStatuses are the statuses of the tasks the queued_tasks quota
+// counts (host.TenantUsage.QueuedTasks), as an SQL list.
+const OpenTaskStatuses = `('pending', 'running', 'retryable_failure', 'blocked')`
+
+// TenantUsageQuery counts what the quotas bound, per tenant, in one read
+// (host.UsageCounter): rows of (kind, tenant, count), kind one of s
+// (schedules), w (active workflow records) and t (unfinished tasks); see
+// AddUsage.
+const TenantUsageQuery = `SELECT 's', tenant, count(*) FROM schedules GROUP BY tenant
+UNION ALL SELECT 'w', tenant, count(*) FROM workflow_records WHERE status = 'active' GROUP BY tenant
+UNION ALL SELECT 't', tenant, count(*) FROM tasks WHERE status IN ` + OpenTaskStatuses + ` GROUP BY tenant`
+
+// AddUsage adds one row of TenantUsageQuery to m.
+func AddUsage(m map[string]host.TenantUsage, kind, tenant string, n int) {
+	u := m[tenant]
+	switch kind {
+	case "s":
+		u.Schedules = n
+	case "w":
+		u.ActiveWorkflows = n
+	case "t":
+		u.QueuedTasks = n
+	}
+	m[tenant] = u
+}
