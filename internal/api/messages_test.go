@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
 	"github.com/packrun/packrun/internal/bus"
+	"github.com/packrun/packrun/internal/message"
 	"github.com/packrun/packrun/internal/message/messagetest"
 )
 
@@ -338,5 +340,46 @@ func TestMessageScopes(t *testing.T) {
 	evs, err := e.backend.Events(t.Context(), host.EventFilter{Type: host.EventMessageAccepted})
 	if err != nil || len(evs) != 1 || !strings.Contains(string(evs[0].Data), `"by":"`+tokens["writer"].TokenID+`"`) {
 		t.Fatalf("message_accepted events %v: %+v", err, evs)
+	}
+}
+
+// Senders that look like a registered agent without being it are refused
+// in every format, whatever the agent requires, and nothing is stored
+// (issue 29, finding 7).
+func TestPostMessageLookAlikeSenders(t *testing.T) {
+	b := newBackend(t)
+	e := newEnv(t, b, nil)
+	pub, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	registerAgent(t, b, "signer", &host.MessagingIdentity{PublicKey: "ed25519:" + base64.StdEncoding.EncodeToString(pub)})
+	var query map[string]any
+	if err := json.Unmarshal(messagetest.Seed("seed001/query.json"), &query); err != nil {
+		t.Fatal(err)
+	}
+	for i, sender := range []string{"Signer", "signer ", "ѕigner", "signer\u200b", "signer.", "SIGNER", "signer\u00a0", "signer\ufe0f"} {
+		t.Run(fmt.Sprintf("%q", sender), func(t *testing.T) {
+			query["id"] = uuid4(700 + i)
+			query["from"] = map[string]any{"agentId": sender, "instanceId": "i-1"}
+			am, _ := json.Marshal(query)
+			r := e.do(http.MethodPost, "/v1/messages", "application/json; profile=agent-message", string(am))
+			wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.from.agentId", message.RuleSenderID)
+
+			r = e.do(http.MethodPost, "/v1/messages", profileBus, string(messagetest.Crisis(uuid4(800+i), sender)))
+			wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.metadata.source", message.RuleSenderID)
+
+			env := strings.Replace(string(messagetest.Envelope(900+i, "signer", "flag", messagetest.ZeroHash)), `"agent://signer"`, strconv.Quote("agent://"+sender), 1)
+			r = e.do(http.MethodPost, "/v1/messages", profileEnvelope, env)
+			wantStatus(t, r, http.StatusUnprocessableEntity)
+		})
+	}
+	// The real sender still needs its signature.
+	query["id"], query["from"] = uuid4(799), map[string]any{"agentId": "signer", "instanceId": "i-1"}
+	am, _ := json.Marshal(query)
+	wantRefused(t, e.do(http.MethodPost, "/v1/messages", "application/json; profile=agent-message", string(am)),
+		http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", bus.RuleSigRequired, "signer")
+	if page := decode[host.MessagePage](t, e.get("/v1/messages")); len(page.Messages) != 0 {
+		t.Fatalf("%d messages stored after refusals: %+v", len(page.Messages), page.Messages)
 	}
 }

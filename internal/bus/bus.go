@@ -18,7 +18,6 @@ import (
 	"errors"
 	"mime"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/packrun/packrun/abi"
@@ -155,16 +154,7 @@ type Options struct {
 // Sender is the identity a message's chain and signature key belong to:
 // seed 000's agent://<name> is <name>, seed 001's agentId/instanceId is
 // agentId, seed 002's source is itself.
-func Sender(m *message.Message) string {
-	switch m.Source {
-	case message.FormatEnvelope:
-		return strings.TrimPrefix(m.From, "agent://")
-	case message.FormatAgentMessage:
-		a, _, _ := strings.Cut(m.From, "/")
-		return a
-	}
-	return m.From
-}
+func Sender(m *message.Message) string { return m.Sender() }
 
 // Hash is the lowercase hex SHA-256 of a canonical form.
 func Hash(canonical []byte) string {

@@ -157,6 +157,11 @@ func (c AgentMessage) identifiers(doc map[string]any) error {
 		if strings.Contains(agent, "/") {
 			return amFail("$."+k+".agentId", amRuleAgentIDs, "must not contain /")
 		}
+		if k == "from" {
+			if err := CheckSenderID(agent); err != nil {
+				return refuse(FormatAgentMessage, "$.from.agentId", RuleSenderID, "%s: %v", amRuleAgentIDs, err)
+			}
+		}
 		if c.Agents != nil && !(k == "to" && agent == amBroadcast) && !c.Agents(agent) {
 			return refuse(FormatAgentMessage, "$."+k+".agentId", CodeUnauthorized, "%s: agent is not in the manifest", amRuleAgentIDs)
 		}
@@ -340,6 +345,11 @@ func (c AgentMessage) Encode(m *Message) ([]byte, []string, error) {
 		"id": id, "timestamp": m.Time.UTC().Format(time.RFC3339Nano),
 		"from": amIdentifier(m.From), "to": amIdentifier(m.To),
 		"version": "1.0.0", "priority": amPriorityName(m.Priority),
+	}
+	from := doc["from"].(map[string]any)
+	if agent := from["agentId"].(string); CheckSenderID(agent) != nil {
+		from["agentId"] = senderForm(agent)
+		lost = append(lost, "from ("+m.From+" written as agentId "+from["agentId"].(string)+")")
 	}
 	if amPriorities[doc["priority"].(string)] != m.Priority {
 		lost = append(lost, fmt.Sprintf("priority (%d written as %s)", m.Priority, doc["priority"]))
