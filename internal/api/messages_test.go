@@ -121,8 +121,10 @@ func TestPostMessage(t *testing.T) {
 		t.Fatalf("%d subscriber tasks after a resend", n)
 	}
 
-	// The publish form: seed 000's example, to no subscriber.
-	form := fmt.Sprintf(`{"format":"agent-envelope","message":%s}`, messagetest.Seed("seed000/example1.json"))
+	// The publish form: seed 000's example (without its placeholder
+	// signature, which no key can check), to no subscriber.
+	seed := strings.Replace(string(messagetest.Seed("seed000/example1.json")), `"signature": "SGVsbG8gV29ybGQ=",`, "", 1)
+	form := fmt.Sprintf(`{"format":"agent-envelope","message":%s}`, seed)
 	r = e.post("/v1/messages", form)
 	wantStatus(t, r, http.StatusCreated)
 	if d := decode[messageReceipt](t, r); d.Message.Sender != "contradiction" || len(d.Tasks) != 0 {
@@ -381,5 +383,43 @@ func TestPostMessageLookAlikeSenders(t *testing.T) {
 		http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", bus.RuleSigRequired, "signer")
 	if page := decode[host.MessagePage](t, e.get("/v1/messages")); len(page.Messages) != 0 {
 		t.Fatalf("%d messages stored after refusals: %+v", len(page.Messages), page.Messages)
+	}
+}
+
+// A signature that cannot be checked is refused, never stored as if it
+// had been (issue 29, finding 6): seed 000's example signature (11
+// bytes) from an unregistered agent://nobody, and a well-formed one from
+// the same sender, which has no key to check it against. Sent unsigned,
+// the message is accepted and its record says no key signed it.
+func TestPostMessageUnverifiableSignature(t *testing.T) {
+	b := newBackend(t)
+	e := newEnv(t, b, nil)
+	doc := strings.Replace(string(messagetest.Envelope(40, "nobody", "flag", messagetest.ZeroHash)), `"from"`, `"signature":"SGVsbG8gV29ybGQ=","from"`, 1)
+	r := e.do(http.MethodPost, "/v1/messages", profileEnvelope, doc)
+	wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", bus.RuleSigMalformed, "64-byte", "11 bytes")
+
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsigned := messagetest.Envelope(40, "nobody", "flag", messagetest.ZeroHash)
+	signed, err := bus.SignEnvelope(key, unsigned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = e.do(http.MethodPost, "/v1/messages", profileEnvelope, string(signed))
+	wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", bus.RuleSigUnverifiable, "nobody", "messaging.public_key")
+	sig, _ := bus.Sign(key, messagetest.Crisis(uuid4(41), "nobody"))
+	r = e.post("/v1/messages", fmt.Sprintf(`{"format":"bus-envelope","message":%s,"signature":%q}`, messagetest.Crisis(uuid4(41), "nobody"), sig))
+	wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", bus.RuleSigUnverifiable, "nobody")
+	if page := decode[host.MessagePage](t, e.get("/v1/messages")); len(page.Messages) != 0 {
+		t.Fatalf("%d messages stored after refusals", len(page.Messages))
+	}
+
+	r = e.do(http.MethodPost, "/v1/messages", profileEnvelope, string(unsigned))
+	wantStatus(t, r, http.StatusCreated)
+	rec := decode[host.MessageRecord](t, e.get("/v1/messages/"+messagetest.ULID(40)+"?view=record"))
+	if rec.SignedBy != "" || strings.Contains(string(rec.Document), "signature") || strings.Contains(string(rec.Model), "signature") {
+		t.Fatalf("unsigned message recorded as signed: %+v", rec)
 	}
 }

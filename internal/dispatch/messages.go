@@ -54,7 +54,8 @@ var (
 // attempt, as origin: the pack needs the messages grant, the task's
 // profile must allow external messages, and the topic must match one of
 // the grant's topics (bus.RuleTopic otherwise). Module messages are not
-// signature-checked against agent identities (bus.Options.Identity nil).
+// checked against agent identities (bus.Options.Identity nil), so one
+// that carries a signature is refused (bus.RuleSigUnverifiable).
 func (s *services) prepareMessage(ctx context.Context, req []byte, origin string) (*host.MessageInput, error) {
 	if !s.b.grants.Allows(packs.ServiceMessages) {
 		return nil, errNoMessagesGrant
