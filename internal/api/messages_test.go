@@ -278,7 +278,7 @@ func TestListAndGetMessages(t *testing.T) {
 	r = e.raw(http.MethodGet, "/v1/messages/"+env+"?format=agent-message", "", "", "")
 	wantStatus(t, r, http.StatusOK)
 	lost := r.header.Get(HeaderLostFields)
-	if ct := r.header.Get("Content-Type"); ct != "application/json; profile=agent-message" || !strings.Contains(lost, "prev_hash") || !strings.Contains(lost, "id (ULID") {
+	if ct := r.header.Get("Content-Type"); ct != "application/json; profile=agent-message" || !strings.Contains(lost, "prev_truth_state") || strings.Contains(lost, "prev_hash") || !strings.Contains(lost, "id (ULID") {
 		t.Fatalf("agent-message: %q lost %q", ct, lost)
 	}
 	var am map[string]any
@@ -288,7 +288,7 @@ func TestListAndGetMessages(t *testing.T) {
 	// A bus message as seed 001: its id, kind and topic written as the
 	// format can, and listed in the header.
 	r = e.raw(http.MethodGet, "/v1/messages/"+id+"?format=agent-message", "", "", "")
-	if lost := r.header.Get("Packrun-Lost-Fields"); r.status != http.StatusOK || !strings.Contains(lost, "kind (crisis.detection written as type event)") {
+	if lost := r.header.Get("Packrun-Lost-Fields"); r.status != http.StatusOK || !strings.Contains(lost, "metadata.message_type (crisis.detection written as type event)") {
 		t.Fatalf("crisis as agent-message: %d lost %q %s", r.status, lost, r.body)
 	}
 	rec := decode[host.MessageRecord](t, e.get("/v1/messages/"+id+"?view=record"))
@@ -421,5 +421,40 @@ func TestPostMessageUnverifiableSignature(t *testing.T) {
 	rec := decode[host.MessageRecord](t, e.get("/v1/messages/"+messagetest.ULID(40)+"?view=record"))
 	if rec.SignedBy != "" || strings.Contains(string(rec.Document), "signature") || strings.Contains(string(rec.Model), "signature") {
 		t.Fatalf("unsigned message recorded as signed: %+v", rec)
+	}
+}
+
+// A seed 000 message (a ULID id) renders as bus-envelope with the id
+// ?format=agent-message writes (the UUID of its 128 bits), and
+// Packrun-Lost-Fields names its fields as seed 000 does (issue 29,
+// finding 10).
+func TestGetMessageAsBusEnvelope(t *testing.T) {
+	e := newEnv(t, newBackend(t), nil)
+	wantStatus(t, e.do(http.MethodPost, "/v1/messages", profileEnvelope, string(messagetest.Envelope(50, "ulider", "query", messagetest.ZeroHash))), http.StatusCreated)
+	id := messagetest.ULID(50)
+	r := e.raw(http.MethodGet, "/v1/messages/"+id+"?format=bus-envelope", "", "", "")
+	wantStatus(t, r, http.StatusOK)
+	var doc struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	if err := json.Unmarshal(r.body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	am := e.raw(http.MethodGet, "/v1/messages/"+id+"?format=agent-message", "", "", "")
+	var amDoc struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(am.body, &amDoc); err != nil {
+		t.Fatal(err)
+	}
+	if ct := r.header.Get("Content-Type"); ct != profileBus || amDoc.ID != "msg-"+doc.Metadata["message_id"] ||
+		doc.Metadata["source"] != "ulider" || doc.Metadata["message_type"] != "agent.query" {
+		t.Fatalf("bus-envelope %q: %s (agent-message id %s)", ct, r.body, amDoc.ID)
+	}
+	for _, res := range []resp{r, am} {
+		lost := res.header.Get(HeaderLostFields)
+		if !strings.Contains(lost, "prev_truth_state") || strings.Contains(lost, "prev_hash") || !strings.Contains(lost, "id ("+id+" written as ") && !strings.Contains(lost, "id (ULID "+id) {
+			t.Errorf("%s lost %q", res.header.Get("Content-Type"), lost)
+		}
 	}
 }

@@ -381,7 +381,7 @@ func (c AgentMessage) Encode(m *Message) ([]byte, []string, error) {
 	if kind == "response" && doc["evidence"] == nil {
 		doc["evidence"] = map[string]any{"sources": []any{}, "confidence": 0, "citations": []any{}, "provenance": []any{}}
 	}
-	return checked(c, doc, lost)
+	return checked(c, doc, SourceNames(m.Source, lost))
 }
 
 // amID writes the model id as a seed 001 id: a seed 000 ULID (128 bits)

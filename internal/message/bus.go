@@ -140,10 +140,9 @@ func (b Bus) Encode(m *Message) ([]byte, []string, error) {
 			}
 		}
 	}
-	for k := range m.Extra {
+	for _, k := range sortedKeys(m.Extra) {
 		if m.Source != FormatBus || k != "version" {
-			lost = append(lost, "extra")
-			break
+			lost = append(lost, "extra."+k)
 		}
 	}
 	payload := bytes.TrimSpace(m.Payload)
@@ -188,7 +187,7 @@ func (b Bus) Encode(m *Message) ([]byte, []string, error) {
 	if !busSameIDs(back.ContextIDs, m.ContextIDs) {
 		lost = append(lost, "context_ids")
 	}
-	return out, lost, nil
+	return out, SourceNames(m.Source, lost), nil
 }
 
 // busID is the message_id a model id is written as: the model's own if

@@ -294,7 +294,7 @@ func (c Envelope) Encode(m *Message) ([]byte, []string, error) {
 		lost = append(lost, "topic")
 	}
 	lost = append(lost, extraInto(doc, m, FormatEnvelope, envModelKeys)...)
-	return checked(c, doc, lost)
+	return checked(c, doc, SourceNames(m.Source, lost))
 }
 
 // envFromKind maps seed 001's message types onto intents (RATIONALE.md);
