@@ -37,8 +37,8 @@ const (
 	RuleSigInvalid   = "SIGNATURE_INVALID"   // the signature does not verify against the sender's key
 	RuleSigMalformed = "SIGNATURE_MALFORMED" // the signature is not the base64 of 64 bytes
 	// RuleSigUnverifiable: a signature that no registered key can check
-	// (the sender is not a registered agent with a messaging key, or a
-	// module published it) is refused, never stored unchecked.
+	// (the sender is not a registered agent with a messaging key) is
+	// refused, never stored unchecked.
 	RuleSigUnverifiable = "SIGNATURE_UNVERIFIABLE"
 )
 
@@ -256,7 +256,7 @@ func Prepare(ctx context.Context, r *Request, o Options) (*host.MessageInput, er
 		// (RATIONALE.md, "Why is a signature that cannot be checked refused?").
 		why := "agent " + sender + " has no registered messaging key to check it against: register the agent with its messaging.public_key, or send the message unsigned"
 		if o.Identity == nil {
-			why = "a module's messages are not checked against agent keys: publish it unsigned"
+			why = "this publisher checks no agent keys: publish the message unsigned"
 		}
 		return nil, fail(r.Format, "$.signature", RuleSigUnverifiable, why)
 	}

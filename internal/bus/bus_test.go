@@ -166,8 +166,8 @@ func TestSignatures(t *testing.T) {
 
 // A signature is stored only when a registered key verified it: a
 // malformed one, or one from a sender with no key (unregistered, a
-// registered agent without messaging.public_key, a module's message) is
-// refused (issue 29, finding 6).
+// registered agent without messaging.public_key, a publisher that looks
+// up no keys) is refused (issue 29, finding 6).
 func TestUnverifiableSignatures(t *testing.T) {
 	pub, _, _ := ed25519.GenerateKey(nil)
 	_, stranger, _ := ed25519.GenerateKey(nil)
@@ -194,7 +194,7 @@ func TestUnverifiableSignatures(t *testing.T) {
 		{"well-formed, unregistered sender", &Request{Format: message.FormatEnvelope, Document: wellFormed}, Options{Identity: keyless}, RuleSigUnverifiable, "agent nobody"},
 		{"well-formed, agent without a key", &Request{Format: message.FormatEnvelope, Document: keylessSigned}, Options{Identity: keyless}, RuleSigUnverifiable, "agent keyless"},
 		{"beside a bus message, unregistered sender", &Request{Format: message.FormatBus, Document: busDoc, Signature: busSig}, Options{Identity: keyless}, RuleSigUnverifiable, "unsigned"},
-		{"a module's message", &Request{Format: message.FormatEnvelope, Document: wellFormed}, Options{Topics: []string{"*"}}, RuleSigUnverifiable, "module"},
+		{"no identity lookup", &Request{Format: message.FormatEnvelope, Document: wellFormed}, Options{Topics: []string{"*"}}, RuleSigUnverifiable, "checks no agent keys"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			in, err := Prepare(ctx, c.r, c.o)
