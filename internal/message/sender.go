@@ -49,7 +49,7 @@ func CheckSenderID(id string) error {
 	}
 	for i, r := range id {
 		if why := senderRune(r); why != "" {
-			return fmt.Errorf("has %s at byte %d: sender ids are lower-case ASCII letters, digits, '-', '_' and '.'", why, i)
+			return fmt.Errorf("has %s at byte %d (a sender id is lower-case ASCII letters, digits, '-', '_', '.')", why, i)
 		}
 	}
 	first, _ := utf8.DecodeRuneInString(id)
@@ -82,7 +82,7 @@ func senderRune(r rune) string {
 	case r < utf8.RuneSelf:
 		return fmt.Sprintf("%q", r)
 	case unicode.IsLetter(r) || unicode.IsNumber(r):
-		return fmt.Sprintf("%q (%U, %s): a non-ASCII letter can look like an ASCII one", r, r, scriptOf(r))
+		return fmt.Sprintf("the %s letter %q (%U, a look-alike of ASCII)", scriptOf(r), r, r)
 	}
 	return fmt.Sprintf("%q (%U), not ASCII", r, r)
 }
