@@ -14,6 +14,7 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host/schema"
+	"github.com/packrun/packrun/internal/message"
 )
 
 // AgentIdentity is the seed's AgentIdentity (003 §1), field names as
@@ -247,6 +248,11 @@ func DecodeAgentRecord(b []byte) (*AgentRecord, error) {
 	a := &rec.Agent
 	if a.AgentID != a.InternalName {
 		return nil, Invalid(op, "agent.agent_id", "must equal internal_name (%q), the agent's canonical key", a.InternalName)
+	}
+	// The agent_id is the sender id of its messages: the one sender
+	// grammar, so no registered agent has a look-alike.
+	if err := message.CheckSenderID(a.AgentID); err != nil {
+		return nil, Invalid(op, "agent.agent_id", "%v", err)
 	}
 	for i, w := range parts.Wallets {
 		var wi WalletIdentity

@@ -97,3 +97,19 @@ func TestDecodeAgentMessaging(t *testing.T) {
 		}
 	}
 }
+
+// An agent_id is a sender id: registration applies the one sender
+// grammar (internal/message.CheckSenderID), so no registered agent is a
+// look-alike of another (issue 29, finding 7).
+func TestDecodeAgentRecordRefusesLookAlikeIDs(t *testing.T) {
+	// The schema's pattern refuses non-ASCII; the grammar adds case and
+	// trailing separators.
+	for _, id := range []string{"Arc", "ARC", "arc.", "arc-", "arc_", "ѕarc", "arc\u200b"} {
+		doc := strings.ReplaceAll(goodAgent, `"arc"`, `"`+id+`"`)
+		_, err := DecodeAgentRecord([]byte(doc))
+		var he *Error
+		if !errors.As(err, &he) || he.Field != "agent.agent_id" && he.Field != "agent.internal_name" || strings.Contains(err.Error(), "\n") {
+			t.Errorf("agent_id %q: %v (field %q), want a refusal of agent.agent_id", id, err, fieldOf(he))
+		}
+	}
+}

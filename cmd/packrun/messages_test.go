@@ -115,7 +115,7 @@ func TestMessagesCommands(t *testing.T) {
 	}
 	env := messagetest.ULID(1)
 	code, out, errs := h.run("messages", "show", env, "--format", "agent-message")
-	if code != 0 || !strings.Contains(out, `"type": "query"`) || !strings.HasPrefix(errs, "lost in agent-message: ") || !strings.Contains(errs, "prev_hash") {
+	if code != 0 || !strings.Contains(out, `"type": "query"`) || !strings.HasPrefix(errs, "lost in agent-message: ") || !strings.Contains(errs, "prev_truth_state") {
 		t.Fatalf("show --format: exit %d\n%s\n%s", code, out, errs)
 	}
 	var shown shownMessage
@@ -125,7 +125,7 @@ func TestMessagesCommands(t *testing.T) {
 	}
 	h.refusedWith(exitNotFound, []string{"messages", "show", "no-such"}, "no-such")
 	if code, out, errs := h.run("messages", "show", crisisID, "--format", "agent-message"); code != 0 || !strings.Contains(out, `"type": "event"`) ||
-		!strings.Contains(errs, "kind (crisis.detection written as type event)") {
+		!strings.Contains(errs, "metadata.message_type (crisis.detection written as type event)") {
 		t.Fatalf("a bus message as seed 001: exit %d\n%s\n%s", code, out, errs)
 	}
 

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
 	"github.com/packrun/packrun/internal/bus"
+	"github.com/packrun/packrun/internal/message"
 	"github.com/packrun/packrun/internal/message/messagetest"
 )
 
@@ -119,8 +121,10 @@ func TestPostMessage(t *testing.T) {
 		t.Fatalf("%d subscriber tasks after a resend", n)
 	}
 
-	// The publish form: seed 000's example, to no subscriber.
-	form := fmt.Sprintf(`{"format":"agent-envelope","message":%s}`, messagetest.Seed("seed000/example1.json"))
+	// The publish form: seed 000's example (without its placeholder
+	// signature, which no key can check), to no subscriber.
+	seed := strings.Replace(string(messagetest.Seed("seed000/example1.json")), `"signature": "SGVsbG8gV29ybGQ=",`, "", 1)
+	form := fmt.Sprintf(`{"format":"agent-envelope","message":%s}`, seed)
 	r = e.post("/v1/messages", form)
 	wantStatus(t, r, http.StatusCreated)
 	if d := decode[messageReceipt](t, r); d.Message.Sender != "contradiction" || len(d.Tasks) != 0 {
@@ -274,7 +278,7 @@ func TestListAndGetMessages(t *testing.T) {
 	r = e.raw(http.MethodGet, "/v1/messages/"+env+"?format=agent-message", "", "", "")
 	wantStatus(t, r, http.StatusOK)
 	lost := r.header.Get(HeaderLostFields)
-	if ct := r.header.Get("Content-Type"); ct != "application/json; profile=agent-message" || !strings.Contains(lost, "prev_hash") || !strings.Contains(lost, "id (ULID") {
+	if ct := r.header.Get("Content-Type"); ct != "application/json; profile=agent-message" || !strings.Contains(lost, "prev_truth_state") || strings.Contains(lost, "prev_hash") || !strings.Contains(lost, "id (ULID") {
 		t.Fatalf("agent-message: %q lost %q", ct, lost)
 	}
 	var am map[string]any
@@ -284,7 +288,7 @@ func TestListAndGetMessages(t *testing.T) {
 	// A bus message as seed 001: its id, kind and topic written as the
 	// format can, and listed in the header.
 	r = e.raw(http.MethodGet, "/v1/messages/"+id+"?format=agent-message", "", "", "")
-	if lost := r.header.Get("Packrun-Lost-Fields"); r.status != http.StatusOK || !strings.Contains(lost, "kind (crisis.detection written as type event)") {
+	if lost := r.header.Get("Packrun-Lost-Fields"); r.status != http.StatusOK || !strings.Contains(lost, "metadata.message_type (crisis.detection written as type event)") {
 		t.Fatalf("crisis as agent-message: %d lost %q %s", r.status, lost, r.body)
 	}
 	rec := decode[host.MessageRecord](t, e.get("/v1/messages/"+id+"?view=record"))
@@ -338,5 +342,119 @@ func TestMessageScopes(t *testing.T) {
 	evs, err := e.backend.Events(t.Context(), host.EventFilter{Type: host.EventMessageAccepted})
 	if err != nil || len(evs) != 1 || !strings.Contains(string(evs[0].Data), `"by":"`+tokens["writer"].TokenID+`"`) {
 		t.Fatalf("message_accepted events %v: %+v", err, evs)
+	}
+}
+
+// Senders that look like a registered agent without being it are refused
+// in every format, whatever the agent requires, and nothing is stored
+// (issue 29, finding 7).
+func TestPostMessageLookAlikeSenders(t *testing.T) {
+	b := newBackend(t)
+	e := newEnv(t, b, nil)
+	pub, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	registerAgent(t, b, "signer", &host.MessagingIdentity{PublicKey: "ed25519:" + base64.StdEncoding.EncodeToString(pub)})
+	var query map[string]any
+	if err := json.Unmarshal(messagetest.Seed("seed001/query.json"), &query); err != nil {
+		t.Fatal(err)
+	}
+	for i, sender := range []string{"Signer", "signer ", "ѕigner", "signer\u200b", "signer.", "SIGNER", "signer\u00a0", "signer\ufe0f"} {
+		t.Run(fmt.Sprintf("%q", sender), func(t *testing.T) {
+			query["id"] = uuid4(700 + i)
+			query["from"] = map[string]any{"agentId": sender, "instanceId": "i-1"}
+			am, _ := json.Marshal(query)
+			r := e.do(http.MethodPost, "/v1/messages", "application/json; profile=agent-message", string(am))
+			wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.from.agentId", message.RuleSenderID)
+
+			r = e.do(http.MethodPost, "/v1/messages", profileBus, string(messagetest.Crisis(uuid4(800+i), sender)))
+			wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.metadata.source", message.RuleSenderID)
+
+			env := strings.Replace(string(messagetest.Envelope(900+i, "signer", "flag", messagetest.ZeroHash)), `"agent://signer"`, strconv.Quote("agent://"+sender), 1)
+			r = e.do(http.MethodPost, "/v1/messages", profileEnvelope, env)
+			wantStatus(t, r, http.StatusUnprocessableEntity)
+		})
+	}
+	// The real sender still needs its signature.
+	query["id"], query["from"] = uuid4(799), map[string]any{"agentId": "signer", "instanceId": "i-1"}
+	am, _ := json.Marshal(query)
+	wantRefused(t, e.do(http.MethodPost, "/v1/messages", "application/json; profile=agent-message", string(am)),
+		http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", bus.RuleSigRequired, "signer")
+	if page := decode[host.MessagePage](t, e.get("/v1/messages")); len(page.Messages) != 0 {
+		t.Fatalf("%d messages stored after refusals, the first from %q", len(page.Messages), page.Messages[0].Sender)
+	}
+}
+
+// A signature that cannot be checked is refused, never stored as if it
+// had been (issue 29, finding 6): seed 000's example signature (11
+// bytes) from an unregistered agent://nobody, and a well-formed one from
+// the same sender, which has no key to check it against. Sent unsigned,
+// the message is accepted and its record says no key signed it.
+func TestPostMessageUnverifiableSignature(t *testing.T) {
+	b := newBackend(t)
+	e := newEnv(t, b, nil)
+	doc := strings.Replace(string(messagetest.Envelope(40, "nobody", "flag", messagetest.ZeroHash)), `"from"`, `"signature":"SGVsbG8gV29ybGQ=","from"`, 1)
+	r := e.do(http.MethodPost, "/v1/messages", profileEnvelope, doc)
+	wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", bus.RuleSigMalformed, "64-byte", "11 bytes")
+
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsigned := messagetest.Envelope(40, "nobody", "flag", messagetest.ZeroHash)
+	signed, err := bus.SignEnvelope(key, unsigned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = e.do(http.MethodPost, "/v1/messages", profileEnvelope, string(signed))
+	wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", bus.RuleSigUnverifiable, "nobody", "messaging.public_key")
+	sig, _ := bus.Sign(key, messagetest.Crisis(uuid4(41), "nobody"))
+	r = e.post("/v1/messages", fmt.Sprintf(`{"format":"bus-envelope","message":%s,"signature":%q}`, messagetest.Crisis(uuid4(41), "nobody"), sig))
+	wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", bus.RuleSigUnverifiable, "nobody")
+	if page := decode[host.MessagePage](t, e.get("/v1/messages")); len(page.Messages) != 0 {
+		t.Fatalf("%d messages stored after refusals", len(page.Messages))
+	}
+
+	r = e.do(http.MethodPost, "/v1/messages", profileEnvelope, string(unsigned))
+	wantStatus(t, r, http.StatusCreated)
+	rec := decode[host.MessageRecord](t, e.get("/v1/messages/"+messagetest.ULID(40)+"?view=record"))
+	if rec.SignedBy != "" || strings.Contains(string(rec.Document), "signature") || strings.Contains(string(rec.Model), "signature") {
+		t.Fatalf("unsigned message recorded as signed: %+v", rec)
+	}
+}
+
+// A seed 000 message (a ULID id) renders as bus-envelope with the id
+// ?format=agent-message writes (the UUID of its 128 bits), and
+// Packrun-Lost-Fields names its fields as seed 000 does (issue 29,
+// finding 10).
+func TestGetMessageAsBusEnvelope(t *testing.T) {
+	e := newEnv(t, newBackend(t), nil)
+	wantStatus(t, e.do(http.MethodPost, "/v1/messages", profileEnvelope, string(messagetest.Envelope(50, "ulider", "query", messagetest.ZeroHash))), http.StatusCreated)
+	id := messagetest.ULID(50)
+	r := e.raw(http.MethodGet, "/v1/messages/"+id+"?format=bus-envelope", "", "", "")
+	wantStatus(t, r, http.StatusOK)
+	var doc struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	if err := json.Unmarshal(r.body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	am := e.raw(http.MethodGet, "/v1/messages/"+id+"?format=agent-message", "", "", "")
+	var amDoc struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(am.body, &amDoc); err != nil {
+		t.Fatal(err)
+	}
+	if ct := r.header.Get("Content-Type"); ct != profileBus || amDoc.ID != "msg-"+doc.Metadata["message_id"] ||
+		doc.Metadata["source"] != "ulider" || doc.Metadata["message_type"] != "agent.query" {
+		t.Fatalf("bus-envelope %q: %s (agent-message id %s)", ct, r.body, amDoc.ID)
+	}
+	for _, res := range []resp{r, am} {
+		lost := res.header.Get(HeaderLostFields)
+		if !strings.Contains(lost, "prev_truth_state") || strings.Contains(lost, "prev_hash") || !strings.Contains(lost, "id ("+id+" written as ") && !strings.Contains(lost, "id (ULID "+id) {
+			t.Errorf("%s lost %q", res.header.Get("Content-Type"), lost)
+		}
 	}
 }

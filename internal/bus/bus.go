@@ -16,9 +16,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/packrun/packrun/abi"
@@ -30,12 +30,16 @@ import (
 
 // Rules of the bus's own refusals (RuleError.Rule), beside the seeds'.
 const (
-	RuleFormat       = "FORMAT_REQUIRED"    // the request names no known format
-	RuleRequest      = "INVALID_REQUEST"    // the publish wrapper is malformed
-	RuleTopic        = "TOPIC_NOT_ALLOWED"  // the publisher may not use the topic (HTTP 403)
-	RuleSigRequired  = "SIGNATURE_REQUIRED" // the sender has a key and the message no signature
-	RuleSigInvalid   = "SIGNATURE_INVALID"  // the signature does not verify against the sender's key
-	RuleSigMalformed = "SIGNATURE_MALFORMED"
+	RuleFormat       = "FORMAT_REQUIRED"     // the request names no known format
+	RuleRequest      = "INVALID_REQUEST"     // the publish wrapper is malformed
+	RuleTopic        = "TOPIC_NOT_ALLOWED"   // the publisher may not use the topic (HTTP 403)
+	RuleSigRequired  = "SIGNATURE_REQUIRED"  // the sender has a key and the message no signature
+	RuleSigInvalid   = "SIGNATURE_INVALID"   // the signature does not verify against the sender's key
+	RuleSigMalformed = "SIGNATURE_MALFORMED" // the signature is not the base64 of 64 bytes
+	// RuleSigUnverifiable: a signature that no registered key can check
+	// (the sender is not a registered agent with a messaging key) is
+	// refused, never stored unchecked.
+	RuleSigUnverifiable = "SIGNATURE_UNVERIFIABLE"
 )
 
 // Profiles are the Content-Type profile values naming each format (the
@@ -155,16 +159,7 @@ type Options struct {
 // Sender is the identity a message's chain and signature key belong to:
 // seed 000's agent://<name> is <name>, seed 001's agentId/instanceId is
 // agentId, seed 002's source is itself.
-func Sender(m *message.Message) string {
-	switch m.Source {
-	case message.FormatEnvelope:
-		return strings.TrimPrefix(m.From, "agent://")
-	case message.FormatAgentMessage:
-		a, _, _ := strings.Cut(m.From, "/")
-		return a
-	}
-	return m.From
-}
+func Sender(m *message.Message) string { return m.Sender() }
 
 // Hash is the lowercase hex SHA-256 of a canonical form.
 func Hash(canonical []byte) string {
@@ -198,7 +193,10 @@ func SignEnvelope(key ed25519.PrivateKey, doc []byte) ([]byte, error) {
 
 // Prepare decodes r with its format's codec and makes it a MessageInput:
 // a refusal is a *message.RuleError naming the JSON path and the rule.
-// The sender chain and duplicates are the store's to check.
+// A message with a signature is accepted only when the signature
+// verifies against its sender's registered key (SignedBy names it): a
+// malformed one, or one no registered key can check, is refused. The
+// sender chain and duplicates are the store's to check.
 func Prepare(ctx context.Context, r *Request, o Options) (*host.MessageInput, error) {
 	c := codec(r.Format)
 	if c == nil {
@@ -225,6 +223,11 @@ func Prepare(ctx context.Context, r *Request, o Options) (*host.MessageInput, er
 		}
 		sig = r.Signature
 	}
+	if sig != "" {
+		if _, err := sigBytes(sig); err != nil {
+			return nil, fail(r.Format, "$.signature", RuleSigMalformed, err.Error())
+		}
+	}
 	sender := Sender(m)
 	var signedBy string
 	if o.Identity != nil {
@@ -247,6 +250,15 @@ func Prepare(ctx context.Context, r *Request, o Options) (*host.MessageInput, er
 				signedBy = sender
 			}
 		}
+	}
+	if sig != "" && signedBy == "" {
+		// A signature nobody checked is not stored as if it were one
+		// (RATIONALE.md, "Why is a signature that cannot be checked refused?").
+		why := "agent " + sender + " has no registered messaging key to check it against: register the agent with its messaging.public_key, or send the message unsigned"
+		if o.Identity == nil {
+			why = "this publisher checks no agent keys: publish the message unsigned"
+		}
+		return nil, fail(r.Format, "$.signature", RuleSigUnverifiable, why)
 	}
 	m.Signature = sig
 	model, err := json.Marshal(m)
@@ -273,14 +285,26 @@ func verify(f message.Format, key ed25519.PublicKey, sig string, canon []byte, s
 	if sig == "" {
 		return fail(f, "$.signature", RuleSigRequired, "agent "+sender+" has a registered key: its messages must be signed (Ed25519 over the JCS form without signature)")
 	}
-	raw, err := base64.StdEncoding.DecodeString(sig)
-	if err != nil || len(raw) != ed25519.SignatureSize {
-		return fail(f, "$.signature", RuleSigMalformed, "must be the standard base64 of a 64-byte Ed25519 signature")
+	raw, err := sigBytes(sig)
+	if err != nil {
+		return fail(f, "$.signature", RuleSigMalformed, err.Error())
 	}
 	if !ed25519.Verify(key, canon, raw) {
 		return fail(f, "$.signature", RuleSigInvalid, "does not verify against agent "+sender+"'s key over the message's canonical form")
 	}
 	return nil
+}
+
+// sigBytes decodes a signature: the standard base64 of 64 bytes.
+func sigBytes(sig string) ([]byte, error) {
+	raw, err := base64.StdEncoding.DecodeString(sig)
+	if err != nil {
+		return nil, errors.New("must be the standard base64 of a 64-byte Ed25519 signature, and is not base64")
+	}
+	if len(raw) != ed25519.SignatureSize {
+		return nil, fmt.Errorf("must be the standard base64 of a 64-byte Ed25519 signature, and is %d bytes", len(raw))
+	}
+	return raw, nil
 }
 
 func topicPath(f message.Format) string {

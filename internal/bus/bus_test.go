@@ -17,9 +17,26 @@ import (
 
 var ctx = context.Background()
 
+// unsigned is doc without its signature property.
+func unsigned(t *testing.T, doc []byte) []byte {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "signature")
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // Every example of the three seeds is accepted through the publish form
 // and through a Content-Type profile, and renders back in its own format
-// as it was accepted.
+// as it was accepted. (Seed 000's example carries a placeholder
+// signature, the 11 bytes of "Hello World": it is sent without it, see
+// TestUnverifiableSignatures.)
 func TestSeedExamplesPrepare(t *testing.T) {
 	for name, f := range map[string]message.Format{
 		"seed000/example1.json": message.FormatEnvelope, "seed001/query.json": message.FormatAgentMessage,
@@ -28,6 +45,9 @@ func TestSeedExamplesPrepare(t *testing.T) {
 		"bus/llm.conversation.events.jsonc": message.FormatBus,
 	} {
 		doc := messagetest.Seed(name)
+		if f == message.FormatEnvelope {
+			doc = unsigned(t, doc)
+		}
 		form, _ := json.Marshal(map[string]any{"format": f, "message": json.RawMessage(doc)})
 		for _, r := range []struct{ ct, body string }{{"", string(form)}, {"application/json; profile=" + string(f), string(doc)}} {
 			req, err := ParseRequest(r.ct, []byte(r.body))
@@ -141,6 +161,55 @@ func TestSignatures(t *testing.T) {
 	// Another sender has no key: its messages need none.
 	if got := rule(&Request{Format: message.FormatEnvelope, Document: messagetest.Envelope(2, "bob", "flag", messagetest.ZeroHash)}); got != "" {
 		t.Fatalf("unregistered sender: %s", got)
+	}
+}
+
+// A signature is stored only when a registered key verified it: a
+// malformed one, or one from a sender with no key (unregistered, a
+// registered agent without messaging.public_key, a publisher that looks
+// up no keys) is refused (issue 29, finding 6).
+func TestUnverifiableSignatures(t *testing.T) {
+	pub, _, _ := ed25519.GenerateKey(nil)
+	_, stranger, _ := ed25519.GenerateKey(nil)
+	keyless := func(_ context.Context, sender string) (*host.MessagingIdentity, error) {
+		if sender == "keyless" {
+			return &host.MessagingIdentity{Topics: []string{"*"}}, nil
+		}
+		return identity(pub)(ctx, sender)
+	}
+	seed := messagetest.Seed("seed000/example1.json")
+	wellFormed, _ := SignEnvelope(stranger, messagetest.Envelope(1, "nobody", "flag", messagetest.ZeroHash))
+	keylessSigned, _ := SignEnvelope(stranger, messagetest.Envelope(2, "keyless", "flag", messagetest.ZeroHash))
+	busDoc := messagetest.Crisis(messagetest.BusID(1), "nobody")
+	busSig, _ := Sign(stranger, busDoc)
+	for _, c := range []struct {
+		name    string
+		r       *Request
+		o       Options
+		rule    string
+		mention string
+	}{
+		{"seed 000's placeholder (11 bytes)", &Request{Format: message.FormatEnvelope, Document: seed}, Options{Identity: keyless}, RuleSigMalformed, "11 bytes"},
+		{"not base64 beside the document", &Request{Format: message.FormatBus, Document: busDoc, Signature: "%%%"}, Options{Identity: keyless}, RuleSigMalformed, "not base64"},
+		{"well-formed, unregistered sender", &Request{Format: message.FormatEnvelope, Document: wellFormed}, Options{Identity: keyless}, RuleSigUnverifiable, "agent nobody"},
+		{"well-formed, agent without a key", &Request{Format: message.FormatEnvelope, Document: keylessSigned}, Options{Identity: keyless}, RuleSigUnverifiable, "agent keyless"},
+		{"beside a bus message, unregistered sender", &Request{Format: message.FormatBus, Document: busDoc, Signature: busSig}, Options{Identity: keyless}, RuleSigUnverifiable, "unsigned"},
+		{"no identity lookup", &Request{Format: message.FormatEnvelope, Document: wellFormed}, Options{Topics: []string{"*"}}, RuleSigUnverifiable, "checks no agent keys"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in, err := Prepare(ctx, c.r, c.o)
+			var re *message.RuleError
+			if !errors.As(err, &re) || re.Rule != c.rule || re.Path != "$.signature" || !strings.Contains(re.Reason, c.mention) {
+				t.Fatalf("got %+v, %v; want %s at $.signature naming %q", in, err, c.rule, c.mention)
+			}
+		})
+	}
+	// Without the signature, the same messages are accepted, unsigned.
+	for _, doc := range [][]byte{unsigned(t, seed), unsigned(t, wellFormed)} {
+		in, err := Prepare(ctx, &Request{Format: message.FormatEnvelope, Document: doc}, Options{Identity: keyless})
+		if err != nil || in.SignedBy != "" || strings.Contains(string(in.Model), `"signature"`) {
+			t.Fatalf("unsigned: %+v %v", in, err)
+		}
 	}
 }
 

@@ -188,7 +188,7 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 	do("show it as seed 001", chromedp.SetValue(chromedp.ID("format"), "agent-message"), chromedp.Click(chromedp.ID("show-format")),
 		chromedp.WaitVisible(chromedp.ID("lost")))
-	if lost, doc := text("lost"), text("document"); !strings.Contains(lost, "prev_hash") || !strings.Contains(doc, `"type": "query"`) {
+	if lost, doc := text("lost"), text("document"); !strings.Contains(lost, "prev_truth_state") || !strings.Contains(doc, `"type": "query"`) {
 		t.Errorf("as agent-message: lost %q, document:\n%s", lost, doc)
 	}
 }

@@ -108,8 +108,8 @@ func TestMessagesPages(t *testing.T) {
 	page("/console/messages?after="+strconv.FormatInt(crisis.Message.Seq, 10), []string{envID}, []string{crisisID})
 	page("/console/messages/"+crisisID, []string{`id="deliveries"`, "watcher", `href="/console/tasks/` + crisis.Message.Deliveries[0].TaskID + `"`,
 		`id="document"`, "&#34;message_id&#34;: &#34;" + crisisID}, []string{`id="lost"`})
-	page("/console/messages/"+envID+"?format=agent-message", []string{`id="lost"`, "<code>prev_hash</code>", `<option value="agent-message" selected>`, "&#34;type&#34;: &#34;query&#34;"}, nil)
-	page("/console/messages/"+crisisID+"?format=agent-message", []string{`id="document"`, `id="lost"`, "kind (crisis.detection written as type event)"}, []string{`id="render-error"`})
+	page("/console/messages/"+envID+"?format=agent-message", []string{`id="lost"`, "<code>prev_truth_state</code>", `<option value="agent-message" selected>`, "&#34;type&#34;: &#34;query&#34;"}, nil)
+	page("/console/messages/"+crisisID+"?format=agent-message", []string{`id="document"`, `id="lost"`, "metadata.message_type (crisis.detection written as type event)"}, []string{`id="render-error"`})
 
 	if code, body := get(reader, "/console/messages/"+messagetest.BusID(4)); code != http.StatusNotFound {
 		t.Errorf("another tenant's message: %d\n%s", code, body)

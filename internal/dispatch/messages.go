@@ -53,8 +53,11 @@ var (
 // prepareMessage checks and decodes one publish-form request of the
 // attempt, as origin: the pack needs the messages grant, the task's
 // profile must allow external messages, and the topic must match one of
-// the grant's topics (bus.RuleTopic otherwise). Module messages are not
-// signature-checked against agent identities (bus.Options.Identity nil).
+// the grant's topics (bus.RuleTopic otherwise). Like a message from
+// outside, it is checked against its sender's registered agent: a keyed
+// agent's message must carry that agent's signature (a module holds no
+// key, so it cannot speak for one unless it relays a message the agent
+// signed), and a signature no registered key can check is refused.
 func (s *services) prepareMessage(ctx context.Context, req []byte, origin string) (*host.MessageInput, error) {
 	if !s.b.grants.Allows(packs.ServiceMessages) {
 		return nil, errNoMessagesGrant
@@ -70,7 +73,11 @@ func (s *services) prepareMessage(ctx context.Context, req []byte, origin string
 	if topics == nil {
 		topics = []string{} // no topic granted: every topic is refused
 	}
-	return bus.Prepare(ctx, r, bus.Options{Tenant: s.b.tenant, Origin: origin, Now: time.Now(), Direction: "sent", Topics: topics})
+	o := bus.Options{Tenant: s.b.tenant, Origin: origin, Now: time.Now(), Direction: "sent", Topics: topics}
+	if s.b.backend != nil {
+		o.Identity = bus.AgentIdentity(s.b.backend)
+	}
+	return bus.Prepare(ctx, r, o)
 }
 
 // publishStatus is the ABI status of a publication refused with err.

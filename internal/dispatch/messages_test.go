@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/bus"
 	"github.com/packrun/packrun/internal/replay"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
@@ -171,6 +174,55 @@ func TestMessagePublishAnswers(t *testing.T) {
 	}
 	if m := s.messages[0]; m.Origin != "attempt:a1" || m.Tenant != "t1" {
 		t.Fatalf("outside the queue: origin %q tenant %q", m.Origin, m.Tenant)
+	}
+}
+
+// A module's message is checked against its sender's registered agent as
+// one from outside is (issue 29, finding 6): in a keyed agent's name it
+// needs that agent's signature, and a signature no registered key can
+// check is refused rather than staged unchecked.
+func TestMessagePublishChecksAgentSignatures(t *testing.T) {
+	e, _, _ := publishEnv(t, opsGrant)
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &host.AgentRecord{Agent: host.AgentIdentity{AgentID: "probe", InternalName: "probe", DisplayName: "probe"},
+		Messaging: &host.MessagingIdentity{PublicKey: "ed25519:" + base64.StdEncoding.EncodeToString(pub)}}
+	if _, err := e.backend.PutAgent(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	granted := binding{backend: e.backend, grants: packs.Grants{Services: []packs.Service{packs.ServiceMessages}, Topics: []string{"ops.*"}}, tenant: "t1", attemptID: "a1"}
+	var form struct {
+		Message json.RawMessage `json:"message"`
+	}
+	if err := json.Unmarshal([]byte(opsAlert), &form); err != nil {
+		t.Fatal(err)
+	}
+	withSig := func(doc []byte, sig string) string {
+		return fmt.Sprintf(`{"format":"bus-envelope","message":%s,"signature":%q}`, doc, sig)
+	}
+	sig, _ := bus.Sign(priv, form.Message)
+	_, stranger, _ := ed25519.GenerateKey(nil)
+	other := []byte(strings.Replace(string(form.Message), `"source":"probe"`, `"source":"someone"`, 1))
+	strangerSig, _ := bus.Sign(stranger, other)
+	for _, tc := range []struct{ name, req, want string }{
+		{"keyed agent, unsigned", opsAlert, bus.RuleSigRequired},
+		{"keyed agent, another key", withSig(form.Message, strangerSig), bus.RuleSigInvalid},
+		{"unregistered sender, signed", withSig(other, strangerSig), bus.RuleSigUnverifiable},
+		{"malformed", withSig(other, "SGVsbG8gV29ybGQ="), bus.RuleSigMalformed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newServices(granted)
+			st, resp := s.Serve(context.Background(), abi.HostMessagePublish, []byte(tc.req))
+			if st != abi.StatusValidation || !strings.Contains(string(resp), tc.want) || len(s.messages) != 0 {
+				t.Fatalf("status %d %s, staged %d; want a validation error naming %s", st, resp, len(s.messages), tc.want)
+			}
+		})
+	}
+	s := newServices(granted)
+	if st, resp := s.Serve(context.Background(), abi.HostMessagePublish, []byte(withSig(form.Message, sig))); st != abi.StatusOK || len(s.messages) != 1 || s.messages[0].SignedBy != "probe" {
+		t.Fatalf("signed by the agent: %d %s %+v", st, resp, s.messages)
 	}
 }
 

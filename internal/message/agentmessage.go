@@ -157,6 +157,11 @@ func (c AgentMessage) identifiers(doc map[string]any) error {
 		if strings.Contains(agent, "/") {
 			return amFail("$."+k+".agentId", amRuleAgentIDs, "must not contain /")
 		}
+		if k == "from" {
+			if err := CheckSenderID(agent); err != nil {
+				return refuse(FormatAgentMessage, "$.from.agentId", RuleSenderID, "%s: %v", amRuleAgentIDs, err)
+			}
+		}
 		if c.Agents != nil && !(k == "to" && agent == amBroadcast) && !c.Agents(agent) {
 			return refuse(FormatAgentMessage, "$."+k+".agentId", CodeUnauthorized, "%s: agent is not in the manifest", amRuleAgentIDs)
 		}
@@ -341,6 +346,11 @@ func (c AgentMessage) Encode(m *Message) ([]byte, []string, error) {
 		"from": amIdentifier(m.From), "to": amIdentifier(m.To),
 		"version": "1.0.0", "priority": amPriorityName(m.Priority),
 	}
+	from := doc["from"].(map[string]any)
+	if agent := from["agentId"].(string); CheckSenderID(agent) != nil {
+		from["agentId"] = senderForm(agent)
+		lost = append(lost, "from ("+m.From+" written as agentId "+from["agentId"].(string)+")")
+	}
 	if amPriorities[doc["priority"].(string)] != m.Priority {
 		lost = append(lost, fmt.Sprintf("priority (%d written as %s)", m.Priority, doc["priority"]))
 	}
@@ -371,7 +381,7 @@ func (c AgentMessage) Encode(m *Message) ([]byte, []string, error) {
 	if kind == "response" && doc["evidence"] == nil {
 		doc["evidence"] = map[string]any{"sources": []any{}, "confidence": 0, "citations": []any{}, "provenance": []any{}}
 	}
-	return checked(c, doc, lost)
+	return checked(c, doc, SourceNames(m.Source, lost))
 }
 
 // amID writes the model id as a seed 001 id: a seed 000 ULID (128 bits)

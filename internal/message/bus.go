@@ -2,6 +2,8 @@ package message
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +44,7 @@ func (Bus) Format() Format { return FormatBus }
 var (
 	busIDPattern      = regexp.MustCompile(`^[0-9A-Za-z]{8}-[0-9A-Za-z]{4}-[0-9A-Za-z]{4}-[0-9A-Za-z]{4}-[0-9A-Za-z]{12}$`)
 	busTopicPattern   = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$`)
+	busWord           = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 	busVersionPattern = regexp.MustCompile(`^[0-9]{1,4}\.[0-9]{1,4}$`)
 	busMetadataFields = []string{"message_id", "timestamp", "source", "message_type", "version"}
 )
@@ -121,6 +124,14 @@ func (b Bus) Encode(m *Message) ([]byte, []string, error) {
 			lost = append(lost, f.name)
 		}
 	}
+	id, l := busID(m.ID)
+	lost = append(lost, l...)
+	// The sender as its id (agent://name is name, agentId/instanceId is
+	// agentId), in the sender grammar.
+	source := senderForm(m.Sender())
+	if source != m.From {
+		lost = append(lost, "from ("+m.From+" written as source "+source+")")
+	}
 	version := "1.0"
 	if m.Source == FormatBus {
 		if raw, ok := m.Extra["version"]; ok {
@@ -129,20 +140,31 @@ func (b Bus) Encode(m *Message) ([]byte, []string, error) {
 			}
 		}
 	}
-	for k := range m.Extra {
+	for _, k := range sortedKeys(m.Extra) {
 		if m.Source != FormatBus || k != "version" {
-			lost = append(lost, "extra")
-			break
+			lost = append(lost, "extra."+k)
 		}
 	}
-	payload := m.Payload
-	if len(bytes.TrimSpace(payload)) == 0 {
+	payload := bytes.TrimSpace(m.Payload)
+	switch {
+	case len(payload) == 0:
 		payload = json.RawMessage("{}")
+	case payload[0] != '{':
+		// seed 001's content may be a string or a list: the bus's payload
+		// is an object.
+		payload = append(append([]byte(`{"content":`), payload...), '}')
+		lost = append(lost, "payload (written as {\"content\":…})")
+	}
+	topic := m.Topic
+	if !busTopicPattern.MatchString(topic) && busWord.MatchString(topic) {
+		// An intent or message type (no dot): a topic of the agent.
+		topic = "agent." + topic
+		lost = append(lost, "topic ("+m.Topic+" written as message_type "+topic+")")
 	}
 	doc := struct {
 		Metadata busMeta         `json:"metadata"`
 		Payload  json.RawMessage `json:"payload"`
-	}{busMeta{ID: m.ID, Timestamp: m.Time.Format(time.RFC3339Nano), Source: m.From, Type: m.Topic, Version: version}, payload}
+	}{busMeta{ID: id, Timestamp: m.Time.Format(time.RFC3339Nano), Source: source, Type: topic, Version: version}, payload}
 	// Without HTML escaping, so the payload's bytes (a "&" in a key, say)
 	// come back as they went in.
 	var buf bytes.Buffer
@@ -165,7 +187,30 @@ func (b Bus) Encode(m *Message) ([]byte, []string, error) {
 	if !busSameIDs(back.ContextIDs, m.ContextIDs) {
 		lost = append(lost, "context_ids")
 	}
-	return out, lost, nil
+	return out, SourceNames(m.Source, lost), nil
+}
+
+// busID is the message_id a model id is written as: the model's own if
+// it has the 8-4-4-4-12 shape; a seed 000 ULID as the UUID of its 128
+// bits and seed 001's "msg-" and a UUID as that UUID (so these are the
+// ids ?format=agent-message writes, without "msg-"); any other id as a
+// UUID of its SHA-256, so the same message always gets the same id.
+func busID(id string) (string, []string) {
+	if busIDPattern.MatchString(id) {
+		return id, nil
+	}
+	u, ok := "", false
+	if envULID.MatchString(id) {
+		u, ok = ulidUUID(id)
+	} else if rest, cut := strings.CutPrefix(id, "msg-"); cut && busIDPattern.MatchString(rest) {
+		u, ok = rest, true
+	}
+	if !ok {
+		sum := sha256.Sum256([]byte(id))
+		h := hex.EncodeToString(sum[:16])
+		u = h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+	}
+	return u, []string{"id (" + id + " written as " + u + ")"}
 }
 
 // busMeta is the metadata as written on the wire.
@@ -216,8 +261,9 @@ func busMetadata(raw json.RawMessage) (busMetadataValue, error) {
 		return md, busErr("$.metadata.message_type", "topic.subtopic", "%s is not dot-separated lower-case segments", busShort(md.Type))
 	case !busVersionPattern.MatchString(md.Version):
 		return md, busErr("$.metadata.version", "version", "%s is not MAJOR.MINOR", busShort(md.Version))
-	case len(md.Source) > 256:
-		return md, busErr("$.metadata.source", "module-name", "longer than 256 characters")
+	}
+	if err := CheckSenderID(md.Source); err != nil {
+		return md, busErr("$.metadata.source", RuleSenderID, "%v", err)
 	}
 	t, err := time.Parse(time.RFC3339Nano, vals["timestamp"])
 	if err != nil {

@@ -238,12 +238,18 @@ func TestBusEncodeListsLost(t *testing.T) {
 	m.ContextIDs = map[string]string{"session": "s"}
 	m.Extra["intent"] = json.RawMessage(`"query"`)
 	_, lost, err := Bus{}.Encode(m)
-	want := []string{"to", "reply_to", "signature", "prev_hash", "extra", "priority", "ttl", "context_ids"}
+	want := []string{"to", "reply_to", "signature", "prev_hash", "extra.intent", "priority", "ttl", "context_ids"}
 	if err != nil || !reflect.DeepEqual(lost, want) {
 		t.Fatalf("lost %v err %v, want %v", lost, err, want)
 	}
-	// A message the format cannot express is refused, not rendered.
+	// An intent or message type is a topic of the agent; a message the
+	// format cannot express is refused, not rendered.
 	m.Topic = "query"
+	b, lost, err := Bus{}.Encode(m)
+	if back, derr := (Bus{}).Decode(b); err != nil || derr != nil || back.Topic != "agent.query" || !strings.Contains(strings.Join(lost, ","), "(query written as message_type agent.query)") {
+		t.Fatalf("topic query: %s lost %q: %v %v", b, lost, err, derr)
+	}
+	m.Topic = "Query"
 	_, _, err = Bus{}.Encode(m)
 	busWantRule(t, err, "$.metadata.message_type", "topic.subtopic")
 }
@@ -253,6 +259,9 @@ func FuzzDecodeBus(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"metadata":{},"payload":{}}`))
+	for _, b := range senderSeeds(f, busExamples(f)["crisis.detection"], "metadata.source", "") {
+		f.Add(b)
+	}
 	// Keys a path must quote and clip (found by fuzzing: a raw newline in
 	// the refusal).
 	f.Add([]byte(`{"metadata":{"\n":1},"payload":{}}`))

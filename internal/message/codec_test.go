@@ -318,11 +318,13 @@ func TestEnvelopeToAgentMessageListsWhatIsLost(t *testing.T) {
 	want := []string{
 		"id (ULID 01ARZ3NDEKTSV4RRFFQ69G5FAV written as msg-01563e3a-b5d3-d676-4c61-efb99302bd5b)",
 		"priority (7 written as high)",
-		"kind (flag written as type event)",
-		"topic",
-		"context_ids.context_id",
-		"extra.emotional", "extra.trinary_state",
-		"signature", "prev_hash",
+		// Named as seed 000 names them (issue 29, finding 10): intent
+		// (the model's kind and topic), context_id, emotional,
+		// prev_truth_state.
+		"intent (flag written as type event)",
+		"context_id",
+		"emotional", "trinary_state",
+		"signature", "prev_truth_state",
 	}
 	if !reflect.DeepEqual(lost, want) {
 		t.Errorf("lost = %q\nwant %q", lost, want)
@@ -424,7 +426,8 @@ func TestEnvelopeEncodeListsWhatIsLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"ttl (fraction of a second)", "context_ids.sessionId", "kind (response written as intent ack)", "reply_to", "topic", "extra.metadata"}
+	// A bus message's kind and topic are both its metadata.message_type.
+	want := []string{"ttl (fraction of a second)", "context_ids.sessionId", "metadata.message_type (response written as intent ack)", "reply_to", "extra.metadata"}
 	if !reflect.DeepEqual(lost, want) {
 		t.Errorf("lost = %q, want %q", lost, want)
 	}
@@ -434,5 +437,64 @@ func TestEnvelopeEncodeListsWhatIsLost(t *testing.T) {
 	}
 	if got.Kind != "ack" || got.TTL != time.Second || got.ContextIDs["context_id"] != "branch-a" || got.Priority != 5 {
 		t.Errorf("encoded wrongly: %s", b)
+	}
+}
+
+// A seed 000 envelope renders as a bus envelope (issue 29, finding 10):
+// its ULID as the UUID of the same 128 bits, the id seed 001 writes after
+// "msg-"; its intent as topic agent.<intent>; and what is lost named as
+// seed 000 names it (prev_truth_state, not the model's prev_hash).
+func TestEnvelopeAsBus(t *testing.T) {
+	m, err := Envelope{}.Decode(seedExamples(t, "seed000")["example1.json"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, lost, err := Bus{}.Encode(m)
+	if err != nil {
+		t.Fatalf("a ULID message does not render as bus-envelope: %v", err)
+	}
+	got, err := Bus{}.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	am, _, err := AgentMessage{}.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var amDoc struct{ ID string }
+	json.Unmarshal(am, &amDoc)
+	if got.ID != "01563e3a-b5d3-d676-4c61-efb99302bd5b" || "msg-"+got.ID != amDoc.ID || got.From != "contradiction" || got.Topic != "agent.flag" {
+		t.Fatalf("rendered %s (agent-message id %s)", b, amDoc.ID)
+	}
+	for _, want := range []string{"id (01ARZ3NDEKTSV4RRFFQ69G5FAV written as 01563e3a-b5d3-d676-4c61-efb99302bd5b)",
+		"from (agent://contradiction written as source contradiction)", "signature", "prev_truth_state",
+		"intent (flag written as message_type agent.flag)", "emotional"} {
+		if !slices.Contains(lost, want) {
+			t.Errorf("lost %q lacks %q", lost, want)
+		}
+	}
+	for _, internal := range []string{"prev_hash", "kind", "topic", "extra"} {
+		for _, l := range lost {
+			if strings.HasPrefix(l, internal) {
+				t.Errorf("lost %q names the model's %s", lost, internal)
+			}
+		}
+	}
+}
+
+// Seed 001's fields are named as seed 001 names them.
+func TestAgentMessageLostFieldsUseItsNames(t *testing.T) {
+	m, err := AgentMessage{}.Decode(seedExamples(t, "seed001")["response.json"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, lost, err := Envelope{}.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"replyTo", "context.sessionId", "evidence", "payload.format"} {
+		if !slices.Contains(lost, want) {
+			t.Errorf("lost %q lacks %q", lost, want)
+		}
 	}
 }

@@ -74,6 +74,9 @@ func (c Envelope) validate(doc map[string]any) error {
 			return err
 		}
 	}
+	if err := CheckSenderID(strings.TrimPrefix(doc["from"].(string), "agent://")); err != nil {
+		return refuse(FormatEnvelope, "$.from", RuleSenderID, "%v", err)
+	}
 	if err := c.stringTypes(doc); err != nil {
 		return err
 	}
@@ -291,7 +294,7 @@ func (c Envelope) Encode(m *Message) ([]byte, []string, error) {
 		lost = append(lost, "topic")
 	}
 	lost = append(lost, extraInto(doc, m, FormatEnvelope, envModelKeys)...)
-	return checked(c, doc, lost)
+	return checked(c, doc, SourceNames(m.Source, lost))
 }
 
 // envFromKind maps seed 001's message types onto intents (RATIONALE.md);
@@ -345,26 +348,18 @@ func envID(m *Message) (string, []string) {
 
 // envURI writes a model sender or recipient as an agent:// URI: an
 // agent://name as is; otherwise the agent (seed 001's agentId, before
-// "/") lower-cased, with every character the URI does not allow as '-'.
+// "/") in the sender grammar (senderForm), with '_' and '.', which the
+// URI does not allow, as '-'.
 func envURI(field, s string) (string, []string) {
-	if envAgentURI.MatchString(s) {
+	if envAgentURI.MatchString(s) && (field != "from" || CheckSenderID(strings.TrimPrefix(s, "agent://")) == nil) {
 		return s, nil
 	}
 	name, _, _ := strings.Cut(strings.TrimPrefix(s, "agent://"), "/")
-	name = strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
-			return r
-		case r >= 'A' && r <= 'Z':
-			return r + ('a' - 'A')
-		}
-		return '-'
-	}, name)
-	if name == "" {
-		name = "unknown"
-	}
+	name = envURIName.Replace(senderForm(name))
 	return "agent://" + name, []string{field + " (" + s + " written as agent://" + name + ")"}
 }
+
+var envURIName = strings.NewReplacer("_", "-", ".", "-")
 
 // envContext writes context_id and lists the context ids it cannot carry.
 func envContext(doc map[string]any, m *Message) []string {

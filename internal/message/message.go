@@ -16,6 +16,7 @@ package message
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -101,4 +102,48 @@ func (e *RuleError) Error() string {
 		return p + ": " + e.Rule + ": " + e.Reason
 	}
 	return string(e.Format) + ": " + p + ": " + e.Rule + ": " + e.Reason
+}
+
+// sourceFieldNames are, per format, the names it gives the model's
+// fields where they differ ("prev_hash" is seed 000's prev_truth_state).
+var sourceFieldNames = map[Format]map[string]string{
+	FormatEnvelope:     {"prev_hash": "prev_truth_state", "kind": "intent", "topic": "intent", "context_ids.context_id": "context_id"},
+	FormatAgentMessage: {"reply_to": "replyTo", "kind": "type", "topic": "type"},
+	FormatBus: {"id": "metadata.message_id", "from": "metadata.source", "kind": "metadata.message_type",
+		"topic": "metadata.message_type", "extra.version": "metadata.version"},
+}
+
+// SourceNames writes each entry of an encoder's lost list ("field" or
+// "field (what became of it)") with the field named as src, the format
+// the message came from, names it: seed 000's prev_truth_state, seed
+// 001's replyTo and context.sessionId, an extra field by its own name.
+// What the model derives (a bus message's priority, ttl and context ids)
+// keeps the model's name. A field listed twice under one name (seed
+// 000's intent is both kind and topic) is listed once.
+func SourceNames(src Format, lost []string) []string {
+	names := sourceFieldNames[src]
+	var out []string
+	seen := map[string]bool{}
+	for _, entry := range lost {
+		field, rest, _ := strings.Cut(entry, " (")
+		name, ok := names[field]
+		switch {
+		case ok:
+		case src == FormatAgentMessage && strings.HasPrefix(field, "context_ids."):
+			name = "context." + strings.TrimPrefix(field, "context_ids.")
+		case src != FormatBus && strings.HasPrefix(field, "extra."):
+			name = strings.TrimPrefix(field, "extra.")
+		default:
+			name = field
+		}
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		if rest != "" {
+			name += " (" + rest
+		}
+		out = append(out, name)
+	}
+	return out
 }
