@@ -171,6 +171,12 @@ type ArtifactInput struct {
 	Name        string
 	ContentType string
 	Data        []byte
+	// Tenant, for an artifact of no task, is its attempt's tenant: a
+	// direct invocation stores its artifacts while it runs, before its
+	// attempt is recorded, so its artifact_recorded event names the
+	// tenant in its data (whose the event is: EventFilter.Tenant).
+	// Ignored with a TaskID (the task's tenant is the event's).
+	Tenant string
 }
 
 // Artifact is an ArtifactRecord (schema §12) with its digest and size.
@@ -243,12 +249,15 @@ type EventFilter struct {
 	// appended at or after Since; an attempt_recorded event counts by
 	// where it was appended, not by its attempt's ended_at.
 	Since time.Time
-	// Tenant, if set, selects the events of that tenant's tasks and
-	// attempts only ("default" for the default tenant); events tied to
-	// no task or attempt (dispatch_*, task_types_updated, ...) are left
-	// out unless Untied is set.
+	// Tenant, if set, selects that tenant's events only ("default" for
+	// the default tenant): those of its tasks and attempts, and those
+	// tied to no task that were appended for it (schedule_upserted,
+	// workflow_created, sensor_event_recorded, message_accepted,
+	// api_call, ...: their data names it). Events of the whole host,
+	// which belong to no tenant (dispatch_*, task_types_updated,
+	// workflow_upserted, ...), are left out; only an unset Tenant
+	// selects them.
 	Tenant string
-	Untied bool
 	Limit  int // 0 means 1000
 }
 

@@ -29,7 +29,10 @@ request body says) and carries scopes:
   messages:read   read the tenant's agent messages
   messages:write  publish agent messages (POST /v1/messages)
   packs:admin     manage packs
-  admin           every scope (and secret memory values)
+  admin           every scope above (and secret memory values), for its tenant
+  operator        with evidence:read, GET /v1/events lists every tenant's events and the
+                  host's own (dispatch_*, task types, pack installs); admin does not
+                  imply it: give it by name, to operators only
 
 A token is shown once, when it is created; only its SHA-256 is stored. Revoking one takes
 effect at the next request, in every packrun serving this home.`,

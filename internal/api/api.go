@@ -139,8 +139,9 @@ const maxBodyDepth = 10000
 //	                                            retryable_failure or blocked; 409 otherwise)
 //	GET  /v1/tasks/{id}/events                  evidence:read  {"events":[Event...]}, the task's runtime events
 //	GET  /v1/events[?type=&task_id=&since=&after=&limit=]  evidence:read  {"events":[Event...],"next_after":SEQ}, chain order;
-//	                                            pass next_after as after for the next page; events tied to no
-//	                                            task or attempt (dispatch_*, ...) need the admin scope
+//	                                            pass next_after as after for the next page; the token's tenant's
+//	                                            events only (admin too); every tenant's and the host's own
+//	                                            (dispatch_*, task types, ...) need the operator scope
 //	GET  /v1/attempts[?task_id=&pack=&since=&limit=]  evidence:read  {"attempts":[Attempt...]}
 //	GET  /v1/attempts/{id}                      evidence:read  Attempt (the evidence record)
 //	POST /v1/attempts/{id}:replay               evidence:read  ReplayVerdict (no side effects)

@@ -18,9 +18,11 @@ type eventPage struct {
 }
 
 // listEvents is GET /v1/events: runtime events in chain order. A token
-// sees the events of its tenant's tasks and attempts; those tied to no
-// task or attempt (dispatch_*, task types, ...) only with the admin
-// scope. Without authentication, every event.
+// sees its tenant's events only (those of its tasks and attempts, and
+// those it caused tied to no task: schedule_upserted, api_call, ...),
+// admin included. The operator scope, which admin does not imply, sees
+// every tenant's and the host's own (dispatch_*, task types, ...), as
+// does a server without authentication.
 func (s *server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	f := host.EventFilter{Type: q.Get("type"), TaskID: q.Get("task_id")}
@@ -42,8 +44,8 @@ func (s *server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	if f.Limit, err = listLimit(q); err != nil {
 		return err
 	}
-	if p := auth.From(r.Context()); !p.Insecure {
-		f.Tenant, f.Untied = p.Tenant, p.Has(auth.ScopeAdmin)
+	if p := auth.From(r.Context()); !p.Has(auth.ScopeOperator) {
+		f.Tenant = p.Tenant
 	}
 	evs, err := s.cfg.Backend.Events(r.Context(), f)
 	if err != nil {

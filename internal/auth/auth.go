@@ -23,7 +23,7 @@ import (
 // Scope is one permission a token carries.
 type Scope string
 
-// The scopes. Admin implies every other one.
+// The scopes. Admin implies every other one but operator.
 const (
 	ScopeInvoke        Scope = "invoke"         // POST /v1/invoke
 	ScopeTasksWrite    Scope = "tasks:write"    // enqueue, cancel, retry, resume
@@ -34,11 +34,16 @@ const (
 	ScopeMessagesRead  Scope = "messages:read"  // the tenant's agent messages (GET /v1/messages)
 	ScopeMessagesWrite Scope = "messages:write" // publish agent messages (POST /v1/messages)
 	ScopePacksAdmin    Scope = "packs:admin"    // install and remove packs
-	ScopeAdmin         Scope = "admin"          // everything
+	ScopeAdmin         Scope = "admin"          // every scope of the tenant (all but operator)
+	// ScopeOperator reaches past the token's tenant: GET /v1/events lists
+	// every tenant's runtime events and those of no tenant (dispatch_*,
+	// task types, ...). Admin does not imply it; a token has it only
+	// when it was created with it by name.
+	ScopeOperator Scope = "operator"
 )
 
 // Scopes lists every scope, in the order help texts show them.
-var Scopes = []Scope{ScopeInvoke, ScopeTasksWrite, ScopeTasksRead, ScopeMemoryRead, ScopeMemoryWrite, ScopeEvidenceRead, ScopeMessagesRead, ScopeMessagesWrite, ScopePacksAdmin, ScopeAdmin}
+var Scopes = []Scope{ScopeInvoke, ScopeTasksWrite, ScopeTasksRead, ScopeMemoryRead, ScopeMemoryWrite, ScopeEvidenceRead, ScopeMessagesRead, ScopeMessagesWrite, ScopePacksAdmin, ScopeAdmin, ScopeOperator}
 
 // ParseScopes reads a comma-separated list of scopes, refusing an unknown
 // one by name.
@@ -82,9 +87,11 @@ type Principal struct {
 	Insecure bool
 }
 
-// Has reports whether p may act with scope s.
+// Has reports whether p may act with scope s. Admin stands for every scope
+// but operator, which a token has only by name (without authentication,
+// every scope).
 func (p *Principal) Has(s Scope) bool {
-	return p != nil && (p.Insecure || slices.Contains(p.Scopes, ScopeAdmin) || slices.Contains(p.Scopes, s))
+	return p != nil && (p.Insecure || slices.Contains(p.Scopes, s) || s != ScopeOperator && slices.Contains(p.Scopes, ScopeAdmin))
 }
 
 type principalKey struct{}

@@ -265,7 +265,7 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 		if !s.b.roleAllowed(r.Role) {
 			return abi.StatusAccessDenied, mustJSON(map[string]string{"error": "role " + r.Role + " is not among the task type's artifact_roles"})
 		}
-		a, err := s.b.backend.PutArtifact(ctx, host.ArtifactInput{TaskID: s.b.taskID, AttemptID: s.b.attemptID, Role: host.ArtifactRole(r.Role), Name: r.Name, ContentType: r.ContentType, Data: data})
+		a, err := s.b.backend.PutArtifact(ctx, host.ArtifactInput{TaskID: s.b.taskID, AttemptID: s.b.attemptID, Tenant: orDefault(s.b.tenant, host.DefaultTenant), Role: host.ArtifactRole(r.Role), Name: r.Name, ContentType: r.ContentType, Data: data})
 		if err != nil {
 			return statusOf(err), nil
 		}

@@ -16,8 +16,9 @@ import (
 // pendingEntry is a chain entry queued by an operation: an event, or an
 // attempt (whose row is its entry).
 type pendingEntry struct {
-	ev *host.Event
-	at *attemptRow
+	ev     *host.Event
+	tenant string // ev's data names (storecore.EventTenant)
+	at     *attemptRow
 }
 
 // headQuery reads the chain's head: its newest entry, an event or an
@@ -27,7 +28,11 @@ const headQuery = `SELECT seq, hash FROM (
 	UNION ALL (SELECT seq, hash FROM attempt_records ORDER BY seq DESC LIMIT 1)) h
 	ORDER BY seq DESC LIMIT 1`
 
-const insertEvent = `INSERT INTO runtime_events (seq, time, type, task_id, attempt_id, data, prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+// insertEvent stores an event with its tenant (storecore.DataTenant): its
+// task's, else its recorded attempt's, else the one its data names ($9).
+const insertEvent = `INSERT INTO runtime_events (seq, time, type, task_id, attempt_id, data, prev_hash, hash, tenant)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE((SELECT tenant FROM tasks WHERE task_id = $4 AND $4 != ''),
+		(SELECT tenant FROM attempt_records WHERE attempt_id = $5 AND $5 != ''), $9))`
 
 // insertAttempt stores an attempt's row: its record, its link in the chain
 // and copies of the record's header fields for the indexes and filters.
@@ -41,7 +46,7 @@ func (x *tx) event(typ, taskID, attemptID string, v any) (*host.Event, error) {
 		return nil, err
 	}
 	e := &host.Event{Type: typ, TaskID: taskID, AttemptID: attemptID, Data: data}
-	x.pending = append(x.pending, pendingEntry{ev: e})
+	x.pending = append(x.pending, pendingEntry{ev: e, tenant: storecore.EventTenant(v, data)})
 	return e, nil
 }
 
@@ -78,7 +83,7 @@ func (x *tx) flush(ctx context.Context) error {
 			e.Seq, e.Time, e.PrevHash = seq, now, hash
 			e.Data = evidence.CompactJSON(e.Data)
 			e.Hash = evidence.HashEvent(e)
-			b.Queue(insertEvent, e.Seq, ts(e.Time), e.Type, e.TaskID, e.AttemptID, string(e.Data), e.PrevHash, e.Hash)
+			b.Queue(insertEvent, e.Seq, ts(e.Time), e.Type, e.TaskID, e.AttemptID, string(e.Data), e.PrevHash, e.Hash, p.tenant)
 			hash = e.Hash
 			continue
 		}
@@ -108,9 +113,10 @@ func (s *Store) AppendEvent(ctx context.Context, e host.Event) (*host.Event, err
 		return nil, err
 	}
 	var out *host.Event
+	tenant := storecore.DataTenant(e.Data)
 	err := s.write(ctx, func(x *tx) error {
 		out = &host.Event{Type: e.Type, TaskID: e.TaskID, AttemptID: e.AttemptID, Data: e.Data}
-		x.pending = append(x.pending, pendingEntry{ev: out})
+		x.pending = append(x.pending, pendingEntry{ev: out, tenant: tenant})
 		return nil
 	})
 	if err != nil {
@@ -171,13 +177,8 @@ func (s *Store) storedEvents(ctx context.Context, f host.EventFilter, after int6
 		where += ` AND attempt_id = ` + a.add(f.AttemptID)
 	}
 	if f.Tenant != "" {
-		untied := ""
-		if f.Untied {
-			untied = ` OR task_id = '' AND attempt_id = ''`
-		}
-		p := a.add(f.Tenant)
-		where += ` AND (task_id IN (SELECT task_id FROM tasks WHERE tenant = ` + p + `)
-			OR task_id = '' AND attempt_id IN (SELECT attempt_id FROM attempt_records WHERE tenant = ` + p + `)` + untied + `)`
+		// Set as each event was appended (storecore.DataTenant).
+		where += ` AND tenant = ` + a.add(f.Tenant)
 	}
 	if f.Type != "" {
 		where += ` AND type = ` + a.add(f.Type)

@@ -334,7 +334,12 @@ func (im *importer) copyTable(table string) error {
 	for i, c := range cols {
 		quoted[i] = quoteSQLite(c)
 	}
-	rows, err := im.src.QueryContext(im.ctx, `SELECT `+strings.Join(quoted, ", ")+` FROM `+quoteSQLite(table)+` ORDER BY rowid`)
+	if table == "runtime_events" && !slices.Contains(cols, "tenant") {
+		// A store from before each event's tenant was kept: worked out
+		// as the migration that added the column does.
+		cols, quoted = append(cols, "tenant"), append(quoted, storecore.EventTenantSQLite)
+	}
+	rows, err := im.src.QueryContext(im.ctx, `SELECT `+strings.Join(quoted, ", ")+` FROM `+quoteSQLite(table)+` e ORDER BY e.rowid`)
 	if err != nil {
 		return err
 	}

@@ -43,9 +43,7 @@ func (s *Store) PutArtifact(ctx context.Context, in host.ArtifactInput) (*host.A
 			return err
 		}
 		art.CreatedAt = s.now()
-		e, err := s.event(tx, host.EventArtifactRecorded, in.TaskID, in.AttemptID, map[string]any{
-			"artifact_id": art.ArtifactID, "sha256": digest, "size": art.Size, "role": art.Role, "relative_path": art.RelativePath,
-		})
+		e, err := s.event(tx, host.EventArtifactRecorded, in.TaskID, in.AttemptID, storecore.ArtifactEventData(art, in))
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,11 @@ import (
 // marshalling maps through reflection was a tenth of the writer's time).
 // Keys must be added in sorted order, so the bytes are exactly what
 // json.Marshal of the equivalent map would produce (TestEvDataMatchesMarshal).
-type evData struct{ b []byte }
+type evData struct {
+	b []byte
+	// tenant is the value of a "tenant" key (storecore.EventTenant).
+	tenant string
+}
 
 func (d *evData) key(k string) {
 	if len(d.b) == 0 {
@@ -25,6 +29,9 @@ func (d *evData) key(k string) {
 }
 
 func (d *evData) str(k, v string) *evData {
+	if k == "tenant" {
+		d.tenant = v
+	}
 	d.key(k)
 	d.b = appendJSONString(d.b, v)
 	return d
@@ -36,7 +43,8 @@ func (d *evData) int(k string, v int64) *evData {
 	return d
 }
 
-// value adds anything else, marshalled as json.Marshal would inside a map.
+// value adds anything else, marshalled as json.Marshal would inside a map
+// (not a tenant: str).
 func (d *evData) value(k string, v any) *evData {
 	d.key(k)
 	raw, err := json.Marshal(v)
@@ -71,5 +79,5 @@ func appendJSONString(b []byte, s string) []byte {
 // eventData appends an event whose data is already encoded.
 func (s *Store) eventData(tx *wtx, typ, taskID, attemptID string, d *evData) (*host.Event, error) {
 	e := &host.Event{Type: typ, TaskID: taskID, AttemptID: attemptID, Data: d.bytes()}
-	return e, s.appendEvent(tx, e)
+	return e, s.appendEvent(tx, e, d.tenant)
 }

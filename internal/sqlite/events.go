@@ -32,11 +32,18 @@ func (x *wtx) chainHead() (eventHead, error) {
 	return h, err
 }
 
+// insertEvent stores an event with its tenant (storecore.DataTenant): its
+// task's, else its recorded attempt's, else the one its data names.
+const insertEvent = `INSERT OR FAIL INTO runtime_events (seq, time, type, task_id, attempt_id, data, prev_hash, hash, tenant)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, COALESCE((SELECT tenant FROM tasks WHERE task_id = ?4 AND ?4 != ''),
+		(SELECT tenant FROM attempt_records WHERE attempt_id = ?5 AND ?5 != ''), ?9))`
+
 // appendEvent appends e to the chain inside a write transaction: it reads
 // the head, assigns seq, time and hashes, and fills them into e. The write
 // transaction (BEGIN IMMEDIATE) makes the read-then-append atomic across
-// processes.
-func (s *Store) appendEvent(tx *wtx, e *host.Event) error {
+// processes. tenant is the one e's data names (storecore.EventTenant),
+// stored unless its task or attempt says otherwise.
+func (s *Store) appendEvent(tx *wtx, e *host.Event, tenant string) error {
 	head, err := tx.chainHead()
 	if err != nil {
 		return err
@@ -46,8 +53,7 @@ func (s *Store) appendEvent(tx *wtx, e *host.Event) error {
 	e.PrevHash = head.hash
 	e.Data = evidence.CompactJSON(e.Data)
 	e.Hash = evidence.HashEvent(e)
-	_, err = tx.Exec(`INSERT OR FAIL INTO runtime_events (seq, time, type, task_id, attempt_id, data, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.Seq, ts(e.Time), e.Type, e.TaskID, e.AttemptID, string(e.Data), e.PrevHash, e.Hash)
+	_, err = tx.Exec(insertEvent, e.Seq, ts(e.Time), e.Type, e.TaskID, e.AttemptID, string(e.Data), e.PrevHash, e.Hash, tenant)
 	if err != nil {
 		tx.head = nil
 		return err
@@ -63,7 +69,7 @@ func (s *Store) event(tx *wtx, typ, taskID, attemptID string, v any) (*host.Even
 		return nil, err
 	}
 	e := &host.Event{Type: typ, TaskID: taskID, AttemptID: attemptID, Data: data}
-	return e, s.appendEvent(tx, e)
+	return e, s.appendEvent(tx, e, storecore.EventTenant(v, data))
 }
 
 // AppendEvent implements host.Evidence.
@@ -73,7 +79,8 @@ func (s *Store) AppendEvent(ctx context.Context, e host.Event) (*host.Event, err
 		return nil, err
 	}
 	out := &host.Event{Type: e.Type, TaskID: e.TaskID, AttemptID: e.AttemptID, Data: e.Data}
-	if err := s.w.do(ctx, func(tx *wtx) error { return s.appendEvent(tx, out) }); err != nil {
+	tenant := storecore.DataTenant(e.Data) // parsed before the writer is taken
+	if err := s.w.do(ctx, func(tx *wtx) error { return s.appendEvent(tx, out, tenant) }); err != nil {
 		return nil, host.Wrap(op, e.Type, err)
 	}
 	return out, nil
@@ -110,19 +117,14 @@ func (s *Store) Events(ctx context.Context, f host.EventFilter) ([]*host.Event, 
 		where += ` AND attempt_id = ?`
 		args = append(args, f.AttemptID)
 	}
-	var stored []*host.Event
-	evWhere, evArgs := where, args[:len(args):len(args)]
 	if f.Tenant != "" {
-		untied := ""
-		if f.Untied {
-			untied = ` OR task_id = '' AND attempt_id = ''`
-		}
-		evWhere += ` AND (task_id IN (SELECT task_id FROM tasks WHERE tenant = ?)
-			OR task_id = '' AND attempt_id IN (SELECT attempt_id FROM attempt_records WHERE tenant = ?)` + untied + `)`
-		evArgs = append(evArgs, f.Tenant, f.Tenant)
+		// Both tables hold each entry's tenant (an event's set as it
+		// was appended: storecore.DataTenant).
 		where += ` AND tenant = ?`
 		args = append(args, f.Tenant)
 	}
+	var stored []*host.Event
+	evWhere, evArgs := where, args[:len(args):len(args)]
 	if f.Type != "" {
 		evWhere += ` AND type = ?`
 		evArgs = append(evArgs, f.Type)

@@ -2,11 +2,13 @@ package sqlite
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/storetest"
 )
 
 // task_started is appended with the settlement, carrying when the node
@@ -36,74 +38,40 @@ func TestTaskStartedWithSettlement(t *testing.T) {
 	}
 }
 
-func TestEventsByTenantAndSince(t *testing.T) {
-	f := newFixture(t, Options{})
-	mine := mustEnqueue(t, f.Store, intent("demo", nil), host.EnqueueOptions{Tenant: "acme"})
-	f.clock.Add(time.Minute)
-	theirs := mustEnqueue(t, f.Store, intent("demo", nil), host.EnqueueOptions{Tenant: "other"})
-	if _, err := f.AcquireDispatchLock(ctx, "r1", time.Minute); err != nil {
+// Migration 15 fills the tenant of the events stored before it by the
+// rule the store applies as it appends one: with the column dropped and
+// the migration applied again on reopening, each tenant lists what it
+// listed, and the chain verifies (the tenant is not hashed).
+func TestMigrationFillsEventTenants(t *testing.T) {
+	clock := storetest.NewClock()
+	path := filepath.Join(t.TempDir(), "packrun.db")
+	s, err := Open(ctx, path, Options{Now: clock.Now})
+	if err != nil {
 		t.Fatal(err)
 	}
-	task := mustClaim(t, f.Store, f.clock.Now())
-	if task.TaskID != mine.TaskID {
-		t.Fatalf("claimed %s", task.TaskID)
+	storetest.SeedTenantEvents(t, s, clock)
+	before := storetest.CheckTenantEvents(t, s)
+	if !strings.Contains(migrations[14], "ALTER TABLE runtime_events ADD COLUMN tenant") {
+		t.Fatal("migration 15 is not the one adding runtime_events.tenant")
 	}
-	a := &host.Attempt{TaskID: task.TaskID, Pack: "local.test@1.0.0", ModuleSHA256: "ab12", Node: "test.node", Tenant: "acme",
-		Attempt: task.AttemptCount, ABIVersion: "1.0", Input: task.Payload, Output: json.RawMessage(`{}`), Outcome: "completed"}
-	if _, err := f.Finish(ctx, task.TaskID, host.FinishInput{Record: a, Outcome: okOutcome()}); err != nil {
-		t.Fatal(err)
-	}
-
-	tasksOf := func(evs []*host.Event) map[string]bool {
-		m := map[string]bool{}
-		for _, e := range evs {
-			m[e.TaskID] = true
+	for _, q := range []string{`DROP INDEX runtime_events_tenant`, `ALTER TABLE runtime_events DROP COLUMN tenant`,
+		`DELETE FROM schema_migrations WHERE component = 'host' AND version = 15`} {
+		if _, err := s.db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
 		}
-		return m
 	}
-	evs, err := f.Events(ctx, host.EventFilter{Tenant: "acme"})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(ctx, path, Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := tasksOf(evs); !reflect.DeepEqual(got, map[string]bool{mine.TaskID: true}) {
-		t.Fatalf("tenant acme sees the events of %v", got)
+	t.Cleanup(func() { s.Close() })
+	if after := storetest.CheckTenantEvents(t, s); !reflect.DeepEqual(after, before) {
+		t.Fatalf("after the migration the tenants list %v, before %v", after, before)
 	}
-	var types []string
-	for _, e := range evs {
-		types = append(types, e.Type)
-	}
-	if want := []string{"task_enqueued", "task_claimed", "task_started", "attempt_recorded", "task_attempt_finished", "task_finished"}; !reflect.DeepEqual(types, want) {
-		t.Fatalf("types %v, want %v", types, want)
-	}
-	evs, err = f.Events(ctx, host.EventFilter{Tenant: "acme", Untied: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := tasksOf(evs); !reflect.DeepEqual(got, map[string]bool{mine.TaskID: true, "": true}) {
-		t.Fatalf("tenant acme with untied events sees %v", got)
-	}
-	if evs, err := f.Events(ctx, host.EventFilter{Tenant: "other"}); err != nil || len(evs) != 1 || evs[0].TaskID != theirs.TaskID {
-		t.Fatalf("tenant other: %v %v", err, evs)
-	}
-
-	// Since starts at the chain's position at that time.
-	all, err := f.Events(ctx, host.EventFilter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	since, err := f.Events(ctx, host.EventFilter{Since: f.clock.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(since) != len(all)-1 || since[0].Seq != all[1].Seq {
-		t.Fatalf("since the second enqueue: %d of %d events, first %+v", len(since), len(all), since[0])
-	}
-	if evs, err := f.Events(ctx, host.EventFilter{Since: f.clock.Now().Add(time.Second)}); err != nil || len(evs) != 0 {
-		t.Fatalf("since later: %v %v", err, evs)
-	}
-	// AfterSeq pages on from there.
-	page, err := f.Events(ctx, host.EventFilter{Since: f.clock.Now(), AfterSeq: since[2].Seq, Limit: 2})
-	if err != nil || len(page) != 2 || page[0].Seq != since[3].Seq {
-		t.Fatalf("page: %v %v", err, page)
+	if rep, err := s.VerifyChain(ctx); err != nil || !rep.OK {
+		t.Fatalf("chain after the migration: %+v %v", rep, err)
 	}
 }

@@ -1,6 +1,7 @@
 package storecore
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -136,6 +137,71 @@ func CheckEvent(e host.Event) error {
 	return nil
 }
 
+// An event's tenant is stored beside it (runtime_events.tenant, outside
+// its hash) for GET /v1/events to filter on: the tenant of its task if it
+// names one, else of its attempt if it names a recorded one, else the
+// string "tenant" of its data's top level (schedule_upserted,
+// workflow_created, sensor_event_recorded, message_accepted, api_call,
+// ... carry one), else none: '' marks an event of the whole host
+// (dispatch_*, task_types_updated, workflow_upserted, ...). The stores
+// apply the rule as they append an event, and their migrations applied it
+// to the events stored before.
+
+// DataTenant is the string "tenant" at the top level of an event's data,
+// or "" (no such key, not a string, data not a JSON object). Data without
+// the bytes "tenant" (most events: those of a task's life) is not parsed.
+func DataTenant(data []byte) string {
+	if !bytes.Contains(data, []byte(`"tenant"`)) {
+		return ""
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil {
+		return ""
+	}
+	var t string
+	if json.Unmarshal(m["tenant"], &t) != nil {
+		return ""
+	}
+	return t
+}
+
+// EventTenant is DataTenant of data, the JSON v marshalled to, read from v
+// itself where v is a map whose "tenant" is a string or absent, without
+// parsing data again: the stores' own events (their data a map) are
+// appended inside a write transaction, where a parse costs every writer.
+func EventTenant(v any, data []byte) string {
+	if m, ok := v.(map[string]any); ok {
+		switch t := m["tenant"].(type) {
+		case nil: // absent, or null
+			return ""
+		case string:
+			return t
+		}
+	}
+	return DataTenant(data)
+}
+
+// EventTenantSQLite is the rule above as an SQLite expression over a
+// runtime_events row named e, for a copy from a store older than the
+// column (internal/postgres's ImportSQLite). The migrations that filled
+// the column write it out as it was when they were published.
+const EventTenantSQLite = `COALESCE(
+	(SELECT t.tenant FROM tasks t WHERE t.task_id = e.task_id AND e.task_id != ''),
+	(SELECT a.tenant FROM attempt_records a WHERE a.attempt_id = e.attempt_id AND e.attempt_id != ''),
+	CASE WHEN json_valid(e.data) THEN CASE WHEN json_type(e.data, '$.tenant') = 'text' THEN json_extract(e.data, '$.tenant') END END,
+	'')`
+
+// ArtifactEventData is the data of a's artifact_recorded event: what
+// CheckArtifact compares with the stored record, and the tenant of an
+// artifact of no task (in.Tenant; its attempt may not be recorded yet).
+func ArtifactEventData(a *host.Artifact, in host.ArtifactInput) map[string]any {
+	d := map[string]any{"artifact_id": a.ArtifactID, "sha256": a.SHA256, "size": a.Size, "role": a.Role, "relative_path": a.RelativePath}
+	if in.TaskID == "" && in.Tenant != "" {
+		d["tenant"] = in.Tenant
+	}
+	return d
+}
+
 // checkRelPath: a clean relative slash path without "..", 1..256 bytes.
 func checkRelPath(op, field, p string) error {
 	if err := host.CheckID(op, field, p); err != nil {
@@ -155,6 +221,11 @@ func checkRelPath(op, field, p string) error {
 func CheckArtifactInput(op string, in host.ArtifactInput, maxBytes int64) error {
 	if in.TaskID == "" && in.AttemptID == "" {
 		return host.Invalid(op, "task_id", "a task_id or an attempt_id is required")
+	}
+	if in.Tenant != "" {
+		if err := host.CheckTenant(op, in.Tenant); err != nil {
+			return err
+		}
 	}
 	for _, f := range []struct{ name, v string }{{"task_id", in.TaskID}, {"attempt_id", in.AttemptID}} {
 		if f.v != "" {
