@@ -14,7 +14,6 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host/schema"
-	"github.com/packrun/packrun/internal/message"
 )
 
 // AgentIdentity is the seed's AgentIdentity (003 §1), field names as
@@ -251,7 +250,7 @@ func DecodeAgentRecord(b []byte) (*AgentRecord, error) {
 	}
 	// The agent_id is the sender id of its messages: the one sender
 	// grammar, so no registered agent has a look-alike.
-	if err := message.CheckSenderID(a.AgentID); err != nil {
+	if err := CheckSenderID(a.AgentID); err != nil {
 		return nil, Invalid(op, "agent.agent_id", "%v", err)
 	}
 	for i, w := range parts.Wallets {
