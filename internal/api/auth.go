@@ -113,9 +113,6 @@ func refuseTenantField(r *http.Request, field, named string) error {
 // naming the token that made it.
 const EventAPICall = "api_call"
 
-// recordCall appends the api_call event of a state-changing call that
-// succeeded: who (token id and name, tenant), what (method and route) and
-// on what (task or attempt id).
 // callerOf names the caller of r as a write's own event records it: its
 // token id, or "none" without authentication.
 func callerOf(r *http.Request) string {
@@ -126,7 +123,9 @@ func callerOf(r *http.Request) string {
 	return p.TokenID
 }
 
-func (s *server) recordCall(r *http.Request, taskID, attemptID string) {
+// callData is the api_call event's data of a call: who (token id and
+// name, tenant) and what (method and route).
+func callData(r *http.Request) map[string]string {
 	p := auth.From(r.Context())
 	d := map[string]string{"method": r.Method, "route": r.Pattern, "tenant": p.Tenant}
 	if p.Insecure {
@@ -135,7 +134,25 @@ func (s *server) recordCall(r *http.Request, taskID, attemptID string) {
 	} else {
 		d["token_id"], d["token_name"] = p.TokenID, p.Name
 	}
-	data, _ := json.Marshal(d)
+	return d
+}
+
+// withAudit returns r carrying its api_call event for the store write of
+// kind of (host.AuditAttempt, host.AuditTask) to append in its own
+// transaction (host.Audit): the call then costs one durable commit, and
+// no crash can leave the change without its record.
+func withAudit(r *http.Request, of string) *http.Request {
+	return r.WithContext(host.WithAudit(r.Context(), &host.Audit{Type: EventAPICall, Data: callData(r), Of: of}))
+}
+
+// recordCall appends the api_call event of a state-changing call that
+// succeeded, on what (task or attempt id) — unless the store already
+// appended it with the call's change (withAudit).
+func (s *server) recordCall(r *http.Request, taskID, attemptID string) {
+	if host.AuditOf(r.Context()).Written() {
+		return
+	}
+	data, _ := json.Marshal(callData(r))
 	if _, err := s.cfg.Backend.AppendEvent(context.WithoutCancel(r.Context()), host.Event{Type: EventAPICall, TaskID: taskID, AttemptID: attemptID, Data: data}); err != nil {
 		s.cfg.Log("recording an api_call event failed", "route", r.Pattern, "error", err)
 	}

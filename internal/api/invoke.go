@@ -73,6 +73,8 @@ func (s *server) invoke(w http.ResponseWriter, r *http.Request) error {
 	} else if t[0] != '{' {
 		return refuse(http.StatusBadRequest, CodeInvalid, "input", "input: must be a JSON object")
 	}
+	// The api_call event rides with the attempt's record: one commit.
+	r = withAudit(r, host.AuditAttempt)
 	att, res, err := s.cfg.Dispatcher.Invoke(r.Context(), dispatch.InvokeRequest{Pack: req.Pack, Node: req.Node, Input: req.Input, Tenant: req.Tenant})
 	if err != nil {
 		var le *runtime.LoadError

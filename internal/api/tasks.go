@@ -39,12 +39,12 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
 	if err := s.servable(r, "task_type", &in); err != nil {
 		return err
 	}
 	opts.Tenant = tenantOf(r, "")
-	rec, err := s.cfg.Backend.Enqueue(ctx, in, opts)
+	r = withAudit(r, host.AuditTask) // the api_call event rides with the task: one commit
+	rec, err := s.cfg.Backend.Enqueue(r.Context(), in, opts)
 	if err != nil {
 		return err
 	}

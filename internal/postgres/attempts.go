@@ -42,10 +42,18 @@ func (s *Store) RecordAttempt(ctx context.Context, a *host.Attempt) error {
 	if err != nil {
 		return err
 	}
+	au := host.AuditFor(ctx, host.AuditAttempt)
 	err = s.write(ctx, func(x *tx) error {
 		x.attempt(row)
+		if au != nil {
+			_, err := x.event(au.Type, row.a.TaskID, row.a.AttemptID, au.Data)
+			return err
+		}
 		return nil
 	})
+	if err == nil && au != nil {
+		au.MarkWritten()
+	}
 	if errors.Is(err, errAttemptExists) {
 		err = s.sameAttempt(ctx, a)
 	}

@@ -78,15 +78,26 @@ func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.E
 		}
 		t.Tenant = opts.Tenant
 	}
+	au := host.AuditFor(ctx, host.AuditTask)
 	if err := s.write(ctx, func(x *tx) error {
 		if t.WorkflowRef != nil {
 			if err := x.checkWorkflowRef(ctx, op, t.Tenant, t.WorkflowRef); err != nil {
 				return err
 			}
 		}
-		return x.insertTask(ctx, t, "")
+		if err := x.insertTask(ctx, t, ""); err != nil {
+			return err
+		}
+		if au != nil {
+			_, err := x.event(au.Type, t.TaskID, "", au.Data)
+			return err
+		}
+		return nil
 	}); err != nil {
 		return nil, host.Wrap(op, intent.TaskType, err)
+	}
+	if au != nil {
+		au.MarkWritten()
 	}
 	return t, nil
 }

@@ -31,7 +31,20 @@ func (s *Store) RecordAttempt(ctx context.Context, a *host.Attempt) error {
 	if err != nil {
 		return err
 	}
-	err = s.w.do(ctx, func(tx *wtx) error { return s.recordAttempt(tx, row) })
+	au := host.AuditFor(ctx, host.AuditAttempt)
+	err = s.w.do(ctx, func(tx *wtx) error {
+		if err := s.recordAttempt(tx, row); err != nil {
+			return err
+		}
+		if au != nil {
+			_, err := s.event(tx, au.Type, row.a.TaskID, row.a.AttemptID, au.Data)
+			return err
+		}
+		return nil
+	})
+	if err == nil && au != nil {
+		au.MarkWritten()
+	}
 	if errors.Is(err, errAttemptExists) {
 		err = s.sameAttempt(ctx, a)
 	}

@@ -76,16 +76,27 @@ func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.E
 		}
 		t.Tenant = opts.Tenant
 	}
+	au := host.AuditFor(ctx, host.AuditTask)
 	err = s.w.do(ctx, func(tx *wtx) error {
 		if t.WorkflowRef != nil {
 			if err := checkWorkflowRef(tx, op, t.Tenant, t.WorkflowRef); err != nil {
 				return err
 			}
 		}
-		return s.insertTask(tx, t, "")
+		if err := s.insertTask(tx, t, ""); err != nil {
+			return err
+		}
+		if au != nil {
+			_, err := s.event(tx, au.Type, t.TaskID, "", au.Data)
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, host.Wrap(op, intent.TaskType, err)
+	}
+	if au != nil {
+		au.MarkWritten()
 	}
 	return t, nil
 }

@@ -42,7 +42,66 @@ func Evidence(t *testing.T, open Opener) {
 		{"HeadAnchored", evidenceHeadAnchored},
 		{"ConcurrentWrites", evidenceConcurrentWrites},
 		{"DefaultLimits", evidenceDefaultLimits},
+		{"AuditRidesWithItsWrite", evidenceAuditRidesWithItsWrite},
 	})
+}
+
+// evidenceAuditRidesWithItsWrite: a context carrying a host.Audit for an
+// attempt has RecordAttempt append it right after the attempt, in the same
+// transaction, naming the attempt and its task; one for a task has Enqueue
+// do the same. Each is appended once, and the write it is not for leaves
+// it alone.
+func evidenceAuditRidesWithItsWrite(f *fixture) {
+	t := f.t
+	data := map[string]string{"route": "POST /v1/x", "tenant": "acme", "token_id": "tok-1"}
+	au := &host.Audit{Type: "api_call", Data: data, Of: host.AuditTask}
+	actx := host.WithAudit(ctx, au)
+	a := host.Attempt{Node: "n", Outcome: abi.Completed, Tenant: "acme"}
+	if err := f.b.RecordAttempt(actx, &a); err != nil || au.Written() {
+		t.Fatalf("an attempt took a task's audit: %v %v", err, au.Written())
+	}
+	task, err := f.b.Enqueue(actx, intent("demo", nil), host.EnqueueOptions{Tenant: "acme"})
+	if err != nil || !au.Written() {
+		t.Fatalf("enqueue with an audit: %v, written %v", err, au.Written())
+	}
+	if _, err := f.b.Enqueue(actx, intent("demo", nil), host.EnqueueOptions{Tenant: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	aa := &host.Audit{Type: "api_call", Data: data, Of: host.AuditAttempt}
+	b := host.Attempt{Node: "n", Outcome: abi.Completed, Tenant: "acme", TaskID: task.TaskID}
+	if err := f.b.RecordAttempt(host.WithAudit(ctx, aa), &b); err != nil || !aa.Written() {
+		t.Fatalf("attempt with an audit: %v, written %v", err, aa.Written())
+	}
+	evs, err := f.b.Events(ctx, host.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []*host.Event
+	for i, e := range evs {
+		if e.Type != "api_call" {
+			continue
+		}
+		calls = append(calls, e)
+		prev := evs[i-1]
+		if e.Seq != prev.Seq+1 {
+			t.Errorf("api_call %+v after %+v", e, prev)
+		}
+		switch prev.Type {
+		case host.EventTaskEnqueued:
+			if e.TaskID != task.TaskID || prev.TaskID != task.TaskID {
+				t.Errorf("the task's audit %+v names another task than %s", e, task.TaskID)
+			}
+		case host.EventAttemptRecorded:
+			if e.AttemptID != b.AttemptID || e.TaskID != task.TaskID {
+				t.Errorf("the attempt's audit %+v, want attempt %s of task %s", e, b.AttemptID, task.TaskID)
+			}
+		default:
+			t.Errorf("api_call after %s", prev.Type)
+		}
+	}
+	if len(calls) != 2 {
+		t.Fatalf("%d api_call events, want one per audit", len(calls))
+	}
 }
 
 // seedEvidence runs one task to completion with a full attempt, an
