@@ -271,3 +271,33 @@ func BenchmarkAnchorCheck(b *testing.B) {
 		}
 	}
 }
+
+// The key is recorded only once the checkpoint it signed is on disk: a
+// process opening the store between the two must never find a record with
+// no checkpoint (it would refuse the store as one whose checkpoint was
+// deleted: seen with serve running and install opening the home).
+func TestAnchorRecordsAfterTheCheckpointIsWritten(t *testing.T) {
+	h := newAnchorHome(t)
+	st := h.state(0)
+	st.Record = func(pub string) error {
+		if _, err := ReadCheckpoint(h.cpPath); err != nil {
+			t.Errorf("key recorded before its checkpoint was written: %v", err)
+		}
+		h.recorded = append(h.recorded, pub)
+		return nil
+	}
+	a := h.anchor()
+	if err := a.Open(st, false); err != nil {
+		t.Fatal(err)
+	}
+	a.Offer(1, strings.Repeat("ab", 32))
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.recorded) != 1 {
+		t.Fatalf("recorded %v", h.recorded)
+	}
+	if err := h.open(t, 1); err != nil {
+		t.Fatal(err)
+	}
+}

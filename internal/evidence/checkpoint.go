@@ -490,20 +490,26 @@ func (a *Anchor) sign(h head) error {
 	if err != nil {
 		return err
 	}
-	if err := a.noteKey(hex.EncodeToString(key.Public().(ed25519.PublicKey))); err != nil {
-		return err
-	}
-	cp := &Checkpoint{Format: CheckpointFormat, Seq: h.seq, Hash: h.hash, Time: host.FormatTime(a.now()),
-		PublicKey: hex.EncodeToString(key.Public().(ed25519.PublicKey))}
+	pub := hex.EncodeToString(key.Public().(ed25519.PublicKey))
+	a.mu.Lock()
+	first := a.record != nil && a.recorded != pub
+	a.mu.Unlock()
+	cp := &Checkpoint{Format: CheckpointFormat, Seq: h.seq, Hash: h.hash, Time: host.FormatTime(a.now()), PublicKey: pub}
 	cp.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(key, cp.signedText()))
 	data, _ := json.Marshal(cp)
-	if err = replaceFile(a.path, append(data, '\n')); err == nil {
-		a.written = h.seq
-		a.mu.Lock()
-		a.mustExist = true
-		a.mu.Unlock()
+	// The first checkpoint signed by a key the store has not recorded is
+	// written durably, and recorded only after: a store's record always
+	// has a checkpoint on disk behind it, so that another process opening
+	// the store meanwhile (or after a crash) never finds a record without
+	// one, which it would refuse as a deleted checkpoint.
+	if err := replaceFile(a.path, append(data, '\n'), first); err != nil {
+		return err
 	}
-	return err
+	a.written = h.seq
+	a.mu.Lock()
+	a.mustExist = true
+	a.mu.Unlock()
+	return a.noteKey(pub)
 }
 
 // Reset anchors seq, hash now, whatever the checkpoint holds (a newer
@@ -519,13 +525,16 @@ func (a *Anchor) Reset(seq int64, hash string) error {
 }
 
 // replaceFile replaces path with data through a temporary file in its
-// directory and a rename, without syncing.
-func replaceFile(path string, data []byte) error {
+// directory and a rename, synced (file and directory) only if durable.
+func replaceFile(path string, data []byte, durable bool) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".evidence-head-*")
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(data)
+	if err == nil && durable {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -537,6 +546,13 @@ func replaceFile(path string, data []byte) error {
 	}
 	if err != nil {
 		os.Remove(f.Name())
+		return err
+	}
+	if durable {
+		if d, derr := os.Open(filepath.Dir(path)); derr == nil {
+			err = d.Sync()
+			d.Close()
+		}
 	}
 	return err
 }
