@@ -437,7 +437,7 @@ func validateEntryName(name string) error {
 
 // segmentRE is one segment of a pack name: packrun's grammar and openwop's
 // (whose later segments may hold capitals, as in vendor.acme.fooBar).
-var segmentRE = regexp.MustCompile(`^[a-z0-9][a-zA-Z0-9_-]*$`)
+var segmentRE = lazyRegexp(`^[a-z0-9][a-zA-Z0-9_-]*$`)
 
 // validatePackName checks the shape namespace matching relies on: dot
 // separated segments of lowercase letters, digits, '-' and '_'.
@@ -449,7 +449,7 @@ func validatePackName(name string) error {
 		return fmt.Errorf("pack name longer than %d bytes", maxNameLength)
 	}
 	for _, seg := range strings.Split(name, ".") {
-		if !segmentRE.MatchString(seg) {
+		if !segmentRE().MatchString(seg) {
 			return fmt.Errorf("pack name %s: segment %s is not [a-z0-9][a-zA-Z0-9_-]*", quote(name), quote(seg))
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	protobundle "github.com/sigstore/protobuf-specs/gen/pb-go/bundle/v1"
@@ -33,7 +32,7 @@ type SignOptions struct {
 	BuiltAt time.Time
 }
 
-var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var sha256Hex = lazyRegexp(`^[0-9a-f]{64}$`)
 
 // Sign signs a pack archive with an ECDSA P-256 key and returns two Sigstore
 // bundles (v0.3, JSON): bundle, a message signature over the archive, and
@@ -56,7 +55,7 @@ func Sign(ctx context.Context, archive []byte, name string, key crypto.Signer, o
 	if opts.BuildType == "" {
 		opts.BuildType = DefaultBuildType
 	}
-	if opts.SourceDigest != "" && !sha256Hex.MatchString(opts.SourceDigest) {
+	if opts.SourceDigest != "" && !sha256Hex().MatchString(opts.SourceDigest) {
 		return nil, nil, fmt.Errorf("sign %s: SourceDigest %q is not a lowercase hex sha256", name, opts.SourceDigest)
 	}
 	if opts.BuiltAt.IsZero() {

@@ -209,7 +209,7 @@ func readEnvFile(path string, vars map[string]string) error {
 		line = strings.TrimPrefix(line, "export ")
 		k, v, ok := strings.Cut(line, "=")
 		k = strings.TrimSpace(k)
-		if !ok || !envNamePattern.MatchString(k) {
+		if !ok || !envNamePattern().MatchString(k) {
 			return fmt.Errorf("env_file %s line %d: not KEY=VALUE", path, n)
 		}
 		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -195,15 +194,15 @@ func (cfg *Config) Validate() error {
 var (
 	// adapterIDPattern is the packs manifest's identifier pattern, so grants
 	// and configs name adapters the same way.
-	adapterIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9][A-Za-z0-9_-]*)*$`)
-	envNamePattern   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	adapterIDPattern = lazyRegexp(`^[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9][A-Za-z0-9_-]*)*$`)
+	envNamePattern   = lazyRegexp(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	// trustedVMArg matches arguments known to switch a harness's safeguards
 	// off (claude --dangerously-skip-permissions and
 	// --permission-mode bypassPermissions, codex
 	// --dangerously-bypass-approvals-and-sandbox, --yolo, --sandbox
 	// danger-full-access). A tripwire against burying the posture in
 	// extra_args, not a complete list.
-	trustedVMArg = regexp.MustCompile(`(?i)dangerously|yolo|bypasspermissions|danger-full-access`)
+	trustedVMArg = lazyRegexp(`(?i)dangerously|yolo|bypasspermissions|danger-full-access`)
 )
 
 // fieldsOf lists the fields each kind has, as in the schema's union.
@@ -244,7 +243,7 @@ func (a *AdapterConfig) check(c *checker, p string) {
 		c.add(p+".adapter_id", "required")
 	case len(a.AdapterID) > maxIDLen:
 		c.add(p+".adapter_id", "longer than %d characters", maxIDLen)
-	case !adapterIDPattern.MatchString(a.AdapterID):
+	case !adapterIDPattern().MatchString(a.AdapterID):
 		c.add(p+".adapter_id", "%q is not an adapter id: use letters, digits, '_' and '-', in '.'-separated segments", a.AdapterID)
 	}
 	known := slices.Contains(Kinds, a.Kind)
@@ -283,7 +282,7 @@ func (a *AdapterConfig) check(c *checker, p string) {
 		checkPath(c, p+".env_file", a.EnvFile, false)
 		for _, k := range slices.Sorted(maps.Keys(a.Env)) {
 			switch v := a.Env[k]; {
-			case !envNamePattern.MatchString(k):
+			case !envNamePattern().MatchString(k):
 				c.add(fieldPath(p+".env", k), "not an environment variable name (letters, digits, '_', not starting with a digit)")
 			case strings.ContainsRune(v, 0):
 				c.add(fieldPath(p+".env", k), "contains a NUL byte")
@@ -332,7 +331,7 @@ func (a *AdapterConfig) checkHarness(c *checker, p string) {
 		c.add(p+".sandbox", "unknown sandbox %q: one of read-only, workspace-write, danger-full-access", a.Sandbox)
 	}
 	for i, arg := range a.ExtraArgs {
-		if trustedVMArg.MatchString(arg) {
+		if trustedVMArg().MatchString(arg) {
 			c.add(indexPath(p+".extra_args", i), "%q switches the harness's safeguards off: declare it in autonomy.required_args with autonomy.profile %q instead", arg, ProfileTrustedVM)
 		}
 	}
@@ -356,7 +355,7 @@ func (a *AdapterConfig) checkHarness(c *checker, p string) {
 			c.add(p+".sandbox", "danger-full-access needs autonomy.profile %q", ProfileTrustedVM)
 		}
 		for i, arg := range au.RequiredArgs {
-			if trustedVMArg.MatchString(arg) {
+			if trustedVMArg().MatchString(arg) {
 				c.add(indexPath(p+".autonomy.required_args", i), "%q switches the harness's safeguards off, but autonomy.profile is %q", arg, ProfileRestricted)
 			}
 		}

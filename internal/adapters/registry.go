@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -164,7 +163,7 @@ type Call struct {
 	Error string `json:"error"`
 }
 
-var attemptIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+var attemptIDPattern = lazyRegexp(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // Invoke runs adapter adapterID if granted lists it. granted is the pack's
 // adapter grant; nil grants nothing.
@@ -264,7 +263,7 @@ func (req Request) check() (json.RawMessage, error) {
 	switch {
 	case req.AttemptID == "":
 		return nil, fmt.Errorf("%w: attempt id is required", ErrInvalidRequest)
-	case len(req.AttemptID) > maxIDLen || !attemptIDPattern.MatchString(req.AttemptID):
+	case len(req.AttemptID) > maxIDLen || !attemptIDPattern().MatchString(req.AttemptID):
 		return nil, fmt.Errorf("%w: attempt id %q: use at most %d letters, digits, '.', '_' and '-', not starting with '.'", ErrInvalidRequest, req.AttemptID, maxIDLen)
 	case len(req.TaskID) > maxTaskIDLen:
 		return nil, fmt.Errorf("%w: task id longer than %d bytes", ErrInvalidRequest, maxTaskIDLen)

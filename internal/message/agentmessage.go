@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -47,8 +46,8 @@ const (
 var (
 	// amUUIDv4 is rule 2; amSeedID the seed's own example ids, "msg-" and
 	// a UUID of any version (RATIONALE.md).
-	amUUIDv4 = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$`)
-	amSeedID = regexp.MustCompile(`^msg-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	amUUIDv4 = lazyRegexp(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$`)
+	amSeedID = lazyRegexp(`^msg-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 	// AgentMessageTypes are the seed's message types.
 	AgentMessageTypes = []string{"query", "response", "command", "event", "error", "validation", "evidence", "gap", "correction"}
 	amPriorities      = map[string]int{"high": 8, "normal": 5, "low": 2}
@@ -96,7 +95,7 @@ func (c AgentMessage) validate(doc map[string]any) error {
 	if !ok {
 		return amFail("$.id", amRuleUUID, "must be a string")
 	}
-	if !amUUIDv4.MatchString(id) && !amSeedID.MatchString(id) {
+	if !amUUIDv4().MatchString(id) && !amSeedID().MatchString(id) {
 		return amFail("$.id", amRuleUUID, "must be a UUID v4 (or msg- and a UUID, as the seed's examples)")
 	}
 	if ts, ok := doc["timestamp"].(string); !ok {
@@ -387,10 +386,10 @@ func (c AgentMessage) Encode(m *Message) ([]byte, []string, error) {
 // amID writes the model id as a seed 001 id: a seed 000 ULID (128 bits)
 // becomes "msg-" and the same bits as a UUID.
 func amID(id string) (string, []string) {
-	if amUUIDv4.MatchString(id) || amSeedID.MatchString(id) {
+	if amUUIDv4().MatchString(id) || amSeedID().MatchString(id) {
 		return id, nil
 	}
-	if envULID.MatchString(id) {
+	if envULID().MatchString(id) {
 		if u, ok := ulidUUID(id); ok {
 			return "msg-" + u, []string{"id (ULID " + id + " written as msg-" + u + ")"}
 		}

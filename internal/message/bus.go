@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -42,10 +41,10 @@ type Bus struct{}
 func (Bus) Format() Format { return FormatBus }
 
 var (
-	busIDPattern      = regexp.MustCompile(`^[0-9A-Za-z]{8}-[0-9A-Za-z]{4}-[0-9A-Za-z]{4}-[0-9A-Za-z]{4}-[0-9A-Za-z]{12}$`)
-	busTopicPattern   = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$`)
-	busWord           = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
-	busVersionPattern = regexp.MustCompile(`^[0-9]{1,4}\.[0-9]{1,4}$`)
+	busIDPattern      = lazyRegexp(`^[0-9A-Za-z]{8}-[0-9A-Za-z]{4}-[0-9A-Za-z]{4}-[0-9A-Za-z]{4}-[0-9A-Za-z]{12}$`)
+	busTopicPattern   = lazyRegexp(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$`)
+	busWord           = lazyRegexp(`^[a-z][a-z0-9_]*$`)
+	busVersionPattern = lazyRegexp(`^[0-9]{1,4}\.[0-9]{1,4}$`)
 	busMetadataFields = []string{"message_id", "timestamp", "source", "message_type", "version"}
 )
 
@@ -156,7 +155,7 @@ func (b Bus) Encode(m *Message) ([]byte, []string, error) {
 		lost = append(lost, "payload (written as {\"content\":…})")
 	}
 	topic := m.Topic
-	if !busTopicPattern.MatchString(topic) && busWord.MatchString(topic) {
+	if !busTopicPattern().MatchString(topic) && busWord().MatchString(topic) {
 		// An intent or message type (no dot): a topic of the agent.
 		topic = "agent." + topic
 		lost = append(lost, "topic ("+m.Topic+" written as message_type "+topic+")")
@@ -196,13 +195,13 @@ func (b Bus) Encode(m *Message) ([]byte, []string, error) {
 // ids ?format=agent-message writes, without "msg-"); any other id as a
 // UUID of its SHA-256, so the same message always gets the same id.
 func busID(id string) (string, []string) {
-	if busIDPattern.MatchString(id) {
+	if busIDPattern().MatchString(id) {
 		return id, nil
 	}
 	u, ok := "", false
-	if envULID.MatchString(id) {
+	if envULID().MatchString(id) {
 		u, ok = ulidUUID(id)
-	} else if rest, cut := strings.CutPrefix(id, "msg-"); cut && busIDPattern.MatchString(rest) {
+	} else if rest, cut := strings.CutPrefix(id, "msg-"); cut && busIDPattern().MatchString(rest) {
 		u, ok = rest, true
 	}
 	if !ok {
@@ -255,11 +254,11 @@ func busMetadata(raw json.RawMessage) (busMetadataValue, error) {
 	}
 	md = busMetadataValue{ID: vals["message_id"], Source: vals["source"], Type: vals["message_type"], Version: vals["version"]}
 	switch {
-	case !busIDPattern.MatchString(md.ID):
+	case !busIDPattern().MatchString(md.ID):
 		return md, busErr("$.metadata.message_id", "uuid-string", "%s is not 8-4-4-4-12 letters or digits", busShort(md.ID))
-	case !busTopicPattern.MatchString(md.Type):
+	case !busTopicPattern().MatchString(md.Type):
 		return md, busErr("$.metadata.message_type", "topic.subtopic", "%s is not dot-separated lower-case segments", busShort(md.Type))
-	case !busVersionPattern.MatchString(md.Version):
+	case !busVersionPattern().MatchString(md.Version):
 		return md, busErr("$.metadata.version", "version", "%s is not MAJOR.MINOR", busShort(md.Version))
 	}
 	if err := CheckSenderID(md.Source); err != nil {

@@ -25,13 +25,13 @@ func (Envelope) Format() Format { return FormatEnvelope }
 
 // The schema's patterns and enums, as written in seed 000.
 var (
-	envULID      = regexp.MustCompile(`^[0-9A-HJKMNP-TV-Z]{26}$`)
-	envAgentURI  = regexp.MustCompile(`^agent://[a-z0-9-]+$`)
-	envContextID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$|^branch-[a-z0-9-]+$`)
+	envULID      = lazyRegexp(`^[0-9A-HJKMNP-TV-Z]{26}$`)
+	envAgentURI  = lazyRegexp(`^agent://[a-z0-9-]+$`)
+	envContextID = lazyRegexp(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$|^branch-[a-z0-9-]+$`)
 	// envPrevHash is the schema's ^[a-f0-9]{64}$ widened to also take the
 	// 66 characters of the seed's own example (RATIONALE.md).
-	envPrevHash  = regexp.MustCompile(`^(?:[a-f0-9]{64}|[a-f0-9]{66})$`)
-	envSignature = regexp.MustCompile(`^[A-Za-z0-9+/=]+$`)
+	envPrevHash  = lazyRegexp(`^(?:[a-f0-9]{64}|[a-f0-9]{66})$`)
+	envSignature = lazyRegexp(`^[A-Za-z0-9+/=]+$`)
 	envIntents   = []string{"flag", "propose", "commit", "query", "heartbeat", "escalate", "ack"}
 )
 
@@ -66,11 +66,11 @@ func (c Envelope) validate(doc map[string]any) error {
 	}
 	checks := []struct {
 		key string
-		re  *regexp.Regexp
+		re  func() *regexp.Regexp
 	}{{"id", envULID}, {"from", envAgentURI}, {"to", envAgentURI}, {"context_id", envContextID},
 		{"prev_truth_state", envPrevHash}, {"signature", envSignature}}
 	for _, ch := range checks {
-		if err := c.pattern(doc, ch.key, ch.re); err != nil {
+		if err := c.pattern(doc, ch.key, ch.re()); err != nil {
 			return err
 		}
 	}
@@ -328,7 +328,7 @@ var envNoPrev = strings.Repeat("0", 64)
 // same 128 bits (the reverse of seed 001's ULID mapping); any other id as
 // a ULID of the message's time and 80 bits of the id's SHA-256.
 func envID(m *Message) (string, []string) {
-	if envULID.MatchString(m.ID) {
+	if envULID().MatchString(m.ID) {
 		return m.ID, nil
 	}
 	var b [16]byte
@@ -351,7 +351,7 @@ func envID(m *Message) (string, []string) {
 // "/") in the sender grammar (senderForm), with '_' and '.', which the
 // URI does not allow, as '-'.
 func envURI(field, s string) (string, []string) {
-	if envAgentURI.MatchString(s) && (field != "from" || CheckSenderID(strings.TrimPrefix(s, "agent://")) == nil) {
+	if envAgentURI().MatchString(s) && (field != "from" || CheckSenderID(strings.TrimPrefix(s, "agent://")) == nil) {
 		return s, nil
 	}
 	name, _, _ := strings.Cut(strings.TrimPrefix(s, "agent://"), "/")

@@ -73,17 +73,10 @@ func newMetrics(o *Observer) *metrics {
 		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "go": b.Go, "wazero": b.Wazero}})
 	info.Set(1)
 	m.reg.MustRegister(m.attempts, m.attemptDuration, m.breaches, m.lag, m.commitOps, m.commitDuration,
-		m.requests, m.requestDuration, m.lock, info, &storeCollector{o: o},
+		m.requests, m.requestDuration, m.lock, info, newStoreCollector(o),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
-
-var (
-	queueDesc = prometheus.NewDesc(MetricQueueTasks, "Tasks in the queue, by status (read from the store at scrape time).", []string{"status"}, nil)
-	packsDesc = prometheus.NewDesc(MetricPacksInstalled, "Installed pack versions (read from the store at scrape time).", nil, nil)
-	quotaDesc = prometheus.NewDesc(MetricQuotaUsage, "The highest usage of a count quota over its limit among the tenants (no tenant named; 0 for rates and quotas without a limit).", []string{"quota"}, nil)
-	refusDesc = prometheus.NewDesc(MetricQuotaRefusals, "Refusals of each tenant quota since the host opened (no tenant named).", []string{"quota"}, nil)
-)
 
 // statuses are reported even when no task has them, so that a series does
 // not vanish when its count drops to zero.
@@ -92,13 +85,28 @@ var statuses = []host.TaskStatus{host.TaskPending, host.TaskRunning, host.TaskCo
 
 // storeCollector reads the queue depth and the installed packs from the
 // store when scraped. Before Handler is given a Source it reports nothing.
-type storeCollector struct{ o *Observer }
+type storeCollector struct {
+	o                                          *Observer
+	queueDesc, packsDesc, quotaDesc, refusDesc *prometheus.Desc
+}
+
+// newStoreCollector describes the store's metrics. Like the rest of the
+// registry, they are built by observe.New (serve), not when the package is
+// initialised: every packrun command links this package.
+func newStoreCollector(o *Observer) *storeCollector {
+	return &storeCollector{o: o,
+		queueDesc: prometheus.NewDesc(MetricQueueTasks, "Tasks in the queue, by status (read from the store at scrape time).", []string{"status"}, nil),
+		packsDesc: prometheus.NewDesc(MetricPacksInstalled, "Installed pack versions (read from the store at scrape time).", nil, nil),
+		quotaDesc: prometheus.NewDesc(MetricQuotaUsage, "The highest usage of a count quota over its limit among the tenants (no tenant named; 0 for rates and quotas without a limit).", []string{"quota"}, nil),
+		refusDesc: prometheus.NewDesc(MetricQuotaRefusals, "Refusals of each tenant quota since the host opened (no tenant named).", []string{"quota"}, nil),
+	}
+}
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- queueDesc
-	ch <- packsDesc
-	ch <- quotaDesc
-	ch <- refusDesc
+	ch <- c.queueDesc
+	ch <- c.packsDesc
+	ch <- c.quotaDesc
+	ch <- c.refusDesc
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -112,26 +120,26 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		counts, err := src.Tasks(ctx)
 		if err != nil {
 			c.o.log.Warn("metrics: count tasks", "error", err)
-			ch <- prometheus.NewInvalidMetric(queueDesc, err)
+			ch <- prometheus.NewInvalidMetric(c.queueDesc, err)
 		} else {
 			for _, st := range statuses {
-				ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(counts[st]), string(st))
+				ch <- prometheus.MustNewConstMetric(c.queueDesc, prometheus.GaugeValue, float64(counts[st]), string(st))
 			}
 		}
 	}
 	if src.Quotas != nil {
 		for _, u := range src.Quotas(ctx) {
-			ch <- prometheus.MustNewConstMetric(quotaDesc, prometheus.GaugeValue, u.Ratio, u.Quota)
-			ch <- prometheus.MustNewConstMetric(refusDesc, prometheus.CounterValue, float64(u.Refusals), u.Quota)
+			ch <- prometheus.MustNewConstMetric(c.quotaDesc, prometheus.GaugeValue, u.Ratio, u.Quota)
+			ch <- prometheus.MustNewConstMetric(c.refusDesc, prometheus.CounterValue, float64(u.Refusals), u.Quota)
 		}
 	}
 	if src.Packs != nil {
 		n, err := src.Packs(ctx)
 		if err != nil {
 			c.o.log.Warn("metrics: count packs", "error", err)
-			ch <- prometheus.NewInvalidMetric(packsDesc, err)
+			ch <- prometheus.NewInvalidMetric(c.packsDesc, err)
 		} else {
-			ch <- prometheus.MustNewConstMetric(packsDesc, prometheus.GaugeValue, float64(n))
+			ch <- prometheus.MustNewConstMetric(c.packsDesc, prometheus.GaugeValue, float64(n))
 		}
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"unicode/utf8"
 
@@ -140,7 +139,7 @@ func (p *parser) value(path string, depth int) (any, error) {
 	return tok, nil
 }
 
-var identKey = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
+var identKey = lazyRegexp(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
 
 // FieldPath is the path of key under parent: $.a.b, or $["odd key"].
 //
@@ -148,7 +147,7 @@ var identKey = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
 // names the field without echoing all of it.
 func FieldPath(parent, key string) string {
 	key = textclip.Clip(key, maxPathKey)
-	if identKey.MatchString(key) {
+	if identKey().MatchString(key) {
 		return parent + "." + key
 	}
 	return parent + "[" + strconv.Quote(key) + "]"
