@@ -40,6 +40,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -274,10 +275,12 @@ func benchRawServerCmd(token string) *exec.Cmd {
 
 // benchStartServer starts cmd, waits until it prints a line starting with
 // ready followed by its address, and stops it (SIGKILL: its state is
-// thrown away) when b ends. Its standard input is a pipe that closes when
-// this process ends, so the raw server never outlives it.
+// thrown away) when b ends. It is also killed if this process dies first
+// (a benchmark run stopped by a timeout), and its standard input is a pipe
+// that closes when this process ends.
 func benchStartServer(b *testing.B, name, token, ready string, cmd *exec.Cmd) *benchInvokeServer {
 	b.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		b.Fatal(err)
