@@ -3,7 +3,7 @@ package packrun_test
 // POST /v1/invoke through `packrun serve` against a raw-wazero HTTP server
 // doing the same work, for BENCHMARKS.md ("Issue 30"):
 //
-//	go test . -run '^$' -bench '^BenchmarkInvokeServer$' -benchtime 3000x -count 1
+//	go test . -run '^$' -bench '^BenchmarkInvokeServer$' -benchtime 2000x -count 1   (repeated; or scripts/bench-compare)
 //
 // Both servers are processes of their own, so that each one's CPU is read
 // from /proc without the clients' (which run in the benchmark process):
