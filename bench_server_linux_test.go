@@ -60,7 +60,9 @@ const rawServerEnv = "PACKRUN_BENCH_RAW_SERVER_TOKEN"
 // from 1 and from 32 clients. Reported: req/s of each and their ratio, at
 // one client the p50 and p99 round trip of each, and each server's CPU
 // (user + system, /proc/PID/stat) per request, idle time between requests
-// included. ns/op is suppressed: it would mix the two servers.
+// included, and the system part of it alone (system calls: the disk, the
+// network, waking threads). ns/op is suppressed: it would mix the two
+// servers.
 func BenchmarkInvokeServer(b *testing.B) {
 	servers := benchInvokeServers(b)
 	for _, clients := range []int{1, 32} {
@@ -80,6 +82,7 @@ func BenchmarkInvokeServer(b *testing.B) {
 				st := &stats[i]
 				b.ReportMetric(float64(st.requests)/st.wall.Seconds(), srv.name+"-req/s")
 				b.ReportMetric(float64(st.cpu.Microseconds())/float64(st.requests), srv.name+"-cpu-µs/req")
+				b.ReportMetric(float64(st.sys.Microseconds())/float64(st.requests), srv.name+"-sys-µs/req")
 				if clients == 1 {
 					b.ReportMetric(st.quantile(0.50), srv.name+"-p50-ms")
 					b.ReportMetric(st.quantile(0.99), srv.name+"-p99-ms")
@@ -111,7 +114,7 @@ type benchInvokeServer struct {
 type benchServerStats struct {
 	requests int
 	wall     time.Duration
-	cpu      time.Duration
+	cpu, sys time.Duration // user + system; system alone
 	lat      []time.Duration
 }
 
@@ -127,7 +130,7 @@ func (s *benchInvokeServer) load(n, clients int, st *benchServerStats) error {
 	var next atomic.Int64
 	errs := make(chan error, clients)
 	var wg sync.WaitGroup
-	cpu0, err := procCPU(s.pid)
+	user0, sys0, err := procCPU(s.pid)
 	if err != nil {
 		return err
 	}
@@ -146,7 +149,7 @@ func (s *benchInvokeServer) load(n, clients int, st *benchServerStats) error {
 	}
 	wg.Wait()
 	wall := time.Since(t0)
-	cpu1, err := procCPU(s.pid)
+	user1, sys1, err := procCPU(s.pid)
 	if err != nil {
 		return err
 	}
@@ -156,7 +159,8 @@ func (s *benchInvokeServer) load(n, clients int, st *benchServerStats) error {
 	}
 	st.requests += n
 	st.wall += wall
-	st.cpu += cpu1 - cpu0
+	st.cpu += user1 - user0 + sys1 - sys0
+	st.sys += sys1 - sys0
 	st.lat = append(st.lat, lat...)
 	return nil
 }
@@ -194,29 +198,30 @@ func (s *benchInvokeServer) post(check bool) error {
 	return nil
 }
 
-// procCPU is the user + system CPU time pid has used (all its threads,
-// living and exited), from /proc/PID/stat in clock ticks (USER_HZ, 100 on
-// Linux).
-func procCPU(pid int) (time.Duration, error) {
+// procCPU is the user and the system CPU time pid has used (all its
+// threads, living and exited), from /proc/PID/stat in clock ticks
+// (USER_HZ, 100 on Linux).
+func procCPU(pid int) (user, sys time.Duration, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// The command name (field 2) may hold spaces: count from its ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+		return 0, 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
 	}
 	f := strings.Fields(string(b[i+1:])) // f[0] is field 3 (state)
 	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+		return 0, 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
 	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
 	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+		return 0, 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
 	}
-	return time.Duration(utime+stime) * (time.Second / 100), nil
+	const tick = time.Second / 100
+	return time.Duration(utime) * tick, time.Duration(stime) * tick, nil
 }
 
 // benchInvokeServers starts `packrun serve` and the raw server, each on
