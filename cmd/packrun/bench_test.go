@@ -285,3 +285,40 @@ func evidenceAt(b *testing.B, bin, home string, n int) {
 		})
 	}
 }
+
+// BenchmarkVersionProcess: `packrun version` as a new process, start to
+// exit, against /bin/true (the cost of any process here); the two
+// alternate within each iteration. Reports ms/op of each and the
+// difference, the start-up packrun adds.
+func BenchmarkVersionProcess(b *testing.B) {
+	bin := buildPackrun(b, b.TempDir())
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		b.Skip("no true(1) on PATH")
+	}
+	argvs := [][]string{{bin, "version"}, {truePath}}
+	total := make([]time.Duration, len(argvs))
+	runOnce := func(i int) {
+		t0 := time.Now()
+		if out, err := exec.Command(argvs[i][0], argvs[i][1:]...).CombinedOutput(); err != nil {
+			b.Fatalf("%v: %v\n%s", argvs[i], err, out)
+		}
+		total[i] += time.Since(t0)
+	}
+	for i := range argvs { // warm the page cache
+		runOnce(i)
+		total[i] = 0
+	}
+	b.ResetTimer()
+	for range b.N {
+		for i := range argvs {
+			runOnce(i)
+		}
+	}
+	b.StopTimer()
+	ms := func(d time.Duration) float64 { return float64(d) / float64(b.N) / 1e6 }
+	b.ReportMetric(ms(total[0]), "packrun-ms")
+	b.ReportMetric(ms(total[1]), "true-ms")
+	b.ReportMetric(ms(total[0]-total[1]), "over-true-ms")
+	b.ReportMetric(0, "ns/op")
+}
