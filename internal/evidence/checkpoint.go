@@ -2,6 +2,7 @@ package evidence
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -510,6 +511,19 @@ func (a *Anchor) sign(h head) error {
 	a.mustExist = true
 	a.mu.Unlock()
 	return a.noteKey(pub)
+}
+
+// Reanchor is host.Anchoring.Reanchor over a store's appendEvent: it
+// appends e and anchors the chain at it with the current host key.
+func (a *Anchor) Reanchor(ctx context.Context, e host.Event, appendEvent func(context.Context, host.Event) (*host.Event, error)) (*host.Event, error) {
+	out, err := appendEvent(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Reset(out.Seq, out.Hash); err != nil {
+		return nil, host.Wrap("reanchor", "", err)
+	}
+	return out, nil
 }
 
 // Reset anchors seq, hash now, whatever the checkpoint holds (a newer

@@ -106,14 +106,7 @@ func (s *Store) Reanchor(ctx context.Context, e host.Event) (*host.Event, error)
 	if s.anchor == nil {
 		return nil, host.Wrap("reanchor", "", errNoCheckpointFile)
 	}
-	out, err := s.AppendEvent(ctx, e)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.anchor.Reset(out.Seq, out.Hash); err != nil {
-		return nil, host.Wrap("reanchor", "", err)
-	}
-	return out, nil
+	return s.anchor.Reanchor(ctx, e, s.AppendEvent)
 }
 
 // errNoCheckpointFile: the store was opened without Options.CheckpointFile.

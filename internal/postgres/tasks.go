@@ -181,14 +181,6 @@ func (s *Store) TenantUsage(ctx context.Context) (map[string]host.TenantUsage, e
 		return nil, host.Wrap(op, "", err)
 	}
 	defer rows.Close()
-	out := map[string]host.TenantUsage{}
-	for rows.Next() {
-		var kind, tenant string
-		var n int
-		if err := rows.Scan(&kind, &tenant, &n); err != nil {
-			return nil, host.Wrap(op, "", err)
-		}
-		storecore.AddUsage(out, kind, tenant, n)
-	}
-	return out, host.Wrap(op, "", rows.Err())
+	out, err := storecore.ScanUsage(rows)
+	return out, host.Wrap(op, "", err)
 }

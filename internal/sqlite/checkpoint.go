@@ -91,12 +91,5 @@ func (s *Store) AnchorState(ctx context.Context) (*host.AnchorState, error) {
 
 // Reanchor implements host.Anchoring.
 func (s *Store) Reanchor(ctx context.Context, e host.Event) (*host.Event, error) {
-	out, err := s.AppendEvent(ctx, e)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.cp.Reset(out.Seq, out.Hash); err != nil {
-		return nil, host.Wrap("reanchor", "", err)
-	}
-	return out, nil
+	return s.cp.Reanchor(ctx, e, s.AppendEvent)
 }

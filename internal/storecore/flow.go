@@ -448,6 +448,27 @@ const TenantUsageQuery = `SELECT 's', tenant, count(*) FROM schedules GROUP BY t
 UNION ALL SELECT 'w', tenant, count(*) FROM workflow_records WHERE status = 'active' GROUP BY tenant
 UNION ALL SELECT 't', tenant, count(*) FROM tasks WHERE status IN ` + OpenTaskStatuses + ` GROUP BY tenant`
 
+// UsageRows is what ScanUsage reads: *sql.Rows and pgx.Rows alike.
+type UsageRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// ScanUsage reads the rows of TenantUsageQuery into each tenant's usage.
+func ScanUsage(rows UsageRows) (map[string]host.TenantUsage, error) {
+	out := map[string]host.TenantUsage{}
+	for rows.Next() {
+		var kind, tenant string
+		var n int
+		if err := rows.Scan(&kind, &tenant, &n); err != nil {
+			return nil, err
+		}
+		AddUsage(out, kind, tenant, n)
+	}
+	return out, rows.Err()
+}
+
 // AddUsage adds one row of TenantUsageQuery to m.
 func AddUsage(m map[string]host.TenantUsage, kind, tenant string, n int) {
 	u := m[tenant]
