@@ -185,3 +185,48 @@ func TestRunLeasesAcrossNodes(t *testing.T) {
 		t.Fatalf("continued run's events: %s", runstest.Types(evs))
 	}
 }
+
+// A PostgreSQL node whose home lost its host key or checkpoint is refused
+// as a SQLite home is (host.ErrUnanchored, naming the file), and the
+// refused open makes no new key; Reanchor brings it back.
+func TestPostgresNodeRefusesALostAnchor(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	home := filepath.Join(t.TempDir(), "home")
+	k := newTestKey(t)
+	savePolicy(t, home, trustKey(t, k, "local.*"))
+	h, err := Open(ctx, home, Config{Store: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{Host: h, home: home, key: k}
+	f.install(t, hello("1.0.0"))
+	if _, err := h.Invoke(ctx, "local.hello.c", InvokeRequest{Input: json.RawMessage(`{"name":"pg"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ file, says string }{{"host.key", "is missing"}, {"evidence-head.json", "is missing"}} {
+		path := filepath.Join(home, c.file)
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(ctx, home, Config{Store: dsn}); !errors.Is(err, host.ErrUnanchored) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), c.says) {
+			t.Fatalf("open without %s: %v", c.file, err)
+		}
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the refused open made %s: %v", c.file, err)
+		}
+		if _, err := Reanchor(ctx, home, Config{Store: dsn}, "lost "+c.file); err != nil {
+			t.Fatal(err)
+		}
+		h, err := Open(ctx, home, Config{Store: dsn})
+		if err != nil {
+			t.Fatalf("after reanchor: %v", err)
+		}
+		if rep, err := h.VerifyChain(ctx, nil); err != nil || !rep.OK || rep.Checkpoint == nil {
+			t.Fatalf("verify after reanchor: %+v %v", rep, err)
+		}
+		h.Close(ctx)
+	}
+}

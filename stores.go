@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
 	"github.com/packrun/packrun/internal/postgres"
 	"github.com/packrun/packrun/internal/storecore"
 )
@@ -58,12 +59,23 @@ func openPostgres(ctx context.Context, home string, cfg Config, q host.StoreQuot
 	if hostFile == "" {
 		hostFile = filepath.Join(home, "host.key")
 	}
+	checkpoint := filepath.Join(home, "evidence-head.json")
+	if !cfg.reanchor {
+		// A node whose home holds a checkpoint has anchored with its key:
+		// a missing key is a lost anchor, not a new node (no key is made).
+		if _, err := os.Stat(hostFile); errors.Is(err, fs.ErrNotExist) {
+			if cp, cerr := evidence.ReadCheckpoint(checkpoint); cerr == nil {
+				return nil, &evidence.UnanchoredError{File: hostFile,
+					Detail: fmt.Sprintf("the host key %s is missing, but this node's evidence checkpoint %s is signed by key %.16s…", hostFile, checkpoint, cp.PublicKey)}
+			}
+		}
+	}
 	seed, err := hexKeyFile(hostFile, ed25519.SeedSize)
 	if err != nil {
 		return nil, fmt.Errorf("%w: host key: %v", ErrConfig, err)
 	}
 	s, err := postgres.Open(ctx, cfg.Store, postgres.Options{SecretKey: secret, HostKey: ed25519.NewKeyFromSeed(seed), LeaseTTL: cfg.LeaseTTL,
-		CheckpointFile: filepath.Join(home, "evidence-head.json"), Reanchor: cfg.reanchor, Quotas: q})
+		CheckpointFile: checkpoint, Reanchor: cfg.reanchor, Quotas: q})
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", redactURL(cfg.Store), err)
 	}
