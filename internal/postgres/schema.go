@@ -415,7 +415,7 @@ ALTER TABLE workflow_records ADD COLUMN transitions BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX workflow_records_status ON workflow_records (status, tenant);
 `,
 	// pgeventtenant: every event's tenant, as internal/sqlite's migration
-	// 15 (issue 29): its task's, else its recorded attempt's, else the
+	// 17 (issue 29): its task's, else its recorded attempt's, else the
 	// string "tenant" of its data, else '' (an event of the whole host;
 	// storecore.DataTenant). Not part of the event's hash. Events stored
 	// before are filled here, the append-only trigger disabled for that
