@@ -129,8 +129,8 @@ type OpenState struct {
 	// chain; "" if it recorded none.
 	Recorded string
 	// Record records pub (hex) as the key the chain is anchored with; the
-	// anchor calls it before it first writes a checkpoint signed by a key
-	// not recorded yet.
+	// anchor calls it once the first checkpoint signed by a key not
+	// recorded yet is on disk.
 	Record func(pub string) error
 	// HeadSeq and HeadHash are the chain's head (0, "" when empty).
 	HeadSeq  int64
@@ -148,7 +148,8 @@ func (a *Anchor) Open(st OpenState, allowLost bool) error {
 	a.mu.Lock()
 	a.record, a.recorded = st.Record, st.Recorded
 	a.mu.Unlock()
-	if problem := a.Problem(st); problem != nil {
+	cp, problem := a.inspect(st)
+	if problem != nil {
 		if allowLost {
 			return nil
 		}
@@ -157,15 +158,19 @@ func (a *Anchor) Open(st OpenState, allowLost bool) error {
 	a.mu.Lock()
 	a.mustExist = st.Recorded != "" && st.HeadSeq > 0
 	a.mu.Unlock()
-	if _, err := ReadCheckpoint(a.path); errors.Is(err, os.ErrNotExist) {
+	if cp == nil {
 		if st.HeadSeq > 0 {
 			return a.Seed(st.HeadSeq, st.HeadHash)
 		}
 		return nil
 	}
 	// A checkpoint the key verifies: record the key if the store has not
-	// (a home anchored before records were kept).
-	pub, _ := a.key.Public()
+	// (a home anchored before records were kept). The key, not the
+	// checkpoint's public_key field, which the signature does not cover.
+	pub, err := a.key.Public()
+	if err != nil {
+		return err
+	}
 	return a.noteKey(hex.EncodeToString(pub))
 }
 
@@ -187,13 +192,23 @@ func (a *Anchor) State(st OpenState) *host.AnchorState {
 
 // Problem is what Open would refuse the store for, nil if nothing.
 func (a *Anchor) Problem(st OpenState) *UnanchoredError {
-	cp, cpErr := ReadCheckpoint(a.path)
+	_, problem := a.inspect(st)
+	return problem
+}
+
+// inspect reads the checkpoint and the host key once and says what is
+// wrong with them, if anything. A checkpoint it verified is remembered as
+// Check's is, so the first VerifyChain after an open does not verify it
+// again; it is returned (nil when there is none).
+func (a *Anchor) inspect(st OpenState) (*Checkpoint, *UnanchoredError) {
+	raw, readErr := os.ReadFile(a.path)
+	cp, cpErr := decodeCheckpoint(a.path, raw, readErr)
 	missing := errors.Is(cpErr, os.ErrNotExist)
 	if st.Recorded == "" && missing {
-		return nil // never anchored
+		return nil, nil // never anchored
 	}
-	refuse := func(file, format string, args ...any) *UnanchoredError {
-		return &UnanchoredError{File: file, Detail: fmt.Sprintf(format, args...)}
+	refuse := func(file, format string, args ...any) (*Checkpoint, *UnanchoredError) {
+		return nil, &UnanchoredError{File: file, Detail: fmt.Sprintf(format, args...)}
 	}
 	anchoredWith := st.Recorded
 	if anchoredWith == "" && cp != nil {
@@ -212,17 +227,22 @@ func (a *Anchor) Problem(st OpenState) *UnanchoredError {
 	}
 	switch {
 	case missing && st.HeadSeq == 0:
-		return nil // anchored with this key, nothing appended yet
+		return nil, nil // anchored with this key, nothing appended yet
 	case missing:
 		return refuse(a.path, "the evidence head checkpoint %s is missing, but this home's chain (%d events) is anchored with host key %.16s…: it was deleted", a.path, st.HeadSeq, pubHex)
 	case cpErr != nil:
 		return refuse(a.path, "the evidence head checkpoint %s is damaged (%s)", a.path, oneLine(cpErr, a.path))
-	case !cp.verify(pub) && cp.PublicKey != pubHex:
-		return refuse(a.path, "the evidence head checkpoint %s names host key %.16s…, but the host key %s is %.16s…: the key was replaced or the checkpoint forged", a.path, cp.PublicKey, a.key, pubHex)
-	case !cp.verify(pub):
+	}
+	if !cp.verify(pub) {
+		if cp.PublicKey != pubHex {
+			return refuse(a.path, "the evidence head checkpoint %s names host key %.16s…, but the host key %s is %.16s…: the key was replaced or the checkpoint forged", a.path, cp.PublicKey, a.key, pubHex)
+		}
 		return refuse(a.path, "the evidence head checkpoint %s is not signed by this host's key (%s): it was forged or replaced", a.path, a.key)
 	}
-	return nil
+	a.mu.Lock()
+	a.checked = checkedHead{raw: raw, pub: pub, head: cp.Head()}
+	a.mu.Unlock()
+	return cp, nil
 }
 
 // oneLine is err's message on one line, without the path it repeats.
