@@ -2,8 +2,9 @@ package auth
 
 import (
 	"math"
-	"sync"
 	"time"
+
+	"github.com/packrun/packrun/internal/ratelimit"
 )
 
 // Limiter is a token bucket per API token. One Limiter serves every
@@ -12,14 +13,8 @@ import (
 type Limiter struct {
 	rate  float64
 	burst float64
-	mu    sync.Mutex
-	b     map[string]*bucket
+	b     ratelimit.Buckets
 	now   func() time.Time
-}
-
-type bucket struct {
-	tokens float64
-	last   time.Time
 }
 
 // NewLimiter returns a limiter of rate requests a second on average and
@@ -32,7 +27,7 @@ func NewLimiter(rate float64, burst int) *Limiter {
 	if burst <= 0 {
 		burst = int(math.Ceil(2 * rate))
 	}
-	return &Limiter{rate: rate, burst: float64(burst), b: map[string]*bucket{}, now: time.Now}
+	return &Limiter{rate: rate, burst: float64(burst), now: time.Now}
 }
 
 // Rate is the requests a second a token may make on average (0: no
@@ -52,22 +47,9 @@ func (l *Limiter) Take(p *Principal) (ok bool, retryAfter int) {
 	if l == nil || p == nil || p.Insecure {
 		return true, 0
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	b := l.b[p.TokenID]
-	if b == nil {
-		if len(l.b) > 100_000 { // tokens are few; a flood of distinct keys is not kept
-			clear(l.b)
-		}
-		b = &bucket{tokens: l.burst, last: now}
-		l.b[p.TokenID] = b
-	}
-	b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
-	b.last = now
-	if b.tokens >= 1 {
-		b.tokens--
+	ok, wait := l.b.Take(p.TokenID, l.now(), l.rate, l.burst)
+	if ok {
 		return true, 0
 	}
-	return false, max(1, int(math.Ceil((1-b.tokens)/l.rate)))
+	return false, max(1, int(math.Ceil(wait.Seconds())))
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/ratelimit"
 )
 
 // The quotas' names, as refusals, workflow_blocked reasons and /metrics
@@ -172,7 +173,7 @@ type Keeper struct {
 	base    map[string]host.TenantUsage // as last read (nil: never)
 	delta   map[string]host.TenantUsage // let through since
 	readAt  time.Time
-	buckets map[string]*bucket // quota + "\x00" + tenant
+	buckets ratelimit.Buckets // quota + "\x00" + tenant
 
 	refusals [7]atomic.Uint64 // by index in Names
 }
@@ -182,7 +183,7 @@ var _ host.StoreQuotas = (*Keeper)(nil)
 // New returns a Keeper of lim (its zero fields the defaults) reading the
 // counts with count.
 func New(lim Limits, count func(ctx context.Context) (map[string]host.TenantUsage, error)) *Keeper {
-	return &Keeper{lim: lim.resolved(), count: count, now: time.Now, delta: map[string]host.TenantUsage{}, buckets: map[string]*bucket{}}
+	return &Keeper{lim: lim.resolved(), count: count, now: time.Now, delta: map[string]host.TenantUsage{}}
 }
 
 // Limits returns the limits in force (0: none).
@@ -325,36 +326,20 @@ func (k *Keeper) SensorEvent(tenant string) error {
 // refuses.
 func (k *Keeper) Message(tenant string) error { return k.rate(tenant, Messages, "messages") }
 
-// bucket is a token bucket: up to a minute's allowance at once, refilled
-// evenly over the minute.
-type bucket struct {
-	tokens float64
-	at     time.Time
-}
-
+// rate takes one of tenant's allowance of rate quota name: up to a
+// minute's at once, refilled evenly over the minute.
 func (k *Keeper) rate(tenant, name, what string) error {
 	perMin := float64(k.lim.limit(name))
 	if perMin == 0 {
 		return nil
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	now := k.now()
-	key := name + "\x00" + tenant
-	b := k.buckets[key]
-	if b == nil {
-		b = &bucket{tokens: perMin, at: now}
-		k.buckets[key] = b
+	ok, wait := k.buckets.Take(name+"\x00"+tenant, k.now(), perMin/60, perMin)
+	if ok {
+		return nil
 	}
-	b.tokens = min(perMin, b.tokens+now.Sub(b.at).Minutes()*perMin)
-	b.at = now
-	if b.tokens < 1 {
-		e := k.refuse(name, tenant, fmt.Sprintf("sent more than %d %s in a minute", int64(perMin), what))
-		e.RetryAfter = time.Duration((1 - b.tokens) / perMin * float64(time.Minute))
-		return e
-	}
-	b.tokens--
-	return nil
+	e := k.refuse(name, tenant, fmt.Sprintf("sent more than %d %s in a minute", int64(perMin), what))
+	e.RetryAfter = wait
+	return e
 }
 
 // WorkflowStep implements host.StoreQuotas: a record that made
