@@ -2,8 +2,6 @@ package packrun
 
 import (
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -30,25 +28,8 @@ func (c *commitCounter) WriterCommit(int, time.Duration) { c.n.Add(1) }
 // once.
 func TestAPICallAuditSharesItsChangesCommit(t *testing.T) {
 	obs := &commitCounter{}
-	home := filepath.Join(t.TempDir(), "home")
-	k := newTestKey(t)
-	savePolicy(t, home, trustKey(t, k, "local.*"))
-	h, err := Open(ctx, home, Config{Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close(ctx) })
-	f := &fixture{Host: h, home: home, key: k}
-	s := hello("1.0.0")
-	s.nodes = `[{"typeId":"example.hello","kind":"skill","taskTypes":["hello.c"]}]`
-	f.install(t, s)
-	hd, err := f.Handler(ctx, HandlerOptions{Addr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(hd)
-	t.Cleanup(srv.Close)
-	e := &authEnv{f, srv.URL}
+	e := newConfigEnv(t, Config{Observer: obs}, false)
+	h := e.Host
 	tok, rec := e.token(t, "acme", "invoke,tasks:write")
 	e.call(t, tok, "POST", "/v1/invoke", `{"pack":"local.hello.c","input":{"name":"warm"}}`) // token first used: its last-use write
 

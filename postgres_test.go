@@ -25,15 +25,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // secret key) sees the pack and the task.
 func TestHostOnPostgres(t *testing.T) {
 	dsn := pgtest.DSN(t)
-	home := filepath.Join(t.TempDir(), "home")
-	k := newTestKey(t)
-	savePolicy(t, home, trustKey(t, k, "local.*"))
-	h, err := Open(ctx, home, Config{Store: dsn})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := openPostgresHome(t, dsn)
+	h, home, k := f.Host, f.home, f.key
 	t.Cleanup(func() { h.Close(ctx) })
-	f := &fixture{Host: h, home: home, key: k}
 	f.install(t, hello("1.0.0"))
 	if err := h.SetTaskType(ctx, host.TaskTypeSpec{TaskType: "greet"}, &host.TaskTypeRoute{TaskTypeSpec: host.TaskTypeSpec{TaskType: "greet"}, Pack: "local.hello.c", Node: "example.hello"}); err != nil {
 		t.Fatal(err)
@@ -186,11 +180,10 @@ func TestRunLeasesAcrossNodes(t *testing.T) {
 	}
 }
 
-// A PostgreSQL node whose home lost its host key or checkpoint is refused
-// as a SQLite home is (host.ErrUnanchored, naming the file), and the
-// refused open makes no new key; Reanchor brings it back.
-func TestPostgresNodeRefusesALostAnchor(t *testing.T) {
-	dsn := pgtest.DSN(t)
+// openPostgresHome opens a new home, trusting the test key for local.*,
+// on the PostgreSQL database dsn; the caller closes it.
+func openPostgresHome(t *testing.T, dsn string) *fixture {
+	t.Helper()
 	home := filepath.Join(t.TempDir(), "home")
 	k := newTestKey(t)
 	savePolicy(t, home, trustKey(t, k, "local.*"))
@@ -198,7 +191,16 @@ func TestPostgresNodeRefusesALostAnchor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{Host: h, home: home, key: k}
+	return &fixture{Host: h, home: home, key: k}
+}
+
+// A PostgreSQL node whose home lost its host key or checkpoint is refused
+// as a SQLite home is (host.ErrUnanchored, naming the file), and the
+// refused open makes no new key; Reanchor brings it back.
+func TestPostgresNodeRefusesALostAnchor(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	f := openPostgresHome(t, dsn)
+	h, home := f.Host, f.home
 	f.install(t, hello("1.0.0"))
 	if _, err := h.Invoke(ctx, "local.hello.c", InvokeRequest{Input: json.RawMessage(`{"name":"pg"}`)}); err != nil {
 		t.Fatal(err)

@@ -22,10 +22,17 @@ import (
 // only if run, so that tasks otherwise stay queued.
 func newQuotaEnv(t *testing.T, q Quotas, run bool, packs ...packSpec) *authEnv {
 	t.Helper()
+	return newConfigEnv(t, Config{Quotas: q}, run, packs...)
+}
+
+// newConfigEnv is newAuthEnv on a host opened with cfg; the dispatcher
+// runs only if run.
+func newConfigEnv(t *testing.T, cfg Config, run bool, packs ...packSpec) *authEnv {
+	t.Helper()
 	home := filepath.Join(t.TempDir(), "home")
 	k := newTestKey(t)
 	savePolicy(t, home, trustKey(t, k, "local.*", "vendor.acme.*"))
-	h, err := Open(ctx, home, Config{Quotas: q})
+	h, err := Open(ctx, home, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -355,9 +355,11 @@ accepted and its key printed). A bundle that fails any check exits 5.
 The chain alone cannot show that its newest events were not removed together. The store
 anchors its head after each commit in evidence-head.json, signed with the host key
 (host.key, or $PACKRUN_HOST_KEY_FILE: keep it apart from the database), and verify
-checks the chain against it. For an anchor no one with access to the home can move,
-record the "head SEQ:HASH" line printed here somewhere else and pass it later with
---head. A broken chain exits 5.`,
+checks the chain against it. Once anchored, a home whose checkpoint is missing, damaged or
+not signed by the host key, or whose host key is missing or replaced, refuses to open (exit
+5, naming the file) until 'packrun evidence reanchor' is run. For an anchor no one with access
+to the home can move, record the "head SEQ:HASH" line printed here somewhere else and
+pass it later with --head. A broken chain exits 5.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if bundlePath != "" {

@@ -85,7 +85,7 @@ func (a *app) tokensCreateCommand() *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&tenant, "tenant", "", "the tenant the token acts for (required)")
-	fl.StringVar(&scopes, "scopes", "", "comma-separated scopes (required): invoke, tasks:write, tasks:read, memory:read, memory:write, evidence:read, messages:read, messages:write, packs:admin, admin")
+	fl.StringVar(&scopes, "scopes", "", "comma-separated scopes (required): "+scopeList()+" (admin is every scope but operator)")
 	fl.StringVar(&name, "name", "", "a name for people: who or what holds the token")
 	fl.StringVar(&expires, "expires", "", "lifetime, e.g. 30d, 12h, 90m (default: never)")
 	return cmd
@@ -179,4 +179,13 @@ func (a *app) tokensRevokeCommand() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// scopeList names every scope a token may carry, as ParseScopes takes them.
+func scopeList() string {
+	names := make([]string, len(packrun.Scopes))
+	for i, s := range packrun.Scopes {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
 }

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	packrun "github.com/packrun/packrun"
 	"time"
 )
 
@@ -154,4 +156,16 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
 	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
 	return certFile, keyFile, pool
+}
+
+// tokens create --help names every scope a token may carry, operator
+// included: the list is auth.Scopes, not a copy that can fall behind.
+func TestTokensCreateHelpListsEveryScope(t *testing.T) {
+	h := homeCLI{t, filepath.Join(t.TempDir(), "home")}
+	out := h.ok("tokens", "create", "--help")
+	for _, s := range packrun.Scopes {
+		if !strings.Contains(out, string(s)) {
+			t.Errorf("tokens create --help does not name scope %s:\n%s", s, out)
+		}
+	}
 }
