@@ -145,11 +145,11 @@ func benchHost(b, parent *testing.B, n int) *packrun.Host {
 	b.Helper()
 	heapfloor.Raise(packrun.HeapFloor)
 	ctx := context.Background()
-	// One tenant's flood is what TaskRoundTrip measures: its enqueues are
-	// checked against the queued-tasks quota as every one is, with the
-	// cap set past what it enqueues.
+	// One tenant's flood is what these benchmarks measure (TaskRoundTrip's
+	// enqueues, PostMessage's messages): each is still checked against
+	// its quota, with the caps set past what a run sends.
 	h, err := packrun.Open(ctx, filepath.Join(parent.TempDir(), "home"), packrun.Config{PoolSize: 2, Workers: 8,
-		Quotas: packrun.Quotas{QueuedTasks: 1 << 30}})
+		Quotas: packrun.Quotas{QueuedTasks: 1 << 30, MessagesPerMinute: 1 << 30, SensorEventsPerMinute: 1 << 30}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -137,6 +137,12 @@ func TestAPIEventsOfNoTaskTenancy(t *testing.T) {
 	}
 	operator, _ := e.token(t, "ops", "evidence:read,operator")
 	both, _ := e.token(t, "acme", "admin,operator")
+	// operator only widens evidence:read: alone it lists nothing (403
+	// naming the scope it lacks, in the error envelope).
+	onlyOperator, _ := e.token(t, "ops", "operator")
+	if r := e.call(t, onlyOperator, "GET", "/v1/events", ""); r.code != http.StatusForbidden || r.errCode() != "forbidden" || !strings.Contains(r.errMessage(), "evidence:read") {
+		t.Fatalf("operator alone: %d %s (want 403 naming evidence:read)", r.code, r.body)
+	}
 	for i, tenant := range tenants {
 		msg := fmt.Sprintf(`{"format":"bus-envelope","message":%s}`, messagetest.Crisis(messagetest.BusID(i+1), tenant+".watch"))
 		for _, c := range []struct {
