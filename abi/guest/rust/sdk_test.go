@@ -298,3 +298,35 @@ func TestHandlerMistakes(t *testing.T) {
 		t.Errorf("panic logs %+v", res.Logs)
 	}
 }
+
+// TestCargoBuildsTheExample: the SDK is a Cargo package, and the example
+// depends on it as one: Debian's cargo builds the example offline (no
+// crates.io) into a module with the same exports as the committed one.
+func TestCargoBuildsTheExample(t *testing.T) {
+	probeRustc(t, "wasm32-unknown-unknown")
+	cargo := hosttest.Getenv("CARGO", "/usr/bin/cargo")
+	hosttest.NeedCommand(t, cargo, "cargo not available (apt-get install cargo, or set CARGO)")
+	target := t.TempDir()
+	env := append(os.Environ(), "RUSTC="+rustc(), "CARGO_TARGET_DIR="+target, "CARGO_HOME="+filepath.Join(target, "home"))
+	build := exec.Command(cargo, "build", "--offline", "--locked", "--release", "--target", "wasm32-unknown-unknown")
+	build.Dir, build.Env = "example", env
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("cargo build: %v\n%s", err, out)
+	}
+	built := hosttest.LoadFile(t, filepath.Join(target, "wasm32-unknown-unknown", "release", "counter.wasm"), runtime.LoadOptions{Name: "counter.wasm"}).Info()
+	want := load(t).Info()
+	if built.PackName != want.PackName || strings.Join(built.Nodes, ",") != strings.Join(want.Nodes, ",") || built.ABIVersion != want.ABIVersion {
+		t.Fatalf("cargo-built module: %+v, committed: %+v", built, want)
+	}
+	list := exec.Command(cargo, "package", "--list", "--offline", "--allow-dirty")
+	list.Dir, list.Env = "packrun", env
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("cargo package --list: %v\n%s", err, out)
+	}
+	for _, f := range []string{"Cargo.toml", "LICENSE", "README.md", "src/lib.rs"} {
+		if !strings.Contains("\n"+string(out), "\n"+f+"\n") {
+			t.Errorf("the crate leaves out %s:\n%s", f, out)
+		}
+	}
+}
