@@ -39,13 +39,14 @@ func TestSDKPackagesCarryTheLicence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`name = "packrun"`, `license = "Apache-2.0"`} {
+	for _, want := range []string{`name = "packrun"`, `license = "Apache-2.0"`, `version = "` + Version + `"`} {
 		if !bytes.Contains(cargo, []byte(want)) {
 			t.Errorf("rust/packrun/Cargo.toml lacks %s", want)
 		}
 	}
 	var pkg struct {
 		Name    string            `json:"name"`
+		Version string            `json:"version"`
 		License string            `json:"license"`
 		Private bool              `json:"private"`
 		Exports map[string]string `json:"exports"`
@@ -58,7 +59,7 @@ func TestSDKPackagesCarryTheLicence(t *testing.T) {
 	if err := json.Unmarshal(b, &pkg); err != nil {
 		t.Fatalf("assemblyscript/package.json: %v", err)
 	}
-	if pkg.Name != "@packrun/as-sdk" || pkg.License != "Apache-2.0" || pkg.Private || !slices.Contains(pkg.Files, "LICENSE") {
+	if pkg.Name != "@packrun/as-sdk" || pkg.Version != Version || pkg.License != "Apache-2.0" || pkg.Private || !slices.Contains(pkg.Files, "LICENSE") {
 		t.Errorf("assemblyscript/package.json: %+v", pkg)
 	}
 	// Every export names a file that exists (a wildcard its directory).

@@ -123,7 +123,7 @@ task, attempt, key, home), 78 bad configuration file in the home.`,
 		a.serveCommand(), a.tasksCommand(), a.attemptsCommand(), a.evidenceCommand(), a.memoryCommand(),
 		a.replayCommand(), a.traceCommand(), a.demoCommand(), a.initCommand(), a.buildCommand(), a.tokensCommand(), a.eventsCommand(),
 		a.schedulesCommand(), a.sensorsCommand(), a.taskTypesCommand(), a.agentsCommand(), a.profilesCommand(), a.skillsCommand(), a.workflowsCommand(),
-		a.messagesCommand(), a.storeCommand())
+		a.messagesCommand(), a.storeCommand(), a.sdkCommand())
 	return root
 }
 

@@ -39,16 +39,11 @@ type initLang struct {
 	// does, and its output for {"name":"x"} the first and second time).
 	behaviour     string
 	first, second string
-	// sdk lists the guest SDK files the project vendors: a glob in
-	// guest.SDK and the project directory they are copied to.
-	sdk []sdkCopy
 	// inputSchema and outputSchema go into pack.json.
 	inputSchema, outputSchema string
 	// export names the function serving the node of an Extism plugin.
 	export string
 }
-
-type sdkCopy struct{ glob, to string }
 
 const (
 	counterInput = `{"type":"object","properties":{"name":{"type":"string",` +
@@ -62,25 +57,21 @@ var initLangs = map[string]initLang{
 	"c": {
 		title: "C", behaviour: counterBehaviour,
 		first: `{"name":"x","count":1}`, second: `{"name":"x","count":2}`,
-		sdk:         []sdkCopy{{"c/packrun.h", "."}, {"c/packrun.c", "."}},
 		inputSchema: counterInput, outputSchema: counterOutput,
 	},
 	"go": {
 		title: "Go", behaviour: counterBehaviour,
 		first: `{"name":"x","count":1}`, second: `{"name":"x","count":2}`,
-		sdk:         []sdkCopy{{"go/packrun/*.go", "packrun"}},
 		inputSchema: counterInput, outputSchema: counterOutput,
 	},
 	"rust": {
 		title: "Rust", behaviour: counterBehaviour,
 		first: `{"name":"x","count":1}`, second: `{"name":"x","count":2}`,
-		sdk:         []sdkCopy{{"rust/packrun/src/lib.rs", "packrun/src"}},
 		inputSchema: counterInput, outputSchema: counterOutput,
 	},
 	"assemblyscript": {
 		title: "AssemblyScript", behaviour: counterBehaviour,
 		first: `{"name":"x","count":1}`, second: `{"name":"x","count":2}`,
-		sdk:         []sdkCopy{{"assemblyscript/assembly/*.ts", "sdk/assembly"}},
 		inputSchema: counterInput, outputSchema: counterOutput,
 	},
 	"extism-go": {
@@ -120,6 +111,7 @@ type initData struct {
 	FirstOutput        string
 	SecondOutput       string
 	NameLen, NodeIDLen int
+	SDKVersion         string // guest.Version
 }
 
 const initVersion = "0.1.0"
@@ -130,8 +122,9 @@ func (a *app) initCommand() *cobra.Command {
 		Use:   "init DIR --lang go|c|rust|assemblyscript|wat|extism-go [--name NAME]",
 		Short: "Create a pack project: a counter skill, its manifest, the SDK and a build script",
 		Long: `Create a new pack project in DIR (which must not exist or be empty): pack.json,
-a counter skill that uses memory (get, put with a TTL) and logs, a copy of the
-guest SDK it needs (so the project builds anywhere), build.sh producing node.wasm,
+a counter skill that uses memory (get, put with a TTL) and logs, the guest SDK
+package it depends on in sdk/<lang>/ (so the project builds offline and anywhere;
+packrun sdk upgrade DIR replaces it), build.sh producing node.wasm,
 a README (build, sign, install, invoke) and a .gitignore.
 
 The pack name defaults to local.<DIR's base name>; the node is <short>.counter,
@@ -295,6 +288,7 @@ func renderProject(lang string, spec initLang, m *packs.Manifest) ([]projectFile
 		LangTitle: spec.title, Behaviour: spec.behaviour,
 		FirstOutput: spec.first, SecondOutput: spec.second,
 		NameLen: len(m.Name), NodeIDLen: len(node.TypeID),
+		SDKVersion: guest.Version,
 	}
 	var files []projectFile
 
@@ -351,25 +345,11 @@ func renderProject(lang string, spec initLang, m *packs.Manifest) ([]projectFile
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range spec.sdk {
-		matches, err := fs.Glob(guest.SDK, c.glob)
-		if err != nil {
-			return nil, err
-		}
-		if len(matches) == 0 {
-			return nil, fmt.Errorf("init: no SDK files match %s", c.glob)
-		}
-		for _, p := range matches {
-			if strings.HasSuffix(p, "_test.go") {
-				continue
-			}
-			b, err := fs.ReadFile(guest.SDK, p)
-			if err != nil {
-				return nil, err
-			}
-			files = append(files, projectFile{path.Join(c.to, path.Base(p)), b, 0o644})
-		}
+	sdk, err := sdkPackageFiles(lang)
+	if err != nil {
+		return nil, err
 	}
+	files = append(files, sdk...)
 	slices.SortFunc(files, func(x, y projectFile) int { return strings.Compare(x.path, y.path) })
 	for i := 1; i < len(files); i++ {
 		if files[i].path == files[i-1].path {

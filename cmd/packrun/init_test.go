@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packrun/packrun/abi/guest"
 	"github.com/packrun/packrun/packs"
 )
 
@@ -48,8 +49,24 @@ func needToolchain(t *testing.T, lang string) (setup func(proj string)) {
 		if _, err := os.Stat(filepath.Join(sdkModules, ".bin", "asc")); err != nil {
 			t.Skip("abi/guest/assemblyscript/node_modules/.bin/asc not found: run npm ci in abi/guest/assemblyscript")
 		}
+		// node_modules as npm install would leave it: the compiler (and
+		// what it needs) from the SDK's, and @packrun/as-sdk linked to the
+		// project's sdk/assemblyscript, as a file: dependency is.
 		return func(proj string) {
-			if err := os.Symlink(sdkModules, filepath.Join(proj, "node_modules")); err != nil {
+			nm := filepath.Join(proj, "node_modules")
+			entries, err := os.ReadDir(sdkModules)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(nm, "@packrun"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				if err := os.Symlink(filepath.Join(sdkModules, e.Name()), filepath.Join(nm, e.Name())); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Symlink(filepath.Join("..", "..", "sdk", "assemblyscript"), filepath.Join(nm, "@packrun", "as-sdk")); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -217,22 +234,40 @@ func TestInitNames(t *testing.T) {
 		}
 	}
 	gomod, _ := os.ReadFile(filepath.Join(dir, "go", "named", "go.mod"))
-	if !strings.HasPrefix(string(gomod), "module vendor.acme.thing\n") {
-		t.Errorf("go.mod: %s", gomod)
-	}
-	if main, _ := os.ReadFile(filepath.Join(dir, "go", "named", "main.go")); !strings.Contains(string(main), `"vendor.acme.thing/packrun"`) {
-		t.Error("main.go does not import the vendored SDK")
-	}
-	for lang, f := range map[string]string{"c": "packrun.h", "go": "packrun/node.go", "rust": "packrun/src/lib.rs", "assemblyscript": "sdk/assembly/exports.ts"} {
-		if _, err := os.Stat(filepath.Join(dir, lang, "named", f)); err != nil {
-			t.Errorf("%s: SDK not vendored: %v", lang, err)
+	for _, want := range []string{"module vendor.acme.thing\n", "require github.com/packrun/packrun v" + guest.Version + "\n", "replace github.com/packrun/packrun => ./sdk/go\n"} {
+		if !strings.Contains(string(gomod), want) {
+			t.Errorf("go.mod lacks %q:\n%s", want, gomod)
 		}
+	}
+	if main, _ := os.ReadFile(filepath.Join(dir, "go", "named", "main.go")); !strings.Contains(string(main), `"github.com/packrun/packrun/abi/guest/go/packrun"`) {
+		t.Error("main.go does not import the SDK by its module path")
+	}
+	// Each SDK is a package in sdk/<lang>, with its licence and version.
+	for lang, f := range map[string]string{"c": "sdk/c/packrun.h", "go": "sdk/go/abi/guest/go/packrun/node.go", "rust": "sdk/rust/src/lib.rs", "assemblyscript": "sdk/assemblyscript/assembly/exports.ts"} {
+		if _, err := os.Stat(filepath.Join(dir, lang, "named", f)); err != nil {
+			t.Errorf("%s: no SDK package: %v", lang, err)
+		}
+		if v, _ := os.ReadFile(filepath.Join(dir, lang, "named", "sdk", lang, "SDK-VERSION")); strings.TrimSpace(string(v)) != guest.Version {
+			t.Errorf("%s: SDK-VERSION %q, want %s", lang, v, guest.Version)
+		}
+		if _, err := os.Stat(filepath.Join(dir, lang, "named", "sdk", lang, "LICENSE")); err != nil {
+			t.Errorf("%s: the SDK package has no LICENSE: %v", lang, err)
+		}
+	}
+	for _, f := range []string{"sdk/go/go.mod", "sdk/rust/Cargo.toml", "sdk/assemblyscript/package.json"} {
+		lang := strings.Split(f, "/")[1]
+		if _, err := os.Stat(filepath.Join(dir, lang, "named", f)); err != nil {
+			t.Errorf("%s: the SDK package has no manifest: %v", lang, err)
+		}
+	}
+	if cargo, _ := os.ReadFile(filepath.Join(dir, "rust", "named", "Cargo.toml")); !strings.Contains(string(cargo), `packrun = { path = "sdk/rust" }`) {
+		t.Errorf("the Rust project does not depend on the SDK crate:\n%s", cargo)
 	}
 	var pkg struct {
 		DevDependencies map[string]string `json:"devDependencies"`
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "assemblyscript", "named", "package.json"))
-	if err := json.Unmarshal(b, &pkg); err != nil || pkg.DevDependencies["assemblyscript"] != "0.28.20" {
+	if err := json.Unmarshal(b, &pkg); err != nil || pkg.DevDependencies["assemblyscript"] != "0.28.20" || pkg.DevDependencies["@packrun/as-sdk"] != "file:sdk/assemblyscript" {
 		t.Errorf("package.json: %v %s", err, b)
 	}
 }
