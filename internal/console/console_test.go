@@ -238,6 +238,8 @@ var tokens = map[string]*auth.Principal{
 	"tok-invoke":   {TokenID: "invoke", Tenant: "acme", Scopes: []auth.Scope{auth.ScopeInvoke}},
 	"tok-other":    {TokenID: "oth", Tenant: "other", Scopes: []auth.Scope{auth.ScopeAdmin}},
 	"tok-evidence": {TokenID: "ev", Tenant: "acme", Scopes: []auth.Scope{auth.ScopeEvidenceRead}},
+	"tok-operator": {TokenID: "op", Tenant: "acme", Scopes: []auth.Scope{auth.ScopeEvidenceRead, auth.ScopeOperator}},
+	"tok-write":    {TokenID: "write", Tenant: "acme", Scopes: []auth.Scope{auth.ScopeTasksRead, auth.ScopeTasksWrite}},
 }
 
 func authenticate(ctx context.Context, token string) (*auth.Principal, error) {
