@@ -208,7 +208,7 @@ func newFake() *fakeBackend {
 			"other": {task("task-other-1", "other's secret", host.TaskPending)},
 		},
 		attempts: map[string][]*host.Attempt{
-			"acme": {{AttemptID: "att-acme-1", TaskID: "task-acme-2", Tenant: "acme", Outcome: abi.Completed,
+			"acme": {{AttemptID: "att-acme-1", TaskID: "task-acme-2", Tenant: "acme", Outcome: abi.Completed, EventSeq: 5,
 				Input: json.RawMessage(`{"name":"x"}`), Output: json.RawMessage(`{"greeting":"Hello, <x>!"}`),
 				Trace: json.RawMessage(`[{"fn":"log","args":[1]}]`), Events: json.RawMessage(`[{"type":"cap.breached"}]`)},
 				{AttemptID: "att-acme-3", TaskID: "task-acme-3", Tenant: "acme", Attempt: 1, Outcome: abi.Suspended}},
