@@ -3,7 +3,9 @@ package packrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
@@ -96,6 +98,82 @@ func (b consoleBackend) Replay(ctx context.Context, tenant, id string) (*replay.
 
 func (b consoleBackend) Chain(ctx context.Context) (*host.ChainReport, error) {
 	return b.h.VerifyChain(ctx, nil)
+}
+
+// Counts implements console.Backend: one read of the store.
+func (b consoleBackend) Counts(ctx context.Context, tenant string) (*host.TenantCounts, error) {
+	tc, ok := b.h.store.(host.TenantCounter)
+	if !ok {
+		return nil, fmt.Errorf("count tenant rows: store %T does not count them", b.h.store)
+	}
+	return tc.TenantCounts(ctx, tenant)
+}
+
+// Schedules implements console.Backend, as GET /v1/schedules reads them.
+func (b consoleBackend) Schedules(ctx context.Context, tenant string) ([]*host.RecurringSchedule, error) {
+	return b.h.limited.ListSchedules(ctx, tenant)
+}
+
+// WorkflowRecords implements console.Backend, as GET
+// /v1/workflow-records reads them.
+func (b consoleBackend) WorkflowRecords(ctx context.Context, f host.WorkflowRecordFilter) ([]*host.WorkflowRecord, error) {
+	return b.h.limited.ListWorkflowRecords(ctx, f)
+}
+
+// workflowScan bounds how many workflow_transitioned events after a
+// record's creation its page reads to find the record's own.
+const workflowScan = 5000
+
+// WorkflowRecord implements console.Backend: the record as GET
+// /v1/workflow-records/{id} reads it, its definition, and its
+// workflow_transitioned events, found among the tenant's from the
+// record's creation on (the log has no index by record).
+func (b consoleBackend) WorkflowRecord(ctx context.Context, tenant, id string) (*console.WorkflowView, error) {
+	rec, err := b.h.limited.WorkflowRecord(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	v := &console.WorkflowView{Record: rec}
+	if v.Definition, err = b.h.limited.Workflow(ctx, rec.WorkflowType); err != nil && !errors.Is(err, host.ErrNotFound) {
+		return nil, err
+	}
+	f := host.EventFilter{Type: host.EventWorkflowTransitioned, Tenant: storeTenant(rec.Tenant), Since: rec.CreatedAt, Limit: 1000}
+	for read := 0; rec.Transitions > len(v.Transitions); {
+		if read >= workflowScan {
+			v.Partial = true
+			break
+		}
+		evs, err := b.h.store.Events(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range evs {
+			var d struct {
+				WorkflowID string `json:"workflow_id"`
+			}
+			if json.Unmarshal(e.Data, &d) == nil && d.WorkflowID == rec.WorkflowID {
+				v.Transitions = append(v.Transitions, e)
+			}
+		}
+		if len(evs) < f.Limit {
+			break
+		}
+		read += len(evs)
+		f.AfterSeq, f.Since = evs[len(evs)-1].Seq, time.Time{}
+	}
+	return v, nil
+}
+
+func storeTenant(t string) string {
+	if t == "" {
+		return host.DefaultTenant
+	}
+	return t
+}
+
+// Events implements console.Backend, as GET /v1/events reads them.
+func (b consoleBackend) Events(ctx context.Context, f host.EventFilter) ([]*host.Event, error) {
+	return b.h.limited.Events(ctx, f)
 }
 
 var (

@@ -119,6 +119,13 @@ func (s TaskStatus) Terminal() bool {
 	return s == TaskCompleted || s == TaskPermanentFailure || s == TaskOperatorCanceled
 }
 
+// Retriable reports whether Queue.Retry accepts a task in this status
+// (permanent_failure, retryable_failure, blocked): the one rule both
+// stores apply and the console offers its Retry button by.
+func (s TaskStatus) Retriable() bool {
+	return s == TaskPermanentFailure || s == TaskRetryableFailure || s == TaskBlocked
+}
+
 // Valid reports whether s is one of the seven statuses.
 func (s TaskStatus) Valid() bool {
 	switch s {

@@ -191,4 +191,98 @@ func TestConsoleInChromium(t *testing.T) {
 	if lost, doc := text("lost"), text("document"); !strings.Contains(lost, "prev_truth_state") || !strings.Contains(doc, `"type": "query"`) {
 		t.Errorf("as agent-message: lost %q, document:\n%s", lost, doc)
 	}
+	do("back to the messages", chromedp.Navigate(srv.URL+"/console/messages"), chromedp.WaitVisible(chromedp.ID("messages")))
+	if c := text("count-messages"); c != "1" {
+		t.Errorf("messages count %q, want 1", c)
+	}
+	live(t, bctx, do, text, h, srv.URL, task)
+}
+
+// live drives the live console: counts, paging, a task created after the
+// page loaded appearing without a reload, actions only where they can
+// succeed, and the schedules, workflows and events pages.
+func live(t *testing.T, bctx context.Context, do func(string, ...chromedp.Action[chromedp.Void]), text func(string) string,
+	h *packrun.Host, base string, done *host.TaskRecord) {
+	t.Helper()
+	ctx := context.Background()
+	// The message above made no task (nothing subscribes): one task, completed.
+	do("open the tasks", chromedp.Navigate(base+"/console/tasks"), chromedp.WaitVisible(chromedp.ID("tasks")))
+	if all, completed, pending := text("count-all"), text("count-completed"), text("count-pending"); all != "1" || completed != "1" || pending != "0" {
+		t.Fatalf("counts: all %s, completed %s, pending %s", all, completed, pending)
+	}
+	// A task created after the page loaded shows up, with its count,
+	// without the page being loaded again (the marker survives).
+	if _, err := chromedp.Run(bctx, chromedp.Evaluate[int](`window.packrunMarker = 42`)); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := h.Enqueue(ctx, host.TaskIntent{TaskType: "hello.c", Source: "operator", Subject: "greet bob",
+		Payload: json.RawMessage(`{"name":"bob"}`)}, host.EnqueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do("see the new task live", chromedp.WaitVisible(chromedp.CSS(`#tasks a[href="/console/tasks/`+fresh.TaskID+`"]`)))
+	if marker, err := chromedp.Run(bctx, chromedp.Evaluate[int](`window.packrunMarker || 0`)); err != nil || marker != 42 {
+		t.Fatalf("the page was reloaded (marker %d, %v)", marker, err)
+	}
+	if pending, all, note := text("count-pending"), text("count-all"), text("live"); pending != "1" || all != "2" || !strings.HasPrefix(note, "Live: updated") {
+		t.Errorf("after the refresh: pending %s, all %s, note %q", pending, all, note)
+	}
+	// Paging: one task a page, newest first.
+	do("first page", chromedp.Navigate(base+"/console/tasks?limit=1"), chromedp.WaitVisible(chromedp.ID("next")))
+	if l := text("tasks"); !strings.Contains(l, fresh.TaskID) || strings.Contains(l, done.TaskID) {
+		t.Errorf("page 1:\n%s", l)
+	}
+	do("next page", chromedp.Click(chromedp.ID("next")), chromedp.WaitVisible(chromedp.ID("prev")))
+	if l, p := text("tasks"), text("page"); !strings.Contains(l, done.TaskID) || strings.Contains(l, fresh.TaskID) || p != "2" {
+		t.Errorf("page %s:\n%s", p, l)
+	}
+	absent := func(what string, ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if n, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("#`+id+`").length`)); err != nil || n != 0 {
+				t.Errorf("%s: #%s offered (%d, %v)", what, id, n, err)
+			}
+		}
+	}
+	do("open the pending task", chromedp.Navigate(base+"/console/tasks/"+fresh.TaskID), chromedp.WaitVisible(chromedp.ID("cancel")))
+	absent("pending task", "retry", "resume")
+	do("open the completed task", chromedp.Navigate(base+"/console/tasks/"+done.TaskID), chromedp.WaitVisible(chromedp.ID("task-status")))
+	absent("completed task", "cancel", "retry", "resume")
+
+	if _, err := h.Store().CreateSchedule(ctx, host.ScheduleSpec{Name: "hourly-hello", IntervalSeconds: 3600,
+		Task: host.TaskIntent{TaskType: "hello.c", Payload: json.RawMessage(`{"name":"clock"}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	do("open the schedules", chromedp.Navigate(base+"/console/schedules"), chromedp.WaitVisible(chromedp.ID("schedules")))
+	if l := text("schedules"); !strings.Contains(l, "hourly-hello") || !strings.Contains(l, "3600 s") {
+		t.Errorf("schedules:\n%s", l)
+	}
+	rec, _, err := h.Store().StartWorkflow(ctx, host.WorkflowStart{WorkflowType: host.GoalLoop, InstanceKey: "console",
+		Context: json.RawMessage(`{"goal":"show the console"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do("open the workflows", chromedp.Navigate(base+"/console/workflows"), chromedp.WaitVisible(chromedp.ID("workflows")))
+	do("open the record", chromedp.Click(chromedp.CSS(`a[href="/console/workflows/`+rec.WorkflowID+`"]`)), chromedp.WaitVisible(chromedp.ID("definition")))
+	if st, cur, def := text("workflow-status"), text("workflow-current"), text("definition"); st != "active" || cur != rec.CurrentState || !strings.Contains(def, "(current)") {
+		t.Errorf("record: status %q, state %q, definition:\n%s", st, cur, def)
+	}
+	do("open the events", chromedp.Navigate(base+"/console/events"), chromedp.WaitVisible(chromedp.ID("events")))
+	if l := text("events"); !strings.Contains(l, "task_enqueued") || !strings.Contains(l, "workflow_created") {
+		t.Errorf("events:\n%s", l)
+	}
+	do("filter the events", chromedp.SetValue(chromedp.ID("type"), "workflow_created"), chromedp.Submit(chromedp.ID("type")),
+		chromedp.WaitVisible(chromedp.CSS(`#events`)))
+	types, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#events .event-type")).map(e => e.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(types) == 0 {
+		t.Errorf("no workflow_created event listed")
+	}
+	for _, ty := range types {
+		if ty != "workflow_created" {
+			t.Errorf("filtered events list a %s", ty)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
@@ -59,6 +60,33 @@ type Backend interface {
 	Replay(ctx context.Context, tenant, attemptID string) (*replay.Verdict, error)
 	// Chain verifies the whole evidence chain.
 	Chain(ctx context.Context) (*host.ChainReport, error)
+	// Counts counts the tenant's tasks by status, its attempts, its
+	// messages and their deliveries by status.
+	Counts(ctx context.Context, tenant string) (*host.TenantCounts, error)
+	// Schedules lists the tenant's schedules ("": every tenant's, for a
+	// server without authentication, as the API does), by name.
+	Schedules(ctx context.Context, tenant string) ([]*host.RecurringSchedule, error)
+	// WorkflowRecords lists workflow records, newest first (f.Tenant "":
+	// every tenant's, as for Schedules).
+	WorkflowRecords(ctx context.Context, f host.WorkflowRecordFilter) ([]*host.WorkflowRecord, error)
+	// WorkflowRecord returns one of the tenant's workflow records, its
+	// definition and the transitions it made.
+	WorkflowRecord(ctx context.Context, tenant, id string) (*WorkflowView, error)
+	// Events lists runtime events in chain order; f.Tenant "" selects
+	// every tenant's and the host's own (the operator scope's view).
+	Events(ctx context.Context, f host.EventFilter) ([]*host.Event, error)
+}
+
+// WorkflowView is one workflow record as its page shows it.
+type WorkflowView struct {
+	Record *host.WorkflowRecord
+	// Definition is the record's workflow definition (nil when it was
+	// removed).
+	Definition *host.WorkflowDefinition
+	// Transitions are the record's workflow_transitioned events, oldest
+	// first; Partial says the search for them stopped at its bound.
+	Transitions []*host.Event
+	Partial     bool
 }
 
 // TaskRetrier is a Backend that can retry a task: the console shows a
@@ -85,13 +113,19 @@ type Config struct {
 	// Log receives one line per request that failed with a 5xx, with the
 	// error the operator does not see; may be nil.
 	Log func(msg string, kv ...any)
-	// Limiter bounds each token's requests (a page, a button, a login):
-	// over it, 429 with Retry-After. Hand it the API's, so that a token has
-	// one budget on both surfaces. Nil: no limit.
+	// Limiter bounds each token's requests (a page, a button, a login, a
+	// live refresh): over it, 429 with Retry-After. Hand it the API's, so
+	// that a token has one budget on both surfaces. Nil: no limit.
 	Limiter *auth.Limiter
+	// Refresh is how often a list page's script polls it for its live
+	// parts: 0 is DefaultRefresh, negative never.
+	Refresh time.Duration
 }
 
-//go:embed templates/*.html static/console.css
+// DefaultRefresh is how often a page refreshes its live parts.
+const DefaultRefresh = 3 * time.Second
+
+//go:embed templates/*.html static/console.css static/live.js
 var files embed.FS
 
 type server struct {
@@ -108,6 +142,9 @@ type server struct {
 func New(cfg Config) http.Handler {
 	if cfg.Log == nil {
 		cfg.Log = func(string, ...any) {}
+	}
+	if cfg.Refresh == 0 {
+		cfg.Refresh = DefaultRefresh
 	}
 	s := &server{cfg: cfg, pages: parsePages()}
 	s.retrier, _ = cfg.Backend.(TaskRetrier)
@@ -129,6 +166,10 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("GET "+Prefix+"attempts/{id}", s.authed(auth.ScopeEvidenceRead, s.attempt))
 	mux.HandleFunc("POST "+Prefix+"attempts/{id}/replay", s.authed(auth.ScopeEvidenceRead, s.replay))
 	mux.HandleFunc("GET "+Prefix+"chain", s.authed(auth.ScopeEvidenceRead, s.chain))
+	mux.HandleFunc("GET "+Prefix+"events", s.authed(auth.ScopeEvidenceRead, s.events))
+	mux.HandleFunc("GET "+Prefix+"schedules", s.authed(auth.ScopeTasksRead, s.schedules))
+	mux.HandleFunc("GET "+Prefix+"workflows", s.authed(auth.ScopeTasksRead, s.workflows))
+	mux.HandleFunc("GET "+Prefix+"workflows/{id}", s.authed(auth.ScopeTasksRead, s.workflow))
 	if s.messages != nil {
 		mux.HandleFunc("GET "+Prefix+"messages", s.authed(auth.ScopeMessagesRead, s.messageList))
 		mux.HandleFunc("GET "+Prefix+"messages/{id}", s.authed(auth.ScopeMessagesRead, s.message))
@@ -139,7 +180,8 @@ func New(cfg Config) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		// No script, no frame, no form posting elsewhere.
-		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		// Scripts and fetches: the console's own only (static/live.js).
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "same-origin")

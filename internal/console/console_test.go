@@ -28,6 +28,76 @@ type fakeBackend struct {
 	attempts map[string][]*host.Attempt
 	tenants  []string // every tenant argument, in order
 	canceled []string
+	// schedules, records and events are every tenant's (each names its
+	// own).
+	schedules []*host.RecurringSchedule
+	records   []*host.WorkflowRecord
+	events    []*host.Event
+	eventAsks []host.EventFilter
+}
+
+func (b *fakeBackend) Counts(ctx context.Context, tenant string) (*host.TenantCounts, error) {
+	b.saw(tenant)
+	c := &host.TenantCounts{Tasks: map[host.TaskStatus]int{}, Attempts: len(b.attempts[tenant]), Deliveries: map[host.DeliveryStatus]int{}}
+	for _, t := range b.tasks[tenant] {
+		c.Tasks[t.Status]++
+	}
+	return c, nil
+}
+
+func (b *fakeBackend) Schedules(ctx context.Context, tenant string) ([]*host.RecurringSchedule, error) {
+	b.saw(tenant)
+	var out []*host.RecurringSchedule
+	for _, sc := range b.schedules {
+		if tenant == "" || sc.Tenant == tenant {
+			out = append(out, sc)
+		}
+	}
+	return out, nil
+}
+
+func (b *fakeBackend) WorkflowRecords(ctx context.Context, f host.WorkflowRecordFilter) ([]*host.WorkflowRecord, error) {
+	b.saw(f.Tenant)
+	var out []*host.WorkflowRecord
+	for _, r := range b.records {
+		if (f.Tenant == "" || r.Tenant == f.Tenant) && (f.WorkflowType == "" || r.WorkflowType == f.WorkflowType) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func (b *fakeBackend) WorkflowRecord(ctx context.Context, tenant, id string) (*WorkflowView, error) {
+	b.saw(tenant)
+	for _, r := range b.records {
+		if r.WorkflowID == id && r.Tenant == tenant {
+			return &WorkflowView{Record: r, Definition: &host.WorkflowDefinition{WorkflowType: r.WorkflowType, InitialState: "plan",
+				States: []host.WorkflowState{{StateID: "plan", Transitions: []host.WorkflowTransition{{Signal: "planned", NextState: "act"}}}, {StateID: "act"}}},
+				Transitions: []*host.Event{{Seq: 9, Type: host.EventWorkflowTransitioned, TaskID: "task-acme-2",
+					Data: json.RawMessage(`{"workflow_id":"` + id + `","signal":"planned","from_state":"plan","to_state":"act"}`)}}}, nil
+		}
+	}
+	return nil, host.Errorf("workflow record", id, host.ErrNotFound, "no such record")
+}
+
+func (b *fakeBackend) Events(ctx context.Context, f host.EventFilter) ([]*host.Event, error) {
+	b.mu.Lock()
+	b.eventAsks = append(b.eventAsks, f)
+	b.mu.Unlock()
+	var out []*host.Event
+	for _, e := range b.events {
+		var d struct {
+			Tenant string `json:"tenant"`
+		}
+		_ = json.Unmarshal(e.Data, &d)
+		if e.Seq > f.AfterSeq && (f.Tenant == "" || d.Tenant == f.Tenant) && (f.Type == "" || e.Type == f.Type) {
+			out = append(out, e)
+		}
+	}
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	return out, nil
 }
 
 func (b *fakeBackend) saw(tenant string) {
@@ -128,16 +198,35 @@ func newFake() *fakeBackend {
 		return &host.TaskRecord{TaskID: id, TaskType: "hello.c", Subject: subject, Status: st, MaxAttempts: 3,
 			Payload: json.RawMessage(`{"name":"x"}`), CreatedAt: now, UpdatedAt: now}
 	}
+	// task-acme-3 is blocked: its one attempt suspended.
+	blocked := task("task-acme-3", "acme waits", host.TaskBlocked)
+	blocked.AttemptCount = 1
 	return &fakeBackend{
 		tasks: map[string][]*host.TaskRecord{
-			"acme":  {task("task-acme-1", "acme's <b>subject</b>", host.TaskPending), task("task-acme-2", "acme done", host.TaskCompleted)},
+			"acme": {task("task-acme-1", "acme's <b>subject</b>", host.TaskPending), task("task-acme-2", "acme done", host.TaskCompleted),
+				blocked, task("task-acme-4", "acme failed", host.TaskPermanentFailure)},
 			"other": {task("task-other-1", "other's secret", host.TaskPending)},
 		},
 		attempts: map[string][]*host.Attempt{
-			"acme": {{AttemptID: "att-acme-1", TaskID: "task-acme-2", Tenant: "acme", Outcome: abi.Completed,
+			"acme": {{AttemptID: "att-acme-1", TaskID: "task-acme-2", Tenant: "acme", Outcome: abi.Completed, EventSeq: 5,
 				Input: json.RawMessage(`{"name":"x"}`), Output: json.RawMessage(`{"greeting":"Hello, <x>!"}`),
-				Trace: json.RawMessage(`[{"fn":"log","args":[1]}]`), Events: json.RawMessage(`[{"type":"cap.breached"}]`)}},
+				Trace: json.RawMessage(`[{"fn":"log","args":[1]}]`), Events: json.RawMessage(`[{"type":"cap.breached"}]`)},
+				{AttemptID: "att-acme-3", TaskID: "task-acme-3", Tenant: "acme", Attempt: 1, Outcome: abi.Suspended}},
 			"other": {{AttemptID: "att-other-1", TaskID: "task-other-1", Tenant: "other", Outcome: abi.Completed}},
+		},
+		schedules: []*host.RecurringSchedule{
+			{ScheduleID: "s1", Name: "acme-nightly", Enabled: true, IntervalSeconds: 60, Task: host.TaskIntent{TaskType: "hello.c"}, Tenant: "acme", NextRunAt: now},
+			{ScheduleID: "s2", Name: "other-secret-schedule", IntervalSeconds: 60, Task: host.TaskIntent{TaskType: "hello.c"}, Tenant: "other", NextRunAt: now},
+		},
+		records: []*host.WorkflowRecord{
+			{WorkflowID: "wf-acme-1", WorkflowType: "goal_loop", InstanceKey: "k1", CurrentState: "act", Status: host.WorkflowActive, Tenant: "acme", Transitions: 1, Context: json.RawMessage(`{"goal":"x"}`)},
+			{WorkflowID: "wf-other-1", WorkflowType: "goal_loop", InstanceKey: "secret-key", CurrentState: "plan", Status: host.WorkflowActive, Tenant: "other"},
+		},
+		events: []*host.Event{
+			{Seq: 1, Type: "task_enqueued", TaskID: "task-acme-1", Data: json.RawMessage(`{"tenant":"acme"}`)},
+			{Seq: 2, Type: "task_enqueued", TaskID: "task-other-1", Data: json.RawMessage(`{"tenant":"other","note":"other-secret-event"}`)},
+			{Seq: 3, Type: "dispatch_idle", Data: json.RawMessage(`{"note":"host-event"}`)},
+			{Seq: 4, Type: "task_finished", TaskID: "task-acme-2", Data: json.RawMessage(`{"tenant":"acme"}`)},
 		},
 	}
 }
@@ -149,6 +238,8 @@ var tokens = map[string]*auth.Principal{
 	"tok-invoke":   {TokenID: "invoke", Tenant: "acme", Scopes: []auth.Scope{auth.ScopeInvoke}},
 	"tok-other":    {TokenID: "oth", Tenant: "other", Scopes: []auth.Scope{auth.ScopeAdmin}},
 	"tok-evidence": {TokenID: "ev", Tenant: "acme", Scopes: []auth.Scope{auth.ScopeEvidenceRead}},
+	"tok-operator": {TokenID: "op", Tenant: "acme", Scopes: []auth.Scope{auth.ScopeEvidenceRead, auth.ScopeOperator}},
+	"tok-write":    {TokenID: "write", Tenant: "acme", Scopes: []auth.Scope{auth.ScopeTasksRead, auth.ScopeTasksWrite}},
 }
 
 func authenticate(ctx context.Context, token string) (*auth.Principal, error) {
@@ -420,7 +511,9 @@ func TestPages(t *testing.T) {
 			[]string{"acme&#39;s &lt;b&gt;subject&lt;/b&gt;"}, []string{"<b>subject"}},
 		{"tasks filtered", req{path: "/console/tasks?status=completed", token: "tok-all"}, []string{"task-acme-2"}, []string{"task-acme-1"}},
 		{"task with write scope", req{path: "/console/tasks/task-acme-1", token: "tok-all"},
-			[]string{`id="cancel"`, `id="retry"`, `name="csrf" value="` + csrf("tok-all") + `"`}, []string{`id="resume"`}},
+			[]string{`id="cancel"`, `name="csrf" value="` + csrf("tok-all") + `"`}, []string{`id="resume"`, `id="retry"`}},
+		{"failed task with write scope", req{path: "/console/tasks/task-acme-4", token: "tok-all"},
+			[]string{`id="retry"`}, []string{`id="resume"`, `id="cancel"`}},
 		{"task read-only", req{path: "/console/tasks/task-acme-1", token: "tok-read"}, []string{"evidence:read"}, []string{`id="cancel"`, `id="retry"`}},
 		{"completed task lists its attempt", req{path: "/console/tasks/task-acme-2", token: "tok-all"}, []string{"att-acme-1"}, []string{`id="cancel"`}},
 		{"attempt", req{path: "/console/attempts/att-acme-1", token: "tok-evidence"},

@@ -30,7 +30,7 @@ var messageFormats = []string{"agent-envelope", "agent-message", "bus-envelope"}
 
 func (s *server) messageList(w http.ResponseWriter, r *http.Request, ss *session) {
 	q := r.URL.Query()
-	mq := host.MessageQuery{Topic: q.Get("topic"), From: q.Get("from"), ReplyTo: q.Get("reply_to")}
+	mq := host.MessageQuery{Topic: q.Get("topic"), From: q.Get("from"), ReplyTo: q.Get("reply_to"), Dead: q.Get("dead") != ""}
 	n, err := limit(r)
 	if err != nil {
 		s.fail(w, r, ss, http.StatusBadRequest, err.Error())
@@ -48,7 +48,12 @@ func (s *server) messageList(w http.ResponseWriter, r *http.Request, ss *session
 		s.failErr(w, r, ss, "list messages", err)
 		return
 	}
-	s.render(w, r, http.StatusOK, "messages", ss, map[string]any{"Messages": page.Messages, "Next": page.Next, "Filter": mq})
+	c, ok := s.counts(w, r, ss)
+	if !ok {
+		return
+	}
+	s.render(w, r, http.StatusOK, "messages", ss, map[string]any{"Messages": page.Messages, "Next": page.Next, "Filter": mq,
+		"Total": c.Messages, "Deliveries": c.Deliveries, "Live": true})
 }
 
 func (s *server) message(w http.ResponseWriter, r *http.Request, ss *session) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
 )
@@ -36,6 +37,13 @@ var funcs = template.FuncMap{
 		}
 		return ""
 	},
+	"transition": transition,
+	"flag": func(b bool) string {
+		if b {
+			return "1"
+		}
+		return ""
+	},
 	"short": func(s string) string {
 		if len(s) > 16 {
 			return s[:16] + "…"
@@ -57,7 +65,8 @@ var funcs = template.FuncMap{
 
 // pageNames are the templates/<name>.html bodies, each rendered inside
 // templates/layout.html.
-var pageNames = []string{"login", "error", "packs", "tasks", "task", "attempts", "attempt", "chain", "messages", "message"}
+var pageNames = []string{"login", "error", "packs", "tasks", "task", "attempts", "attempt", "chain", "messages", "message",
+	"events", "schedules", "workflows", "workflow"}
 
 func parsePages() map[string]*page {
 	out := make(map[string]*page, len(pageNames))
@@ -98,7 +107,10 @@ type view struct {
 	// Messages: the console has the Messages pages (its Backend is a
 	// MessageReader).
 	Messages bool
-	Data     map[string]any
+	// Refresh is how often, in milliseconds, static/live.js polls the
+	// page for its live parts (data-live); 0: the page is not live.
+	Refresh int64
+	Data    map[string]any
 }
 
 func (v view) Can(scope string) bool { return v.Principal.Has(auth.Scope(scope)) }
@@ -107,6 +119,9 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, name
 	v := view{Page: name, Data: data, Messages: s.messages != nil}
 	if ss != nil {
 		v.Principal, v.CSRF = ss.p, ss.formToken()
+	}
+	if live, _ := data["Live"].(bool); live && s.cfg.Refresh > 0 && status == http.StatusOK {
+		v.Refresh = s.cfg.Refresh.Milliseconds()
 	}
 	var b bytes.Buffer
 	if err := s.pages[name].t.Execute(&b, v); err != nil {
@@ -151,18 +166,47 @@ func (s *server) tasks(w http.ResponseWriter, r *http.Request, ss *session) {
 		s.fail(w, r, ss, http.StatusBadRequest, fmt.Sprintf("status %q is not a task status.", host.ShortName(string(f.Status))))
 		return
 	}
-	n, err := limit(r)
-	if err != nil {
-		s.fail(w, r, ss, http.StatusBadRequest, err.Error())
+	if id := strings.TrimSpace(q.Get("id")); id != "" {
+		http.Redirect(w, r, Prefix+"tasks/"+url.PathEscape(id), http.StatusSeeOther)
 		return
 	}
-	f.Limit = n
+	n, err := limit(r)
+	if err != nil {
+		s.fail(w, r, ss, http.StatusBadRequest, err.Error()+".")
+		return
+	}
+	pg, err := pageParam(r, n)
+	if err != nil {
+		s.fail(w, r, ss, http.StatusBadRequest, err.Error()+".")
+		return
+	}
+	// The stores list the newest tasks first from the top: a page is
+	// the window after the pages before it, and one more task says
+	// whether a next page exists.
+	skip := (pg - 1) * n
+	f.Limit = skip + n + 1
 	ts, err := s.cfg.Backend.Tasks(r.Context(), ss.p.Tenant, f)
 	if err != nil {
 		s.failErr(w, r, ss, "list tasks", err)
 		return
 	}
-	s.render(w, r, http.StatusOK, "tasks", ss, map[string]any{"Tasks": ts, "Filter": f, "Statuses": statuses})
+	c, ok := s.counts(w, r, ss)
+	if !ok {
+		return
+	}
+	f.Limit = n
+	data := map[string]any{"Filter": f, "Statuses": statuses, "Page": pg, "Live": true}
+	data["Counts"], data["Total"] = taskCounts(c)
+	ts = ts[min(skip, len(ts)):]
+	if len(ts) > n {
+		ts = ts[:n]
+		data["Next"] = href(Prefix+"tasks", "status", string(f.Status), "task_type", f.TaskType, "limit", strconv.Itoa(n), "page", strconv.Itoa(pg+1))
+	}
+	if pg > 1 {
+		data["Prev"] = href(Prefix+"tasks", "status", string(f.Status), "task_type", f.TaskType, "limit", strconv.Itoa(n), "page", strconv.Itoa(pg-1))
+	}
+	data["Tasks"] = ts
+	s.render(w, r, http.StatusOK, "tasks", ss, data)
 }
 
 func (s *server) task(w http.ResponseWriter, r *http.Request, ss *session) {
@@ -172,20 +216,39 @@ func (s *server) task(w http.ResponseWriter, r *http.Request, ss *session) {
 		s.failErr(w, r, ss, "task "+host.ShortName(id), err)
 		return
 	}
-	data := map[string]any{"Task": t, "Payload": pretty(t.Payload), "Retry": s.retrier != nil, "Resume": s.resumer != nil,
-		"Message": r.URL.Query().Get("done")}
+	// Each action is offered only where the store would take it: cancel
+	// a task that is not finished (nor asked to be already), retry one
+	// host.TaskStatus.Retriable, resume a blocked one whose last attempt
+	// suspended.
+	data := map[string]any{"Task": t, "Payload": pretty(t.Payload), "Message": r.URL.Query().Get("done"), "Live": true,
+		"Cancel": !t.Status.Terminal() && !t.CancelRequested,
+		"Retry":  s.retrier != nil && t.Status.Retriable()}
 	if t.Outcome != nil {
 		data["Outcome"] = prettyValue(t.Outcome)
 	}
-	if ss.p.Has(auth.ScopeEvidenceRead) {
+	if ss.p.Has(auth.ScopeEvidenceRead) || s.resumer != nil && t.Status == host.TaskBlocked {
 		as, err := s.cfg.Backend.Attempts(r.Context(), ss.p.Tenant, host.AttemptFilter{TaskID: t.TaskID, Limit: 100})
 		if err != nil {
 			s.failErr(w, r, ss, "attempts of task "+host.ShortName(id), err)
 			return
 		}
-		data["Attempts"] = as
+		if ss.p.Has(auth.ScopeEvidenceRead) {
+			data["Attempts"] = as
+		}
+		data["Resume"] = s.resumer != nil && t.Status == host.TaskBlocked && lastSuspended(t, as)
 	}
 	s.render(w, r, http.StatusOK, "task", ss, data)
+}
+
+// lastSuspended reports whether t's latest attempt (as, newest first)
+// suspended: what Queue.Resume asks of a blocked task.
+func lastSuspended(t *host.TaskRecord, as []*host.Attempt) bool {
+	for _, a := range as {
+		if a.Attempt == t.AttemptCount {
+			return a.Outcome == abi.Suspended
+		}
+	}
+	return false
 }
 
 func (s *server) taskAction(w http.ResponseWriter, r *http.Request, ss *session) {
@@ -224,19 +287,41 @@ func (s *server) taskAction(w http.ResponseWriter, r *http.Request, ss *session)
 
 func (s *server) attempts(w http.ResponseWriter, r *http.Request, ss *session) {
 	q := r.URL.Query()
-	f := host.AttemptFilter{TaskID: q.Get("task_id"), Pack: q.Get("pack")}
-	n, err := limit(r)
-	if err != nil {
-		s.fail(w, r, ss, http.StatusBadRequest, err.Error())
+	f := host.AttemptFilter{TaskID: q.Get("task_id"), Pack: q.Get("pack"), TaskType: q.Get("task_type")}
+	if id := strings.TrimSpace(q.Get("id")); id != "" {
+		http.Redirect(w, r, Prefix+"attempts/"+url.PathEscape(id), http.StatusSeeOther)
 		return
 	}
-	f.Limit = n
+	n, err := limit(r)
+	if err != nil {
+		s.fail(w, r, ss, http.StatusBadRequest, err.Error()+".")
+		return
+	}
+	if f.BeforeSeq, err = seqParam(r, "before", "an attempt cursor (the event seq of the last attempt seen)"); err != nil {
+		s.fail(w, r, ss, http.StatusBadRequest, err.Error()+".")
+		return
+	}
+	// Keyset paging on the attempts' event seq (newest first): one more
+	// attempt says whether a next page exists.
+	f.Limit = n + 1
 	as, err := s.cfg.Backend.Attempts(r.Context(), ss.p.Tenant, f)
 	if err != nil {
 		s.failErr(w, r, ss, "list attempts", err)
 		return
 	}
-	s.render(w, r, http.StatusOK, "attempts", ss, map[string]any{"Attempts": as, "Filter": f})
+	c, ok := s.counts(w, r, ss)
+	if !ok {
+		return
+	}
+	f.Limit = n
+	data := map[string]any{"Filter": f, "Total": c.Attempts, "Live": f.BeforeSeq == 0}
+	if len(as) > n {
+		as = as[:n]
+		data["Next"] = href(Prefix+"attempts", "task_id", f.TaskID, "pack", f.Pack, "task_type", f.TaskType, "limit", strconv.Itoa(n),
+			"before", strconv.FormatInt(as[n-1].EventSeq, 10))
+	}
+	data["Attempts"] = as
+	s.render(w, r, http.StatusOK, "attempts", ss, data)
 }
 
 // fieldLabels name an attempt's JSON fields for people.
@@ -312,4 +397,17 @@ func (s *server) chain(w http.ResponseWriter, r *http.Request, ss *session) {
 		data["Broken"] = prettyValue(rep.Broken)
 	}
 	s.render(w, r, http.StatusOK, "chain", ss, data)
+}
+
+// transitionData is what a workflow_transitioned event's data says.
+type transitionData struct {
+	Signal    string `json:"signal"`
+	FromState string `json:"from_state"`
+	ToState   string `json:"to_state"`
+}
+
+func transition(raw json.RawMessage) transitionData {
+	var d transitionData
+	_ = json.Unmarshal(raw, &d) // what does not decode shows as empty cells
+	return d
 }

@@ -34,20 +34,20 @@ func (b *resumeBackend) ResumeTask(ctx context.Context, tenant, id string, value
 func TestResumeForm(t *testing.T) {
 	b := &resumeBackend{fakeBackend: newFake()}
 	srv := newServer(t, b)
-	_, body := do(t, srv, req{path: "/console/tasks/task-acme-1", token: "tok-all"})
+	_, body := do(t, srv, req{path: "/console/tasks/task-acme-3", token: "tok-all"})
 	for _, s := range []string{`id="resume"`, `name="value"`} {
 		if !strings.Contains(body, s) {
 			t.Fatalf("task page lacks %q", s)
 		}
 	}
 	for _, v := range []string{"", ` {"approved":true} `} {
-		resp, body := do(t, srv, req{method: "POST", path: "/console/tasks/task-acme-1/resume", token: "tok-all",
+		resp, body := do(t, srv, req{method: "POST", path: "/console/tasks/task-acme-3/resume", token: "tok-all",
 			form: url.Values{"csrf": {csrf("tok-all")}, "value": {v}}})
 		if resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("resume %q: %d %s", v, resp.StatusCode, body)
 		}
 	}
-	resp, _ := do(t, srv, req{method: "POST", path: "/console/tasks/task-acme-1/resume", token: "tok-all",
+	resp, _ := do(t, srv, req{method: "POST", path: "/console/tasks/task-acme-3/resume", token: "tok-all",
 		form: url.Values{"csrf": {csrf("tok-all")}, "value": {"{"}}})
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a value that is not JSON: %d", resp.StatusCode)

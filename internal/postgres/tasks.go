@@ -184,3 +184,17 @@ func (s *Store) TenantUsage(ctx context.Context) (map[string]host.TenantUsage, e
 	out, err := storecore.ScanUsage(rows)
 	return out, host.Wrap(op, "", err)
 }
+
+var _ host.TenantCounter = (*Store)(nil)
+
+// TenantCounts implements host.TenantCounter.
+func (s *Store) TenantCounts(ctx context.Context, tenant string) (*host.TenantCounts, error) {
+	const op = "count tenant rows"
+	rows, err := s.pool.Query(ctx, storecore.TenantCountsQuery("$1"), storecore.TenantOr(tenant))
+	if err != nil {
+		return nil, host.Wrap(op, tenant, err)
+	}
+	defer rows.Close()
+	out, err := storecore.ScanTenantCounts(rows)
+	return out, host.Wrap(op, tenant, err)
+}

@@ -41,9 +41,7 @@ func (s *Store) Resume(ctx context.Context, taskID string, value json.RawMessage
 func (s *Store) Retry(ctx context.Context, taskID string, by string) (*host.TaskRecord, error) {
 	const op = "retry"
 	return s.requeue(ctx, op, taskID, func(tx *wtx, t *host.TaskRecord) (*evData, error) {
-		switch t.Status {
-		case host.TaskPermanentFailure, host.TaskRetryableFailure, host.TaskBlocked:
-		default:
+		if !t.Status.Retriable() {
 			return nil, host.Errorf(op, taskID, host.ErrConflict, "task is %s; only a permanent_failure, retryable_failure or blocked task can be retried", t.Status)
 		}
 		return (&evData{}).str("by", by).str("from", string(t.Status)).int("max_attempts", int64(t.MaxAttempts)), nil

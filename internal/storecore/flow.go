@@ -482,3 +482,37 @@ func AddUsage(m map[string]host.TenantUsage, kind, tenant string, n int) {
 	}
 	m[tenant] = u
 }
+
+// TenantCountsQuery counts one tenant's rows by status in one read
+// (host.TenantCounter): rows of (kind, status, count), kind one of t
+// (tasks by status), a (attempts), m (messages) and d (deliveries by
+// status); p is the driver's placeholder for the tenant ("?1", "$1").
+func TenantCountsQuery(p string) string {
+	return `SELECT 't', status, count(*) FROM tasks WHERE tenant = ` + p + ` GROUP BY status
+UNION ALL SELECT 'a', '', count(*) FROM attempt_records WHERE tenant = ` + p + `
+UNION ALL SELECT 'm', '', count(*) FROM messages WHERE tenant = ` + p + `
+UNION ALL SELECT 'd', status, count(*) FROM message_deliveries WHERE tenant = ` + p + ` GROUP BY status`
+}
+
+// ScanTenantCounts reads the rows of TenantCountsQuery.
+func ScanTenantCounts(rows UsageRows) (*host.TenantCounts, error) {
+	out := &host.TenantCounts{Tasks: map[host.TaskStatus]int{}, Deliveries: map[host.DeliveryStatus]int{}}
+	for rows.Next() {
+		var kind, status string
+		var n int
+		if err := rows.Scan(&kind, &status, &n); err != nil {
+			return nil, err
+		}
+		switch kind {
+		case "t":
+			out.Tasks[host.TaskStatus(status)] = n
+		case "a":
+			out.Attempts = n
+		case "m":
+			out.Messages = n
+		case "d":
+			out.Deliveries[host.DeliveryStatus(status)] = n
+		}
+	}
+	return out, rows.Err()
+}

@@ -41,6 +41,7 @@ func Queue(t *testing.T, open Opener) {
 		{"Retry", queueRetry},
 		{"ReclaimRunning", queueReclaimRunning},
 		{"ListAndCount", queueListAndCount},
+		{"TenantCounts", queueTenantCounts},
 		{"ConcurrentClaims", queueConcurrentClaims},
 	})
 }
