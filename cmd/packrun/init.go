@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -417,31 +418,7 @@ print the path of DIR/dist/<name>-<version>.pack.`,
 		Example: "  packrun build hello && packrun sign hello/dist/local.hello-0.1.0.pack --key acme.key",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir := args[0]
-			for _, f := range []string{"build.sh", packs.ManifestName} {
-				if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || !fi.Mode().IsRegular() {
-					return usageError("%s has no %s (packrun init creates a project)", dir, f)
-				}
-			}
-			bash, err := exec.LookPath("bash")
-			if err != nil {
-				return fmt.Errorf("build: bash not found: %w", err)
-			}
-			a.log.Info("running build.sh", "dir", dir)
-			run := exec.CommandContext(cmd.Context(), bash, "build.sh")
-			run.Dir = dir
-			run.Stdout, run.Stderr = a.stderr, a.stderr
-			if err := run.Run(); err != nil {
-				var ee *exec.ExitError
-				if errors.As(err, &ee) && ee.ExitCode() >= 0 {
-					return fmt.Errorf("build: %s failed with exit status %d", filepath.Join(dir, "build.sh"), ee.ExitCode())
-				}
-				return fmt.Errorf("build: %s failed: %v", filepath.Join(dir, "build.sh"), err)
-			}
-			if err := a.updateModuleDigests(dir); err != nil {
-				return err
-			}
-			out, err := writePack(dir)
+			out, err := a.buildProject(cmd.Context(), args[0], a.stderr)
 			if err != nil {
 				return err
 			}
@@ -449,6 +426,50 @@ print the path of DIR/dist/<name>-<version>.pack.`,
 			return nil
 		},
 	}
+}
+
+// buildProject runs dir/build.sh (its output goes to buildOut), records the
+// modules' sha256 in pack.json and packs dir/dist/<name>-<version>.pack,
+// whose path it returns. A failing build.sh is an *buildError.
+func (a *app) buildProject(ctx context.Context, dir string, buildOut io.Writer) (string, error) {
+	if err := checkProjectDir(dir); err != nil {
+		return "", err
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return "", fmt.Errorf("build: bash not found: %w", err)
+	}
+	a.log.Info("running build.sh", "dir", dir)
+	run := exec.CommandContext(ctx, bash, "build.sh")
+	run.Dir = dir
+	run.Stdout, run.Stderr = buildOut, buildOut
+	if err := run.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() >= 0 {
+			return "", &buildError{fmt.Errorf("build: %s failed with exit status %d", filepath.Join(dir, "build.sh"), ee.ExitCode())}
+		}
+		return "", &buildError{fmt.Errorf("build: %s failed: %v", filepath.Join(dir, "build.sh"), err)}
+	}
+	if err := a.updateModuleDigests(dir); err != nil {
+		return "", err
+	}
+	return writePack(dir)
+}
+
+// buildError is a project's build.sh failing.
+type buildError struct{ err error }
+
+func (e *buildError) Error() string { return e.err.Error() }
+func (e *buildError) Unwrap() error { return e.err }
+
+// checkProjectDir refuses a directory that is not a pack project.
+func checkProjectDir(dir string) error {
+	for _, f := range []string{"build.sh", packs.ManifestName} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || !fi.Mode().IsRegular() {
+			return usageError("%s has no %s (packrun init creates a project)", dir, f)
+		}
+	}
+	return nil
 }
 
 // writePack packs dir into dir/dist/<name>-<version>.pack and returns the path.
