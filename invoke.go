@@ -1,6 +1,7 @@
 package packrun
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,6 +52,10 @@ type InvokeRequest struct {
 type Invocation struct {
 	Attempt *host.Attempt
 	Result  *runtime.Result
+	// Local is the pack project directory run unsigned from its sources
+	// (a directory with a pack.json, or a module its pack.json lists): not
+	// verified and not installed. "" otherwise.
+	Local string
 }
 
 // check validates what can be checked before anything runs.
@@ -106,6 +111,16 @@ func (req *InvokeRequest) dispatch(pack string) dispatch.InvokeRequest {
 // not run (a bad request, a module refused at load, an unknown pack or
 // node, the store failing).
 func (h *Host) Invoke(ctx context.Context, target string, req InvokeRequest) (*Invocation, error) {
+	dir, local, err := localProject(target)
+	if err != nil {
+		return nil, err
+	}
+	if local {
+		if err := req.check(); err != nil {
+			return nil, err
+		}
+		return h.invokeProject(ctx, dir, req)
+	}
 	kind, err := targetKind(target)
 	if err != nil {
 		return nil, err
@@ -157,6 +172,63 @@ func targetKind(target string) (targetKindT, error) {
 	return targetInstalled, nil
 }
 
+// localProject tells whether target names a pack project to run unsigned
+// from its sources, and its directory: a directory holding a pack.json, or
+// a module file that the pack.json beside it lists and whose manifest grants
+// services (run as a bare module it would be granted nothing, so a scaffold's
+// node.wasm failed access_denied). Other modules stay bare modules.
+func localProject(target string) (string, bool, error) {
+	if strings.HasSuffix(target, ".pack") || strings.HasSuffix(target, ".tgz") {
+		return "", false, nil
+	}
+	fi, err := os.Stat(target)
+	if err != nil {
+		return "", false, nil // targetKind reports it
+	}
+	if fi.IsDir() {
+		_, err := os.Stat(filepath.Join(target, packs.ManifestName))
+		return target, err == nil, nil
+	}
+	dir := filepath.Dir(target)
+	b, err := ReadFile(filepath.Join(dir, packs.ManifestName), packs.DefaultLimits().ManifestBytes)
+	if err != nil {
+		return "", false, nil // no readable pack.json beside it: a bare module
+	}
+	m, err := packs.DecodeManifest(b)
+	if err != nil || len(m.Grants.Services) == 0 {
+		return "", false, nil
+	}
+	for _, mod := range m.Runtime.Modules {
+		if filepath.Clean(filepath.Join(dir, filepath.FromSlash(mod.Path))) == filepath.Clean(target) {
+			return dir, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// invokeProject packs the project in dir in memory, unsigned, and runs one
+// node of it with the manifest's grants and limits (Invocation.Local says
+// so). A module that does not match pack.json is refused with what to run.
+func (h *Host) invokeProject(ctx context.Context, dir string, req InvokeRequest) (*Invocation, error) {
+	src, err := packs.Collect(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w (build the project first: packrun build %s)", err, dir)
+	}
+	var buf bytes.Buffer
+	if _, err := src.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	arch, err := packs.Read(bytes.NewReader(buf.Bytes()), packs.DefaultLimits())
+	if err != nil {
+		return nil, err
+	}
+	inv, err := h.invokeArchive(ctx, arch, req)
+	if inv != nil {
+		inv.Local = dir
+	}
+	return inv, err
+}
+
 // InvokePack runs one node of the installed pack ref names (NAME,
 // NAME@VERSION or NAME@RANGE) and records the attempt.
 func (h *Host) InvokePack(ctx context.Context, ref string, req InvokeRequest) (*Invocation, error) {
@@ -175,7 +247,7 @@ func (h *Host) invokePack(ctx context.Context, ref string, req InvokeRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	return &Invocation{att, res}, nil
+	return &Invocation{Attempt: att, Result: res}, nil
 }
 
 // InvokeArchive runs one node of a pack archive (one the caller verified:
@@ -196,7 +268,7 @@ func (h *Host) invokeArchive(ctx context.Context, arch *packs.Archive, req Invok
 	if err != nil {
 		return nil, err
 	}
-	return &Invocation{att, res}, nil
+	return &Invocation{Attempt: att, Result: res}, nil
 }
 
 // InvokeModule runs one node of a bare module (no pack: nothing is
@@ -228,7 +300,7 @@ func (h *Host) invokeModule(ctx context.Context, wasm []byte, name string, req I
 	if err != nil {
 		return nil, err
 	}
-	return &Invocation{att, res}, nil
+	return &Invocation{Attempt: att, Result: res}, nil
 }
 
 // modules keeps the bytes of bare modules invoked, by digest, so their

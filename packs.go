@@ -125,7 +125,17 @@ func VerifyFile(ctx context.Context, path string, f PackFiles) (*registry.Verdic
 	if err != nil {
 		return nil, nil, err
 	}
-	return registry.VerifyRequest(ctx, policy, s, registry.VerifyOptions{AllowUnsignedUnsafe: f.AllowUnsignedUnsafe})
+	v, arch, err := registry.VerifyRequest(ctx, policy, s, registry.VerifyOptions{AllowUnsignedUnsafe: f.AllowUnsignedUnsafe})
+	return v, arch, signAgainHint(err, path)
+}
+
+// signAgainHint adds what to run to the refusal of a pack file rebuilt
+// after it was signed.
+func signAgainHint(err error, path string) error {
+	if errors.Is(err, registry.ErrChangedSinceSigned) {
+		return fmt.Errorf("%w: run `packrun sign %s --key PREFIX.key` again (or, for a local.* project, `packrun dev`)", err, path)
+	}
+	return err
 }
 
 // InstallOptions adjust Install.
@@ -134,6 +144,10 @@ type InstallOptions struct {
 	Policy *registry.Policy
 	// AllowUnsignedUnsafe accepts a pack that has no signature at all.
 	AllowUnsignedUnsafe bool
+	// ReplaceLocal lets a different pack replace the one installed under
+	// the same name@version, for packs under local.* only (packrun dev
+	// reinstalling each build). Otherwise that is a conflict.
+	ReplaceLocal bool
 }
 
 // Install verifies a signed pack against the trust policy and, only if it
@@ -163,7 +177,21 @@ func (h *Host) Install(ctx context.Context, s registry.Signed, opts InstallOptio
 	if pr := verdict.Provenance; pr != nil {
 		rec.Provenance = &host.PackProvenance{BuilderID: pr.BuilderID, BuildType: pr.BuildType, SourceDigest: pr.SourceDigest, BuiltAt: pr.BuiltAt, Signer: pr.Signer}
 	}
-	p, already, err = h.store.InstallPack(ctx, rec, host.PackBlobs{Archive: s.Archive, Bundle: s.Bundle, Provenance: s.Provenance, Signature: s.Signature})
+	pb := host.PackBlobs{Archive: s.Archive, Bundle: s.Bundle, Provenance: s.Provenance, Signature: s.Signature}
+	p, already, err = h.store.InstallPack(ctx, rec, pb)
+	if errors.Is(err, host.ErrPackConflict) && opts.ReplaceLocal && registry.MatchNamespace(registry.DevNamespace, rec.Name) {
+		// Uninstall exactly the build installed (its digest), then install
+		// this one; the routes are set again below.
+		var cur *host.InstalledPack
+		if cur, _, err = h.Pack(ctx, rec.Ref()); err == nil {
+			if err = h.store.UninstallPacks(ctx, []*host.InstalledPack{cur}); err == nil {
+				p, already, err = h.store.InstallPack(ctx, rec, pb)
+			}
+		}
+	}
+	if errors.Is(err, host.ErrPackConflict) {
+		return nil, false, fmt.Errorf("%w: bump the version in pack.json, or develop a local.* pack with `packrun dev` (it replaces its own builds)", err)
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -185,7 +213,8 @@ func (h *Host) InstallFile(ctx context.Context, path string, f PackFiles) (*host
 			return nil, false, err
 		}
 	}
-	return h.Install(ctx, s, InstallOptions{Policy: policy, AllowUnsignedUnsafe: f.AllowUnsignedUnsafe})
+	p, already, err := h.Install(ctx, s, InstallOptions{Policy: policy, AllowUnsignedUnsafe: f.AllowUnsignedUnsafe})
+	return p, already, signAgainHint(err, path)
 }
 
 // checkModules loads every module of a pack (warming the compilation

@@ -13,6 +13,11 @@ import (
 // VerifyEd25519: a *VerifyError.
 var ErrUntrusted = errors.New("pack is not trusted")
 
+// ErrChangedSinceSigned is wrapped by the refusal of an archive whose
+// signature bundle names another archive digest: the pack was rebuilt (or
+// altered) after it was signed.
+var ErrChangedSinceSigned = errors.New("the pack changed since it was signed")
+
 // ErrNotFound is returned by Policy.Remove when no entry has the name.
 var ErrNotFound = errors.New("not found")
 

@@ -362,11 +362,30 @@ func (p *Policy) checkNewName(name string) error {
 	return nil
 }
 
+// DevKeyName is the trust policy entry of a home's development key (the key
+// packrun dev signs with). Whatever trust.json says, that entry may only be
+// trusted for names under DevNamespace: a policy giving it any other pattern
+// is refused when it is added, loaded or saved.
+const DevKeyName = "packrun-dev"
+
+// DevNamespace is the only namespace pattern DevKeyName may be trusted for.
+const DevNamespace = "local.*"
+
 func (k TrustedKey) validate() error {
 	if _, err := parsePublicKeyPEM([]byte(k.PublicKey)); err != nil {
 		return fmt.Errorf("publicKey: %w", err)
 	}
-	return validatePatterns(k.Namespaces)
+	if err := validatePatterns(k.Namespaces); err != nil {
+		return err
+	}
+	if k.Name == DevKeyName {
+		for _, pat := range k.Namespaces {
+			if pat != DevNamespace && !MatchNamespace(DevNamespace, strings.TrimSuffix(pat, ".*")) {
+				return fmt.Errorf("namespace pattern %s: the development key %s is trusted only for %s", quote(pat), quote(DevKeyName), DevNamespace)
+			}
+		}
+	}
+	return nil
 }
 
 func (i TrustedIdentity) validate() error {

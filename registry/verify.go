@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
 	"github.com/sigstore/sigstore-go/pkg/bundle"
 	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/sigstore/sigstore-go/pkg/verify"
@@ -236,6 +237,11 @@ func checkSigned(ctx context.Context, p *Policy, req Signed, opts VerifyOptions,
 		}
 		if b.GetMessageSignature() == nil {
 			return nil, refuse(name, CheckBundle, nil, "signature bundle holds a DSSE attestation, not a signature over the archive (was the provenance bundle passed as the signature?)")
+		}
+		if md := b.GetMessageSignature().GetMessageDigest(); md != nil && md.GetAlgorithm() == protocommon.HashAlgorithm_SHA2_256 &&
+			len(md.GetDigest()) == sha256.Size && !bytes.Equal(md.GetDigest(), s.digest) {
+			return nil, refuse(name, CheckSignature, ErrChangedSinceSigned, "the bundle signs sha256:%s, the archive is sha256:%s",
+				short(hex.EncodeToString(md.GetDigest())), short(hex.EncodeToString(s.digest)))
 		}
 		signers, verr := tp.verifyEntity(b, name, "signature", func() verify.ArtifactPolicyOption {
 			return verify.WithArtifact(bytes.NewReader(req.Archive))

@@ -121,7 +121,7 @@ task, attempt, key, home), 78 bad configuration file in the home.`,
 		a.keysCommand(), a.packCommand(), a.signCommand(), a.verifyCommand(), a.trustCommand(),
 		a.installCommand(), a.listCommand(), a.uninstallCommand(), a.exportCommand(),
 		a.serveCommand(), a.tasksCommand(), a.attemptsCommand(), a.evidenceCommand(), a.memoryCommand(),
-		a.replayCommand(), a.traceCommand(), a.demoCommand(), a.initCommand(), a.buildCommand(), a.tokensCommand(), a.eventsCommand(),
+		a.replayCommand(), a.traceCommand(), a.demoCommand(), a.initCommand(), a.buildCommand(), a.devCommand(), a.tokensCommand(), a.eventsCommand(),
 		a.schedulesCommand(), a.sensorsCommand(), a.taskTypesCommand(), a.agentsCommand(), a.profilesCommand(), a.skillsCommand(), a.workflowsCommand(),
 		a.messagesCommand(), a.storeCommand(), a.sdkCommand())
 	return root

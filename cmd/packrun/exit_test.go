@@ -72,7 +72,7 @@ func TestExitCodesAsANewUserFindsThem(t *testing.T) {
 		{[]string{"invoke", "local.hello.c@garbage"}, exitUsage, `"garbage" is neither a version nor a range`},
 		{[]string{"invoke", "local.nope"}, exitNotFound, "local.nope: not installed"},
 		{[]string{"invoke", "local.hello.c", "nope"}, exitNotFound, "(nodes: example.hello)"},
-		{[]string{"invoke", "../../examples/hello-c"}, exitUsage, "is a directory: invoke its module (a .wasm file) or pack it first"},
+		{[]string{"invoke", "../../examples"}, exitUsage, "is a directory: invoke its module (a .wasm file) or pack it first"},
 		{[]string{"invoke", hello, "--max-memory", "1KiB"}, exitUsage, "below one 64 KiB page"},
 		{[]string{"invoke", hello, "--max-memory", "64GiB"}, exitUsage, "memory limit 64 GiB is above the host maximum 4 GiB"},
 		{[]string{"invoke", hello, "--timeout", "1h"}, exitUsage, "timeout limit 1h0m0s is above the host maximum"},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -112,14 +113,23 @@ type initData struct {
 	SecondOutput       string
 	NameLen, NodeIDLen int
 	SDKVersion         string // guest.Version
+	// MemNamespace is the memory namespace the counter uses: the pack's
+	// name, so that two scaffolds never share counts. The Wat* fields are
+	// the lengths of the WAT template's memory requests that embed it.
+	MemNamespace                        string
+	WatGetLen, WatPutHeadLen, WatPutLen int
 }
 
 const initVersion = "0.1.0"
 
+// sampleInputName is the project file holding the input packrun dev runs
+// the node on.
+const sampleInputName = "sample.json"
+
 func (a *app) initCommand() *cobra.Command {
 	var lang, name string
 	cmd := &cobra.Command{
-		Use:   "init DIR --lang go|c|rust|assemblyscript|wat|extism-go [--name NAME]",
+		Use:   "init [LANG] DIR [--lang go|c|rust|assemblyscript|wat|extism-go] [--name NAME]",
 		Short: "Create a pack project: a counter skill, its manifest, the SDK and a build script",
 		Long: `Create a new pack project in DIR (which must not exist or be empty): pack.json,
 a counter skill that uses memory (get, put with a TTL) and logs, the guest SDK
@@ -129,13 +139,25 @@ a README (build, sign, install, invoke) and a .gitignore.
 
 The pack name defaults to local.<DIR's base name>; the node is <short>.counter,
 serving task type <short>.count, where <short> is the name's last segment. The
-manifest grants the memory service and the "counters" namespace. Build the
-project with packrun build DIR.`,
-		Example: `  packrun init hello --lang c
+manifest grants the memory service and a memory namespace named like the pack
+(so two projects never share counts). sample.json is the input packrun dev runs
+the node on. Build the project with packrun build DIR, or build, sign, install
+and run it on every save with packrun dev in DIR.
+
+"packrun init LANG DIR" is the same as "packrun init DIR --lang LANG".`,
+		Example: `  packrun init c hello && cd hello && packrun dev
+  packrun init hello --lang c
   packrun init thing --lang rust --name vendor.acme.thing && packrun build thing`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.initProject(args[0], lang, name)
+			dir := args[0]
+			if len(args) == 2 {
+				if lang != "" {
+					return usageError("init %s %s: give the language once (LANG DIR, or DIR --lang LANG)", args[0], args[1])
+				}
+				lang, dir = args[0], args[1]
+			}
+			return a.initProject(dir, lang, name)
 		},
 	}
 	cmd.Flags().StringVar(&lang, "lang", "", "language: "+initLangList())
@@ -184,8 +206,8 @@ func (a *app) initProject(dir, lang, name string) error {
 			return err
 		}
 	}
-	fmt.Fprintf(a.stdout, "created %s: %s pack %s, node %s (%d files)\nnext: packrun build %s\n",
-		dir, spec.title, name, m.Nodes[0].TypeID, len(files), dir)
+	fmt.Fprintf(a.stdout, "created %s: %s pack %s, node %s (%d files)\nnext: cd %s && packrun dev   (or: packrun build %s)\n",
+		dir, spec.title, name, m.Nodes[0].TypeID, len(files), dir, dir)
 	return nil
 }
 
@@ -249,7 +271,7 @@ func counterManifest(name string, spec initLang) *packs.Manifest {
 	return &packs.Manifest{
 		Name:        name,
 		Version:     initVersion,
-		Description: fmt.Sprintf("Counter skill in %s, scaffolded by packrun init: counts calls in memory namespace \"counters\".", spec.title),
+		Description: fmt.Sprintf("Counter skill in %s, scaffolded by packrun init: counts calls in memory namespace %q.", spec.title, name),
 		Runtime: packs.Runtime{
 			Language: "wasm",
 			ABI:      packs.ABIRequirement{Version: 1, Minor: 0},
@@ -266,7 +288,7 @@ func counterManifest(name string, spec initLang) *packs.Manifest {
 		}},
 		Grants: packs.Grants{
 			Services:         []packs.Service{packs.ServiceMemory},
-			MemoryNamespaces: []string{"counters"},
+			MemoryNamespaces: []string{name},
 		},
 	}
 }
@@ -288,8 +310,11 @@ func renderProject(lang string, spec initLang, m *packs.Manifest) ([]projectFile
 		LangTitle: spec.title, Behaviour: spec.behaviour,
 		FirstOutput: spec.first, SecondOutput: spec.second,
 		NameLen: len(m.Name), NodeIDLen: len(node.TypeID),
-		SDKVersion: guest.Version,
+		SDKVersion:   guest.Version,
+		MemNamespace: m.Grants.MemoryNamespaces[0],
 	}
+	n := len(data.MemNamespace)
+	data.WatGetLen, data.WatPutHeadLen, data.WatPutLen = 32+n, 40+n, 59+n
 	var files []projectFile
 
 	var manifest bytes.Buffer
@@ -335,6 +360,7 @@ func renderProject(lang string, spec initLang, m *packs.Manifest) ([]projectFile
 	if err := render("templates/common/gitignore.tmpl", ".gitignore"); err != nil {
 		return nil, err
 	}
+	files = append(files, projectFile{sampleInputName, []byte(`{"name":"world"}` + "\n"), 0o644})
 	root := "templates/" + lang
 	err = fs.WalkDir(templateFS, root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -372,31 +398,7 @@ print the path of DIR/dist/<name>-<version>.pack.`,
 		Example: "  packrun build hello && packrun sign hello/dist/local.hello-0.1.0.pack --key acme.key",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir := args[0]
-			for _, f := range []string{"build.sh", packs.ManifestName} {
-				if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || !fi.Mode().IsRegular() {
-					return usageError("%s has no %s (packrun init creates a project)", dir, f)
-				}
-			}
-			bash, err := exec.LookPath("bash")
-			if err != nil {
-				return fmt.Errorf("build: bash not found: %w", err)
-			}
-			a.log.Info("running build.sh", "dir", dir)
-			run := exec.CommandContext(cmd.Context(), bash, "build.sh")
-			run.Dir = dir
-			run.Stdout, run.Stderr = a.stderr, a.stderr
-			if err := run.Run(); err != nil {
-				var ee *exec.ExitError
-				if errors.As(err, &ee) && ee.ExitCode() >= 0 {
-					return fmt.Errorf("build: %s failed with exit status %d", filepath.Join(dir, "build.sh"), ee.ExitCode())
-				}
-				return fmt.Errorf("build: %s failed: %v", filepath.Join(dir, "build.sh"), err)
-			}
-			if err := a.updateModuleDigests(dir); err != nil {
-				return err
-			}
-			out, err := writePack(dir)
+			out, err := a.buildProject(cmd.Context(), args[0], a.stderr)
 			if err != nil {
 				return err
 			}
@@ -404,6 +406,50 @@ print the path of DIR/dist/<name>-<version>.pack.`,
 			return nil
 		},
 	}
+}
+
+// buildProject runs dir/build.sh (its output goes to buildOut), records the
+// modules' sha256 in pack.json and packs dir/dist/<name>-<version>.pack,
+// whose path it returns. A failing build.sh is an *buildError.
+func (a *app) buildProject(ctx context.Context, dir string, buildOut io.Writer) (string, error) {
+	if err := checkProjectDir(dir); err != nil {
+		return "", err
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return "", fmt.Errorf("build: bash not found: %w", err)
+	}
+	a.log.Info("running build.sh", "dir", dir)
+	run := exec.CommandContext(ctx, bash, "build.sh")
+	run.Dir = dir
+	run.Stdout, run.Stderr = buildOut, buildOut
+	if err := run.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() >= 0 {
+			return "", &buildError{fmt.Errorf("build: %s failed with exit status %d", filepath.Join(dir, "build.sh"), ee.ExitCode())}
+		}
+		return "", &buildError{fmt.Errorf("build: %s failed: %v", filepath.Join(dir, "build.sh"), err)}
+	}
+	if err := a.updateModuleDigests(dir); err != nil {
+		return "", err
+	}
+	return writePack(dir)
+}
+
+// buildError is a project's build.sh failing.
+type buildError struct{ err error }
+
+func (e *buildError) Error() string { return e.err.Error() }
+func (e *buildError) Unwrap() error { return e.err }
+
+// checkProjectDir refuses a directory that is not a pack project.
+func checkProjectDir(dir string) error {
+	for _, f := range []string{"build.sh", packs.ManifestName} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || !fi.Mode().IsRegular() {
+			return usageError("%s has no %s (packrun init creates a project)", dir, f)
+		}
+	}
+	return nil
 }
 
 // writePack packs dir into dir/dist/<name>-<version>.pack and returns the path.

@@ -150,9 +150,21 @@ func TestInitBuildInstallInvoke(t *testing.T) {
 					t.Fatalf("invoke: got %s, want %s", got, w)
 				}
 			}
-			// The bare module runs without grants: memory is denied.
-			if code, _, errs := h.run("invoke", filepath.Join(proj, "node.wasm"), "--input", `{"name":"x"}`); code != exitFailed || !strings.Contains(errs, "access_denied") && !strings.Contains(errs, "host_call_failed") {
-				t.Fatalf("bare module: exit %d %s", code, errs)
+			// The module built by init, and the project directory, run
+			// unsigned with pack.json's grants (memory is shared with the
+			// installed pack: same tenant and namespace), and say so.
+			third, fourth := `{"name":"x","count":3}`, `{"name":"x","count":4}`
+			switch lang {
+			case "wat":
+				third, fourth = `{"count":3}`, `{"count":4}`
+			case "extism-go":
+				third, fourth = `{"count":3,"name":"x"}`, `{"count":4,"name":"x"}`
+			}
+			for _, c := range []struct{ target, want string }{{filepath.Join(proj, "node.wasm"), third}, {proj, fourth}} {
+				code, out, errs := h.run("invoke", c.target, "--input", `{"name":"x"}`)
+				if code != 0 || strings.TrimSpace(out) != c.want || !strings.Contains(errs, "unsigned") {
+					t.Fatalf("invoke %s: exit %d, got %s, want %s; stderr %s", c.target, code, out, c.want, errs)
+				}
 			}
 			// Building again changes nothing.
 			h.ok("build", proj)
@@ -285,7 +297,7 @@ func checkProject(t *testing.T, proj, name, short, source string) {
 	n := m.Nodes[0]
 	if m.Name != name || m.Version != "0.1.0" || len(m.Runtime.Modules) != 1 || m.Runtime.Modules[0].Path != "node.wasm" ||
 		n.TypeID != short+".counter" || n.Kind != packs.KindSkill || len(n.TaskTypes) != 1 || n.TaskTypes[0] != short+".count" ||
-		!m.Grants.AllowsMemoryNamespace("counters") || n.InputSchema == nil || n.OutputSchema == nil {
+		!m.Grants.AllowsMemoryNamespace(name) || n.InputSchema == nil || n.OutputSchema == nil {
 		t.Errorf("%s: manifest %+v", proj, m)
 	}
 	src, err := os.ReadFile(filepath.Join(proj, source))

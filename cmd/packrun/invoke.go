@@ -35,12 +35,16 @@ type invokeFlags struct {
 func (a *app) invokeCommand() *cobra.Command {
 	var f invokeFlags
 	cmd := &cobra.Command{
-		Use:   "invoke <module.wasm | FILE.pack | NAME[@VERSION|@RANGE]> [typeId]",
+		Use:   "invoke <module.wasm | FILE.pack | PROJECT_DIR | NAME[@VERSION|@RANGE]> [typeId]",
 		Short: "Invoke a node of a module or pack and print its output",
 		Long: `Invoke one node of a WebAssembly node-pack module on a fresh instance. The target is a
 raw .wasm module, a .pack file (verified against the trust policy first), or an
 installed pack NAME, NAME@VERSION or NAME@RANGE (e.g. vendor.acme.hello@^1.2; the
-newest matching version runs). A pack's own limits apply unless flags override them.
+newest matching version runs), or a pack project directory (one with a pack.json,
+as packrun init makes): it runs unsigned from its sources with its manifest's
+grants and limits, and says so. A module that the pack.json beside it lists runs
+the same way when that manifest grants services (run bare, it would be granted
+nothing). A pack's own limits apply unless flags override them.
 
 typeId may be omitted when the module has one node. The node's output JSON is
 printed on stdout; with --json one object describes the whole invocation:
@@ -198,6 +202,9 @@ func (a *app) invoke(cmd *cobra.Command, target, node string, f invokeFlags) err
 		return err
 	}
 	att, res := inv.Attempt, inv.Result
+	if inv.Local != "" {
+		fmt.Fprintf(a.stderr, "packrun: ran %s from %s unsigned (local sources: not verified, not installed)\n", att.Pack, inv.Local)
+	}
 	a.log.Debug("invoked", "target", target, "node", res.Node, "attempt", att.AttemptID, "outcome", res.Outcome, "duration", res.Duration, "hostCalls", res.HostCalls)
 	if f.json {
 		return a.printInvokeJSON(res, att.AttemptID)
