@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/packrun/packrun/internal/hosttest"
 )
 
 // BenchmarkDevReact times packrun dev from a saved source file to the
@@ -20,7 +22,7 @@ func BenchmarkDevReact(b *testing.B) {
 			dir := b.TempDir()
 			home := filepath.Join(dir, "home")
 			proj := filepath.Join(dir, "hello")
-			var initOut, initErr lockedBuffer
+			var initOut, initErr hosttest.SyncBuffer
 			if code := run(context.Background(), []string{"--home", home, "init", lang, proj}, strings.NewReader(""), &initOut, &initErr); code != 0 {
 				b.Fatalf("init: %s", initErr.String())
 			}
@@ -30,7 +32,7 @@ func BenchmarkDevReact(b *testing.B) {
 			edited := []byte(strings.Replace(string(orig), e.from, e.to, 1))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var out, errb lockedBuffer
+			var out, errb hosttest.SyncBuffer
 			done := make(chan int, 1)
 			go func() { done <- run(ctx, []string{"--home", home, "dev", proj}, strings.NewReader(""), &out, &errb) }()
 			at := benchWait(b, &out, 0, "watching")
@@ -67,7 +69,7 @@ func BenchmarkDevReact(b *testing.B) {
 	}
 }
 
-func benchWait(b *testing.B, out *lockedBuffer, from int, want string) int {
+func benchWait(b *testing.B, out *hosttest.SyncBuffer, from int, want string) int {
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		s := out.String()

@@ -6,9 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/packrun/packrun/internal/hosttest"
 
 	"github.com/packrun/packrun/registry"
 )
@@ -103,27 +104,9 @@ func TestDevOnce(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // devWaitFor waits until out holds want after offset from, and returns the
 // offset past it.
-func devWaitFor(t *testing.T, out *lockedBuffer, from int, want string) int {
+func devWaitFor(t *testing.T, out *hosttest.SyncBuffer, from int, want string) int {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute) // a bound on a hung test, not a measurement
 	for time.Now().Before(deadline) {
@@ -159,7 +142,7 @@ func TestDevWatch(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var out, errb lockedBuffer
+			var out, errb hosttest.SyncBuffer
 			code := make(chan int, 1)
 			go func() {
 				code <- run(ctx, []string{"--home", home, "dev", proj}, strings.NewReader(""), &out, &errb)
