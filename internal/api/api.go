@@ -203,8 +203,10 @@ const maxBodyDepth = 10000
 //	POST /v1/runs/{id}:fork                     invoke         {mode:"replay", fromSeq?} → 201 {runId, sourceRunId, fromSeq,
 //	                                            mode, status, eventsUrl}: a new run, events before fromSeq copied,
 //	                                            each later node's recorded attempt replayed from its trace
+//	GET  /v1/openapi.json                       (no token)     the OpenAPI 3.1 document of these routes (OpenAPI)
 //
-// Every route needs a bearer token (Auth) carrying the scope shown: 401
+// Every route but GET /v1/openapi.json (publicRoutes) needs a bearer
+// token (Auth) carrying the scope shown: 401
 // without a valid one, 403 without the scope, 429 over the token's rate.
 // A token acts for its tenant only: tasks, attempts, artifacts, events and
 // memory of another tenant answer exactly as if they did not exist, lists
