@@ -111,6 +111,7 @@ func TestAgentsAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hd = apiSpec(t).Handler(t, hd) // every API response checked against the OpenAPI document
 	for path, want := range map[string]string{"/v1/agents": `{"agents":[{"agent":{"agent_id":"arc"`, "/v1/profiles": `{"profiles":[]}`} {
 		w := httptest.NewRecorder()
 		hd.ServeHTTP(w, httptest.NewRequest("GET", "http://127.0.0.1"+path, nil))

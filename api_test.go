@@ -21,6 +21,7 @@ func TestHandlerInvokeGoesThroughTheHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hd = apiSpec(t).Handler(t, hd) // every API response checked against the OpenAPI document
 	post := func(body string) (int, []byte) {
 		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/v1/invoke", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

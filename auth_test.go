@@ -32,6 +32,7 @@ func newAuthEnv(t *testing.T, opts HandlerOptions) *authEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hd = apiSpec(t).Handler(t, hd) // every API response checked against the OpenAPI document
 	srv := httptest.NewServer(hd)
 	t.Cleanup(srv.Close)
 	rctx, cancel := context.WithCancel(ctx)

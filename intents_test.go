@@ -150,6 +150,7 @@ func TestTaskTypesAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hd = apiSpec(t).Handler(t, hd) // every API response checked against the OpenAPI document
 	do := func(method, path, body string) (int, string) {
 		req := httptest.NewRequest(method, "http://127.0.0.1"+path, strings.NewReader(body))
 		if body != "" {

@@ -48,6 +48,7 @@ func newConfigEnv(t *testing.T, cfg Config, run bool, packs ...packSpec) *authEn
 	if err != nil {
 		t.Fatal(err)
 	}
+	hd = apiSpec(t).Handler(t, hd) // every API response checked against the OpenAPI document
 	srv := httptest.NewServer(hd)
 	t.Cleanup(srv.Close)
 	if run {

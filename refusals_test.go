@@ -9,11 +9,14 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/api"
+	"github.com/packrun/packrun/internal/api/openapitest"
 	"github.com/packrun/packrun/internal/hosttest"
 )
 
@@ -48,7 +51,8 @@ func newRefusalEnv(t *testing.T, opts HandlerOptions, specs ...packSpec) *refusa
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Config.Handler = hd
+	// Every API response is checked against the OpenAPI document.
+	srv.Config.Handler = apiSpec(t).Handler(t, hd)
 	srv.Config.ErrorLog = log.New(srvLogs, "", 0)
 	srv.Start()
 	t.Cleanup(srv.Close)
@@ -57,6 +61,24 @@ func newRefusalEnv(t *testing.T, opts HandlerOptions, specs ...packSpec) *refusa
 	go func() { done <- f.Run(rctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return &refusalEnv{authEnv: &authEnv{f, srv.URL}, logs: logs, srvLogs: srvLogs}
+}
+
+// apiSpecOnce is the API's OpenAPI document, parsed and validated once.
+var apiSpecOnce = sync.OnceValues(func() (*openapitest.Checker, error) {
+	b, err := api.OpenAPI()
+	if err != nil {
+		return nil, err
+	}
+	return openapitest.Load(b, "ErrorBody", "/v1/", "/.well-known/")
+})
+
+func apiSpec(t *testing.T) *openapitest.Checker {
+	t.Helper()
+	c, err := apiSpecOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // noPanic fails the test if a request panicked: net/http logs a handler's

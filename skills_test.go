@@ -36,6 +36,7 @@ func TestSkillsListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hd = apiSpec(t).Handler(t, hd) // every API response checked against the OpenAPI document
 	w := httptest.NewRecorder()
 	hd.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/v1/skills", nil))
 	var got struct {

@@ -121,6 +121,9 @@ type server struct {
 	// loopback: refuse requests whose Host is not a loopback name.
 	loopback bool
 	routes   []string // "METHOD /path", as registered (Routes)
+	// meta is what each route's scoped and takes enforce, keyed like
+	// routes (described at registration; see describeRoute).
+	meta map[string]*routeMeta
 }
 
 // maxBodyDepth bounds the nesting of a request body; it is encoding/json's
@@ -200,8 +203,10 @@ const maxBodyDepth = 10000
 //	POST /v1/runs/{id}:fork                     invoke         {mode:"replay", fromSeq?} → 201 {runId, sourceRunId, fromSeq,
 //	                                            mode, status, eventsUrl}: a new run, events before fromSeq copied,
 //	                                            each later node's recorded attempt replayed from its trace
+//	GET  /v1/openapi.json                       (no token)     the OpenAPI 3.1 document of these routes (OpenAPI)
 //
-// Every route needs a bearer token (Auth) carrying the scope shown: 401
+// Every route but GET /v1/openapi.json (publicRoutes) needs a bearer
+// token (Auth) carrying the scope shown: 401
 // without a valid one, 403 without the scope, 429 over the token's rate.
 // A token acts for its tenant only: tasks, attempts, artifacts, events and
 // memory of another tenant answer exactly as if they did not exist, lists
@@ -243,6 +248,7 @@ func build(cfg Config) (*server, http.Handler) {
 	if s.cfg.Log == nil {
 		s.cfg.Log = func(string, ...any) {}
 	}
+	s.meta = map[string]*routeMeta{}
 	mux := http.NewServeMux()
 	route := func(path string, methods map[string]handler) {
 		allow := make([]string, 0, len(methods)+1)
@@ -252,6 +258,7 @@ func build(cfg Config) (*server, http.Handler) {
 			}
 			if methods[m] != nil {
 				s.routes = append(s.routes, m+" "+path)
+				s.meta[m+" "+path] = describeRoute(methods[m], m, path)
 			}
 		}
 		for m, h := range methods {
@@ -325,6 +332,7 @@ func build(cfg Config) (*server, http.Handler) {
 	route("/v1/runs/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.getRun))), http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.runAction)))})
 	route("/v1/runs/{id}/events", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.runEvents)))})
 	route("/v1/runs/{id}/cancel", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.cancelRun)))})
+	route("/v1/openapi.json", map[string]handler{http.MethodGet: scoped("", takes(s.openAPI))})
 	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no route %s", r.URL.Path))
 	}))
@@ -338,18 +346,21 @@ func build(cfg Config) (*server, http.Handler) {
 		if err := s.admit(r); err != nil {
 			return err
 		}
-		p, err := s.authenticate(r)
-		if err != nil {
-			return err
-		}
 		note := auth.NoteFrom(r.Context())
-		if note != nil {
-			note.Principal = p
-		}
-		if ok, retryAfter := s.limit.Take(p); !ok {
-			ae := refuse(http.StatusTooManyRequests, CodeRateLimited, "", fmt.Sprintf("token %s is over its rate of %g requests a second; retry later", p.TokenID, s.limit.Rate()))
-			ae.retryAfter = retryAfter
-			return ae
+		p := &auth.Principal{Tenant: host.DefaultTenant}
+		if _, pattern := mux.Handler(r); !publicRoutes[pattern] {
+			var err error
+			if p, err = s.authenticate(r); err != nil {
+				return err
+			}
+			if note != nil {
+				note.Principal = p
+			}
+			if ok, retryAfter := s.limit.Take(p); !ok {
+				ae := refuse(http.StatusTooManyRequests, CodeRateLimited, "", fmt.Sprintf("token %s is over its rate of %g requests a second; retry later", p.TokenID, s.limit.Rate()))
+				ae.retryAfter = retryAfter
+				return ae
+			}
 		}
 		routed := r.WithContext(auth.With(r.Context(), p))
 		mux.ServeHTTP(w, routed)
@@ -447,6 +458,10 @@ type handler func(w http.ResponseWriter, r *http.Request) error
 // otherwise be ignored, and the answer be about everything.
 func takes(h handler, params ...string) handler {
 	return func(w http.ResponseWriter, r *http.Request) error {
+		if d := describing(r); d != nil {
+			d.params = params
+			return nil
+		}
 		q, err := url.ParseQuery(r.URL.RawQuery)
 		if err != nil {
 			return refuse(http.StatusBadRequest, CodeBadRequest, "", "malformed query string")

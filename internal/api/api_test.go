@@ -102,7 +102,8 @@ func newEnv(t *testing.T, backend host.Backend, mod func(*Config)) *env {
 	if mod != nil {
 		mod(&cfg)
 	}
-	srv := httptest.NewServer(New(cfg))
+	// Every response is checked against the OpenAPI document.
+	srv := httptest.NewServer(specFor(t).Handler(t, New(cfg)))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	e.client = &http.Client{Transport: &http.Transport{MaxConnsPerHost: 64, MaxIdleConnsPerHost: 64}, Timeout: time.Minute}

@@ -79,6 +79,10 @@ func need(p *auth.Principal, sc auth.Scope) error {
 // token).
 func scoped(sc auth.Scope, h handler) handler {
 	return func(w http.ResponseWriter, r *http.Request) error {
+		if d := describing(r); d != nil {
+			d.scoped, d.scope = true, sc
+			return h(w, r)
+		}
 		if sc != "" {
 			if err := need(auth.From(r.Context()), sc); err != nil {
 				return err

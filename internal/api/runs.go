@@ -52,6 +52,41 @@ type openwopDiscovery struct {
 }
 
 // runHandler is a handler of the run API, handed the RunService.
+// runStartBody is the body of POST /v1/runs.
+type runStartBody struct {
+	WorkflowID string          `json:"workflowId"`
+	Inputs     json.RawMessage `json:"inputs"`
+}
+
+// runStarted is the answer to POST /v1/runs.
+type runStarted struct {
+	RunID  string `json:"runId"`
+	Status string `json:"status"`
+}
+
+// runEventList is the answer to GET /v1/runs/{id}/events.
+type runEventList struct {
+	Events []host.RunEvent `json:"events"`
+}
+
+// runActionBody is the body of POST /v1/runs/{id}:cancel and :fork.
+type runActionBody struct {
+	Reason  string          `json:"reason"`
+	Mode    string          `json:"mode"`
+	FromSeq int             `json:"fromSeq"`
+	Overlay json.RawMessage `json:"runOptionsOverlay"`
+}
+
+// runForked is the answer to POST /v1/runs/{id}:fork.
+type runForked struct {
+	RunID       string `json:"runId"`
+	SourceRunID string `json:"sourceRunId"`
+	FromSeq     int    `json:"fromSeq"`
+	Mode        string `json:"mode"`
+	Status      string `json:"status"`
+	EventsURL   string `json:"eventsUrl"`
+}
+
 type runHandler func(w http.ResponseWriter, r *http.Request, rs RunService) error
 
 // withRuns answers 503 when the server has no RunService.
@@ -118,10 +153,7 @@ func (s *server) startRun(w http.ResponseWriter, r *http.Request, rs RunService)
 	if err != nil {
 		return err
 	}
-	var body struct {
-		WorkflowID string          `json:"workflowId"`
-		Inputs     json.RawMessage `json:"inputs"`
-	}
+	var body runStartBody
 	if err := decodeStrict(b, &body); err != nil {
 		return err
 	}
@@ -130,7 +162,7 @@ func (s *server) startRun(w http.ResponseWriter, r *http.Request, rs RunService)
 		return err
 	}
 	s.recordCall(r, "", "")
-	reply(w, http.StatusCreated, map[string]string{"runId": run.RunID, "status": run.Status})
+	reply(w, http.StatusCreated, runStarted{RunID: run.RunID, Status: run.Status})
 	return nil
 }
 
@@ -150,7 +182,7 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request, rs RunService
 	if err != nil {
 		return err
 	}
-	reply(w, http.StatusOK, map[string]any{"events": evs})
+	reply(w, http.StatusOK, runEventList{evs})
 	return nil
 }
 
@@ -175,12 +207,7 @@ func (s *server) runActionOn(w http.ResponseWriter, r *http.Request, rs RunServi
 	if err != nil {
 		return err
 	}
-	var body struct {
-		Reason  string          `json:"reason"`
-		Mode    string          `json:"mode"`
-		FromSeq int             `json:"fromSeq"`
-		Overlay json.RawMessage `json:"runOptionsOverlay"`
-	}
+	var body runActionBody
 	if err := decodeStrict(b, &body); err != nil {
 		return err
 	}
@@ -204,8 +231,8 @@ func (s *server) runActionOn(w http.ResponseWriter, r *http.Request, rs RunServi
 			return err
 		}
 		s.recordCall(r, "", "")
-		reply(w, http.StatusCreated, map[string]any{"runId": run.RunID, "sourceRunId": run.ForkedFrom, "fromSeq": run.FromSeq,
-			"mode": run.Mode, "status": run.Status, "eventsUrl": "/v1/runs/" + run.RunID + "/events"})
+		reply(w, http.StatusCreated, runForked{RunID: run.RunID, SourceRunID: run.ForkedFrom, FromSeq: run.FromSeq,
+			Mode: run.Mode, Status: run.Status, EventsURL: "/v1/runs/" + run.RunID + "/events"})
 		return nil
 	}
 	return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("unknown run action %q; the actions are fork and cancel", host.ShortName(action)))

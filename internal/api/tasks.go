@@ -170,9 +170,7 @@ func (s *server) taskAction(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		var body struct {
-			Value json.RawMessage `json:"value"`
-		}
+		var body resumeBody
 		if err := decodeStrict(b, &body); err != nil {
 			return err
 		}
@@ -206,6 +204,11 @@ func askedBy(r *http.Request) string {
 		return "api:no-auth"
 	}
 	return fmt.Sprintf("token:%s (%s)", p.TokenID, p.Name)
+}
+
+// resumeBody is the body of POST /v1/tasks/{id}:resume.
+type resumeBody struct {
+	Value json.RawMessage `json:"value"`
 }
 
 type attemptList struct {

@@ -122,6 +122,14 @@ type AgentService interface {
 	Profiles(ctx context.Context) ([]host.SubagentProfile, error)
 }
 
+type agentList struct {
+	Agents []host.AgentRecord `json:"agents"`
+}
+
+type profileList struct {
+	Profiles []host.SubagentProfile `json:"profiles"`
+}
+
 // listAgents is GET /v1/agents.
 func (s *server) listAgents(w http.ResponseWriter, r *http.Request) error {
 	list := []host.AgentRecord{}
@@ -132,7 +140,7 @@ func (s *server) listAgents(w http.ResponseWriter, r *http.Request) error {
 		}
 		list = append(list, got...)
 	}
-	reply(w, http.StatusOK, map[string]any{"agents": list})
+	reply(w, http.StatusOK, agentList{list})
 	return nil
 }
 
@@ -146,6 +154,6 @@ func (s *server) listProfiles(w http.ResponseWriter, r *http.Request) error {
 		}
 		list = append(list, got...)
 	}
-	reply(w, http.StatusOK, map[string]any{"profiles": list})
+	reply(w, http.StatusOK, profileList{list})
 	return nil
 }

@@ -71,6 +71,13 @@ func (s *server) getWorkflow(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// workflowStartBody is the body of POST /v1/workflows/{type}/records.
+type workflowStartBody struct {
+	InstanceKey string          `json:"instance_key"`
+	State       string          `json:"state"`
+	Context     json.RawMessage `json:"context"`
+}
+
 // startWorkflow is POST /v1/workflows/{type}/records: {"instance_key",
 // "state"?, "context"?} → 201 the new record, or 200 the tenant's
 // existing record of that instance_key (unchanged).
@@ -79,11 +86,7 @@ func (s *server) startWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var body struct {
-		InstanceKey string          `json:"instance_key"`
-		State       string          `json:"state"`
-		Context     json.RawMessage `json:"context"`
-	}
+	var body workflowStartBody
 	if err := decodeStrict(b, &body); err != nil {
 		return err
 	}
