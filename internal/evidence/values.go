@@ -197,3 +197,9 @@ func (vs *Values) Stored(vals []Value) {
 		}
 	}
 }
+
+// HashBytes is the key a value is stored under: its SHA-256, hex.
+func HashBytes(v []byte) string {
+	sum := sha256.Sum256(v)
+	return hex.EncodeToString(sum[:])
+}

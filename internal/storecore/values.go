@@ -39,23 +39,25 @@ func FillValues(ctx context.Context, read ValueReader, a *host.Attempt, refs []e
 		return fmt.Errorf("attempt %s: read its values: %w", a.AttemptID, err)
 	}
 	for _, r := range refs {
-		if brk := valueBreak(a.EventSeq, a.AttemptID, r, vals); brk != nil {
+		if brk := valueBreak(a, a.EventSeq, a.AttemptID, r, vals); brk != nil {
 			return brk
 		}
 	}
 	return nil
 }
 
-// valueBreak fills r's value in a if it is stored and matches; otherwise
-// it is the break that names the attempt. a may be nil (only checked).
-func valueBreak(seq int64, attemptID string, r evidence.Ref, vals map[string][]byte) *host.ChainBreak {
+// valueBreak puts r's value in a if it is stored and matches; otherwise
+// it is the break that names the attempt. a nil: only checked.
+func valueBreak(a *host.Attempt, seq int64, attemptID string, r evidence.Ref, vals map[string][]byte) *host.ChainBreak {
 	v, ok := vals[r.Key()]
 	if !ok {
 		return &host.ChainBreak{Seq: seq, Type: host.EventAttemptRecorded, AttemptID: attemptID, Problem: host.BreakAttemptHash,
 			Detail: fmt.Sprintf("attempt %s, recorded at event %d: its %s (value %.12s…) is missing from the store", attemptID, seq, r.Name(), r.Key())}
 	}
-	var a host.Attempt
-	if err := evidence.FillValue(&a, r, v); err != nil {
+	if a == nil {
+		a = &host.Attempt{}
+	}
+	if err := evidence.FillValue(a, r, v); err != nil {
 		return &host.ChainBreak{Seq: seq, Type: host.EventAttemptRecorded, AttemptID: attemptID, Problem: host.BreakAttemptHash,
 			Detail: fmt.Sprintf("attempt %s, recorded at event %d, was changed after it was recorded: %v", attemptID, seq, err)}
 	}
@@ -113,7 +115,7 @@ func (c *ValueCheck) Check(key string, v []byte) {
 	if !ok || u.checked {
 		return // no record names it (yet)
 	}
-	u.checked, u.brk = true, valueBreak(u.seq, u.attemptID, u.ref, map[string][]byte{key: v})
+	u.checked, u.brk = true, valueBreak(nil, u.seq, u.attemptID, u.ref, map[string][]byte{key: v})
 	c.need[key] = u
 }
 
@@ -125,7 +127,7 @@ func (c *ValueCheck) Break() *host.ChainBreak {
 		u := c.need[k]
 		brk := u.brk
 		if !u.checked {
-			brk = valueBreak(u.seq, u.attemptID, u.ref, nil)
+			brk = valueBreak(nil, u.seq, u.attemptID, u.ref, nil)
 		}
 		if brk != nil && (first == nil || brk.Seq < first.Seq) {
 			first = brk
