@@ -224,9 +224,18 @@ func LegacyAttemptEvent(a *host.Attempt, l *Legacy, seq int64, prev, hash string
 }
 
 // CheckAttempt reports whether a's content hash matches its content, under
-// the lean record's hash or the one before it.
+// the record's hash (values out of line or not: an attempt recorded before
+// they were has its large values inline) or the one before it.
 func CheckAttempt(a *host.Attempt) bool {
-	return HashAttempt(a) == a.ContentHash || HashAttemptV1(a) == a.ContentHash
+	if HashAttempt(a) == a.ContentHash || HashAttemptV1(a) == a.ContentHash {
+		return true
+	}
+	for _, f := range valueFields(a) {
+		if len(*f) >= ValueMin {
+			return hashAttemptInline(a) == a.ContentHash
+		}
+	}
+	return false
 }
 
 // sameEvent reports whether two events are equal field for field.

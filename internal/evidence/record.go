@@ -150,6 +150,20 @@ func HashRecord(rec []byte) string {
 // (CompactJSON), so that the hash survives an indented re-encoding of a
 // bundle.
 func HashAttempt(a *host.Attempt) string {
+	c := storedForm(a)
+	return HashRecord(AppendRecord(make([]byte, 0, RecordSize(&c)), &c))
+}
+
+// hashAttemptInline is HashAttempt under version 2 whatever the size of
+// the values: the hash of an attempt recorded before values went out of
+// line.
+func hashAttemptInline(a *host.Attempt) string {
+	c := storedForm(a)
+	return HashRecord(AppendRecordV2(make([]byte, 0, RecordSize(&c)), &c))
+}
+
+// storedForm is a copy of a with its JSON fields compacted.
+func storedForm(a *host.Attempt) host.Attempt {
 	c := *a
 	for _, f := range c.JSONFields() {
 		*f.Value = CompactJSON(*f.Value)
@@ -159,7 +173,7 @@ func HashAttempt(a *host.Attempt) string {
 		e.Details = CompactJSON(e.Details)
 		c.Error = &e
 	}
-	return HashRecord(AppendRecord(make([]byte, 0, RecordSize(&c)), &c))
+	return c
 }
 
 // LinkAttempt is an attempt's place in the hash chain: the hash of the

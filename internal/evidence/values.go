@@ -203,3 +203,10 @@ func HashBytes(v []byte) string {
 	sum := sha256.Sum256(v)
 	return hex.EncodeToString(sum[:])
 }
+
+// AppendRecordV2 appends a's version 2 record with every value inline, as
+// packrun wrote records before values went out of line (for tests of
+// stores holding such records).
+func AppendRecordV2(b []byte, a *host.Attempt) []byte {
+	return appendFields(append(b, RecordV2), a, nil)
+}
