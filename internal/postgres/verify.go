@@ -235,7 +235,10 @@ func (s *Store) VerifyAttempt(ctx context.Context, attemptID string) error {
 	if err != nil {
 		return host.Wrap(op, attemptID, err)
 	}
-	return s.verifyAttemptEntry(ctx, e)
+	if err := s.verifyAttemptEntry(ctx, e); err != nil {
+		return err
+	}
+	return storecore.CheckRowValues(ctx, s.readValues, e.at)
 }
 
 // verifyAttemptEntry is VerifyAttempt of an attempt's row, read.

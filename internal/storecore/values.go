@@ -135,3 +135,19 @@ func (c *ValueCheck) Break() *host.ChainBreak {
 	}
 	return first
 }
+
+// CheckRowValues checks the values an attempt's row names out of line
+// against their digests (VerifyAttempt, after the row's place is checked):
+// a missing or changed one is the break that names the attempt. A record
+// that does not decode is CheckAttemptRow's to report.
+func CheckRowValues(ctx context.Context, read ValueReader, r *AttemptRow) error {
+	if len(r.Record) == 0 || r.Record[0] != evidence.RecordV3 {
+		return nil
+	}
+	a, _, refs, err := evidence.DecodeRecordRefs(r.Record)
+	if err != nil {
+		return nil
+	}
+	a.AttemptID, a.EventSeq = r.AttemptID, r.Seq
+	return FillValues(ctx, read, a, refs)
+}

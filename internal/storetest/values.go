@@ -122,6 +122,9 @@ func EvidenceValues(t *testing.T, open Opener, hooks ValueHooks) {
 			if _, err := f.b.Attempt(ctx, a.AttemptID); !errors.Is(err, host.ErrTampered) {
 				t.Fatalf("Attempt of a changed value: %v", err)
 			}
+			if err := f.b.VerifyAttempt(ctx, a.AttemptID); !errors.Is(err, host.ErrTampered) || !strings.Contains(err.Error(), a.AttemptID) {
+				t.Fatalf("VerifyAttempt of a changed value: %v", err)
+			}
 			if err := f.b.VerifyAttempt(ctx, before.AttemptID); err != nil {
 				t.Fatalf("an attempt that does not name the value: %v", err)
 			}
