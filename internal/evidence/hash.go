@@ -49,25 +49,49 @@ func compactSlow(raw []byte) []byte {
 // spaces included. Strings are followed as JSON defines them; where raw is
 // not valid JSON the answer does not matter, since CompactJSON returns
 // invalid JSON unchanged either way (FuzzCompactJSON).
+//
+// It runs on every attempt's input and output, so it scans with
+// bytes.IndexByte (vectorised) rather than a byte at a time: a pass per
+// byte that changes anywhere, then from quote to quote, checking for
+// whitespace only between strings (a 20 KB output: ≈ 2 µs instead of ≈ 20).
 func alreadyCompact(raw []byte) bool {
-	inString := false
-	for i := 0; i < len(raw); i++ {
-		switch raw[i] {
-		case '<', '>', '&', 0xE2:
+	for _, c := range [...]byte{'<', '>', '&', 0xE2} {
+		if bytes.IndexByte(raw, c) >= 0 {
 			return false
-		case '"':
-			inString = !inString
-		case '\\':
-			if inString {
-				i++ // the escaped byte neither ends the string nor needs escaping
-			}
-		case ' ', '\t', '\n', '\r':
-			if !inString {
+		}
+	}
+	for {
+		q := bytes.IndexByte(raw, '"')
+		outside := raw
+		if q >= 0 {
+			outside = raw[:q]
+		}
+		for _, c := range outside {
+			if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
 				return false
 			}
 		}
+		if q < 0 {
+			return true
+		}
+		raw = raw[q+1:]
+		// The string ends at the next quote that an even run of
+		// backslashes (none included) precedes.
+		for {
+			e := bytes.IndexByte(raw, '"')
+			if e < 0 {
+				return true // unterminated: not JSON
+			}
+			n := 0
+			for n < e && raw[e-1-n] == '\\' {
+				n++
+			}
+			raw = raw[e+1:]
+			if n%2 == 0 {
+				break
+			}
+		}
 	}
-	return true
 }
 
 // canon writes fields as netstrings ("<len>:<bytes>\n") after a domain
@@ -224,9 +248,18 @@ func LegacyAttemptEvent(a *host.Attempt, l *Legacy, seq int64, prev, hash string
 }
 
 // CheckAttempt reports whether a's content hash matches its content, under
-// the lean record's hash or the one before it.
+// the record's hash (values out of line or not: an attempt recorded before
+// they were has its large values inline) or the one before it.
 func CheckAttempt(a *host.Attempt) bool {
-	return HashAttempt(a) == a.ContentHash || HashAttemptV1(a) == a.ContentHash
+	if HashAttempt(a) == a.ContentHash || HashAttemptV1(a) == a.ContentHash {
+		return true
+	}
+	for _, f := range valueFields(a) {
+		if len(*f) >= ValueMin {
+			return hashAttemptInline(a) == a.ContentHash
+		}
+	}
+	return false
 }
 
 // sameEvent reports whether two events are equal field for field.

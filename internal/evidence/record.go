@@ -35,9 +35,17 @@ import (
 // fields, then the content hash it was recorded with and the time and data
 // of its attempt_recorded event, whose hash (HashEvent) is its place in
 // the chain.
+//
+// Version 3 is version 2 with its large values out of line (values.go):
+// any of the byte fields from input to diagnostics that is ValueMin bytes
+// or longer is written as its length and the SHA-256 of its bytes, which
+// are stored once per content beside the records. An attempt with no such
+// field is written as version 2, so the record of an attempt, and its
+// hash, are still a function of the attempt alone.
 const (
 	RecordV1 byte = 1
 	RecordV2 byte = 2
+	RecordV3 byte = 3
 )
 
 // MaxRecordBytes bounds a record the decoder accepts: an attempt's fields
@@ -51,18 +59,20 @@ type Legacy struct {
 	EventData   []byte    // of its attempt_recorded event
 }
 
-// AppendRecord appends a's version 2 record to b. a must be normalized (as
-// the store records it): JSON compact, empty fields nil, times UTC.
+// AppendRecord appends a's record to b (version 3 if a value goes out of
+// line, else version 2). a must be normalized (as the store records it):
+// JSON compact, empty fields nil, times UTC. The values it names are not
+// returned: a store uses Values.AppendRecord.
 func AppendRecord(b []byte, a *host.Attempt) []byte {
-	b = append(b, RecordV2)
-	return appendFields(b, a)
+	b, _ = (*Values)(nil).AppendRecord(b, a, nil)
+	return b
 }
 
 // AppendLegacyRecord appends a version 1 record: a as it was stored before
 // the lean record, with its chain event's time and data.
 func AppendLegacyRecord(b []byte, a *host.Attempt, l Legacy) []byte {
 	b = append(b, RecordV1)
-	b = appendFields(b, a)
+	b = appendFields(b, a, nil)
 	b = appendStr(b, l.ContentHash)
 	b = appendTime(b, l.EventTime)
 	return appendBytes(b, l.EventData)
@@ -80,7 +90,9 @@ func RecordSize(a *host.Attempt) int {
 	return n
 }
 
-func appendFields(b []byte, a *host.Attempt) []byte {
+// appendFields appends a's fields; out, if not nil, is called for each
+// value that goes out of line and returns its digest (version 3).
+func appendFields(b []byte, a *host.Attempt, out func([]byte) [32]byte) []byte {
 	b = appendStr(b, a.AttemptID)
 	b = appendStr(b, a.TaskID)
 	b = appendStr(b, a.Tenant)
@@ -99,8 +111,14 @@ func appendFields(b []byte, a *host.Attempt) []byte {
 		b = appendStr(b, a.Error.Message)
 		b = appendBytes(b, a.Error.Details)
 	}
-	for _, f := range [...][]byte{a.Input, a.Output, a.Interrupt, a.Stdout, a.Stderr, a.Logs, a.Events, a.Trace, a.Limits, a.AdapterCalls, a.Diagnostics} {
-		b = appendBytes(b, f)
+	for _, f := range valueFields(a) {
+		if out != nil && len(*f) >= ValueMin {
+			b = binary.AppendUvarint(b, uint64(len(*f)))
+			sum := out(*f)
+			b = append(b, sum[:]...)
+			continue
+		}
+		b = appendBytes(b, *f)
 	}
 	return b
 }
@@ -120,17 +138,32 @@ func appendTime(b []byte, t time.Time) []byte {
 	return binary.AppendUvarint(b, uint64(t.Nanosecond()))
 }
 
-// HashRecord is the content hash of a version 2 record: its SHA-256, hex.
+// HashRecord is the content hash of a version 2 or 3 record: its SHA-256,
+// hex.
 func HashRecord(rec []byte) string {
 	sum := sha256.Sum256(rec)
 	return hex.EncodeToString(sum[:])
 }
 
 // HashAttempt is the content hash of an attempt: the SHA-256 of its
-// version 2 record, its JSON fields taken in their stored form
+// record (version 2, or 3 with its large values as their digests), its JSON fields taken in their stored form
 // (CompactJSON), so that the hash survives an indented re-encoding of a
 // bundle.
 func HashAttempt(a *host.Attempt) string {
+	c := storedForm(a)
+	return HashRecord(AppendRecord(make([]byte, 0, RecordSize(&c)), &c))
+}
+
+// hashAttemptInline is HashAttempt under version 2 whatever the size of
+// the values: the hash of an attempt recorded before values went out of
+// line.
+func hashAttemptInline(a *host.Attempt) string {
+	c := storedForm(a)
+	return HashRecord(AppendRecordV2(make([]byte, 0, RecordSize(&c)), &c))
+}
+
+// storedForm is a copy of a with its JSON fields compacted.
+func storedForm(a *host.Attempt) host.Attempt {
 	c := *a
 	for _, f := range c.JSONFields() {
 		*f.Value = CompactJSON(*f.Value)
@@ -140,7 +173,7 @@ func HashAttempt(a *host.Attempt) string {
 		e.Details = CompactJSON(e.Details)
 		c.Error = &e
 	}
-	return HashRecord(AppendRecord(make([]byte, 0, RecordSize(&c)), &c))
+	return c
 }
 
 // LinkAttempt is an attempt's place in the hash chain: the hash of the
@@ -247,7 +280,7 @@ type AttemptHeader struct {
 // ReadHeader reads a record's header without copying.
 func ReadHeader(rec []byte) (AttemptHeader, error) {
 	var h AttemptHeader
-	if len(rec) == 0 || (rec[0] != RecordV1 && rec[0] != RecordV2) {
+	if len(rec) == 0 || rec[0] < RecordV1 || rec[0] > RecordV3 {
 		return h, fmt.Errorf("%w: unknown version", ErrRecord)
 	}
 	if len(rec) > MaxRecordBytes {
@@ -264,15 +297,24 @@ func ReadHeader(rec []byte) (AttemptHeader, error) {
 	return h, r.err
 }
 
-// DecodeRecord decodes a record of either version; l is set for version 1.
-// A record is read from the store, which someone may have edited: every
-// length is checked, nothing is trusted.
+// DecodeRecord decodes a record of any version; l is set for version 1.
+// The fields a version 3 record keeps out of line are left nil: a reader
+// that shows or replays the attempt uses DecodeRecordRefs and fills them.
 func DecodeRecord(rec []byte) (a *host.Attempt, l *Legacy, err error) {
-	if len(rec) == 0 || (rec[0] != RecordV1 && rec[0] != RecordV2) {
-		return nil, nil, fmt.Errorf("%w: unknown version", ErrRecord)
+	a, l, _, err = DecodeRecordRefs(rec)
+	return a, l, err
+}
+
+// DecodeRecordRefs decodes a record of any version and lists the values
+// it keeps out of line (FillValue puts each in place). A record is read
+// from the store, which someone may have edited: every length is checked,
+// nothing is trusted.
+func DecodeRecordRefs(rec []byte) (a *host.Attempt, l *Legacy, refs []Ref, err error) {
+	if len(rec) == 0 || rec[0] < RecordV1 || rec[0] > RecordV3 {
+		return nil, nil, nil, fmt.Errorf("%w: unknown version", ErrRecord)
 	}
 	if len(rec) > MaxRecordBytes {
-		return nil, nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrRecord, len(rec), MaxRecordBytes)
+		return nil, nil, nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrRecord, len(rec), MaxRecordBytes)
 	}
 	r := &reader{b: rec[1:]}
 	a = &host.Attempt{}
@@ -310,17 +352,20 @@ func DecodeRecord(rec []byte) (a *host.Attempt, l *Legacy, err error) {
 			}
 		}
 	}
-	a.Input = r.bytes("input")
-	a.Output = r.bytes("output")
-	a.Interrupt = r.bytes("interrupt")
-	a.Stdout = r.bytes("stdout")
-	a.Stderr = r.bytes("stderr")
-	a.Logs = r.bytes("logs")
-	a.Events = r.bytes("events")
-	a.Trace = r.bytes("trace")
-	a.Limits = r.bytes("limits")
-	a.AdapterCalls = r.bytes("adapter_calls")
-	a.Diagnostics = r.bytes("diagnostics")
+	for i, f := range valueFields(a) {
+		if rec[0] != RecordV3 {
+			*f = r.bytes(valueNames[i])
+			continue
+		}
+		var ref *Ref
+		*f, ref = r.value(i)
+		if ref != nil {
+			refs = append(refs, *ref)
+		}
+	}
+	if rec[0] == RecordV3 && r.err == nil && len(refs) == 0 {
+		r.fail("version 3 with no value out of line") // one encoding per attempt
+	}
 	if rec[0] == RecordV1 {
 		l = &Legacy{ContentHash: r.str("content_hash"), EventTime: r.time("event time"), EventData: r.bytes("event data")}
 	}
@@ -328,12 +373,12 @@ func DecodeRecord(rec []byte) (a *host.Attempt, l *Legacy, err error) {
 		r.fail("trailing bytes")
 	}
 	if r.err != nil {
-		return nil, nil, r.err
+		return nil, nil, nil, r.err
 	}
 	if l != nil {
 		a.ContentHash = l.ContentHash
 	} else {
 		a.ContentHash = HashRecord(rec)
 	}
-	return a, l, nil
+	return a, l, refs, nil
 }

@@ -127,8 +127,9 @@ func FuzzDecodeRecord(f *testing.F) {
 	a := fullAttempt()
 	f.Add(AppendLegacyRecord(nil, a, Legacy{ContentHash: "h", EventTime: a.EndedAt, EventData: []byte(`{}`)}))
 	f.Add(AppendRecord(nil, &host.Attempt{}))
+	f.Add(AppendRecord(nil, largeAttempt()))
 	f.Fuzz(func(t *testing.T, rec []byte) {
-		a, l, err := DecodeRecord(rec)
+		a, l, refs, err := DecodeRecordRefs(rec)
 		h, herr := ReadHeader(rec)
 		if err != nil {
 			return
@@ -136,10 +137,24 @@ func FuzzDecodeRecord(f *testing.F) {
 		if herr != nil || string(h.AttemptID) != a.AttemptID {
 			t.Fatalf("header disagrees with the record: %v", herr)
 		}
+		for _, r := range refs {
+			if r.Len < ValueMin || r.Len > 1<<20 {
+				return // values that large are not built here
+			}
+		}
 		var again []byte
-		if l != nil {
+		switch {
+		case l != nil:
 			again = AppendLegacyRecord(nil, a, *l)
-		} else {
+		case len(refs) > 0:
+			// Stand-ins of the refs' lengths, encoded with the refs'
+			// digests: the only encoding of those fields.
+			next := 0
+			for _, r := range refs {
+				*valueFields(a)[r.Field] = make([]byte, r.Len)
+			}
+			again = appendFields([]byte{RecordV3}, a, func([]byte) [32]byte { next++; return refs[next-1].Digest })
+		default:
 			again = AppendRecord(nil, a)
 		}
 		if !bytes.Equal(again, rec) {

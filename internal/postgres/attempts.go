@@ -18,6 +18,31 @@ import (
 type attemptRow struct {
 	a      *host.Attempt
 	record []byte
+	values []evidence.Value // named by record, not known to be stored
+}
+
+// insertValue stores a value a record keeps out of line, in the
+// transaction that appends the record (flush); one stored already is left
+// as it is: its key is its content's digest.
+const insertValue = `INSERT INTO evidence_values (digest, value) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+
+// readValues is the store's storecore.ValueReader.
+func (s *Store) readValues(ctx context.Context, keys []string) (map[string][]byte, error) {
+	rows, err := s.pool.Query(ctx, `SELECT digest, value FROM evidence_values WHERE digest = ANY($1)`, keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string][]byte, len(keys))
+	for rows.Next() {
+		var k string
+		var v []byte
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
 }
 
 // errAttemptExists: the attempt id is taken (the unique index refused
@@ -30,9 +55,9 @@ func (s *Store) prepareAttempt(a *host.Attempt) (*attemptRow, error) {
 	if err := storecore.NormalizeAttempt(a, s.now()); err != nil {
 		return nil, err
 	}
-	rec := evidence.AppendRecord(make([]byte, 0, evidence.RecordSize(a)), a)
+	rec, vals := s.values.AppendRecord(make([]byte, 0, evidence.RecordSize(a)), a, nil)
 	a.ContentHash = evidence.HashRecord(rec)
-	return &attemptRow{a: a, record: rec}, nil
+	return &attemptRow{a: a, record: rec, values: vals}, nil
 }
 
 // RecordAttempt implements host.Evidence.
@@ -51,6 +76,9 @@ func (s *Store) RecordAttempt(ctx context.Context, a *host.Attempt) error {
 		}
 		return nil
 	})
+	if err == nil {
+		s.values.Stored(row.values)
+	}
 	if err == nil && au != nil {
 		au.MarkWritten()
 	}
@@ -68,7 +96,7 @@ func (s *Store) sameAttempt(ctx context.Context, a *host.Attempt) error {
 	if err := s.pool.QueryRow(ctx, `SELECT record, seq FROM attempt_records WHERE attempt_id = $1`, a.AttemptID).Scan(&rec, &seq); err != nil {
 		return err
 	}
-	if len(rec) == 0 || rec[0] != evidence.RecordV2 || evidence.HashRecord(rec) != a.ContentHash {
+	if len(rec) == 0 || rec[0] == evidence.RecordV1 || evidence.HashRecord(rec) != a.ContentHash {
 		return host.Errorf("record attempt", a.AttemptID, host.ErrConflict, "already recorded with different content; attempts are immutable")
 	}
 	a.EventSeq = seq
@@ -77,10 +105,16 @@ func (s *Store) sameAttempt(ctx context.Context, a *host.Attempt) error {
 
 // Attempt implements host.Evidence.
 func (s *Store) Attempt(ctx context.Context, attemptID string) (*host.Attempt, error) {
-	a, err := storecore.ScanAttempt(s.pool.QueryRow(ctx, `SELECT seq, record FROM attempt_records WHERE attempt_id = $1`, attemptID))
+	var seq int64
+	var rec []byte
+	err := s.pool.QueryRow(ctx, `SELECT seq, record FROM attempt_records WHERE attempt_id = $1`, attemptID).Scan(&seq, &rec)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, host.Errorf("get attempt", attemptID, host.ErrNotFound, "")
 	}
+	if err != nil {
+		return nil, host.Wrap("get attempt", attemptID, err)
+	}
+	a, err := storecore.DecodeAttempt(ctx, s.readValues, seq, rec)
 	return a, host.Wrap("get attempt", attemptID, err)
 }
 
@@ -135,6 +169,24 @@ func (s *Store) ListAttempts(ctx context.Context, f host.AttemptFilter) ([]*host
 	if err != nil {
 		return nil, host.Wrap("list attempts", "", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*host.Attempt, error) { return storecore.ScanAttempt(r) })
-	return out, host.Wrap("list attempts", "", err)
+	type row struct {
+		seq int64
+		rec []byte
+	}
+	page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		return x, r.Scan(&x.seq, &x.rec)
+	})
+	if err != nil {
+		return nil, host.Wrap("list attempts", "", err)
+	}
+	out := make([]*host.Attempt, 0, len(page))
+	for _, r := range page {
+		a, err := storecore.DecodeAttempt(ctx, s.readValues, r.seq, r.rec)
+		if err != nil {
+			return nil, host.Wrap("list attempts", "", err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }

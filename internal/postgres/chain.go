@@ -88,6 +88,9 @@ func (x *tx) flush(ctx context.Context) error {
 			continue
 		}
 		a := p.at.a
+		for _, v := range p.at.values {
+			b.Queue(insertValue, v.Key, v.Data)
+		}
 		link := evidence.LinkAttempt(seq, hash, a.ContentHash)
 		b.Queue(insertAttempt, seq, a.AttemptID, a.TaskID, a.Attempt, a.Tenant, a.Pack, ts(a.StartedAt), p.at.record, hash, link)
 		a.EventSeq, hash = seq, link

@@ -72,3 +72,24 @@ func TestContractQuotas(t *testing.T) {
 // database: claims, schedule slots, sensor dedupe keys, message ids, one
 // evidence chain, reads that see other nodes' writes.
 func TestContractNodes(t *testing.T) { storetest.Nodes(t, openContractNodes) }
+
+// TestContractEvidenceValues runs the contract's out-of-line value
+// scenarios against PostgreSQL, as internal/sqlite does against SQLite.
+func TestContractEvidenceValues(t *testing.T) {
+	storetest.EvidenceValues(t, openContract, storetest.ValueHooks{
+		Count: func(t testing.TB, b host.Backend) int {
+			var n int
+			if err := b.(*Store).pool.QueryRow(ctx, `SELECT count(*) FROM evidence_values`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		},
+		Change: func(t testing.TB, b host.Backend, key string, v []byte) {
+			if v == nil {
+				tamper(t, b.(*Store), `DELETE FROM evidence_values WHERE digest = $1`, key)
+				return
+			}
+			tamper(t, b.(*Store), `UPDATE evidence_values SET value = $1 WHERE digest = $2`, v, key)
+		},
+	})
+}

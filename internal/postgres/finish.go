@@ -131,6 +131,9 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 	if err != nil {
 		return nil, host.Wrap(op, taskID, err)
 	}
+	if f.row != nil {
+		s.values.Stored(f.row.values)
+	}
 	return out, nil
 }
 

@@ -567,6 +567,9 @@ func (im *importer) verify() error {
 	if err == nil && brk == nil {
 		brk, err = findUnchained(im.ctx, im.tx)
 	}
+	if err == nil && brk == nil {
+		brk, err = checkValues(im.ctx, im.tx) // evidence_values is copied as any table
+	}
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
@@ -12,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
 	"github.com/packrun/packrun/internal/pgtest"
 	"github.com/packrun/packrun/internal/sqlite"
 	"github.com/packrun/packrun/internal/storecore"
@@ -141,5 +144,39 @@ func TestImportSQLiteRefusesAnUnknownTable(t *testing.T) {
 	_, err = openWithKey(t, dsn, h.key).ImportSQLite(ctx, h.src)
 	if !errors.Is(err, host.ErrConflict) || !strings.Contains(err.Error(), "table mystery holds 1 row") {
 		t.Fatalf("unknown table: %v", err)
+	}
+}
+
+// An attempt whose values are stored out of line (evidence_values) is
+// copied whole: it reads back with every value, and the copy verifies
+// them; the home's old inline records come along unchanged.
+func TestImportSQLiteCopiesValuesOutOfLine(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	h := newSQLiteHome(t)
+	big := json.RawMessage(`{"name":"` + strings.Repeat("x", 4*evidence.ValueMin) + `"}`)
+	small := &host.Attempt{Outcome: abi.Completed, Input: json.RawMessage(`{"name":"x"}`)}
+	large := &host.Attempt{Outcome: abi.Completed, Input: big, Output: big}
+	for _, a := range []*host.Attempt{small, large} {
+		if err := h.RecordAttempt(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.Close()
+
+	s := openWithKey(t, dsn, h.key)
+	rep, err := s.ImportSQLite(ctx, h.src)
+	if err != nil || !rep.Chain.OK {
+		t.Fatalf("import: %+v %v", rep, err)
+	}
+	got, err := s.Attempt(ctx, large.AttemptID)
+	if err != nil || !bytes.Equal(got.Input, big) || !bytes.Equal(got.Output, big) || got.ContentHash != large.ContentHash {
+		t.Fatalf("copied attempt: %v", err)
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM evidence_values`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d values copied (%v), want 1: input and output are one content", n, err)
+	}
+	if chain, err := s.VerifyChain(ctx); err != nil || !chain.OK || chain.Attempts != 2 {
+		t.Fatalf("chain: %+v %v", chain, err)
 	}
 }

@@ -116,6 +116,9 @@ type Store struct {
 	// anchor writes and checks this node's signed head checkpoint (nil:
 	// Options.CheckpointFile unset; checkpoint.go).
 	anchor *evidence.Anchor
+	// values: the attempt values this node hashed and stored lately
+	// (evidence.Values), so a repeated value is hashed and written once.
+	values evidence.Values
 	// closeOnce makes Close idempotent; closeErr is the first Close's.
 	closeOnce sync.Once
 	closeErr  error

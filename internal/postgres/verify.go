@@ -119,6 +119,9 @@ func (s *Store) VerifyChain(ctx context.Context) (*host.ChainReport, error) {
 	if err == nil && brk == nil {
 		brk, err = findUnchained(ctx, tx)
 	}
+	if err == nil && brk == nil {
+		brk, err = checkValues(ctx, tx)
+	}
 	if err != nil {
 		return nil, host.Wrap(op, "", err)
 	}
@@ -232,7 +235,10 @@ func (s *Store) VerifyAttempt(ctx context.Context, attemptID string) error {
 	if err != nil {
 		return host.Wrap(op, attemptID, err)
 	}
-	return s.verifyAttemptEntry(ctx, e)
+	if err := s.verifyAttemptEntry(ctx, e); err != nil {
+		return err
+	}
+	return storecore.CheckRowValues(ctx, s.readValues, e.at)
 }
 
 // verifyAttemptEntry is VerifyAttempt of an attempt's row, read.
@@ -305,7 +311,7 @@ func (s *Store) eachVerified(ctx context.Context, e *chainEntry, fn func(*host.A
 	if verr != nil && !errors.Is(verr, host.ErrTampered) {
 		return verr
 	}
-	a, _, err := evidence.DecodeRecord(e.at.Record)
+	a, _, refs, err := evidence.DecodeRecordRefs(e.at.Record)
 	if err != nil {
 		a = &host.Attempt{AttemptID: e.at.AttemptID}
 		if verr == nil { // a record that reads but does not decode
@@ -314,5 +320,57 @@ func (s *Store) eachVerified(ctx context.Context, e *chainEntry, fn func(*host.A
 		}
 	}
 	a.EventSeq = e.seq
+	if verr == nil {
+		// Its values out of line, each checked against its digest.
+		if verr = storecore.FillValues(ctx, s.readValues, a, refs); verr != nil && !errors.Is(verr, host.ErrTampered) {
+			return host.Wrap("verify attempts", a.AttemptID, verr)
+		}
+	}
 	return fn(a, verr)
+}
+
+// checkValues is the value pass of VerifyChain, after the walk and in its
+// snapshot: every value a version 3 record names out of line must be
+// stored and still hash to its digest (storecore.ValueCheck). Each is
+// read and hashed once, however many attempts name it.
+func checkValues(ctx context.Context, tx pgx.Tx) (*host.ChainBreak, error) {
+	var values storecore.ValueCheck
+	rows, err := tx.Query(ctx, `SELECT seq, attempt_id, record FROM attempt_records WHERE substring(record FROM 1 FOR 1) = $1 ORDER BY seq`, []byte{evidence.RecordV3})
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var seq int64
+		var id string
+		var rec []byte
+		if err := rows.Scan(&seq, &id, &rec); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		values.Need(seq, id, rec)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(values.Keys()) == 0 {
+		return nil, nil
+	}
+	rows, err = tx.Query(ctx, `SELECT digest, value FROM evidence_values WHERE digest = ANY($1)`, values.Keys())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var v []byte
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		values.Check(k, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return values.Break(), nil
 }

@@ -42,6 +42,9 @@ func (s *Store) RecordAttempt(ctx context.Context, a *host.Attempt) error {
 		}
 		return nil
 	})
+	if err == nil {
+		s.values.Stored(row.values)
+	}
 	if err == nil && au != nil {
 		au.MarkWritten()
 	}
@@ -63,6 +66,40 @@ var errAttemptExists = errors.New("attempt already recorded")
 type attemptRow struct {
 	a      *host.Attempt
 	record []byte
+	values []evidence.Value // named by record, not known to be stored
+}
+
+// insertValues stores the values a record keeps out of line, in the
+// transaction that appends the record: a record never names a value that
+// is not stored. A value stored already (by another attempt, or another
+// process) is left as it is: its key is its content's digest.
+func insertValues(tx *wtx, vals []evidence.Value) error {
+	for _, v := range vals {
+		if _, err := tx.Exec(`INSERT INTO evidence_values (digest, value) VALUES (?, ?) ON CONFLICT DO NOTHING`, v.Key, v.Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readValues is the store's storecore.ValueReader.
+func (s *Store) readValues(ctx context.Context, keys []string) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(keys))
+	for _, k := range keys {
+		if _, ok := out[k]; ok {
+			continue
+		}
+		var v []byte
+		err := s.queryRow(ctx, `SELECT value FROM evidence_values WHERE digest = ?`, k).Scan(&v)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 // The attempt's row: its record, its link in the chain and copies of the
@@ -76,9 +113,9 @@ func (s *Store) prepareAttempt(a *host.Attempt) (*attemptRow, error) {
 	if err := storecore.NormalizeAttempt(a, s.now()); err != nil {
 		return nil, err
 	}
-	rec := evidence.AppendRecord(make([]byte, 0, evidence.RecordSize(a)), a)
+	rec, vals := s.values.AppendRecord(make([]byte, 0, evidence.RecordSize(a)), a, nil)
 	a.ContentHash = evidence.HashRecord(rec)
-	return &attemptRow{a: a, record: rec}, nil
+	return &attemptRow{a: a, record: rec, values: vals}, nil
 }
 
 // recordAttempt links a prepared attempt into the chain and appends it
@@ -89,6 +126,9 @@ func (s *Store) prepareAttempt(a *host.Attempt) (*attemptRow, error) {
 // may run more than once for one row (see op).
 func (s *Store) recordAttempt(tx *wtx, row *attemptRow) error {
 	a := row.a
+	if err := insertValues(tx, row.values); err != nil {
+		return err
+	}
 	head, err := tx.chainHead()
 	if err != nil {
 		return err
@@ -117,7 +157,7 @@ func (s *Store) sameAttempt(ctx context.Context, a *host.Attempt) error {
 	if err := s.queryRow(ctx, `SELECT record, seq FROM attempt_records WHERE attempt_id = ?`, a.AttemptID).Scan(&rec, &seq); err != nil {
 		return err
 	}
-	if len(rec) == 0 || rec[0] != evidence.RecordV2 || evidence.HashRecord(rec) != a.ContentHash {
+	if len(rec) == 0 || rec[0] == evidence.RecordV1 || evidence.HashRecord(rec) != a.ContentHash {
 		return host.Errorf("record attempt", a.AttemptID, host.ErrConflict, "already recorded with different content; attempts are immutable")
 	}
 	a.EventSeq = seq
@@ -134,10 +174,16 @@ func nonNil(b []byte) []byte {
 const attemptColumns = `seq, record`
 
 func (s *Store) attempt(ctx context.Context, q queryer, id string) (*host.Attempt, error) {
-	a, err := storecore.ScanAttempt(q.QueryRowContext(ctx, `SELECT `+attemptColumns+` FROM attempt_records WHERE attempt_id = ?`, id))
+	var seq int64
+	var rec []byte
+	err := q.QueryRowContext(ctx, `SELECT `+attemptColumns+` FROM attempt_records WHERE attempt_id = ?`, id).Scan(&seq, &rec)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, host.Errorf("get attempt", id, host.ErrNotFound, "")
 	}
+	if err != nil {
+		return nil, host.Wrap("get attempt", id, err)
+	}
+	a, err := storecore.DecodeAttempt(ctx, s.readValues, seq, rec)
 	return a, host.Wrap("get attempt", id, err)
 }
 
@@ -212,15 +258,32 @@ func (s *Store) ListAttempts(ctx context.Context, f host.AttemptFilter) ([]*host
 		return nil, host.Wrap("list attempts", "", err)
 	}
 	defer rows.Close()
-	var out []*host.Attempt
+	type row struct {
+		seq int64
+		rec []byte
+	}
+	var page []row
 	for rows.Next() {
-		a, err := storecore.ScanAttempt(rows)
+		var r row
+		if err := rows.Scan(&r.seq, &r.rec); err != nil {
+			return nil, host.Wrap("list attempts", "", err)
+		}
+		page = append(page, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, host.Wrap("list attempts", "", err)
+	}
+	rows.Close()
+	// Values are read once the page is: not while its rows are open.
+	out := make([]*host.Attempt, 0, len(page))
+	for _, r := range page {
+		a, err := storecore.DecodeAttempt(ctx, s.readValues, r.seq, r.rec)
 		if err != nil {
 			return nil, host.Wrap("list attempts", "", err)
 		}
 		out = append(out, a)
 	}
-	return out, host.Wrap("list attempts", "", rows.Err())
+	return out, nil
 }
 
 // verifyPage is how many attempts EachVerifiedAttempt reads at once.
@@ -255,7 +318,7 @@ func (s *Store) EachVerifiedAttempt(ctx context.Context, f host.AttemptFilter, f
 			if verr != nil && !errors.Is(verr, host.ErrTampered) {
 				return verr
 			}
-			a, _, err := evidence.DecodeRecord(e.at.Record)
+			a, _, refs, err := evidence.DecodeRecordRefs(e.at.Record)
 			if err != nil {
 				a = &host.Attempt{AttemptID: e.at.AttemptID}
 				if verr == nil { // a record that reads but does not decode
@@ -264,6 +327,12 @@ func (s *Store) EachVerifiedAttempt(ctx context.Context, f host.AttemptFilter, f
 				}
 			}
 			a.EventSeq = e.seq
+			if verr == nil {
+				// Its values out of line, each checked against its digest.
+				if verr = storecore.FillValues(ctx, s.readValues, a, refs); verr != nil && !errors.Is(verr, host.ErrTampered) {
+					return host.Wrap(op, a.AttemptID, verr)
+				}
+			}
 			if err := fn(a, verr); err != nil {
 				return err
 			}

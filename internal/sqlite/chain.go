@@ -27,15 +27,22 @@ func (s *Store) VerifyChain(ctx context.Context) (*host.ChainReport, error) {
 	// process commits meanwhile is never newer than the chain walked.
 	anchor, brk := s.checkCheckpoint()
 	rep.Checkpoint = anchor
+	var values storecore.ValueCheck // the values the records name (checkValues)
 	if brk == nil {
 		var err error
-		if brk, err = s.walkChain(ctx, rep, anchor); err != nil {
+		if brk, err = s.walkChain(ctx, rep, anchor, &values); err != nil {
 			return nil, host.Wrap(op, "", err)
 		}
 	}
 	if brk == nil {
 		var err error
 		if brk, err = s.findUnchained(ctx); err != nil {
+			return nil, host.Wrap(op, "", err)
+		}
+	}
+	if brk == nil {
+		var err error
+		if brk, err = s.checkValues(ctx, &values); err != nil {
 			return nil, host.Wrap(op, "", err)
 		}
 	}
@@ -129,7 +136,9 @@ func (c *cursor) advance() error {
 	return nil
 }
 
-func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport, anchor *host.ChainHead) (*host.ChainBreak, error) {
+// walkChain walks the chain; values is told the values each attempt's
+// record names, for checkValues.
+func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport, anchor *host.ChainHead, values *storecore.ValueCheck) (*host.ChainBreak, error) {
 	// Both tables are read in one transaction, so they are read as of one
 	// moment.
 	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -166,6 +175,7 @@ func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport, anchor *ho
 		return nil, err
 	}
 	c := s.newChecker(ctx)
+	c.values = values
 	prev, want := evidence.GenesisHash, int64(1)
 	var anchorHash string
 	for evs.next != nil || ats.next != nil {
@@ -209,8 +219,9 @@ func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport, anchor *ho
 
 // checker checks chain entries one at a time.
 type checker struct {
-	s   *Store
-	ctx context.Context
+	s      *Store
+	ctx    context.Context
+	values *storecore.ValueCheck // may be nil
 }
 
 func (s *Store) newChecker(ctx context.Context) *checker { return &checker{s: s, ctx: ctx} }
@@ -218,6 +229,7 @@ func (s *Store) newChecker(ctx context.Context) *checker { return &checker{s: s,
 // check checks one entry against the hash of the entry before it.
 func (c *checker) check(e *chainEntry, prev string) (*host.ChainBreak, error) {
 	if e.at != nil {
+		c.values.Need(e.seq, e.at.AttemptID, e.at.Record)
 		return storecore.CheckAttemptRow(e.at, prev), nil
 	}
 	ev := e.ev
@@ -248,7 +260,10 @@ func (s *Store) VerifyAttempt(ctx context.Context, attemptID string) error {
 	if err != nil {
 		return host.Wrap(op, attemptID, err)
 	}
-	return s.verifyAttemptEntry(ctx, e)
+	if err := s.verifyAttemptEntry(ctx, e); err != nil {
+		return err
+	}
+	return storecore.CheckRowValues(ctx, s.readValues, e.at)
 }
 
 // verifyAttemptEntry is VerifyAttempt of an attempt's row, read.
@@ -327,4 +342,23 @@ func (s *Store) findUnchained(ctx context.Context) (*host.ChainBreak, error) {
 		return nil, err
 	}
 	return s.findUnchainedMessage(ctx)
+}
+
+// checkValues is the value pass of VerifyChain, after the walk: every
+// value the records walked name out of line must be stored and still
+// hash to its digest (storecore.ValueCheck). Each is read and hashed
+// once, however many attempts name it.
+func (s *Store) checkValues(ctx context.Context, values *storecore.ValueCheck) (*host.ChainBreak, error) {
+	for _, k := range values.Keys() {
+		var v []byte
+		err := s.db.QueryRowContext(ctx, `SELECT value FROM evidence_values WHERE digest = ?`, k).Scan(&v)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // Break reports it missing
+		}
+		if err != nil {
+			return nil, err
+		}
+		values.Check(k, v)
+	}
+	return values.Break(), nil
 }

@@ -61,3 +61,34 @@ func openContractNodes(t testing.TB, clock *storetest.Clock, n int) []host.Backe
 // TestContractNodes runs the contract's cross-process scenarios against
 // three Stores on one SQLite file.
 func TestContractNodes(t *testing.T) { storetest.Nodes(t, openContractNodes) }
+
+// TestContractEvidenceValues runs the contract's out-of-line value
+// scenarios against SQLite.
+func TestContractEvidenceValues(t *testing.T) {
+	storetest.EvidenceValues(t, openContract, storetest.ValueHooks{
+		Count: func(t testing.TB, b host.Backend) int {
+			var n int
+			if err := b.(*Store).db.QueryRow(`SELECT count(*) FROM evidence_values`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		},
+		Change: func(t testing.TB, b host.Backend, key string, v []byte) {
+			db := b.(*Store).db
+			for _, q := range []string{`DROP TRIGGER evidence_values_no_update`, `DROP TRIGGER evidence_values_no_delete`} {
+				if _, err := db.Exec(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			q, args := `UPDATE evidence_values SET value = ? WHERE digest = ?`, []any{v, key}
+			if v == nil {
+				q, args = `DELETE FROM evidence_values WHERE digest = ?`, []any{key}
+			}
+			if res, err := db.Exec(q, args...); err != nil {
+				t.Fatal(err)
+			} else if n, _ := res.RowsAffected(); n != 1 {
+				t.Fatalf("%s: %d rows", q, n)
+			}
+		},
+	})
+}

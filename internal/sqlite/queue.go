@@ -454,6 +454,9 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 	if err != nil {
 		return nil, host.Wrap(op, taskID, err)
 	}
+	if row != nil {
+		s.values.Stored(row.values)
+	}
 	return out, nil
 }
 

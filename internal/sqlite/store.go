@@ -141,6 +141,9 @@ type Store struct {
 	// (checkpoint.go).
 	hostKey *evidence.HostKey
 	cp      *evidence.Anchor
+	// values: the attempt values this Store hashed and stored lately
+	// (evidence.Values), so a repeated value is hashed and written once.
+	values evidence.Values
 	// uninstalling serialises UninstallPacks within this Store, so that
 	// no other uninstall's deletion shares a batch with a sweep of pack
 	// blobs (see sweepPackBlobs).

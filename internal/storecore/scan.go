@@ -2,11 +2,9 @@ package storecore
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/evidence"
 )
 
 // Row is one result row, as database/sql's *sql.Row and *sql.Rows and
@@ -20,22 +18,6 @@ type Row = interface{ Scan(dest ...any) error }
 func ParseTime(v string) time.Time {
 	t, _ := host.ParseTime(v)
 	return t
-}
-
-// ScanAttempt reads an attempt record row (seq, record) back into the
-// exact form it was hashed in.
-func ScanAttempt(row Row) (*host.Attempt, error) {
-	var seq int64
-	var rec []byte
-	if err := row.Scan(&seq, &rec); err != nil {
-		return nil, err
-	}
-	a, _, err := evidence.DecodeRecord(rec)
-	if err != nil {
-		return nil, fmt.Errorf("attempt at seq %d: %w", seq, err)
-	}
-	a.EventSeq = seq
-	return a, nil
 }
 
 // ScanEvent reads a runtime event row.
