@@ -85,7 +85,9 @@ func (h *Host) HasActiveTokens(ctx context.Context) (bool, error) {
 var ErrBadToken = errors.New("the token is not valid")
 
 // Authenticate returns who a presented token acts as. The token's record
-// is read on every call, so a revocation (from any process) holds at once.
+// is checked on every call, so a revocation (from any packrun process)
+// holds at once; the SQLite store answers from a cache that every token
+// write invalidates in every process (internal/sqlite tokenCache).
 func (h *Host) Authenticate(ctx context.Context, token string) (*Principal, error) {
 	id, secret, err := auth.Split(token)
 	if err != nil {

@@ -439,3 +439,30 @@ func TestBatchRedo(t *testing.T) {
 		t.Fatalf("chain %v %+v", err, rep)
 	}
 }
+
+// TestFailedBatchNotSynced: a batch whose every operation failed committed
+// nothing, and is answered without a WAL sync (an idle dispatcher's claims
+// polled a sync, with its disk cache flush, each); a batch that wrote is
+// answered only after one.
+func TestFailedBatchNotSynced(t *testing.T) {
+	f := newFixture(t, Options{})
+	before := f.w.syncs.Load()
+	for range 5 {
+		_, err := f.Claim(ctx, "runner", time.Time{})
+		wantErr(t, err, host.ErrEmpty)
+		// Fails after writing: rolled back, nothing committed either.
+		_, err = f.Finish(ctx, "task-missing", host.FinishInput{AttemptID: "a", Outcome: okOutcome()})
+		if err == nil {
+			t.Fatal("Finish of a missing task succeeded")
+		}
+	}
+	if n := f.w.syncs.Load() - before; n != 0 {
+		t.Fatalf("%d WAL syncs for batches that committed nothing", n)
+	}
+	if _, err := f.Enqueue(ctx, intent("sync", nil), host.EnqueueOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.w.syncs.Load() - before; n != 1 {
+		t.Fatalf("%d WAL syncs after one enqueue, want 1", n)
+	}
+}

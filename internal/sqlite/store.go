@@ -136,6 +136,7 @@ type Store struct {
 	routes *routeCache  // task types resolved (routeCache)
 	config *configCache // task type specs, agents, profiles read (configCache)
 	subs   *subsCache   // message subscriptions (subsCache)
+	tokens *tokenCache  // API tokens read (tokenCache)
 	keys   *keyring     // seals secret memory values (secrets.go)
 	// hostKey signs, and cp writes, the evidence head checkpoints
 	// (checkpoint.go).
@@ -199,7 +200,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
-	s := &Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), config: newConfigCache(gens.routes), subs: newSubsCache(gens.routes), keys: keys, hostKey: hk, cp: cp}
+	s := &Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), config: newConfigCache(gens.routes), subs: newSubsCache(gens.routes), tokens: newTokenCache(gens.routes), keys: keys, hostKey: hk, cp: cp}
 	if err := s.openAnchor(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open host store: %w", err)

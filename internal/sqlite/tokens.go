@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
+	"time"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
@@ -37,6 +39,7 @@ func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
 		expires = ts(*t.ExpiresAt)
 	}
 	err = s.w.do(ctx, func(tx *wtx) error {
+		tx.touch(s.gens.routes) // tokenCache
 		_, err := tx.Exec(`INSERT OR FAIL INTO api_tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)`,
 			t.ID, t.Name, t.Tenant, scopes, t.SecretHash, ts(t.CreatedAt), expires)
 		return err
@@ -44,13 +47,36 @@ func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
 	return host.Wrap(op, t.ID, err)
 }
 
-// Token implements auth.Store.
+// tokenCache holds the tokens Token read, by id: every authenticated
+// request asks for its token's record. Coherent through the routes
+// generation (the store's configuration), which CreateToken and
+// RevokeToken touch: a revocation by any packrun process that opens this
+// database is seen by the next request (see genCache for the one gap).
+// Unknown ids are not cached.
+type tokenCache = genCache[string, *auth.Token]
+
+func newTokenCache(g gen) *tokenCache {
+	return newGenCache(g, 1<<14, func(string, *auth.Token) int { return 1 })
+}
+
+// Token implements auth.Store. Answers come from tokenCache while no
+// token was created or revoked; each is a copy the caller may change.
 func (s *Store) Token(ctx context.Context, id string) (*auth.Token, error) {
-	t, err := scanToken(s.queryRow(ctx, `SELECT `+tokenColumns+` FROM api_tokens WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, host.Errorf("get token", id, host.ErrNotFound, "")
+	now := time.Now()
+	t, ok, g := s.tokens.lookup(id, now)
+	if !ok {
+		var err error
+		t, err = scanToken(s.queryRow(ctx, `SELECT `+tokenColumns+` FROM api_tokens WHERE id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, host.Errorf("get token", id, host.ErrNotFound, "")
+		} else if err != nil {
+			return nil, host.Wrap("get token", id, err)
+		}
+		s.tokens.store(id, t, g, now)
 	}
-	return t, host.Wrap("get token", id, err)
+	c := *t
+	c.Scopes = slices.Clone(t.Scopes)
+	return &c, nil
 }
 
 // Tokens implements auth.Store.
@@ -77,6 +103,7 @@ func (s *Store) RevokeToken(ctx context.Context, id string) (*auth.Token, error)
 	const op = "revoke token"
 	var n int64
 	err := s.w.do(ctx, func(tx *wtx) error {
+		tx.touch(s.gens.routes) // tokenCache
 		res, err := tx.Exec(`UPDATE api_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, ts(s.now()), id)
 		if err == nil {
 			n, err = res.RowsAffected()

@@ -21,6 +21,8 @@ func TestEventTenant(t *testing.T) {
 		{map[string]any{"tenant": name("named")}, "named"},
 		{map[string]any{"tenant": map[string]any{"tenant": "nested"}}, ""},
 		{map[string]any{"inner": map[string]any{"tenant": "nested"}}, ""},
+		{map[string]string{"tenant": "acme", "route": "POST /v1/invoke"}, "acme"},
+		{map[string]string{"route": "POST /v1/invoke"}, ""},
 		{json.RawMessage(`{"tenant":"raw"}`), "raw"},
 		{json.RawMessage(`{"a":{"tenant":"nested"}}`), ""},
 		{json.RawMessage(`["tenant"]`), ""},
@@ -38,6 +40,14 @@ func TestEventTenant(t *testing.T) {
 		}
 		if got := DataTenant(data); got != c.want {
 			t.Errorf("DataTenant(%s) = %q, want %q", data, got, c.want)
+		}
+	}
+	// The maps the stores' own events and API calls' audit events carry
+	// are read as they are: their data is not parsed again (here it is
+	// not even given).
+	for _, v := range []any{map[string]any{"tenant": "acme"}, map[string]string{"tenant": "acme", "token_id": "t"}} {
+		if got := EventTenant(v, nil); got != "acme" {
+			t.Errorf("EventTenant(%v, nil) = %q, want acme read from the map", v, got)
 		}
 	}
 	for _, data := range []string{"", "{", "null", `{"Tenant":"x"}`} {

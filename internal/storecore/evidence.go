@@ -166,11 +166,15 @@ func DataTenant(data []byte) string {
 }
 
 // EventTenant is DataTenant of data, the JSON v marshalled to, read from v
-// itself where v is a map whose "tenant" is a string or absent, without
+// itself where v is a map whose "tenant" is a string or absent (or a
+// map[string]string: an API call's audit event, host.Audit), without
 // parsing data again: the stores' own events (their data a map) are
 // appended inside a write transaction, where a parse costs every writer.
 func EventTenant(v any, data []byte) string {
-	if m, ok := v.(map[string]any); ok {
+	switch m := v.(type) {
+	case map[string]string:
+		return m["tenant"]
+	case map[string]any:
 		switch t := m["tenant"].(type) {
 		case nil: // absent, or null
 			return ""
