@@ -124,6 +124,7 @@ task, attempt, key, home), 78 bad configuration file in the home.`,
 		a.replayCommand(), a.traceCommand(), a.demoCommand(), a.initCommand(), a.buildCommand(), a.tokensCommand(), a.eventsCommand(),
 		a.schedulesCommand(), a.sensorsCommand(), a.taskTypesCommand(), a.agentsCommand(), a.profilesCommand(), a.skillsCommand(), a.workflowsCommand(),
 		a.messagesCommand(), a.storeCommand())
+	root.AddCommand(a.ociCommands()...)
 	return root
 }
 

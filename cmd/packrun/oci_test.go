@@ -1,0 +1,290 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/packrun/packrun/internal/ocitest"
+)
+
+// ociFixture is a signed hello-c pack, a home that trusts its key, and a
+// registry.
+type ociFixture struct {
+	dir, pack, key string
+	packDigest     string // sha256:<hex> of the .pack file
+	reg            *ocitest.Registry
+}
+
+func newOCIFixture(t *testing.T) *ociFixture {
+	t.Helper()
+	dir := t.TempDir()
+	f := &ociFixture{dir: dir, pack: filepath.Join(dir, "hello.pack"), key: filepath.Join(dir, "acme")}
+	signer := homeCLI{t, filepath.Join(dir, "signer")}
+	signer.ok("keys", "generate", "--out", f.key)
+	signer.ok("pack", "../../examples/hello-c", "-o", f.pack)
+	signer.ok("sign", f.pack, "--key", f.key+".key", "--builder-id", "https://ci.example/b")
+	b, err := os.ReadFile(f.pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	f.packDigest = "sha256:" + hex.EncodeToString(sum[:])
+	f.reg = ocitest.Start(t, ocitest.Options{})
+	return f
+}
+
+// home is a fresh home trusting the fixture's key for local.*.
+func (f *ociFixture) home(t *testing.T, name string) homeCLI {
+	h := homeCLI{t, filepath.Join(f.dir, name)}
+	h.ok("trust", "add-key", "acme", f.key+".pub", "--namespace", "local.*")
+	return h
+}
+
+// assertNothingStored fails unless the home has no pack and no blob.
+func assertNothingStored(t *testing.T, h homeCLI) {
+	t.Helper()
+	if out := strings.TrimSpace(h.ok("list", "--json")); out != "[]" {
+		t.Fatalf("packs installed: %s", out)
+	}
+	n := 0
+	filepath.WalkDir(filepath.Join(h.home, "blobs"), func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		return nil
+	})
+	if n != 0 {
+		t.Fatalf("%d blobs stored in the home", n)
+	}
+}
+
+// oneLineErr fails unless a command failed with exit code want and one
+// line on stderr.
+func oneLineErr(t *testing.T, what string, code int, errs string, want int) {
+	t.Helper()
+	if code != want || strings.Count(errs, "\n") != 1 || !strings.HasPrefix(errs, "packrun: ") {
+		t.Fatalf("%s: exit %d (want %d), stderr %q", what, code, want, errs)
+	}
+}
+
+func TestOCIPushInstallRoundTrip(t *testing.T) {
+	f := newOCIFixture(t)
+	signer := f.home(t, "signer")
+	ref := f.reg.Addr + "/packs/hello"
+
+	// push a file; the tag defaults to the version.
+	pinned := strings.TrimSpace(signer.ok("push", f.pack, ref))
+	if !strings.HasPrefix(pinned, ref+"@sha256:") {
+		t.Fatalf("push printed %q", pinned)
+	}
+	manifestDigest := strings.TrimPrefix(pinned, ref+"@")
+	// distribution 2.8 has no referrers API: the bundles are indexed
+	// under the fallback tag.
+	tags := strings.Join(f.reg.Tags(t, "packs/hello"), " ")
+	if !strings.Contains(tags, "1.0.0") || !strings.Contains(tags, strings.Replace(manifestDigest, ":", "-", 1)) {
+		t.Fatalf("tags %q: want 1.0.0 and the referrers tag of %s", tags, manifestDigest)
+	}
+	// an installed pack pushes to the same digest (no time in the manifests).
+	signer.ok("install", f.pack)
+	if again := strings.TrimSpace(signer.ok("push", "local.hello.c@1.0.0", ref+":again")); again != ref+"@"+manifestDigest {
+		t.Fatalf("push of the installed pack: %s, want %s", again, pinned)
+	}
+
+	h := f.home(t, "home")
+	for _, r := range []string{"oci://" + ref + ":1.0.0", "oci://" + pinned, "oci://" + ref + ":1.0.0@" + manifestDigest} {
+		if out := h.ok("install", r); !strings.Contains(out, "local.hello.c@1.0.0") {
+			t.Fatalf("install %s: %s", r, out)
+		}
+	}
+	if out := h.ok("invoke", "local.hello.c", "--input", `{"name":"oci"}`); out != `{"greeting":"Hello, oci!"}`+"\n" {
+		t.Fatalf("invoke: %q", out)
+	}
+	var list []struct{ Signer string }
+	if err := json.Unmarshal([]byte(h.ok("list", "--json")), &list); err != nil || len(list) != 1 || list[0].Signer != "key:acme" {
+		t.Fatalf("list: %v %+v", err, list)
+	}
+
+	// A digest the registry does not hold under that name: not found.
+	other := "sha256:" + strings.Repeat("ab", 32)
+	fresh := f.home(t, "fresh")
+	code, _, errs := fresh.run("install", "oci://"+ref+"@"+other)
+	oneLineErr(t, "unknown digest", code, errs, exitNotFound)
+	assertNothingStored(t, fresh)
+
+	// An untrusted signer: refused, nothing stored.
+	untrusted := homeCLI{t, filepath.Join(f.dir, "untrusted")}
+	code, _, errs = untrusted.run("install", "oci://"+pinned)
+	oneLineErr(t, "untrusted", code, errs, exitRefused)
+	assertNothingStored(t, untrusted)
+
+	// pull: verified, then written with its bundles beside it.
+	out := filepath.Join(f.dir, "pulled.pack")
+	if got := h.ok("pull", pinned, "-o", out); !strings.Contains(got, "signed by key:acme") {
+		t.Fatalf("pull: %s", got)
+	}
+	orig, _ := os.ReadFile(f.pack)
+	if b, _ := os.ReadFile(out); string(b) != string(orig) {
+		t.Fatal("pulled pack differs from the pushed one")
+	}
+	if got := h.ok("verify", out); !strings.Contains(got, "verified local.hello.c@1.0.0") || !strings.Contains(got, "builder https://ci.example/b") {
+		t.Fatalf("verify of the pulled pack: %s", got)
+	}
+	if code, _, errs := untrusted.run("pull", pinned, "-o", filepath.Join(f.dir, "no.pack")); code != exitRefused {
+		t.Fatalf("untrusted pull: exit %d %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "no.pack")); err == nil {
+		t.Fatal("an untrusted pull wrote the pack")
+	}
+
+	// cosign reads what was pulled back from the referrers.
+	if cosign := os.Getenv("PACKRUN_COSIGN"); cosign != "" {
+		cmd := exec.Command(cosign, "verify-blob", "--key", f.key+".pub", "--bundle", out+".sigstore.json", "--insecure-ignore-tlog=true", "--offline", out)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("cosign verify-blob: %v\n%s", err, b)
+		}
+		cmd = exec.Command(cosign, "tree", "--allow-http-registry", pinned)
+		b, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(b), "application/vnd.dev.sigstore.bundle.v0.3+json") {
+			t.Fatalf("cosign tree: %v\n%s", err, b)
+		}
+	}
+}
+
+func TestOCIReferrersAPI(t *testing.T) {
+	f := newOCIFixture(t)
+	proxy := ocitest.NewProxy(t, f.reg.Addr, ocitest.ProxyOptions{ReferrersAPI: true})
+	signer := f.home(t, "signer")
+	pinned := strings.TrimSpace(signer.ok("push", f.pack, proxy.Addr+"/packs/hello"))
+	for _, tag := range f.reg.Tags(t, "packs/hello") {
+		if strings.HasPrefix(tag, "sha256-") {
+			t.Fatalf("a registry with the referrers API got the fallback tag %s", tag)
+		}
+	}
+	h := f.home(t, "home")
+	h.ok("install", "oci://"+pinned)
+	h.ok("invoke", "local.hello.c")
+	if proxy.ReferrersServed.Load() == 0 {
+		t.Fatal("the referrers API was not asked")
+	}
+}
+
+func TestOCITamperedLayerOnDisk(t *testing.T) {
+	f := newOCIFixture(t)
+	signer := f.home(t, "signer")
+	pinned := strings.TrimSpace(signer.ok("push", f.pack, f.reg.Addr+"/packs/hello"))
+	blob := f.reg.BlobPath(f.packDigest)
+	b, err := os.ReadFile(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(blob, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := f.home(t, "home")
+	code, _, errs := h.run("install", "oci://"+pinned)
+	oneLineErr(t, "tampered layer", code, errs, exitRefused)
+	if !strings.Contains(errs, "tampered") {
+		t.Fatalf("tampered layer: %s", errs)
+	}
+	assertNothingStored(t, h)
+}
+
+// TestOCIBadRegistryAnswers puts a misbehaving proxy in front of a real
+// registry holding a good pack: every bad answer is one line on stderr
+// and leaves the home as it was.
+func TestOCIBadRegistryAnswers(t *testing.T) {
+	f := newOCIFixture(t)
+	signer := f.home(t, "signer")
+	pinned := strings.TrimSpace(signer.ok("push", f.pack, f.reg.Addr+"/packs/hello"))
+	digest := pinned[strings.Index(pinned, "@")+1:]
+	isManifest := func(r *http.Request) bool {
+		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/manifests/"+digest)
+	}
+	isLayer := func(r *http.Request) bool {
+		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/blobs/"+f.packDigest)
+	}
+	cases := []struct {
+		name string
+		code int
+		fn   func(w http.ResponseWriter, r *http.Request) bool
+	}{
+		{"garbage manifest", exitRefused, func(w http.ResponseWriter, r *http.Request) bool {
+			if !isManifest(r) {
+				return false
+			}
+			w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+			w.Write([]byte("<html>\nnot\na manifest</html>"))
+			return true
+		}},
+		{"manifest over the size limit", exitRefused, func(w http.ResponseWriter, r *http.Request) bool {
+			if !isManifest(r) {
+				return false
+			}
+			w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+			w.Write([]byte(`{"schemaVersion":2,"x":"` + strings.Repeat("a", 1<<20) + `"}`))
+			return true
+		}},
+		{"server error with a multi-line body", exitOther, func(w http.ResponseWriter, r *http.Request) bool {
+			if !isManifest(r) {
+				return false
+			}
+			w.WriteHeader(http.StatusInternalServerError)
+			w.Write([]byte("line one\nline two\n\n<pre>stack</pre>\n"))
+			return true
+		}},
+		{"truncated layer", exitRefused, func(w http.ResponseWriter, r *http.Request) bool {
+			if !isLayer(r) {
+				return false
+			}
+			b, _ := os.ReadFile(f.pack)
+			w.Header().Set("Content-Length", itoa(len(b)))
+			w.Write(b[:len(b)/2])
+			return true
+		}},
+		{"short layer", exitRefused, func(w http.ResponseWriter, r *http.Request) bool {
+			if !isLayer(r) {
+				return false
+			}
+			b, _ := os.ReadFile(f.pack)
+			w.Write(b[:len(b)/2])
+			return true
+		}},
+		{"redirect loop", exitOther, func(w http.ResponseWriter, r *http.Request) bool {
+			if !isLayer(r) {
+				return false
+			}
+			http.Redirect(w, r, r.URL.String(), http.StatusTemporaryRedirect)
+			return true
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			proxy := ocitest.NewProxy(t, f.reg.Addr, ocitest.ProxyOptions{Intercept: c.fn})
+			h := f.home(t, "home-"+strings.ReplaceAll(c.name, " ", "-"))
+			ref := proxy.Addr + "/packs/hello@" + digest
+			code, _, errs := h.run("install", "oci://"+ref)
+			oneLineErr(t, "install", code, errs, c.code)
+			assertNothingStored(t, h)
+			out := filepath.Join(f.dir, "bad.pack")
+			code, _, errs = h.run("pull", ref, "-o", out)
+			oneLineErr(t, "pull", code, errs, c.code)
+			if _, err := os.Stat(out); err == nil {
+				t.Fatal("pull wrote a file")
+			}
+		})
+	}
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
