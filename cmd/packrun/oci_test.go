@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"io/fs"
@@ -11,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/packrun/packrun/internal/ocitest"
 )
@@ -287,4 +290,38 @@ func TestOCIBadRegistryAnswers(t *testing.T) {
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// TestOCIDockerConfigAuth: a registry that requires a login is reached
+// with the credentials of the Docker config file ($DOCKER_CONFIG or
+// --docker-config), and refused without them.
+func TestOCIDockerConfigAuth(t *testing.T) {
+	dir := t.TempDir()
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newOCIFixture(t)
+	reg := ocitest.Start(t, ocitest.Options{Htpasswd: "alice:" + string(hash) + "\n"})
+	signer := f.home(t, "signer")
+	ref := reg.Addr + "/packs/hello"
+
+	t.Setenv("DOCKER_CONFIG", filepath.Join(dir, "none"))
+	code, _, errs := signer.run("push", f.pack, ref)
+	oneLineErr(t, "push without credentials", code, errs, exitOther)
+	if !strings.Contains(errs, "no credentials for this registry") {
+		t.Fatalf("push without credentials: %s", errs)
+	}
+
+	cfgDir := filepath.Join(dir, "docker")
+	os.MkdirAll(cfgDir, 0o700)
+	cfg := `{"auths":{"` + reg.Addr + `":{"auth":"` + base64.StdEncoding.EncodeToString([]byte("alice:s3cret")) + `"}}}`
+	if err := os.WriteFile(filepath.Join(cfgDir, "config.json"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pinned := strings.TrimSpace(signer.ok("push", f.pack, ref, "--docker-config", filepath.Join(cfgDir, "config.json")))
+	t.Setenv("DOCKER_CONFIG", cfgDir)
+	h := f.home(t, "home")
+	h.ok("install", "oci://"+pinned)
+	h.ok("invoke", "local.hello.c")
 }

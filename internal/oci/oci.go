@@ -189,7 +189,7 @@ func Push(ctx context.Context, ref string, p Pack, o Options) (string, error) {
 	if err := r.ValidateReferenceAsTag(); err != nil {
 		return "", fmt.Errorf("push %s: %w: %s", ref, ErrUsage, cleanMsg(err))
 	}
-	fail := func(err error) (string, error) { return "", fmt.Errorf("push %s: %s", r, cleanMsg(err)) }
+	fail := func(err error) (string, error) { return "", fmt.Errorf("push %s: %w", r, classify(err)) }
 	empty := ocispec.DescriptorEmptyJSON
 	layer := content.NewDescriptorFromBytes(PackMediaType, p.Archive)
 	layer.Annotations = map[string]string{ocispec.AnnotationTitle: p.Name + "-" + p.Version + ".pack"}
@@ -293,12 +293,9 @@ func Pull(ctx context.Context, ref string, o Options) (*Pulled, error) {
 	if pinned != "" && md.Digest != pinned {
 		return nil, fmt.Errorf("pull %s: %w: the registry served manifest %s", ref, ErrRefused, md.Digest)
 	}
-	var m ocispec.Manifest
-	if err := json.Unmarshal(mb, &m); err != nil {
-		return nil, fmt.Errorf("pull %s: %w: manifest is not JSON: %s", ref, ErrRefused, cleanMsg(err))
-	}
-	if m.ArtifactType != ArtifactType || len(m.Layers) != 1 || m.Layers[0].MediaType != PackMediaType {
-		return nil, fmt.Errorf("pull %s: %w: not a packrun pack (artifactType %q, want %q with one %s layer)", ref, ErrRefused, m.ArtifactType, ArtifactType, PackMediaType)
+	m, err := parsePackManifest(mb)
+	if err != nil {
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
 	p := &Pulled{Digest: md.Digest.String(), Name: m.Annotations[AnnotationPackName], Version: m.Annotations[AnnotationPackVersion]}
 	p.Ref = r.Registry + "/" + r.Repository + "@" + p.Digest
@@ -363,14 +360,46 @@ func fetchBundle(ctx context.Context, repo *remote.Repository, rd ocispec.Descri
 	if d.Digest != rd.Digest {
 		return nil, fmt.Errorf("%w: the registry served manifest %s", ErrRefused, d.Digest)
 	}
+	layer, err := parseBundleManifest(mb, subject)
+	if err != nil {
+		return nil, err
+	}
+	return fetchBlob(ctx, repo, layer, l.BundleBytes, "bundle layer")
+}
+
+// parsePackManifest decodes a pack's manifest (untrusted bytes) and checks
+// it is one: our artifactType and exactly one pack layer.
+func parsePackManifest(b []byte) (*ocispec.Manifest, error) {
 	var m ocispec.Manifest
-	if err := json.Unmarshal(mb, &m); err != nil {
+	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%w: manifest is not JSON: %s", ErrRefused, cleanMsg(err))
 	}
-	if m.Subject == nil || m.Subject.Digest != subject || len(m.Layers) != 1 || m.Layers[0].MediaType != BundleType {
-		return nil, fmt.Errorf("%w: not a Sigstore bundle referring to %s", ErrRefused, subject)
+	if m.ArtifactType != ArtifactType || len(m.Layers) != 1 || m.Layers[0].MediaType != PackMediaType {
+		return nil, fmt.Errorf("%w: not a packrun pack (artifactType %q, want %q with one %s layer)", ErrRefused, clip(m.ArtifactType), ArtifactType, PackMediaType)
 	}
-	return fetchBlob(ctx, repo, m.Layers[0], l.BundleBytes, "bundle layer")
+	return &m, nil
+}
+
+// parseBundleManifest decodes a bundle referrer's manifest (untrusted
+// bytes), checks it refers to subject with one bundle layer, and returns
+// that layer.
+func parseBundleManifest(b []byte, subject digest.Digest) (ocispec.Descriptor, error) {
+	var m ocispec.Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("%w: manifest is not JSON: %s", ErrRefused, cleanMsg(err))
+	}
+	if m.Subject == nil || m.Subject.Digest != subject || len(m.Layers) != 1 || m.Layers[0].MediaType != BundleType {
+		return ocispec.Descriptor{}, fmt.Errorf("%w: not a Sigstore bundle referring to %s", ErrRefused, subject)
+	}
+	return m.Layers[0], nil
+}
+
+// clip shortens an untrusted string quoted in an error.
+func clip(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "…"
+	}
+	return s
 }
 
 // fetchBlob fetches the blob d describes, refusing a declared size over
@@ -420,6 +449,9 @@ func classify(err error) error {
 	msg := cleanMsg(err)
 	if errors.Is(err, errdef.ErrNotFound) {
 		return fmt.Errorf("%w: %s", ErrNotFound, msg)
+	}
+	if errors.Is(err, auth.ErrBasicCredentialNotFound) {
+		return fmt.Errorf("%s (no credentials for this registry in the Docker config file: docker login or oras login)", msg)
 	}
 	// oras-go reports a Docker-Content-Digest header that does not match
 	// the reference asked for without a sentinel.
