@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/blobs"
@@ -174,6 +176,10 @@ func (p *PulledPack) WriteFiles(path string) ([]string, error) {
 		data []byte
 	}{{path + ".sigstore.json", p.Signed.Bundle}, {path + ".provenance.sigstore.json", p.Signed.Provenance}, {path, p.Signed.Archive}} {
 		if f.data == nil {
+			// a stale bundle beside the path would be taken for this pack's
+			if err := os.Remove(f.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return written, err
+			}
 			continue
 		}
 		if err := blobs.WriteFile(f.path, f.data, 0o644); err != nil {

@@ -147,6 +147,23 @@ func TestOCIPushInstallRoundTrip(t *testing.T) {
 		t.Fatal("an untrusted pull wrote the pack")
 	}
 
+	// A pack pushed without provenance pulls over a path with a stale
+	// provenance bundle beside it: the stale file goes.
+	bare := filepath.Join(f.dir, "bare", "hello.pack")
+	os.MkdirAll(filepath.Dir(bare), 0o755)
+	for _, suffix := range []string{"", ".sigstore.json"} {
+		b, _ := os.ReadFile(f.pack + suffix)
+		os.WriteFile(bare+suffix, b, 0o644)
+	}
+	barePinned := strings.TrimSpace(signer.ok("push", bare, f.reg.Addr+"/packs/bare"))
+	stale := filepath.Join(f.dir, "stale.pack")
+	os.WriteFile(stale+".provenance.sigstore.json", []byte("{}"), 0o644)
+	h.ok("pull", barePinned, "-o", stale)
+	if _, err := os.Stat(stale + ".provenance.sigstore.json"); err == nil {
+		t.Fatal("a stale provenance bundle was left beside the pulled pack")
+	}
+	h.ok("verify", stale)
+
 	// cosign reads what was pulled back from the referrers.
 	if cosign := os.Getenv("PACKRUN_COSIGN"); cosign != "" {
 		cmd := exec.Command(cosign, "verify-blob", "--key", f.key+".pub", "--bundle", out+".sigstore.json", "--insecure-ignore-tlog=true", "--offline", out)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -139,7 +140,11 @@ func open(ref string, o Options) (*remote.Repository, registry.Reference, error)
 	}
 	t := o.Transport
 	if t == nil {
-		t = http.DefaultTransport
+		// A registry that accepts the connection and never answers must
+		// not hang the command; bodies are bounded by the context.
+		dt := http.DefaultTransport.(*http.Transport).Clone()
+		dt.ResponseHeaderTimeout = time.Minute
+		t = dt
 	}
 	client := &auth.Client{
 		Client: &http.Client{Transport: t, CheckRedirect: func(req *http.Request, via []*http.Request) error {
