@@ -158,11 +158,19 @@ func TestOCIPushInstallRoundTrip(t *testing.T) {
 	barePinned := strings.TrimSpace(signer.ok("push", bare, f.reg.Addr+"/packs/bare"))
 	stale := filepath.Join(f.dir, "stale.pack")
 	os.WriteFile(stale+".provenance.sigstore.json", []byte("{}"), 0o644)
-	h.ok("pull", barePinned, "-o", stale)
+	// (a policy that does not require provenance)
+	noprov := f.home(t, "noprov")
+	trustFile := filepath.Join(noprov.home, "trust.json")
+	tb, _ := os.ReadFile(trustFile)
+	os.WriteFile(trustFile, []byte(strings.Replace(string(tb), `"requireProvenance": true`, `"requireProvenance": false`, 1)), 0o600)
+	noprov.ok("pull", barePinned, "-o", stale)
 	if _, err := os.Stat(stale + ".provenance.sigstore.json"); err == nil {
 		t.Fatal("a stale provenance bundle was left beside the pulled pack")
 	}
-	h.ok("verify", stale)
+	noprov.ok("verify", stale)
+	if code, _, errs := h.run("pull", barePinned, "-o", filepath.Join(f.dir, "no.pack")); code != exitRefused || !strings.Contains(errs, "requires SLSA provenance") {
+		t.Fatalf("pull without provenance under a policy requiring it: exit %d %s", code, errs)
+	}
 
 	// cosign reads what was pulled back from the referrers.
 	if cosign := os.Getenv("PACKRUN_COSIGN"); cosign != "" {
