@@ -350,3 +350,31 @@ func TestOCIDockerConfigAuth(t *testing.T) {
 	h.ok("install", "oci://"+pinned)
 	h.ok("invoke", "local.hello.c")
 }
+
+// TestOCIPackSignedTwice: the same pack pushed with a second signer's
+// bundles has two signature referrers; a home that trusts only one of the
+// signers installs it with that signer's bundle, whichever came first.
+func TestOCIPackSignedTwice(t *testing.T) {
+	f := newOCIFixture(t)
+	signer := f.home(t, "signer")
+	ref := f.reg.Addr + "/packs/hello"
+	first := strings.TrimSpace(signer.ok("push", f.pack, ref))
+
+	second := filepath.Join(f.dir, "second", "hello.pack")
+	os.MkdirAll(filepath.Dir(second), 0o755)
+	b, _ := os.ReadFile(f.pack)
+	os.WriteFile(second, b, 0o644)
+	key2 := filepath.Join(f.dir, "beta")
+	signer.ok("keys", "generate", "--out", key2)
+	signer.ok("sign", second, "--key", key2+".key")
+	if again := strings.TrimSpace(signer.ok("push", second, ref)); again != first {
+		t.Fatalf("the same pack pushed to %s, then %s", first, again)
+	}
+	for name, key := range map[string]string{"acme": f.key, "beta": key2} {
+		h := homeCLI{t, filepath.Join(f.dir, "home-"+name)}
+		h.ok("trust", "add-key", name, key+".pub", "--namespace", "local.*")
+		if out := h.ok("install", "oci://"+first); !strings.Contains(out, "signed by key:"+name) {
+			t.Fatalf("home trusting %s: %s", name, out)
+		}
+	}
+}
