@@ -125,6 +125,7 @@ task, attempt, key, home), 78 bad configuration file in the home.`,
 		a.schedulesCommand(), a.sensorsCommand(), a.taskTypesCommand(), a.agentsCommand(), a.profilesCommand(), a.skillsCommand(), a.workflowsCommand(),
 		a.messagesCommand(), a.storeCommand(), a.sdkCommand())
 	root.AddCommand(a.openapiCommand())
+	root.AddCommand(a.ociCommands()...)
 	return root
 }
 

@@ -43,7 +43,7 @@ var exitCodes = []struct {
 	{exitConfig, isAny(packrun.ErrConfig)},
 	{exitRefused, isRuleError}, // an agent message its seed's or the bus's rules refuse
 	{exitRefused, isAny(runtime.ErrRefused, registry.ErrUntrusted, packs.ErrInvalidPack, packs.ErrInvalidManifest,
-		host.ErrPackConflict, host.ErrConflict, host.ErrTampered, host.ErrUnanchored, packrun.ErrInvalidTrace, packrun.ErrInvalidBundle, packrun.ErrInputRefused)},
+		host.ErrPackConflict, host.ErrConflict, host.ErrTampered, packrun.ErrRegistryRefused, host.ErrUnanchored, packrun.ErrInvalidTrace, packrun.ErrInvalidBundle, packrun.ErrInputRefused)},
 }
 
 // isRuleError reports whether err is an agent message refused by a rule

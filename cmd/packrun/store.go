@@ -16,9 +16,10 @@ import (
 
 func (a *app) installCommand() *cobra.Command {
 	var f bundleFlags
+	var of ociFlags
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "install FILE.pack|VERSION.tgz [--bundle F] [--provenance F] [--signature F] [--integrity PIN] [--trust FILE]",
+		Use:   "install FILE.pack|VERSION.tgz|oci://REF [--bundle F] [--provenance F] [--signature F] [--integrity PIN] [--trust FILE]",
 		Short: "Verify a signed pack and install it into the local store",
 		Long: `Verify FILE.pack against the trust policy (signature, provenance, namespace, manifest,
 module digests) before anything enters the store, check every module loads and serves
@@ -35,7 +36,10 @@ only (v2 ed25519-canonical-json, v1 pack.json.sig inside the archive) does not c
 the module: such a pack needs --integrity, the sha256-<base64> pin the registry's
 version manifest gives. Trust the registry's key with
   packrun trust add-registry-key KEY_ID KEY --namespace vendor.openwop.*
-(KEY_ID as the registry names it: v2 packs name their key by it).`,
+(KEY_ID as the registry names it: v2 packs name their key by it).
+
+oci://REGISTRY/REPO:TAG (or @sha256:DIGEST) pulls the pack and its bundle
+referrers from an OCI registry (see 'packrun pull') and installs it the same way.`,
 		Example: `  packrun install hello.pack
   packrun install 1.0.0.tgz --integrity sha256-oAxD58p11EJDYJ8427coH0zhULSVo/gel+MI9liC3gg=`,
 		Args: cobra.ExactArgs(1),
@@ -46,7 +50,13 @@ version manifest gives. Trust the registry's key with
 				return err
 			}
 			defer h.Close(context.Background())
-			p, already, err := h.InstallFile(ctx, args[0], f.files())
+			var p *host.InstalledPack
+			var already bool
+			if ref, ok := strings.CutPrefix(args[0], ociScheme); ok {
+				p, already, _, err = h.InstallOCI(ctx, ref, f.files(), of.options())
+			} else {
+				p, already, err = h.InstallFile(ctx, args[0], f.files())
+			}
 			if err != nil {
 				return err
 			}
@@ -65,6 +75,7 @@ version manifest gives. Trust the registry's key with
 		},
 	}
 	f.register(cmd)
+	of.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
