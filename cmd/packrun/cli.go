@@ -102,7 +102,8 @@ with memory and time limits and a versioned host ABI (openwop RFC 0008 + packrun
 Exit codes: 0 completed, 1 anything else, 2 failed (including traps), 3 suspended,
 4 limit breached, 5 refused (module, pack, signature, trust, trace, evidence bundle,
 tampered evidence, a lost evidence anchor), 6 replay diverged, 64 usage error, 66 not found (file, pack, node,
-task, attempt, key, home), 78 bad configuration file in the home.`,
+task, attempt, key, home), 69 unavailable (a busy or forbidden listen address), 78 bad configuration
+file in the home.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {

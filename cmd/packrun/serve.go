@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +14,7 @@ import (
 	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/api"
+	"github.com/packrun/packrun/internal/console"
 	"github.com/packrun/packrun/internal/heapfloor"
 	"github.com/packrun/packrun/internal/observe"
 )
@@ -142,7 +144,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
-				return withCode(exitUsage, fmt.Errorf("--addr %s: %w", addr, err))
+				return withCode(listenExitCode(err), fmt.Errorf("--addr %s: %w", addr, err))
 			}
 			// On a loopback address, requests must name a loopback Host
 			// (DNS rebinding); the listener's address is the one --addr
@@ -174,6 +176,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			}
 			a.log.Info("serving", "addr", ln.Addr().String(), "home", a.home, "tls", tlsCert != "", "auth", !insecure)
 			fmt.Fprintf(a.stderr, "packrun serving on %s://%s (home %s; %s)\n", scheme, ln.Addr(), a.home, authNote)
+			fmt.Fprintf(a.stderr, "packrun console at %s://%s%s\n", scheme, ln.Addr(), console.Prefix)
 
 			dispatchCtx, stopDispatch := context.WithCancel(ctx)
 			defer stopDispatch()
@@ -223,6 +226,17 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 // observed routes /metrics, /healthz and /readyz to the observer and
 // everything else to the API, and logs and counts every request.
 //
+// listenExitCode is the exit code for a listen that failed: an address
+// the system refuses (in use, not this machine's, a privileged port) is an
+// unavailable resource (69); anything else (no port, not an address) is a
+// wrong command line (64).
+func listenExitCode(err error) int {
+	if _, ok := errors.AsType[*os.SyscallError](err); ok {
+		return exitUnavail
+	}
+	return exitUsage
+}
+
 // On a loopback addr the three answer only requests for a loopback Host,
 // as the API does (DNS rebinding).
 func observed(obs *observe.Observer, h *packrun.Host, apiHandler http.Handler, addr string) http.Handler {
