@@ -68,7 +68,7 @@ breached (wasm-memory, wasm-execution-time, output-size, host-calls, host-memory
 	fl.StringVar(&f.input, "input", "{}", "node input: JSON text, @FILE, or @- for stdin")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object describing the invocation")
 	fl.StringVar(&f.maxMemory, "max-memory", "", "linear memory limit, e.g. 16MiB (default 128MiB)")
-	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit, e.g. 200ms (default 30s)")
+	durationVar(fl, &f.timeout, "timeout", 0, "wall-clock limit, e.g. 200ms (default 30s)")
 	fl.StringVar(&f.maxOutput, "max-output", "", "response size limit, e.g. 1MiB (default 16MiB)")
 	fl.IntVar(&f.hostCalls, "max-host-calls", 0, "host-call limit per invocation (default 1000000)")
 	fl.StringVar(&f.hostMem, "max-host-memory", "", "what the host may hold for one invocation beyond its linear memory (run state written, host-call trace), e.g. 16MiB (default 64MiB)")

@@ -356,7 +356,7 @@ cursor --after N (0: every message from the first).`,
 		},
 	}
 	f.flags(cmd)
-	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how often to look for new messages")
+	durationVar(cmd.Flags(), &interval, "interval", time.Second, "how often to look for new messages")
 	cmd.Flags().Int64Var(&after, "after", 0, "start after this SEQ instead of now")
 	cmd.Flags().IntVar(&max, "max", 0, "stop after this many messages (0: never)")
 	cmd.Flags().MarkHidden("max")

@@ -18,7 +18,7 @@ import (
 func (a *app) replayCommand() *cobra.Command {
 	var asJSON, all bool
 	var against, traceFile, pack, taskType string
-	var since time.Duration
+	var since time.Time
 	var f bundleFlags
 	var seals sealFlags
 	cmd := &cobra.Command{
@@ -41,9 +41,6 @@ the host call index and the function or arguments expected vs made, or how the o
 			if !all && traceFile == "" && len(args) == 0 {
 				return usageError("replay needs an attempt id, --trace FILE or --all")
 			}
-			if since < 0 {
-				return usageError("--since %s: must be positive", since)
-			}
 			h, err := a.open(ctx, readOnly, packrun.Config{PoolSize: 2})
 			if err != nil {
 				return err
@@ -54,10 +51,7 @@ the host call index and the function or arguments expected vs made, or how the o
 				if len(args) > 0 || traceFile != "" {
 					return usageError("replay --all takes no attempt id or --trace")
 				}
-				filter := packrun.ReplayFilter{Pack: pack, TaskType: taskType}
-				if since > 0 {
-					filter.Since = time.Now().Add(-since)
-				}
+				filter := packrun.ReplayFilter{Pack: pack, TaskType: taskType, Since: since}
 				return a.replayAll(ctx, h, filter, packrun.ReplayOptions{Against: against, Trust: f.files()}, asJSON)
 			case traceFile != "":
 				if len(args) > 0 {
@@ -95,7 +89,7 @@ the host call index and the function or arguments expected vs made, or how the o
 	fl.StringVar(&against, "against", "", "with --all: replay on this NAME@VERSION or FILE.pack")
 	fl.StringVar(&traceFile, "trace", "", "a trace file from 'packrun trace export'")
 	fl.StringVar(&taskType, "task-type", "", "with --all: only attempts of tasks of this type")
-	fl.DurationVar(&since, "since", 0, "with --all: only attempts started within this duration")
+	sinceVar(fl, &since, "with --all: only attempts started since")
 	f.register(cmd)
 	seals.register(cmd, "trace")
 	return cmd

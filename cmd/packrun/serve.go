@@ -216,7 +216,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
 	cmd.Flags().Float64Var(&rateLimit, "rate-limit", 200, "requests a second each token may make on average (twice as many at once); 0: no limit")
 	cmd.Flags().StringVar(&metricsToken, "metrics-token", "", "bearer token /metrics, /healthz and /readyz require (default: none needed)")
-	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long a claimed task (with a postgres store) or an openwop run stays this node's without a heartbeat (renewed every third of it); past it, another node reclaims it")
+	durationVar(cmd.Flags(), &lease, "lease", 30*time.Second, "how long a claimed task (with a postgres store) or an openwop run stays this node's without a heartbeat (renewed every third of it); past it, another node reclaims it")
 	cmd.Flags().StringVar(&runnerID, "runner-id", "", `names this node in task claims and attempts (default "packrun-" and 8 random hex digits)`)
 	quotas.add(cmd)
 	cmd.Flags().IntVar(&workers, "workers", 8, "tasks run at once, and openwop run nodes beside them (tasks mostly wait on durable commits, so more than the cores helps)")

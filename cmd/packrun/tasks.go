@@ -69,7 +69,7 @@ func (a *app) tasksCommand() *cobra.Command {
 	enqueue.Flags().StringVar(&input, "input", "{}", "payload JSON object, @FILE or @-")
 	enqueue.Flags().StringVar(&source, "source", "operator", "who asks")
 	enqueue.Flags().IntVar(&priority, "priority", 5, "queue priority (lower runs first)")
-	enqueue.Flags().DurationVar(&delay, "delay", 0, "do not run before this delay, e.g. 5m")
+	durationVar(enqueue.Flags(), &delay, "delay", 0, "do not run before this delay, e.g. 5m")
 	enqueue.Flags().IntVar(&maxAttempts, "max-attempts", 0, "attempts before a retryable failure becomes permanent (default 3)")
 	enqueue.Flags().StringArrayVar(&skillIDs, "skill", nil, "skill_ids: an installed skill the task uses (repeatable)")
 	enqueue.Flags().StringVar(&adapterID, "adapter", "", "requested_adapter_id: a configured adapter")
@@ -216,24 +216,18 @@ var attemptsPage = 256
 func (a *app) attemptsCommand() *cobra.Command {
 	attempts := &cobra.Command{Use: "attempts", Short: "Inspect recorded attempts (evidence)"}
 	var taskID, pack, tenant string
-	var since time.Duration
+	var since time.Time
 	var limit int
 	var asJSON bool
 	list := &cobra.Command{
-		Use:   "list [--task ID] [--pack NAME] [--tenant T] [--since 24h] [--json]",
+		Use:   "list [--task ID] [--pack NAME] [--tenant T] [--since 24h|RFC3339] [--json]",
 		Short: "List recorded attempts, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 1 {
 				return usageError("--limit %d: must be at least 1", limit)
 			}
-			if since < 0 {
-				return usageError("--since %s: must not be negative", since)
-			}
-			f := host.AttemptFilter{TaskID: taskID, Pack: pack, Tenant: tenant, Limit: limit}
-			if since > 0 {
-				f.Since = time.Now().Add(-since)
-			}
+			f := host.AttemptFilter{TaskID: taskID, Pack: pack, Tenant: tenant, Limit: limit, Since: since}
 			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
 				// A page at a time, printed as it comes: memory stays flat
 				// however many attempts --limit asks for.
@@ -289,7 +283,7 @@ func (a *app) attemptsCommand() *cobra.Command {
 	list.Flags().StringVar(&taskID, "task", "", "only attempts of this task")
 	list.Flags().StringVar(&pack, "pack", "", "only attempts of this pack (name or name@version)")
 	list.Flags().StringVar(&tenant, "tenant", "", "only attempts of this tenant")
-	list.Flags().DurationVar(&since, "since", 0, "only attempts started within this duration, e.g. 24h")
+	sinceVar(list.Flags(), &since, "only attempts started since")
 	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	var showJSON bool
@@ -632,7 +626,7 @@ func (a *app) memoryCommand() *cobra.Command {
 			}
 			return b.Put(cmd.Context(), s, args[0], json.RawMessage(args[1]), host.PutOptions{TTL: ttl, Secret: secret})
 		})}
-	put.Flags().DurationVar(&ttl, "ttl", 0, "expire after this long")
+	durationVar(put.Flags(), &ttl, "ttl", 0, "expire after this long, e.g. 1h or 30d")
 	put.Flags().BoolVar(&secret, "secret", false, "redact this value in evidence and logs")
 	list := &cobra.Command{Use: "list [PREFIX]", Short: "List keys", Args: cobra.MaximumNArgs(1),
 		RunE: with(readOnly, func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error {

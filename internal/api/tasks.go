@@ -88,15 +88,16 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// sinceParam reads the since query parameter (zero when absent).
+// sinceParam reads the since query parameter (zero when absent): an RFC
+// 3339 time or a duration back from now, as the CLI's --since.
 func sinceParam(q url.Values) (time.Time, error) {
 	v := q.Get("since")
 	if v == "" {
 		return time.Time{}, nil
 	}
-	t, err := time.Parse(time.RFC3339, v)
+	t, err := host.ParseSince(v, time.Now())
 	if err != nil {
-		return t, refuse(http.StatusBadRequest, CodeInvalid, "since", "since: must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+		return t, refuse(http.StatusBadRequest, CodeInvalid, "since", "since: must be an RFC 3339 time such as 2026-01-02T15:04:05Z or a duration back from now such as 1h or 7d")
 	}
 	return t, nil
 }
