@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,7 +59,8 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) error {
 }
 
 type taskList struct {
-	Tasks []*host.TaskRecord `json:"tasks"`
+	Tasks      []*host.TaskRecord `json:"tasks"`
+	NextCursor string             `json:"next_cursor,omitempty"`
 }
 
 // listTasks is GET /v1/tasks.
@@ -77,14 +79,29 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	if p := auth.From(r.Context()); !p.Insecure {
 		f.Tenant = p.Tenant
 	}
+	cur, _, _ := cursorParam(q, "")
+	if f.After, err = taskCursor(cur); err != nil {
+		return err
+	}
 	tasks, err := s.cfg.Backend.ListTasks(r.Context(), f)
 	if err != nil {
 		return err
 	}
-	if tasks == nil {
-		tasks = []*host.TaskRecord{}
+	if len(tasks) == 0 && f.After != "" {
+		// An empty page after a cursor: the end, or a cursor that names
+		// no task of the caller's (refused as one that does not exist).
+		if t, err := s.cfg.Backend.Task(r.Context(), f.After); err != nil || !owns(r, t.Tenant) {
+			return badTaskCursor()
+		}
 	}
-	reply(w, http.StatusOK, taskList{tasks})
+	page := taskList{Tasks: tasks}
+	if tasks == nil {
+		page.Tasks = []*host.TaskRecord{}
+	}
+	if len(tasks) > 0 && len(tasks) == cmp.Or(limit, host.DefaultListLimit) {
+		page.NextCursor = tasks[len(tasks)-1].TaskID
+	}
+	reply(w, http.StatusOK, page)
 	return nil
 }
 
@@ -210,7 +227,8 @@ func askedBy(r *http.Request) string {
 }
 
 type attemptList struct {
-	Attempts []*host.Attempt `json:"attempts"`
+	Attempts   []*host.Attempt `json:"attempts"`
+	NextCursor string          `json:"next_cursor,omitempty"`
 }
 
 // listAttempts is GET /v1/attempts.
@@ -232,14 +250,22 @@ func (s *server) listAttempts(w http.ResponseWriter, r *http.Request) error {
 	if f.Limit, err = listLimit(q); err != nil {
 		return err
 	}
+	cur, name, _ := cursorParam(q, "")
+	if f.BeforeSeq, err = seqCursor(cur, name, 1, "an integer from 1"); err != nil {
+		return err
+	}
 	atts, err := s.cfg.Backend.ListAttempts(r.Context(), f)
 	if err != nil {
 		return err
 	}
+	page := attemptList{Attempts: atts}
 	if atts == nil {
-		atts = []*host.Attempt{}
+		page.Attempts = []*host.Attempt{}
 	}
-	reply(w, http.StatusOK, attemptList{atts})
+	if len(atts) > 0 && len(atts) == cmp.Or(f.Limit, host.DefaultListLimit) {
+		page.NextCursor = strconv.FormatInt(atts[len(atts)-1].EventSeq, 10)
+	}
+	reply(w, http.StatusOK, page)
 	return nil
 }
 
