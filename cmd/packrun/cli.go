@@ -44,6 +44,7 @@ type app struct {
 	logLevel       string
 	logFormat      string
 	log            hclog.Logger
+	out            *outputValue // the running command's --output (nil: none)
 }
 
 // run is the whole program: it never panics on bad input and returns the
@@ -107,6 +108,11 @@ file in the home.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if f := cmd.Flags().Lookup("output"); f != nil {
+				if o, ok := f.Value.(*outputValue); ok {
+					a.out = o
+				}
+			}
 			return a.setup()
 		},
 	}
@@ -165,13 +171,13 @@ fields are in the "build" object of GET /.well-known/packrun.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info := buildinfo.Read()
 			if asJSON {
-				return writeJSON(a.stdout, info)
+				return a.emit(info)
 			}
 			fmt.Fprint(a.stdout, versionText(info))
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the fields as one JSON object")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -103,5 +104,100 @@ func TestDurationsEndToEnd(t *testing.T) {
 		if code, _, errs := h.run(args...); code != exitUsage || !strings.Contains(errs, `"`+args[len(args)-2]+`" flag`) {
 			t.Errorf("%v: exit %d, %q", args, code, errs)
 		}
+	}
+}
+
+// listingNames are the commands that list or show: each has --output.
+var listingNames = map[string]bool{"list": true, "show": true, "records": true, "events": true, "subscriptions": true,
+	"tail": true, "skills": true, "inspect": true, "version": true}
+
+// Every listing and show command, and every command that prints JSON,
+// has --output table|json|jsonl with --json its synonym (one helper).
+func TestOutputFlagEverywhere(t *testing.T) {
+	n := 0
+	for _, c := range commandTree() {
+		if !c.Runnable() || !listingNames[c.Name()] && c.Flags().Lookup("json") == nil {
+			continue
+		}
+		n++
+		o := c.Flags().Lookup("output")
+		if o == nil {
+			t.Errorf("%s: no --output", c.CommandPath())
+			continue
+		}
+		if _, ok := o.Value.(*outputValue); !ok {
+			t.Errorf("%s --output: a %T, not the shared outputValue (use outputVar)", c.CommandPath(), o.Value)
+		}
+		if j := c.Flags().Lookup("json"); j == nil || j.NoOptDefVal != "true" {
+			t.Errorf("%s: no --json synonym", c.CommandPath())
+		} else if _, ok := j.Value.(jsonSynonym); !ok {
+			t.Errorf("%s --json: a %T, not the synonym of --output json", c.CommandPath(), j.Value)
+		}
+	}
+	if n < 30 {
+		t.Fatalf("found %d listing commands; the walk missed some", n)
+	}
+}
+
+// The listings of the command tree, run on a home with a task, an
+// attempt and a memory key: --json prints what --output json prints (one
+// JSON document), --output jsonl one JSON value a line, and a wrong or
+// contradicting format is a usage error.
+func TestOutputFormatsOfListings(t *testing.T) {
+	h := helloHome(t)
+	h.ok("tasks", "enqueue", "--type", "hello.c", "--input", `{"name":"a"}`)
+	h.ok("invoke", "local.hello.c", "--input", `{"name":"b"}`)
+	h.ok("memory", "put", "k", "1", "--namespace", "notes")
+	extra := map[string][]string{"packrun memory list": {"--namespace", "notes"}}
+	streams := map[string]bool{"packrun events": true} // JSON Lines for json and jsonl alike
+	n := 0
+	for _, c := range commandTree() {
+		if !c.Runnable() || c.Name() != "list" && c.Name() != "events" && c.Name() != "skills" && c.Name() != "records" && c.Name() != "subscriptions" {
+			continue
+		}
+		n++
+		path := strings.Fields(c.CommandPath())[1:]
+		args := append(path, extra[c.CommandPath()]...)
+		js := h.ok(append(args, "--json")...)
+		if o := h.ok(append(args, "--output", "json")...); o != js {
+			t.Errorf("%s: --json %q, --output json %q", c.CommandPath(), js, o)
+		}
+		if !streams[c.CommandPath()] && !json.Valid([]byte(js)) {
+			t.Errorf("%s --output json: not one JSON document: %q", c.CommandPath(), js)
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(h.ok(append(args, "--output", "jsonl")...), "\n"), "\n") {
+			if line != "" && !json.Valid([]byte(line)) {
+				t.Errorf("%s --output jsonl: line %q", c.CommandPath(), line)
+			}
+		}
+		h.ok(append(args, "--output", "table")...)
+		for _, bad := range [][]string{{"--output", "yaml"}, {"--json", "--output", "table"}, {"--output", "jsonl", "--json"}} {
+			if code, _, errs := h.run(append(args, bad...)...); code != exitUsage || !strings.Contains(errs, "--output") && !strings.Contains(errs, "--json") {
+				t.Errorf("%s %v: exit %d, %q", c.CommandPath(), bad, code, errs)
+			}
+		}
+	}
+	if n < 12 {
+		t.Fatalf("ran %d listings; the walk missed some", n)
+	}
+	// jsonl of a listing is its items, one a line.
+	if out := h.ok("tasks", "list", "--output", "jsonl"); strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, `{"task_id":`) {
+		t.Fatalf("tasks list --output jsonl: %q", out)
+	}
+	if out := h.ok("attempts", "list", "--output", "jsonl"); strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, `{`) {
+		t.Fatalf("attempts list --output jsonl: %q", out)
+	}
+	// A show command that printed JSON only keeps json by default; table
+	// is its fields.
+	id := strings.TrimSpace(h.ok("tasks", "list", "--output", "jsonl"))
+	var rec struct {
+		TaskID string `json:"task_id"`
+	}
+	json.Unmarshal([]byte(id), &rec)
+	if out := h.ok("tasks", "show", rec.TaskID); !json.Valid([]byte(out)) {
+		t.Fatalf("tasks show: %q", out)
+	}
+	if out := h.ok("tasks", "show", rec.TaskID, "--output", "table"); !strings.Contains(out, "task_id:") || !strings.Contains(out, rec.TaskID) {
+		t.Fatalf("tasks show --output table: %q", out)
 	}
 }

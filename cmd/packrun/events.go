@@ -46,7 +46,7 @@ until interrupted.`,
 	cmd.Flags().StringVar(&f.TaskID, "task", "", "only events of this task")
 	sinceVar(cmd.Flags(), &f.Since, "only events appended since")
 	cmd.Flags().IntVar(&f.Limit, "limit", 100, "at most this many (without --follow)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON event a line")
+	outputVar(cmd.Flags(), &asJSON)
 	cmd.Flags().BoolVar(&follow, "follow", false, "keep printing new events until interrupted")
 	return cmd
 }

@@ -66,7 +66,7 @@ breached (wasm-memory, wasm-execution-time, output-size, host-calls, host-memory
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.input, "input", "{}", "node input: JSON text, @FILE, or @- for stdin")
-	fl.BoolVar(&f.json, "json", false, "print one JSON object describing the invocation")
+	outputVar(fl, &f.json)
 	fl.StringVar(&f.maxMemory, "max-memory", "", "linear memory limit, e.g. 16MiB (default 128MiB)")
 	durationVar(fl, &f.timeout, "timeout", 0, "wall-clock limit, e.g. 200ms (default 30s)")
 	fl.StringVar(&f.maxOutput, "max-output", "", "response size limit, e.g. 1MiB (default 16MiB)")
@@ -258,7 +258,7 @@ func (a *app) printInvokeJSON(res *runtime.Result, attemptID string) error {
 	if out.Logs == nil {
 		out.Logs = []runtime.LogEntry{}
 	}
-	if err := writeJSON(a.stdout, out); err != nil {
+	if err := a.emit(out); err != nil {
 		return err
 	}
 	switch {
@@ -292,7 +292,7 @@ func (a *app) refused(err error, asJSON bool) error {
 		if le.Breach != nil {
 			out["events"] = []runtime.Event{*le.Breach}
 		}
-		if werr := writeJSON(a.stdout, out); werr != nil {
+		if werr := a.emit(out); werr != nil {
 			return werr
 		}
 	}

@@ -113,7 +113,7 @@ and the rule.`,
 					return messageRefusal(err)
 				}
 				if asJSON {
-					return writeJSON(a.stdout, rec)
+					return a.emit(rec)
 				}
 				m := rec.Message
 				if rec.Duplicate {
@@ -127,7 +127,7 @@ and the rule.`,
 	}
 	cmd.Flags().StringVar(&format, "format", "", "FILE is the document in this format: agent-envelope, agent-message or bus-envelope")
 	cmd.Flags().StringVar(&signature, "signature", "", "the message's base64 Ed25519 signature (with --format)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the receipt as JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -222,7 +222,7 @@ last line says which --after gives the next one (--json: {"messages":[...],"next
 					if page.Messages == nil {
 						page.Messages = []host.MessageRecord{}
 					}
-					return writeJSON(a.stdout, page)
+					return a.emit(page)
 				}
 				w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(w, messageHeader)
@@ -242,7 +242,7 @@ last line says which --after gives the next one (--json: {"messages":[...],"next
 	f.flags(cmd)
 	cmd.Flags().Int64Var(&after, "after", 0, "start after this SEQ (the cursor)")
 	cmd.Flags().IntVar(&limit, "limit", host.DefaultMessageLimit, "at most this many")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -290,7 +290,7 @@ silently. --json prints {"record" (with its deliveries and their tasks), "format
 					if lost == nil {
 						lost = []string{}
 					}
-					return writeJSON(a.stdout, shownMessage{Record: m.Record, Format: m.Format, Document: m.Document, Lost: lost})
+					return a.emit(shownMessage{Record: m.Record, Format: m.Format, Document: m.Document, Lost: lost})
 				}
 				var buf bytes.Buffer
 				if err := json.Indent(&buf, m.Document, "", "  "); err != nil {
@@ -305,7 +305,7 @@ silently. --json prints {"record" (with its deliveries and their tasks), "format
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "", "render in this format: agent-envelope, agent-message or bus-envelope (default: its own)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the record, the document and the lost fields as JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -346,7 +346,7 @@ cursor --after N (0: every message from the first).`,
 				}
 				print := func(m *host.MessageRecord) error {
 					if asJSON {
-						return writeJSON(a.stdout, m)
+						return a.emit(m)
 					}
 					_, err := fmt.Fprintln(a.stdout, strings.ReplaceAll(messageLine(m), "\t", "  "))
 					return err
@@ -360,7 +360,7 @@ cursor --after N (0: every message from the first).`,
 	cmd.Flags().Int64Var(&after, "after", 0, "start after this SEQ instead of now")
 	cmd.Flags().IntVar(&max, "max", 0, "stop after this many messages (0: never)")
 	cmd.Flags().MarkHidden("max")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print each message as one line of JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -433,7 +433,7 @@ with the task type its deliveries run as.`,
 					if subs == nil {
 						subs = []host.Subscription{}
 					}
-					return writeJSON(a.stdout, subs)
+					return a.emit(subs)
 				}
 				w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "PACK\tNODE\tTASK TYPE\tTOPICS")
@@ -444,7 +444,7 @@ with the task type its deliveries run as.`,
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -514,7 +514,7 @@ send FILE.`,
 				_, err = fmt.Fprintln(a.stdout, string(signed.Message))
 				return err
 			}
-			return writeJSON(a.stdout, signed)
+			return a.emit(signed)
 		},
 	}
 	cmd.Flags().StringVar(&key, "key", "", "the Ed25519 private key file (required)")

@@ -83,7 +83,7 @@ the host call index and the function or arguments expected vs made, or how the o
 		},
 	}
 	fl := cmd.Flags()
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(fl, &asJSON)
 	fl.BoolVar(&all, "all", false, "replay every matching recorded attempt")
 	fl.StringVar(&pack, "pack", "", "replay against NAME@VERSION or FILE.pack (with --all: only attempts of this pack)")
 	fl.StringVar(&against, "against", "", "with --all: replay on this NAME@VERSION or FILE.pack")
@@ -112,7 +112,7 @@ func (s *sealFlags) policy() packrun.SealPolicy {
 
 func (a *app) printReplay(v *packrun.ReplayVerdict, asJSON bool) error {
 	if asJSON {
-		if err := writeJSON(a.stdout, v); err != nil {
+		if err := a.emit(v); err != nil {
 			return err
 		}
 	} else {
@@ -174,7 +174,7 @@ func (a *app) replayAll(ctx context.Context, h *packrun.Host, filter packrun.Rep
 	}
 	bar.done()
 	if asJSON {
-		if err := writeJSON(a.stdout, sum); err != nil {
+		if err := a.emit(sum); err != nil {
 			return err
 		}
 	} else {

@@ -51,7 +51,7 @@ version manifest gives. Trust the registry's key with
 				return err
 			}
 			if asJSON {
-				return writeJSON(a.stdout, map[string]any{"installed": p, "already_installed": already})
+				return a.emit(map[string]any{"installed": p, "already_installed": already})
 			}
 			if already {
 				fmt.Fprintf(a.stdout, "%s already installed (sha256 %s)\n", p.Ref(), p.SHA256)
@@ -65,7 +65,7 @@ version manifest gives. Trust the registry's key with
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -88,7 +88,7 @@ func (a *app) listCommand() *cobra.Command {
 				if all == nil {
 					all = []*host.InstalledPack{}
 				}
-				return writeJSON(a.stdout, all)
+				return a.emit(all)
 			}
 			w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tVERSION\tSHA256\tSIGNER\tINSTALLED")
@@ -98,7 +98,7 @@ func (a *app) listCommand() *cobra.Command {
 			return w.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -113,7 +113,7 @@ func (a *app) inspectInstalled(ctx context.Context, ref string, asJSON bool) err
 		return err
 	}
 	if asJSON {
-		return writeJSON(a.stdout, p)
+		return a.emit(p)
 	}
 	w := a.stdout
 	fmt.Fprintf(w, "pack:       %s\n", p.Ref())

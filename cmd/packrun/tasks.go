@@ -99,7 +99,7 @@ func (a *app) tasksCommand() *cobra.Command {
 					if ts == nil {
 						ts = []*host.TaskRecord{}
 					}
-					return writeJSON(a.stdout, ts)
+					return a.emit(ts)
 				}
 				w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "TASK\tTYPE\tSTATUS\tPRIORITY\tATTEMPTS\tUPDATED")
@@ -112,7 +112,7 @@ func (a *app) tasksCommand() *cobra.Command {
 	}
 	list.Flags().StringVar(&status, "status", "", "only tasks with this status")
 	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(list.Flags(), &asJSON)
 
 	show := &cobra.Command{
 		Use:   "show ID",
@@ -124,10 +124,11 @@ func (a *app) tasksCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return writeJSON(a.stdout, t)
+				return a.emitRecord(t)
 			})
 		},
 	}
+	outputVarDefault(show.Flags(), outJSON, nil)
 	cancel := &cobra.Command{
 		Use:   "cancel ID",
 		Short: "Cancel a task (a running one is canceled when its attempt ends)",
@@ -232,9 +233,10 @@ func (a *app) attemptsCommand() *cobra.Command {
 				// A page at a time, printed as it comes: memory stays flat
 				// however many attempts --limit asks for.
 				var w *tabwriter.Writer
-				if asJSON {
+				lines := a.output() == outJSONL
+				if asJSON && !lines {
 					fmt.Fprint(a.stdout, "[")
-				} else {
+				} else if !asJSON {
 					w = tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 					fmt.Fprintln(w, "ATTEMPT\tTASK\tPACK\tNODE\tOUTCOME\tSTARTED")
 				}
@@ -251,10 +253,14 @@ func (a *app) attemptsCommand() *cobra.Command {
 							if err != nil {
 								return err
 							}
-							if n > 0 {
-								fmt.Fprint(a.stdout, ",")
+							switch {
+							case lines:
+								fmt.Fprintf(a.stdout, "%s\n", raw)
+							case n > 0:
+								fmt.Fprintf(a.stdout, ",\n%s", raw)
+							default:
+								fmt.Fprintf(a.stdout, "\n%s", raw)
 							}
-							fmt.Fprintf(a.stdout, "\n%s", raw)
 						} else {
 							fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", at.AttemptID, orDash(at.TaskID), orDash(at.Pack), at.Node, at.Outcome, at.StartedAt.Local().Format(time.DateTime))
 						}
@@ -272,7 +278,7 @@ func (a *app) attemptsCommand() *cobra.Command {
 					}
 					f.BeforeSeq = page[len(page)-1].EventSeq
 				}
-				if asJSON {
+				if asJSON && !lines {
 					_, err := fmt.Fprint(a.stdout, "\n]\n")
 					return err
 				}
@@ -285,7 +291,7 @@ func (a *app) attemptsCommand() *cobra.Command {
 	list.Flags().StringVar(&tenant, "tenant", "", "only attempts of this tenant")
 	sinceVar(list.Flags(), &since, "only attempts started since")
 	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(list.Flags(), &asJSON)
 	var showJSON bool
 	show := &cobra.Command{
 		Use:   "show ID [--json]",
@@ -298,7 +304,7 @@ func (a *app) attemptsCommand() *cobra.Command {
 					return err
 				}
 				if showJSON {
-					return writeJSON(a.stdout, at)
+					return a.emit(at)
 				}
 				w := a.stdout
 				fmt.Fprintf(w, "attempt:  %s\ntask:     %s\npack:     %s (module sha256 %s)\nnode:     %s\noutcome:  %s (exit %s, retry %s)\n",
@@ -315,7 +321,7 @@ func (a *app) attemptsCommand() *cobra.Command {
 			})
 		},
 	}
-	show.Flags().BoolVar(&showJSON, "json", false, "print the whole record as JSON")
+	outputVar(show.Flags(), &showJSON)
 	attempts.AddCommand(list, show)
 	return attempts
 }
@@ -372,7 +378,7 @@ pass it later with --head. A broken chain exits 5.`,
 					return err
 				}
 				if asJSON {
-					if err := writeJSON(a.stdout, r); err != nil {
+					if err := a.emit(r); err != nil {
 						return err
 					}
 				} else if r.OK {
@@ -397,7 +403,7 @@ pass it later with --head. A broken chain exits 5.`,
 			})
 		},
 	}
-	verify.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(verify.Flags(), &asJSON)
 	verify.Flags().StringVar(&headFlag, "head", "", "also check that the chain holds this head, SEQ:HASH, recorded earlier (as printed here)")
 	verify.Flags().StringVar(&bundlePath, "bundle", "", "check this exported bundle instead of the store's chain")
 	seals.register(verify, "bundle")
@@ -458,7 +464,7 @@ checkpoint: compare the old head it records with one you kept elsewhere.`,
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why the chain is re-anchored (required; recorded in the chain)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -485,14 +491,14 @@ at that event with the new key.`,
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why the key is rotated (required; recorded in the chain)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
 // printReanchoring prints what reanchor or rotate-key did.
 func (a *app) printReanchoring(r *packrun.Reanchoring, asJSON bool) error {
 	if asJSON {
-		return writeJSON(a.stdout, r)
+		return a.emit(r)
 	}
 	b := r.Before
 	if b.Problem != "" {
@@ -563,7 +569,7 @@ func (a *app) verifyBundle(ctx context.Context, path string, p packrun.SealPolic
 		rep.SealedBy, rep.Trusted = b.Seal.HostKey, !p.AnyHostKey
 	}
 	if asJSON {
-		return writeJSON(a.stdout, rep)
+		return a.emit(rep)
 	}
 	where := "checked on its own (this store does not hold the attempt)"
 	if rep.InStore {
@@ -638,11 +644,15 @@ func (a *app) memoryCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if a.output() != outTable {
+				return a.emit(append([]string{}, keys...))
+			}
 			for _, k := range keys {
 				fmt.Fprintln(a.stdout, k)
 			}
 			return nil
 		})}
+	outputVar(list.Flags(), nil)
 	del := &cobra.Command{Use: "delete KEY", Short: "Delete a value", Args: cobra.ExactArgs(1),
 		RunE: with(readOnly, func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error {
 			return b.Delete(cmd.Context(), s, args[0])

@@ -120,7 +120,7 @@ func (a *app) tokensListCommand() *cobra.Command {
 				if ts == nil {
 					ts = []*packrun.Token{}
 				}
-				return writeJSON(a.stdout, ts)
+				return a.emit(ts)
 			}
 			w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tNAME\tTENANT\tSCOPES\tCREATED\tSTATE")
@@ -140,7 +140,7 @@ func (a *app) tokensListCommand() *cobra.Command {
 			return w.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 

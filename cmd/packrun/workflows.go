@@ -67,7 +67,7 @@ verify may send the work back to execute with "rejected") is registered in every
 			})
 		},
 	}
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(list.Flags(), &asJSON)
 	show := &cobra.Command{
 		Use:   "show TYPE",
 		Short: "Show a workflow definition (JSON)",
@@ -75,10 +75,14 @@ verify may send the work back to execute with "rejected") is registered in every
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
 				d, err := b.Workflow(cmd.Context(), args[0])
-				return orJSON(a, d, err)
+				if err != nil {
+					return err
+				}
+				return a.emitRecord(d)
 			})
 		},
 	}
+	outputVarDefault(show.Flags(), outJSON, nil)
 	cmd.AddCommand(add, list, show, a.workflowStartCommand(), a.workflowRecordsCommand(), a.workflowRecordCommand(), a.workflowCancelCommand())
 	return cmd
 }
@@ -157,7 +161,7 @@ func (a *app) workflowRecordsCommand() *cobra.Command {
 		},
 	}
 	records.Flags().StringVar(&typ, "type", "", "only records of this workflow type")
-	records.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(records.Flags(), &asJSON)
 	return records
 }
 
