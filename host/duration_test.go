@@ -63,3 +63,19 @@ func TestParseEveryTakesDays(t *testing.T) {
 		t.Fatalf("ParseEvery(1d) = %d, %v", got, err)
 	}
 }
+
+// An attempt's document renames the recorded limits' keys to snake_case
+// and leaves the record itself as recorded.
+func TestAttemptDocumentSnakeCase(t *testing.T) {
+	a := &Attempt{AttemptID: "att_1", Limits: []byte(`{"memoryBytes":65536,"timeoutMs":100,"hostMemoryBytes":1,"hostCalls":2}`)}
+	d := a.Document()
+	if got := string(d.Limits); got != `{"memory_bytes":65536,"timeout_ms":100,"host_memory_bytes":1,"host_calls":2}` {
+		t.Fatalf("document limits %s", got)
+	}
+	if string(a.Limits) != `{"memoryBytes":65536,"timeoutMs":100,"hostMemoryBytes":1,"hostCalls":2}` || d.AttemptID != "att_1" {
+		t.Fatalf("the record changed: %s", a.Limits)
+	}
+	if got := string(SnakeKeys([]byte(`[1]`))); got != `[1]` {
+		t.Fatalf("not an object: %s", got)
+	}
+}

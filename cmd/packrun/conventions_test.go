@@ -201,3 +201,80 @@ func TestOutputFormatsOfListings(t *testing.T) {
 		t.Fatalf("tasks show --output table: %q", out)
 	}
 }
+
+// userData are the keys whose values are a guest's or a user's own JSON
+// (their keys are theirs, not the CLI's).
+var userData = map[string]bool{"input": true, "output": true, "payload": true, "interrupt": true, "value": true,
+	"data": true, "document": true, "resume_values": true, "trace": true, "context": true,
+	"manifest": true} // a pack's manifest is openwop's format (RFC 0008: camelCase), shown as it is
+
+// snakeKeys reports the keys of v that are not snake_case.
+func snakeKeys(v any, path string, bad *[]string) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if strings.ToLower(k) != k || strings.Contains(k, "-") {
+				*bad = append(*bad, path+"."+k)
+			}
+			if !userData[k] {
+				snakeKeys(e, path+"."+k, bad)
+			}
+		}
+	case []any:
+		for _, e := range x {
+			snakeKeys(e, path+"[]", bad)
+		}
+	}
+}
+
+// The JSON documents of the CLI have snake_case keys: invoke --json and
+// attempts show --json included (their limits were camelCase). The pack
+// manifest's own format (inspect) is openwop's camelCase and not an
+// output document of this rule.
+func TestJSONOutputIsSnakeCase(t *testing.T) {
+	h := helloHome(t)
+	h.ok("invoke", "local.hello.c", "--input", `{"name":"b"}`)
+	h.ok("tasks", "enqueue", "--type", "hello.c", "--input", `{"name":"a"}`)
+	var atts []map[string]any
+	if err := json.Unmarshal([]byte(h.ok("attempts", "list", "--json")), &atts); err != nil || len(atts) == 0 {
+		t.Fatalf("attempts list: %v", err)
+	}
+	id := atts[0]["attempt_id"].(string)
+	var tasks []map[string]any
+	json.Unmarshal([]byte(h.ok("tasks", "list", "--json")), &tasks)
+	for _, args := range [][]string{
+		{"invoke", "local.hello.c", "--input", `{"name":"c"}`, "--json"},
+		{"invoke", "local.hello.c", "--input", `{"name":"c"}`, "--max-memory", "64KiB", "--json"},
+		{"attempts", "show", id, "--json"},
+		{"attempts", "list", "--json"},
+		{"tasks", "show", tasks[0]["task_id"].(string)},
+		{"tasks", "list", "--json"},
+		{"list", "--json"},
+		{"events", "--json"},
+	} {
+		_, out, _ := h.run(args...)
+		if strings.TrimSpace(out) == "" {
+			t.Errorf("%v: no output", args)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if args[0] != "events" {
+				line = out
+			}
+			var v any
+			if err := json.Unmarshal([]byte(line), &v); err != nil {
+				t.Fatalf("%v: %v: %q", args, err, line)
+			}
+			var bad []string
+			snakeKeys(v, "", &bad)
+			if len(bad) > 0 {
+				t.Errorf("%v: keys not snake_case: %v", args, bad)
+			}
+			if args[0] != "events" {
+				break
+			}
+		}
+	}
+	if out := h.ok("attempts", "show", id, "--json"); !strings.Contains(out, `"memory_bytes":`) {
+		t.Fatalf("attempts show --json has no snake_case limits: %s", out)
+	}
+}

@@ -249,7 +249,7 @@ func (a *app) attemptsCommand() *cobra.Command {
 					}
 					for _, at := range page {
 						if asJSON {
-							raw, err := json.Marshal(at)
+							raw, err := json.Marshal(at.Document())
 							if err != nil {
 								return err
 							}
@@ -304,7 +304,7 @@ func (a *app) attemptsCommand() *cobra.Command {
 					return err
 				}
 				if showJSON {
-					return a.emit(at)
+					return a.emit(at.Document())
 				}
 				w := a.stdout
 				fmt.Fprintf(w, "attempt:  %s\ntask:     %s\npack:     %s (module sha256 %s)\nnode:     %s\noutcome:  %s (exit %s, retry %s)\n",

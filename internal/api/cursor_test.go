@@ -68,6 +68,7 @@ func TestAttemptsCursor(t *testing.T) {
 	for i := range 5 {
 		at := &host.Attempt{Pack: helloRef, ModuleSHA256: strings.Repeat("0", 64), Node: helloNode, RunID: fmt.Sprintf("run-%d", i),
 			ABIVersion: "1.0", Input: json.RawMessage(`{}`), Output: json.RawMessage(`{}`), Outcome: abi.Completed,
+			Limits: json.RawMessage(`{"memoryBytes":65536,"timeoutMs":100}`),
 			StartedAt: time.Now().UTC(), EndedAt: time.Now().UTC()}
 		if err := e.backend.RecordAttempt(context.Background(), at); err != nil {
 			t.Fatal(err)
@@ -84,6 +85,14 @@ func TestAttemptsCursor(t *testing.T) {
 	got := pageThrough(t, e, "/v1/attempts?limit=2", attIDs, func(p attemptList) string { return p.NextCursor })
 	if !slices.Equal(got, want) {
 		t.Fatalf("paged %v, want %v", got, want)
+	}
+	// The documents' limits are snake_case, listed and alone.
+	const snake = `"limits":{"memory_bytes":65536,"timeout_ms":100}`
+	if r := e.get("/v1/attempts?limit=1"); !strings.Contains(string(r.body), snake) {
+		t.Fatalf("list: %s", r.body)
+	}
+	if r := e.get("/v1/attempts/" + want[0]); !strings.Contains(string(r.body), snake) {
+		t.Fatalf("get: %s", r.body)
 	}
 }
 

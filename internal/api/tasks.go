@@ -258,9 +258,9 @@ func (s *server) listAttempts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page := attemptList{Attempts: atts}
-	if atts == nil {
-		page.Attempts = []*host.Attempt{}
+	page := attemptList{Attempts: make([]*host.Attempt, len(atts))}
+	for i, a := range atts {
+		page.Attempts[i] = a.Document()
 	}
 	if len(atts) > 0 && len(atts) == cmp.Or(f.Limit, host.DefaultListLimit) {
 		page.NextCursor = strconv.FormatInt(atts[len(atts)-1].EventSeq, 10)
@@ -275,7 +275,7 @@ func (s *server) getAttempt(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	reply(w, http.StatusOK, a)
+	reply(w, http.StatusOK, a.Document())
 	return nil
 }
 
