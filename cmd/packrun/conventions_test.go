@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +15,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/api"
 )
 
 // commandTree is every command of the CLI, root first.
@@ -276,5 +283,150 @@ func TestJSONOutputIsSnakeCase(t *testing.T) {
 	}
 	if out := h.ok("attempts", "show", id, "--json"); !strings.Contains(out, `"memory_bytes":`) {
 		t.Fatalf("attempts show --json has no snake_case limits: %s", out)
+	}
+}
+
+// cliOfRoute is the CLI command of each API listing that takes query
+// parameters, and the flag of each parameter whose name differs
+// (otherwise the parameter with '_' as '-'); "" marks a parameter the
+// command takes another way.
+var cliOfRoute = map[string]struct {
+	command string
+	flags   map[string]string
+}{
+	"GET /v1/tasks":            {"packrun tasks list", map[string]string{"task_type": "type"}},
+	"GET /v1/events":           {"packrun events", map[string]string{"task_id": "task", "after": "cursor"}},
+	"GET /v1/attempts":         {"packrun attempts list", map[string]string{"task_id": "task"}},
+	"GET /v1/messages":         {"packrun messages list", nil},
+	"GET /v1/workflow-records": {"packrun workflows records", nil},
+}
+
+// The CLI filters as the API does: every query parameter of an API
+// listing (read from the API's own refusal of an unknown one, so a new
+// parameter or a new listing shows up here) is a flag of its CLI command.
+func TestCLIFiltersMatchTheAPI(t *testing.T) {
+	home := helloHome(t).home
+	h, err := packrun.Open(context.Background(), home, packrun.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	handler, err := h.Handler(context.Background(), packrun.HandlerOptions{Addr: "127.0.0.1:7070", InsecureNoAuth: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commands := map[string]*cobra.Command{}
+	for _, c := range commandTree() {
+		commands[c.CommandPath()] = c
+	}
+	checked := 0
+	for _, route := range api.Routes() {
+		method, path, _ := strings.Cut(route, " ")
+		if method != http.MethodGet || strings.Contains(path, "{") {
+			continue // one item, or under one (its listing's command takes the item as an argument)
+		}
+		req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:7070"+path+"?zz_probe=1", nil)
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		_, takes, ok := strings.Cut(rec.Body.String(), " takes ")
+		if rec.Code != http.StatusBadRequest || !ok {
+			t.Errorf("%s: probe answered %d %s", route, rec.Code, rec.Body)
+			continue
+		}
+		takes, _, _ = strings.Cut(takes, `"`)
+		if takes == "none" {
+			continue
+		}
+		m, ok := cliOfRoute[route]
+		if !ok {
+			t.Errorf("%s takes %s: no CLI command listed in cliOfRoute", route, takes)
+			continue
+		}
+		c := commands[m.command]
+		if c == nil {
+			t.Errorf("%s: no command %q", route, m.command)
+			continue
+		}
+		for _, p := range strings.Split(takes, ", ") {
+			flag, renamed := m.flags[p]
+			if !renamed {
+				flag = strings.ReplaceAll(p, "_", "-")
+			}
+			if flag != "" && c.Flags().Lookup(flag) == nil {
+				t.Errorf("%s takes %s; %s has no --%s", route, p, m.command, flag)
+			}
+			checked++
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("checked %d parameters; the probe missed some", checked)
+	}
+}
+
+// tasks list filters by type and tenant and pages with --cursor, its
+// "more:" line naming the next page's; attempts list and events page the
+// same way.
+func TestCLIFiltersAndCursors(t *testing.T) {
+	h := helloHome(t)
+	var want []string
+	for range 3 {
+		want = append([]string{strings.TrimSpace(h.ok("tasks", "enqueue", "--type", "hello.c"))}, want...)
+	}
+	if out := h.ok("tasks", "list", "--type", "nope.type"); strings.Count(out, "\n") != 1 {
+		t.Fatalf("--type nope.type: %q", out)
+	}
+	if out := h.ok("tasks", "list", "--type", "hello.c", "--tenant", host.DefaultTenant); strings.Count(out, "\n") != 4 {
+		t.Fatalf("--type hello.c: %q", out)
+	}
+	var got []string
+	cursor := ""
+	for pages := 0; pages < 5; pages++ {
+		args := []string{"tasks", "list", "--limit", "2", "--output", "jsonl"}
+		if cursor != "" {
+			args = append(args, "--cursor", cursor)
+		}
+		_, out, errs := h.run(args...)
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var r struct {
+				TaskID string `json:"task_id"`
+			}
+			if line != "" && json.Unmarshal([]byte(line), &r) == nil {
+				got = append(got, r.TaskID)
+			}
+		}
+		_, cursor, _ = strings.Cut(strings.TrimSpace(errs), "more: --cursor ")
+		if cursor == "" {
+			break
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("paged %v, want %v", got, want)
+	}
+	if out := h.ok("tasks", "list", "--limit", "1"); !strings.Contains(out, "more: --cursor "+want[0]) {
+		t.Fatalf("table: %q", out)
+	}
+	for range 2 {
+		h.ok("invoke", "local.hello.c", "--input", `{"name":"x"}`)
+	}
+	out := h.ok("attempts", "list", "--limit", "1")
+	_, c, ok := strings.Cut(out, "more: --cursor ")
+	if !ok {
+		t.Fatalf("attempts list --limit 1: %q", out)
+	}
+	if next := h.ok("attempts", "list", "--cursor", strings.TrimSpace(c)); strings.Count(next, "\n") != 2 || strings.Contains(next, "more:") {
+		t.Fatalf("attempts list --cursor %s: %q", c, next)
+	}
+	evs := h.ok("events", "--limit", "2", "--output", "jsonl")
+	var first struct {
+		Seq int64 `json:"seq"`
+	}
+	json.Unmarshal([]byte(strings.Split(evs, "\n")[0]), &first)
+	if next := h.ok("events", "--limit", "1", "--output", "jsonl", "--cursor", fmt.Sprint(first.Seq)); next != strings.SplitAfter(evs, "\n")[1] {
+		t.Fatalf("events --cursor %d: %q, want the second of %q", first.Seq, next, evs)
+	}
+	for _, args := range [][]string{{"attempts", "list", "--cursor", "x"}, {"events", "--cursor", "-1"}, {"messages", "list", "--cursor", "1", "--after", "1"}} {
+		if code, _, errs := h.run(args...); code != exitUsage || !strings.Contains(errs, "--cursor") {
+			t.Errorf("%v: exit %d, %q", args, code, errs)
+		}
 	}
 }

@@ -20,6 +20,7 @@ var followPoll = 500 * time.Millisecond
 func (a *app) eventsCommand() *cobra.Command {
 	var f host.EventFilter
 	var asJSON, follow bool
+	var cursor string
 	cmd := &cobra.Command{
 		Use:   "events [--type T] [--task ID] [--since T] [--limit N] [--json] [--follow]",
 		Short: "List the runtime events of this home's store, oldest first",
@@ -37,6 +38,10 @@ until interrupted.`,
 			if f.Limit < 1 {
 				return usageError("--limit %d: must be at least 1", f.Limit)
 			}
+			var err error
+			if f.AfterSeq, err = seqCursor(cursor); err != nil {
+				return err
+			}
 			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
 				return printEvents(cmd.Context(), b, f, a.stdout, asJSON, follow)
 			})
@@ -44,6 +49,7 @@ until interrupted.`,
 	}
 	cmd.Flags().StringVar(&f.Type, "type", "", "only events of this type")
 	cmd.Flags().StringVar(&f.TaskID, "task", "", "only events of this task")
+	cursorVar(cmd.Flags(), &cursor)
 	sinceVar(cmd.Flags(), &f.Since, "only events appended since")
 	cmd.Flags().IntVar(&f.Limit, "limit", 100, "at most this many (without --follow)")
 	outputVar(cmd.Flags(), &asJSON)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -196,15 +197,17 @@ func (f *messageFilter) query(after int64, limit int) host.MessageQuery {
 func (a *app) messagesListCommand() *cobra.Command {
 	var f messageFilter
 	var after int64
+	var cursor string
 	var limit int
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "list [--topic P] [--from S] [--reply-to ID] [--dead] [--after N] [--limit N] [--json]",
+		Use:   "list [--topic P] [--from S] [--reply-to ID] [--dead] [--cursor C] [--limit N] [--output F]",
 		Short: "List accepted messages, oldest first, a page at a time",
 		Long: `List accepted messages, oldest first. SEQ is the cursor: when a page is full, the
-last line says which --after gives the next one (--json: {"messages":[...],"next":N}).`,
+last line says which --cursor gives the next one (--json: {"messages":[...],"next_cursor":"C"}).
+--after N is a deprecated alias of --cursor N.`,
 		Example: `  packrun messages list --topic 'crisis.*'
-  packrun messages list --from arc --after 120 --limit 20 --json`,
+  packrun messages list --from arc --cursor 120 --limit 20 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 1 || limit > host.MaxMessageLimit {
@@ -212,6 +215,15 @@ last line says which --after gives the next one (--json: {"messages":[...],"next
 			}
 			if after < 0 {
 				return usageError("--after %d: must not be negative", after)
+			}
+			if cursor != "" {
+				if cmd.Flags().Changed("after") {
+					return usageError("--after is a deprecated alias of --cursor: give only --cursor")
+				}
+				var err error
+				if after, err = seqCursor(cursor); err != nil {
+					return err
+				}
 			}
 			return a.withHost(cmd, readOnly, func(h *packrun.Host) error {
 				page, err := h.Messages(cmd.Context(), f.query(after, limit))
@@ -222,7 +234,14 @@ last line says which --after gives the next one (--json: {"messages":[...],"next
 					if page.Messages == nil {
 						page.Messages = []host.MessageRecord{}
 					}
-					return a.emit(page)
+					out := struct {
+						*host.MessagePage
+						NextCursor string `json:"next_cursor,omitempty"`
+					}{MessagePage: page}
+					if page.Next != 0 {
+						out.NextCursor = strconv.FormatInt(page.Next, 10)
+					}
+					return a.emit(out)
 				}
 				w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(w, messageHeader)
@@ -233,14 +252,16 @@ last line says which --after gives the next one (--json: {"messages":[...],"next
 					return err
 				}
 				if page.Next != 0 {
-					fmt.Fprintf(a.stdout, "more: --after %d\n", page.Next)
+					a.more(strconv.FormatInt(page.Next, 10))
 				}
 				return nil
 			})
 		},
 	}
 	f.flags(cmd)
-	cmd.Flags().Int64Var(&after, "after", 0, "start after this SEQ (the cursor)")
+	cursorVar(cmd.Flags(), &cursor)
+	cmd.Flags().Int64Var(&after, "after", 0, "deprecated: --cursor")
+	cmd.Flags().MarkHidden("after")
 	cmd.Flags().IntVar(&limit, "limit", host.DefaultMessageLimit, "at most this many")
 	outputVar(cmd.Flags(), &asJSON)
 	return cmd

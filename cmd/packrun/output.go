@@ -161,3 +161,34 @@ func writeFields(w io.Writer, v any) error {
 	}
 	return nil
 }
+
+// cursorVar defines --cursor: where a paged listing starts (the cursor a
+// previous page ended with; the API's cursor / next_cursor).
+func cursorVar(fs *pflag.FlagSet, p *string) {
+	fs.StringVar(p, "cursor", "", "start after this cursor: the one the previous page printed (more: --cursor C)")
+}
+
+// more says where the next page starts when a page was full: the table's
+// last line, or a line on stderr beside a JSON document.
+func (a *app) more(cursor string) {
+	if cursor == "" {
+		return
+	}
+	if a.output() == outTable {
+		fmt.Fprintf(a.stdout, "more: --cursor %s\n", cursor)
+		return
+	}
+	fmt.Fprintf(a.stderr, "packrun: more: --cursor %s\n", cursor)
+}
+
+// seqCursor reads a --cursor that is a seq (attempts, events, messages).
+func seqCursor(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, usageError("--cursor %q: want the cursor a previous page printed (a number)", v)
+	}
+	return n, nil
+}

@@ -76,11 +76,11 @@ func (a *app) tasksCommand() *cobra.Command {
 	enqueue.Flags().StringVar(&model, "model", "", "requested_model: a model that adapter offers")
 	enqueue.Flags().StringVar(&profileID, "profile", "", "requested_profile_id: a registered profile")
 
-	var status string
+	var status, listType, listTenant, cursor string
 	var limit int
 	var asJSON bool
 	list := &cobra.Command{
-		Use:   "list [--status S] [--json]",
+		Use:   "list [--status S] [--type T] [--tenant T] [--cursor C] [--limit N] [--output F]",
 		Short: "List tasks, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -91,10 +91,15 @@ func (a *app) tasksCommand() *cobra.Command {
 				return usageError("--limit %d: must be at least 1", limit)
 			}
 			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
-				ts, err := b.ListTasks(cmd.Context(), host.TaskFilter{Status: host.TaskStatus(status), Limit: limit})
+				ts, err := b.ListTasks(cmd.Context(), host.TaskFilter{Status: host.TaskStatus(status), TaskType: listType, Tenant: listTenant, After: cursor, Limit: limit})
 				if err != nil {
 					return err
 				}
+				next := ""
+				if len(ts) == limit {
+					next = ts[len(ts)-1].TaskID
+				}
+				defer a.more(next)
 				if asJSON {
 					if ts == nil {
 						ts = []*host.TaskRecord{}
@@ -111,6 +116,9 @@ func (a *app) tasksCommand() *cobra.Command {
 		},
 	}
 	list.Flags().StringVar(&status, "status", "", "only tasks with this status")
+	list.Flags().StringVar(&listType, "type", "", "only tasks of this task type")
+	list.Flags().StringVar(&listTenant, "tenant", "", "only tasks of this tenant")
+	cursorVar(list.Flags(), &cursor)
 	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
 	outputVar(list.Flags(), &asJSON)
 
@@ -216,7 +224,7 @@ var attemptsPage = 256
 
 func (a *app) attemptsCommand() *cobra.Command {
 	attempts := &cobra.Command{Use: "attempts", Short: "Inspect recorded attempts (evidence)"}
-	var taskID, pack, tenant string
+	var taskID, pack, tenant, attCursor string
 	var since time.Time
 	var limit int
 	var asJSON bool
@@ -229,6 +237,10 @@ func (a *app) attemptsCommand() *cobra.Command {
 				return usageError("--limit %d: must be at least 1", limit)
 			}
 			f := host.AttemptFilter{TaskID: taskID, Pack: pack, Tenant: tenant, Limit: limit, Since: since}
+			var err error
+			if f.BeforeSeq, err = seqCursor(attCursor); err != nil {
+				return err
+			}
 			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
 				// A page at a time, printed as it comes: memory stays flat
 				// however many attempts --limit asks for.
@@ -241,6 +253,8 @@ func (a *app) attemptsCommand() *cobra.Command {
 					fmt.Fprintln(w, "ATTEMPT\tTASK\tPACK\tNODE\tOUTCOME\tSTARTED")
 				}
 				n := 0
+				next := ""
+				defer func() { a.more(next) }()
 				for left := limit; left > 0; {
 					f.Limit = min(left, attemptsPage)
 					page, err := b.ListAttempts(cmd.Context(), f)
@@ -277,6 +291,9 @@ func (a *app) attemptsCommand() *cobra.Command {
 						break
 					}
 					f.BeforeSeq = page[len(page)-1].EventSeq
+					if left == 0 {
+						next = strconv.FormatInt(f.BeforeSeq, 10)
+					}
 				}
 				if asJSON && !lines {
 					_, err := fmt.Fprint(a.stdout, "\n]\n")
@@ -289,6 +306,7 @@ func (a *app) attemptsCommand() *cobra.Command {
 	list.Flags().StringVar(&taskID, "task", "", "only attempts of this task")
 	list.Flags().StringVar(&pack, "pack", "", "only attempts of this pack (name or name@version)")
 	list.Flags().StringVar(&tenant, "tenant", "", "only attempts of this tenant")
+	cursorVar(list.Flags(), &attCursor)
 	sinceVar(list.Flags(), &since, "only attempts started since")
 	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
 	outputVar(list.Flags(), &asJSON)

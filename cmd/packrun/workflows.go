@@ -140,14 +140,18 @@ func (a *app) workflowStartCommand() *cobra.Command {
 
 func (a *app) workflowRecordsCommand() *cobra.Command {
 	var typ string
+	var limit int
 	var asJSON bool
 	records := &cobra.Command{
-		Use:   "records [--type T] [--json]",
+		Use:   "records [--type T] [--limit N] [--output F]",
 		Short: "List workflow records, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 {
+				return usageError("--limit %d: must be at least 1", limit)
+			}
 			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
-				all, err := b.ListWorkflowRecords(cmd.Context(), host.WorkflowRecordFilter{Tenant: host.DefaultTenant, WorkflowType: typ})
+				all, err := b.ListWorkflowRecords(cmd.Context(), host.WorkflowRecordFilter{Tenant: host.DefaultTenant, WorkflowType: typ, Limit: limit})
 				if err != nil || asJSON {
 					return orJSON(a, nonNil(all), err)
 				}
@@ -161,6 +165,7 @@ func (a *app) workflowRecordsCommand() *cobra.Command {
 		},
 	}
 	records.Flags().StringVar(&typ, "type", "", "only records of this workflow type")
+	records.Flags().IntVar(&limit, "limit", 100, "at most this many")
 	outputVar(records.Flags(), &asJSON)
 	return records
 }
