@@ -68,7 +68,7 @@ func TestAttemptsCursor(t *testing.T) {
 	for i := range 5 {
 		at := &host.Attempt{Pack: helloRef, ModuleSHA256: strings.Repeat("0", 64), Node: helloNode, RunID: fmt.Sprintf("run-%d", i),
 			ABIVersion: "1.0", Input: json.RawMessage(`{}`), Output: json.RawMessage(`{}`), Outcome: abi.Completed,
-			Limits: json.RawMessage(`{"memoryBytes":65536,"timeoutMs":100}`),
+			Limits:    json.RawMessage(`{"memoryBytes":65536,"timeoutMs":100}`),
 			StartedAt: time.Now().UTC(), EndedAt: time.Now().UTC()}
 		if err := e.backend.RecordAttempt(context.Background(), at); err != nil {
 			t.Fatal(err)
