@@ -130,7 +130,7 @@ file in the home.`,
 		a.serveCommand(), a.tasksCommand(), a.attemptsCommand(), a.evidenceCommand(), a.memoryCommand(),
 		a.replayCommand(), a.traceCommand(), a.demoCommand(), a.initCommand(), a.buildCommand(), a.tokensCommand(), a.eventsCommand(),
 		a.schedulesCommand(), a.sensorsCommand(), a.taskTypesCommand(), a.agentsCommand(), a.profilesCommand(), a.skillsCommand(), a.workflowsCommand(),
-		a.messagesCommand(), a.storeCommand())
+		a.messagesCommand(), a.storeCommand(), a.homeCommand())
 	return root
 }
 

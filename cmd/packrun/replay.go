@@ -41,7 +41,13 @@ the host call index and the function or arguments expected vs made, or how the o
 			if !all && traceFile == "" && len(args) == 0 {
 				return usageError("replay needs an attempt id, --trace FILE or --all")
 			}
-			h, err := a.open(ctx, readOnly, packrun.Config{PoolSize: 2})
+			// A trace carries what it replays: on a fresh machine,
+			// replay --trace creates the home it runs in.
+			acc := readOnly
+			if traceFile != "" {
+				acc = readWrite
+			}
+			h, err := a.open(ctx, acc, packrun.Config{PoolSize: 2})
 			if err != nil {
 				return err
 			}
