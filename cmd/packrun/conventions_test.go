@@ -187,6 +187,9 @@ func TestOutputFormatsOfListings(t *testing.T) {
 	if n < 12 {
 		t.Fatalf("ran %d listings; the walk missed some", n)
 	}
+	if a, b := h.ok("tasks", "list", "--json=false"), h.ok("tasks", "list"); a != b {
+		t.Fatalf("--json=false %q, without it %q", a, b)
+	}
 	// jsonl of a listing is its items, one a line.
 	if out := h.ok("tasks", "list", "--output", "jsonl"); strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, `{"task_id":`) {
 		t.Fatalf("tasks list --output jsonl: %q", out)

@@ -55,8 +55,11 @@ type jsonSynonym struct{ o *outputValue }
 
 func (j jsonSynonym) Set(s string) error {
 	on, err := strconv.ParseBool(s)
-	if err != nil || !on {
+	if err != nil {
 		return fmt.Errorf("--json takes no value (it is --output json)")
+	}
+	if !on {
+		return nil // --json=false: as without it
 	}
 	if j.o.byOutput && j.o.format != outJSON {
 		return fmt.Errorf("--json is --output json; --output %s contradicts it", j.o.format)
