@@ -68,7 +68,9 @@ func conflictOn(path, body string) refusal {
 // apiRefusals has an entry for every route of api.Routes():
 // TestAPIRouteRefusals fails on a route without one.
 var apiRefusals = map[string]routeRefusals{
-	"GET /v1/tasks": {auth.ScopeTasksRead, []refusal{inval("/v1/tasks?status=bogus", "", stBad, "invalid", "status")}},
+	"GET /v1/tasks": {auth.ScopeTasksRead, []refusal{inval("/v1/tasks?status=bogus", "", stBad, "invalid", "status"),
+		inval("/v1/tasks?cursor=no%20such", "", stBad, "invalid", "cursor"), inval("/v1/tasks?cursor=task_nope", "", stBad, "invalid", "cursor"),
+		{kind: "tenant", path: "/v1/tasks?cursor={task}", status: stBad, code: "invalid", field: "cursor", asGlobex: true, sameAsMissing: "/v1/tasks?cursor=task_nope"}}},
 	"POST /v1/tasks": {auth.ScopeTasksWrite, []refusal{
 		inval("/v1/tasks", `{"task_type":`, stBad, "bad_request", ""),
 		inval("/v1/tasks", `{"task_type":"hello.c","task_type":"hello.c"}`, stBad, "invalid", "task_type"),
@@ -83,9 +85,11 @@ var apiRefusals = map[string]routeRefusals{
 		conflictOn("/v1/tasks/{task}:cancel", ""), conflictOn("/v1/tasks/{task}:resume", `{"value":1}`),
 	}},
 	"GET /v1/tasks/{id}/events": {auth.ScopeEvidenceRead, []refusal{nf("/v1/tasks/task_missing/events"), foreign("/v1/tasks/{task}/events", "/v1/tasks/task_missing/events")}},
-	"GET /v1/events":            {auth.ScopeEvidenceRead, []refusal{inval("/v1/events?type=Not-A-Type", "", stBad, "invalid", "type"), inval("/v1/events?after=-1", "", stBad, "invalid", "after")}},
+	"GET /v1/events": {auth.ScopeEvidenceRead, []refusal{inval("/v1/events?type=Not-A-Type", "", stBad, "invalid", "type"), inval("/v1/events?after=-1", "", stBad, "invalid", "after"),
+		inval("/v1/events?cursor=x", "", stBad, "invalid", "cursor"), inval("/v1/events?cursor=1&after=1", "", stBad, "invalid", "after")}},
 	"GET /v1/attempts": {auth.ScopeEvidenceRead, []refusal{
 		inval("/v1/attempts?since=yesterday", "", stBad, "invalid", "since"),
+		inval("/v1/attempts?cursor=0", "", stBad, "invalid", "cursor"),
 		{kind: "tenant", path: "/v1/attempts?tenant=acme", status: stForbid, code: "forbidden", field: "tenant", asGlobex: true},
 	}},
 	"GET /v1/attempts/{id}": {auth.ScopeEvidenceRead, []refusal{nf("/v1/attempts/att_missing"), foreign("/v1/attempts/{attempt}", "/v1/attempts/att_missing")}},
@@ -114,7 +118,8 @@ var apiRefusals = map[string]routeRefusals{
 	}},
 	"DELETE /v1/schedules/{id}": {auth.ScopeTasksWrite, []refusal{nf("/v1/schedules/sched_missing"), foreign("/v1/schedules/{schedule}", "/v1/schedules/sched_missing")}},
 	"POST /v1/sensor-events":    {auth.ScopeTasksWrite, []refusal{inval("/v1/sensor-events", `{"sensor_id":"x","nope":1}`, stUnproc, "invalid", "nope")}},
-	"GET /v1/messages":          {auth.ScopeMessagesRead, []refusal{inval("/v1/messages?after=x", "", stBad, "invalid", "after")}},
+	"GET /v1/messages": {auth.ScopeMessagesRead, []refusal{inval("/v1/messages?after=x", "", stBad, "invalid", "after"),
+		inval("/v1/messages?cursor=-1", "", stBad, "invalid", "cursor")}},
 	"POST /v1/messages": {auth.ScopeMessagesWrite, []refusal{
 		{kind: "schema", path: "/v1/messages", body: `{"message":{}}`, status: stUnproc, code: "message_refused"},
 		{kind: "conflict", path: "/v1/messages", body: "{conflicting message}", status: stConflict, code: "conflict"},

@@ -1,9 +1,11 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/packrun/packrun/abi"
@@ -388,4 +390,65 @@ const BundleFormat = "packrun.attempt-bundle/v1"
 type BundleArtifact struct {
 	Artifact
 	Content []byte `json:"content"`
+}
+
+// Document is the attempt as the CLI's and the API's output documents
+// show it: every key snake_case. The recorded limits and diagnostics keep
+// the runtime's camelCase keys (memoryBytes, timeoutMs, hostCalls...)
+// because the record is hashed as written; the document renames them
+// (memory_bytes, timeout_ms...). Evidence bundles carry the record as
+// written.
+func (a *Attempt) Document() *Attempt {
+	if a == nil || len(a.Limits) == 0 && len(a.Diagnostics) == 0 {
+		return a
+	}
+	c := *a
+	if len(a.Limits) > 0 {
+		c.Limits = SnakeKeys(a.Limits)
+	}
+	if len(a.Diagnostics) > 0 {
+		c.Diagnostics = SnakeKeys(a.Diagnostics)
+	}
+	return &c
+}
+
+// SnakeKeys renames the keys of a JSON object from camelCase to
+// snake_case (memoryBytes: memory_bytes), one level deep, keeping their
+// order; anything else is returned as it is.
+func SnakeKeys(raw json.RawMessage) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return raw
+	}
+	out := []byte{'{'}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return raw
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return raw
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		key, _ := json.Marshal(snake(k.(string)))
+		out = append(append(append(out, key...), ':'), v...)
+	}
+	return append(out, '}')
+}
+
+func snake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

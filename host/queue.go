@@ -401,12 +401,21 @@ type OutboxMessage struct {
 // OutboxPending is the status of an outbox message not delivered yet.
 const OutboxPending = "pending"
 
+// DefaultListLimit is how many tasks or attempts a list without a limit
+// returns (TaskFilter.Limit, AttemptFilter.Limit 0).
+const DefaultListLimit = 100
+
 // TaskFilter selects tasks for ListTasks.
 type TaskFilter struct {
 	Status   TaskStatus // empty: any
 	TaskType string     // empty: any
 	Tenant   string     // empty: any
-	Limit    int        // 0 means 100
+	// After is a keyset cursor: the task_id of the last task of the
+	// previous page; the tasks listed after it (older ones, in the same
+	// newest-first order) are returned. A task that does not exist lists
+	// none. Empty: from the newest.
+	After string
+	Limit int // 0 means 100
 }
 
 // ValidateIntent checks an intent as Enqueue does and returns the first

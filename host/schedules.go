@@ -166,9 +166,9 @@ func ValidateScheduleTask(op string, in *TaskIntent) error {
 // a Go duration of whole seconds, at least 1s ("1s", "30s", "5m", "1h",
 // "1h30m"). "1.5s", "0s" and "500ms" are refused.
 func ParseEvery(s string) (int64, error) {
-	d, err := time.ParseDuration(strings.TrimSpace(s))
+	d, err := ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration such as 30s, 5m or 1h", s)
+		return 0, fmt.Errorf("%q is not a duration such as 30s, 5m, 1h or 1d", s)
 	}
 	if d < time.Second || d%time.Second != 0 {
 		return 0, fmt.Errorf("%q: the interval must be whole seconds, 1s or more", s)

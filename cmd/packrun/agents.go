@@ -68,7 +68,7 @@ the only registered agent.`,
 	show := a.showCommand("Show a registered agent (JSON)", func(h *packrun.Host, cmd *cobra.Command, id string) (any, error) {
 		return h.Agent(cmd.Context(), id)
 	})
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(list.Flags(), &asJSON)
 	cmd.AddCommand(add, list, show)
 	return cmd
 }
@@ -125,24 +125,29 @@ default_profile_id. Adding a profile with the same profile_id replaces it.`,
 	show := a.showCommand("Show a registered profile (JSON)", func(h *packrun.Host, cmd *cobra.Command, id string) (any, error) {
 		return h.Profile(cmd.Context(), id)
 	})
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(list.Flags(), &asJSON)
 	cmd.AddCommand(add, list, show)
 	return cmd
 }
 
-// showCommand is "show ID": get's answer printed as JSON.
+// showCommand is "show ID": get's answer printed as JSON (by default).
 func (a *app) showCommand(short string, get func(h *packrun.Host, cmd *cobra.Command, id string) (any, error)) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withHost(cmd, readOnly, func(h *packrun.Host) error {
 				v, err := get(h, cmd, args[0])
-				return orJSON(a, v, err)
+				if err != nil {
+					return err
+				}
+				return a.emitRecord(v)
 			})
 		},
 	}
+	outputVarDefault(cmd.Flags(), outJSON, nil)
+	return cmd
 }
 
 // orJSON prints v as JSON unless err.
@@ -150,7 +155,7 @@ func orJSON(a *app, v any, err error) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(a.stdout, v)
+	return a.emit(v)
 }
 
 func addedOrReplaced(replaced bool) string {

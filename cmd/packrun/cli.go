@@ -44,6 +44,7 @@ type app struct {
 	logLevel       string
 	logFormat      string
 	log            hclog.Logger
+	out            *outputValue // the running command's --output (nil: none)
 }
 
 // run is the whole program: it never panics on bad input and returns the
@@ -102,10 +103,16 @@ with memory and time limits and a versioned host ABI (openwop RFC 0008 + packrun
 Exit codes: 0 completed, 1 anything else, 2 failed (including traps), 3 suspended,
 4 limit breached, 5 refused (module, pack, signature, trust, trace, evidence bundle,
 tampered evidence, a lost evidence anchor), 6 replay diverged, 64 usage error, 66 not found (file, pack, node,
-task, attempt, key, home), 78 bad configuration file in the home.`,
+task, attempt, key, home), 69 unavailable (a busy or forbidden listen address), 78 bad configuration
+file in the home.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if f := cmd.Flags().Lookup("output"); f != nil {
+				if o, ok := f.Value.(*outputValue); ok {
+					a.out = o
+				}
+			}
 			return a.setup()
 		},
 	}
@@ -123,7 +130,7 @@ task, attempt, key, home), 78 bad configuration file in the home.`,
 		a.serveCommand(), a.tasksCommand(), a.attemptsCommand(), a.evidenceCommand(), a.memoryCommand(),
 		a.replayCommand(), a.traceCommand(), a.demoCommand(), a.initCommand(), a.buildCommand(), a.devCommand(), a.tokensCommand(), a.eventsCommand(),
 		a.schedulesCommand(), a.sensorsCommand(), a.taskTypesCommand(), a.agentsCommand(), a.profilesCommand(), a.skillsCommand(), a.workflowsCommand(),
-		a.messagesCommand(), a.storeCommand(), a.sdkCommand())
+		a.messagesCommand(), a.storeCommand(), a.sdkCommand(), a.homeCommand())
 	root.AddCommand(a.openapiCommand())
 	root.AddCommand(a.ociCommands()...)
 	return root
@@ -166,13 +173,13 @@ fields are in the "build" object of GET /.well-known/packrun.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info := buildinfo.Read()
 			if asJSON {
-				return writeJSON(a.stdout, info)
+				return a.emit(info)
 			}
 			fmt.Fprint(a.stdout, versionText(info))
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the fields as one JSON object")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 

@@ -198,6 +198,26 @@ func TestDemo(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
+	// It says what it is doing as it goes: a line per step, each with its
+	// time since the start, the sensor's runs as they happen.
+	var steps []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, "  · "); ok {
+			var secs float64
+			if _, err := fmt.Sscanf(rest, "%fs", &secs); err != nil {
+				t.Errorf("step without its time: %q", line)
+			}
+			steps = append(steps, rest)
+		}
+	}
+	if len(steps) < 9 || !strings.Contains(steps[1], "packing, signing and installing") {
+		t.Errorf("steps:\n%s", strings.Join(steps, "\n"))
+	}
+	for i := 1; i <= 3; i++ {
+		if !strings.Contains(out.String(), fmt.Sprintf("sensor run %d of 3 done", i)) {
+			t.Errorf("no progress line for sensor run %d:\n%s", i, out.String())
+		}
+	}
 	// Every crisis the sensor raised was answered, and the chain covers
 	// every message (crises and responses).
 	var crises, answered, messages int

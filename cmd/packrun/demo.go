@@ -60,8 +60,12 @@ and print a report.`,
 func (a *app) demo(ctx context.Context, keep bool) error {
 	w := a.stdout
 	start := time.Now()
-	fmt.Fprintf(w, "packrun demo (home %s)\n", a.home)
-	step := func(format string, args ...any) { fmt.Fprintf(w, "  · "+format+"\n", args...) }
+	fmt.Fprintf(w, "packrun demo (home %s): keys, packs, tasks, a sensor, messages, replay, evidence\n", a.home)
+	// Each step is printed as it is done, with the seconds since the
+	// start, so that no stretch of the demo is silent.
+	step := func(format string, args ...any) {
+		fmt.Fprintf(w, "  · %4.1fs  "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
+	}
 
 	// 1. A key, the packs, signatures, trust, install.
 	work, err := os.MkdirTemp("", "packrun-demo-src-")
@@ -100,6 +104,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	}
 	defer h.Close(context.Background())
 	var installed []string
+	step("opened the home; packing, signing and installing %d example packs (their modules compile as they install)", len(examples.DemoPacks()))
 	for _, dir := range examples.DemoPacks() {
 		src := filepath.Join(work, dir)
 		sub, _ := fs.Sub(examples.Demo, dir)
@@ -168,7 +173,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 
 	// 5. Wait until the sensor ran a few times, pause its schedule, and
 	// wait for every task, including the one its events raised.
-	tasks, sensorRuns, err := waitDemo(ctx, b, 3)
+	tasks, sensorRuns, err := waitDemo(ctx, b, 3, step)
 	if err != nil {
 		return err
 	}
@@ -182,6 +187,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	}
 
 	// 6. Replay every attempt; verify the evidence.
+	step("replaying every recorded attempt from its trace, then verifying the evidence chain")
 	sum, err := h.ReplayAll(ctx, packrun.ReplayFilter{}, packrun.ReplayOptions{}, nil)
 	if err != nil {
 		return err
@@ -253,9 +259,10 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 // waitDemo waits until the demo sensor's scheduled runs completed at
 // least runs times, pauses its schedule, then waits until every task is
 // settled; it returns the tasks and how many sensor runs completed.
-func waitDemo(ctx context.Context, b host.Backend, runs int) ([]*host.TaskRecord, int, error) {
+func waitDemo(ctx context.Context, b host.Backend, runs int, step func(string, ...any)) ([]*host.TaskRecord, int, error) {
 	deadline := time.Now().Add(time.Minute)
 	paused := false
+	said := 0 // sensor runs reported
 	for {
 		tasks, err := b.ListTasks(ctx, host.TaskFilter{Limit: 1000})
 		if err != nil {
@@ -268,6 +275,9 @@ func waitDemo(ctx context.Context, b host.Backend, runs int) ([]*host.TaskRecord
 			} else if t.TaskType == host.SensorTaskType("demo.sensor") {
 				done++
 			}
+		}
+		for ; said < min(done, runs); said++ {
+			step("sensor run %d of %d done; %d tasks finished, %d to go", said+1, runs, len(tasks)-pending, pending)
 		}
 		switch {
 		case paused && pending == 0:

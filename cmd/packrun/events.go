@@ -19,8 +19,8 @@ var followPoll = 500 * time.Millisecond
 
 func (a *app) eventsCommand() *cobra.Command {
 	var f host.EventFilter
-	var since string
 	var asJSON, follow bool
+	var cursor string
 	cmd := &cobra.Command{
 		Use:   "events [--type T] [--task ID] [--since T] [--limit N] [--json] [--follow]",
 		Short: "List the runtime events of this home's store, oldest first",
@@ -38,12 +38,9 @@ until interrupted.`,
 			if f.Limit < 1 {
 				return usageError("--limit %d: must be at least 1", f.Limit)
 			}
-			if since != "" {
-				t, err := parseSince(since, time.Now())
-				if err != nil {
-					return err
-				}
-				f.Since = t
+			var err error
+			if f.AfterSeq, err = seqCursor(cursor); err != nil {
+				return err
 			}
 			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
 				return printEvents(cmd.Context(), b, f, a.stdout, asJSON, follow)
@@ -52,23 +49,12 @@ until interrupted.`,
 	}
 	cmd.Flags().StringVar(&f.Type, "type", "", "only events of this type")
 	cmd.Flags().StringVar(&f.TaskID, "task", "", "only events of this task")
-	cmd.Flags().StringVar(&since, "since", "", "only events appended since this RFC 3339 time or this long ago (1h)")
+	cursorVar(cmd.Flags(), &cursor)
+	sinceVar(cmd.Flags(), &f.Since, "only events appended since")
 	cmd.Flags().IntVar(&f.Limit, "limit", 100, "at most this many (without --follow)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON event a line")
+	outputVar(cmd.Flags(), &asJSON)
 	cmd.Flags().BoolVar(&follow, "follow", false, "keep printing new events until interrupted")
 	return cmd
-}
-
-// parseSince reads --since: an RFC 3339 time or a duration before now.
-func parseSince(v string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, v); err == nil {
-		return t, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return time.Time{}, usageError("--since %q: want an RFC 3339 time (2026-01-02T15:04:05Z) or a duration such as 1h", v)
-	}
-	return now.Add(-d), nil
 }
 
 // printEvents prints the events f selects, a page at a time; with follow,

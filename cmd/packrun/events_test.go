@@ -39,7 +39,7 @@ func TestEventsCommand(t *testing.T) {
 		t.Fatalf("--since an hour ahead:\n%s", out)
 	}
 	for _, c := range []struct{ args, stderr string }{
-		{"--since yesterday", `--since "yesterday"`},
+		{"--since yesterday", `invalid argument "yesterday" for "--since" flag`},
 		{"--limit 0", "--limit 0: must be at least 1"},
 	} {
 		code, _, errs := h.run(append([]string{"events"}, strings.Fields(c.args)...)...)

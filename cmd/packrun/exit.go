@@ -23,6 +23,7 @@ const (
 	exitDiverged  = 6  // a replay diverged
 	exitUsage     = 64 // the command line is wrong (sysexits EX_USAGE)
 	exitNotFound  = 66 // a file, pack, node, task, attempt or key that does not exist (EX_NOINPUT)
+	exitUnavail   = 69 // a resource the command needs is unavailable: a busy or forbidden listen address (EX_UNAVAILABLE)
 	exitConfig    = 78 // a configuration file in the home is malformed (EX_CONFIG)
 )
 

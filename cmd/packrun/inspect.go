@@ -38,7 +38,7 @@ func (a *app) inspectCommand() *cobra.Command {
 					return err
 				}
 				if asJSON {
-					return writeJSON(a.stdout, h)
+					return a.emit(h)
 				}
 				w := a.stdout
 				fmt.Fprintf(w, "engine:       %s\n", h.Engine)
@@ -70,7 +70,7 @@ func (a *app) inspectCommand() *cobra.Command {
 				return a.refused(err, asJSON)
 			}
 			if asJSON {
-				return writeJSON(a.stdout, info)
+				return a.emit(info)
 			}
 			w := a.stdout
 			fmt.Fprintf(w, "module:   %s (%s, sha256 %s)\n", args[0], human(uint64(info.Size)), info.SHA256)
@@ -92,7 +92,7 @@ func (a *app) inspectCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	cmd.Flags().BoolVar(&host, "host", false, "describe this host instead of a module")
 	return cmd
 }

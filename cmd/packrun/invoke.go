@@ -70,9 +70,9 @@ breached (wasm-memory, wasm-execution-time, output-size, host-calls, host-memory
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.input, "input", "{}", "node input: JSON text, @FILE, or @- for stdin")
-	fl.BoolVar(&f.json, "json", false, "print one JSON object describing the invocation")
+	outputVar(fl, &f.json)
 	fl.StringVar(&f.maxMemory, "max-memory", "", "linear memory limit, e.g. 16MiB (default 128MiB)")
-	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit, e.g. 200ms (default 30s)")
+	durationVar(fl, &f.timeout, "timeout", 0, "wall-clock limit, e.g. 200ms (default 30s)")
 	fl.StringVar(&f.maxOutput, "max-output", "", "response size limit, e.g. 1MiB (default 16MiB)")
 	fl.IntVar(&f.hostCalls, "max-host-calls", 0, "host-call limit per invocation (default 1000000)")
 	fl.StringVar(&f.hostMem, "max-host-memory", "", "what the host may hold for one invocation beyond its linear memory (run state written, host-call trace), e.g. 16MiB (default 64MiB)")
@@ -265,7 +265,7 @@ func (a *app) printInvokeJSON(res *runtime.Result, attemptID string) error {
 	if out.Logs == nil {
 		out.Logs = []runtime.LogEntry{}
 	}
-	if err := writeJSON(a.stdout, out); err != nil {
+	if err := a.emit(out); err != nil {
 		return err
 	}
 	switch {
@@ -299,7 +299,7 @@ func (a *app) refused(err error, asJSON bool) error {
 		if le.Breach != nil {
 			out["events"] = []runtime.Event{*le.Breach}
 		}
-		if werr := writeJSON(a.stdout, out); werr != nil {
+		if werr := a.emit(out); werr != nil {
 			return werr
 		}
 	}

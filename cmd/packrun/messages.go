@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -113,7 +114,7 @@ and the rule.`,
 					return messageRefusal(err)
 				}
 				if asJSON {
-					return writeJSON(a.stdout, rec)
+					return a.emit(rec)
 				}
 				m := rec.Message
 				if rec.Duplicate {
@@ -127,7 +128,7 @@ and the rule.`,
 	}
 	cmd.Flags().StringVar(&format, "format", "", "FILE is the document in this format: agent-envelope, agent-message or bus-envelope")
 	cmd.Flags().StringVar(&signature, "signature", "", "the message's base64 Ed25519 signature (with --format)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the receipt as JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -196,15 +197,17 @@ func (f *messageFilter) query(after int64, limit int) host.MessageQuery {
 func (a *app) messagesListCommand() *cobra.Command {
 	var f messageFilter
 	var after int64
+	var cursor string
 	var limit int
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "list [--topic P] [--from S] [--reply-to ID] [--dead] [--after N] [--limit N] [--json]",
+		Use:   "list [--topic P] [--from S] [--reply-to ID] [--dead] [--cursor C] [--limit N] [--output F]",
 		Short: "List accepted messages, oldest first, a page at a time",
 		Long: `List accepted messages, oldest first. SEQ is the cursor: when a page is full, the
-last line says which --after gives the next one (--json: {"messages":[...],"next":N}).`,
+last line says which --cursor gives the next one (--json: {"messages":[...],"next_cursor":"C"}).
+--after N is a deprecated alias of --cursor N.`,
 		Example: `  packrun messages list --topic 'crisis.*'
-  packrun messages list --from arc --after 120 --limit 20 --json`,
+  packrun messages list --from arc --cursor 120 --limit 20 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 1 || limit > host.MaxMessageLimit {
@@ -212,6 +215,15 @@ last line says which --after gives the next one (--json: {"messages":[...],"next
 			}
 			if after < 0 {
 				return usageError("--after %d: must not be negative", after)
+			}
+			if cursor != "" {
+				if cmd.Flags().Changed("after") {
+					return usageError("--after is a deprecated alias of --cursor: give only --cursor")
+				}
+				var err error
+				if after, err = seqCursor(cursor); err != nil {
+					return err
+				}
 			}
 			return a.withHost(cmd, readOnly, func(h *packrun.Host) error {
 				page, err := h.Messages(cmd.Context(), f.query(after, limit))
@@ -222,7 +234,14 @@ last line says which --after gives the next one (--json: {"messages":[...],"next
 					if page.Messages == nil {
 						page.Messages = []host.MessageRecord{}
 					}
-					return writeJSON(a.stdout, page)
+					out := struct {
+						*host.MessagePage
+						NextCursor string `json:"next_cursor,omitempty"`
+					}{MessagePage: page}
+					if page.Next != 0 {
+						out.NextCursor = strconv.FormatInt(page.Next, 10)
+					}
+					return a.emit(out)
 				}
 				w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(w, messageHeader)
@@ -233,16 +252,18 @@ last line says which --after gives the next one (--json: {"messages":[...],"next
 					return err
 				}
 				if page.Next != 0 {
-					fmt.Fprintf(a.stdout, "more: --after %d\n", page.Next)
+					a.more(strconv.FormatInt(page.Next, 10))
 				}
 				return nil
 			})
 		},
 	}
 	f.flags(cmd)
-	cmd.Flags().Int64Var(&after, "after", 0, "start after this SEQ (the cursor)")
+	cursorVar(cmd.Flags(), &cursor)
+	cmd.Flags().Int64Var(&after, "after", 0, "deprecated: --cursor")
+	cmd.Flags().MarkHidden("after")
 	cmd.Flags().IntVar(&limit, "limit", host.DefaultMessageLimit, "at most this many")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -290,7 +311,7 @@ silently. --json prints {"record" (with its deliveries and their tasks), "format
 					if lost == nil {
 						lost = []string{}
 					}
-					return writeJSON(a.stdout, shownMessage{Record: m.Record, Format: m.Format, Document: m.Document, Lost: lost})
+					return a.emit(shownMessage{Record: m.Record, Format: m.Format, Document: m.Document, Lost: lost})
 				}
 				var buf bytes.Buffer
 				if err := json.Indent(&buf, m.Document, "", "  "); err != nil {
@@ -305,7 +326,7 @@ silently. --json prints {"record" (with its deliveries and their tasks), "format
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "", "render in this format: agent-envelope, agent-message or bus-envelope (default: its own)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the record, the document and the lost fields as JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -346,7 +367,7 @@ cursor --after N (0: every message from the first).`,
 				}
 				print := func(m *host.MessageRecord) error {
 					if asJSON {
-						return writeJSON(a.stdout, m)
+						return a.emit(m)
 					}
 					_, err := fmt.Fprintln(a.stdout, strings.ReplaceAll(messageLine(m), "\t", "  "))
 					return err
@@ -356,11 +377,11 @@ cursor --after N (0: every message from the first).`,
 		},
 	}
 	f.flags(cmd)
-	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how often to look for new messages")
+	durationVar(cmd.Flags(), &interval, "interval", time.Second, "how often to look for new messages")
 	cmd.Flags().Int64Var(&after, "after", 0, "start after this SEQ instead of now")
 	cmd.Flags().IntVar(&max, "max", 0, "stop after this many messages (0: never)")
 	cmd.Flags().MarkHidden("max")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print each message as one line of JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -433,7 +454,7 @@ with the task type its deliveries run as.`,
 					if subs == nil {
 						subs = []host.Subscription{}
 					}
-					return writeJSON(a.stdout, subs)
+					return a.emit(subs)
 				}
 				w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "PACK\tNODE\tTASK TYPE\tTOPICS")
@@ -444,7 +465,7 @@ with the task type its deliveries run as.`,
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -514,7 +535,7 @@ send FILE.`,
 				_, err = fmt.Fprintln(a.stdout, string(signed.Message))
 				return err
 			}
-			return writeJSON(a.stdout, signed)
+			return a.emit(signed)
 		},
 	}
 	cmd.Flags().StringVar(&key, "key", "", "the Ed25519 private key file (required)")

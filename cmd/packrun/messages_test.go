@@ -101,7 +101,7 @@ func TestMessagesCommands(t *testing.T) {
 		t.Fatalf("list --topic:\n%s", out)
 	}
 	out = h.ok("messages", "list", "--limit", "1")
-	if !strings.Contains(out, crisisID) || !strings.Contains(out, fmt.Sprintf("more: --after %d", page.Messages[0].Seq)) {
+	if !strings.Contains(out, crisisID) || !strings.Contains(out, fmt.Sprintf("more: --cursor %d", page.Messages[0].Seq)) {
 		t.Fatalf("list --limit 1:\n%s", out)
 	}
 	if out := h.ok("messages", "list", "--after", fmt.Sprint(page.Messages[0].Seq)); strings.Contains(out, crisisID) || !strings.Contains(out, "lister") {

@@ -20,7 +20,7 @@ func (q *quotaFlags) add(cmd *cobra.Command) {
 	d := quota.Defaults
 	f := cmd.Flags()
 	f.IntVar(&q.schedules, strings.TrimPrefix(quota.Flag(quota.Schedules), "--"), d.Schedules, "schedules each tenant may have; 0: no limit")
-	f.DurationVar(&q.interval, strings.TrimPrefix(quota.Flag(quota.ScheduleMinInterval), "--"), d.ScheduleMinInterval, "shortest interval of a tenant's schedule (whole seconds)")
+	durationVar(f, &q.interval, strings.TrimPrefix(quota.Flag(quota.ScheduleMinInterval), "--"), d.ScheduleMinInterval, "shortest interval of a tenant's schedule (whole seconds)")
 	f.IntVar(&q.workflows, strings.TrimPrefix(quota.Flag(quota.ActiveWorkflows), "--"), d.ActiveWorkflows, "active workflow records each tenant may have; 0: no limit")
 	f.IntVar(&q.steps, strings.TrimPrefix(quota.Flag(quota.WorkflowSteps), "--"), d.WorkflowSteps, "state transitions one workflow record may make before it is blocked; 0: no limit")
 	f.IntVar(&q.tasks, strings.TrimPrefix(quota.Flag(quota.QueuedTasks), "--"), d.QueuedTasks, "unfinished tasks each tenant may have (a schedule of a full tenant skips its slot); 0: no limit")

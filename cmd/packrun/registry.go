@@ -186,7 +186,7 @@ func (a *app) verifyCommand() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return writeJSON(a.stdout, map[string]any{"pack": arch.Manifest.Name + "@" + arch.Manifest.Version, "sha256": arch.SHA256, "verdict": v})
+				return a.emit(map[string]any{"pack": arch.Manifest.Name + "@" + arch.Manifest.Version, "sha256": arch.SHA256, "verdict": v})
 			}
 			if v.Unsigned {
 				fmt.Fprintf(a.stdout, "UNSIGNED %s@%s (sha256 %s): accepted only because of --allow-unsigned-unsafe\n", arch.Manifest.Name, arch.Manifest.Version, arch.SHA256)
@@ -203,7 +203,7 @@ func (a *app) verifyCommand() *cobra.Command {
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -278,7 +278,7 @@ pattern matches is refused with pack_namespace_unauthorized.`,
 			}
 			entries := p.List()
 			if asJSON {
-				return writeJSON(a.stdout, map[string]any{"requireProvenance": p.RequireProvenance, "builderIds": p.BuilderIDs, "entries": entries})
+				return a.emit(map[string]any{"requireProvenance": p.RequireProvenance, "builderIds": p.BuilderIDs, "entries": entries})
 			}
 			w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "KIND\tNAME\tID\tNAMESPACES")
@@ -290,7 +290,7 @@ pattern matches is refused with pack_namespace_unauthorized.`,
 			return nil
 		},
 	}
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(list.Flags(), &asJSON)
 	remove := &cobra.Command{
 		Use:   "remove NAME",
 		Short: "Stop trusting a key or identity",

@@ -18,7 +18,7 @@ import (
 func (a *app) replayCommand() *cobra.Command {
 	var asJSON, all bool
 	var against, traceFile, pack, taskType string
-	var since time.Duration
+	var since time.Time
 	var f bundleFlags
 	var seals sealFlags
 	cmd := &cobra.Command{
@@ -41,10 +41,13 @@ the host call index and the function or arguments expected vs made, or how the o
 			if !all && traceFile == "" && len(args) == 0 {
 				return usageError("replay needs an attempt id, --trace FILE or --all")
 			}
-			if since < 0 {
-				return usageError("--since %s: must be positive", since)
+			// A trace carries what it replays: on a fresh machine,
+			// replay --trace creates the home it runs in.
+			acc := readOnly
+			if traceFile != "" {
+				acc = readWrite
 			}
-			h, err := a.open(ctx, readOnly, packrun.Config{PoolSize: 2})
+			h, err := a.open(ctx, acc, packrun.Config{PoolSize: 2})
 			if err != nil {
 				return err
 			}
@@ -54,10 +57,7 @@ the host call index and the function or arguments expected vs made, or how the o
 				if len(args) > 0 || traceFile != "" {
 					return usageError("replay --all takes no attempt id or --trace")
 				}
-				filter := packrun.ReplayFilter{Pack: pack, TaskType: taskType}
-				if since > 0 {
-					filter.Since = time.Now().Add(-since)
-				}
+				filter := packrun.ReplayFilter{Pack: pack, TaskType: taskType, Since: since}
 				return a.replayAll(ctx, h, filter, packrun.ReplayOptions{Against: against, Trust: f.files()}, asJSON)
 			case traceFile != "":
 				if len(args) > 0 {
@@ -89,13 +89,13 @@ the host call index and the function or arguments expected vs made, or how the o
 		},
 	}
 	fl := cmd.Flags()
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(fl, &asJSON)
 	fl.BoolVar(&all, "all", false, "replay every matching recorded attempt")
 	fl.StringVar(&pack, "pack", "", "replay against NAME@VERSION or FILE.pack (with --all: only attempts of this pack)")
 	fl.StringVar(&against, "against", "", "with --all: replay on this NAME@VERSION or FILE.pack")
 	fl.StringVar(&traceFile, "trace", "", "a trace file from 'packrun trace export'")
 	fl.StringVar(&taskType, "task-type", "", "with --all: only attempts of tasks of this type")
-	fl.DurationVar(&since, "since", 0, "with --all: only attempts started within this duration")
+	sinceVar(fl, &since, "with --all: only attempts started since")
 	f.register(cmd)
 	seals.register(cmd, "trace")
 	return cmd
@@ -118,7 +118,7 @@ func (s *sealFlags) policy() packrun.SealPolicy {
 
 func (a *app) printReplay(v *packrun.ReplayVerdict, asJSON bool) error {
 	if asJSON {
-		if err := writeJSON(a.stdout, v); err != nil {
+		if err := a.emit(v); err != nil {
 			return err
 		}
 	} else {
@@ -180,7 +180,7 @@ func (a *app) replayAll(ctx context.Context, h *packrun.Host, filter packrun.Rep
 	}
 	bar.done()
 	if asJSON {
-		if err := writeJSON(a.stdout, sum); err != nil {
+		if err := a.emit(sum); err != nil {
 			return err
 		}
 	} else {

@@ -253,3 +253,43 @@ func TestResealedTraceIsRefused(t *testing.T) {
 		t.Errorf("another host's trace, its key trusted: %q", out)
 	}
 }
+
+// On a fresh machine a trace replays in one command: replay --trace
+// creates the home it needs (the pack, its trust policy and the
+// exporting host's key given on the command line); home init creates one
+// for the commands that only read.
+func TestReplayTraceOnAFreshMachine(t *testing.T) {
+	dir := t.TempDir()
+	h := homeCLI{t, filepath.Join(dir, "home")}
+	installHello(t, h, dir)
+	h.ok("invoke", "local.hello.c", "--input", `{"name":"z"}`)
+	var att struct {
+		AttemptID string `json:"attempt_id"`
+	}
+	if err := json.Unmarshal([]byte(h.ok("attempts", "list", "--output", "jsonl")), &att); err != nil {
+		t.Fatal(err)
+	}
+	tf := filepath.Join(dir, "trace.json")
+	h.ok("trace", "export", att.AttemptID, "-o", tf)
+	var key string
+	for _, line := range strings.Split(h.ok("evidence", "verify"), "\n") {
+		if k, ok := strings.CutPrefix(line, "host key "); ok {
+			key, _, _ = strings.Cut(k, " ")
+		}
+	}
+	fresh := homeCLI{t, filepath.Join(dir, "fresh")}
+	out := fresh.ok("replay", "--trace", tf, "--host-key", key, "--pack", filepath.Join(dir, "hello.pack"), "--trust", filepath.Join(h.home, "trust.json"))
+	if !strings.HasPrefix(out, "identical") {
+		t.Fatalf("replay on a fresh home: %q", out)
+	}
+
+	other := homeCLI{t, filepath.Join(dir, "other")}
+	if code, _, _ := other.run("tasks", "list"); code != exitNotFound {
+		t.Fatalf("tasks list on no home: exit %d", code)
+	}
+	if out := other.ok("home", "init"); out != "home "+other.home+"\n" {
+		t.Fatalf("home init: %q", out)
+	}
+	other.ok("home", "init") // an existing home is left as it is
+	other.ok("tasks", "list")
+}

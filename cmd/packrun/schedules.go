@@ -80,7 +80,7 @@ schedule:<schedule_id>:<slot>, and a slot never creates two tasks.`,
 					if l == nil {
 						l = []*host.RecurringSchedule{}
 					}
-					return writeJSON(a.stdout, l)
+					return a.emit(l)
 				}
 				w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "SCHEDULE\tNAME\tEVERY\tTYPE\tENABLED\tNEXT RUN\tLAST RUN")
@@ -96,7 +96,7 @@ schedule:<schedule_id>:<slot>, and a slot never creates two tasks.`,
 			})
 		},
 	}
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(list.Flags(), &asJSON)
 
 	show := &cobra.Command{
 		Use:   "show ID|NAME",
@@ -108,11 +108,11 @@ schedule:<schedule_id>:<slot>, and a slot never creates two tasks.`,
 				if err != nil {
 					return err
 				}
-				return writeJSON(a.stdout, s)
+				return a.emitRecord(s)
 			})
 		},
 	}
-	show.Flags().Bool("json", true, "print JSON (the only format)")
+	outputVarDefault(show.Flags(), outJSON, nil)
 	toggle := func(use, short string, enabled bool) *cobra.Command {
 		return &cobra.Command{
 			Use:   use + " ID|NAME",

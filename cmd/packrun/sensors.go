@@ -38,7 +38,7 @@ and their proposed_task enqueued.`,
 					if l == nil {
 						l = []packrun.Sensor{}
 					}
-					return writeJSON(a.stdout, l)
+					return a.emit(l)
 				}
 				w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "SENSOR\tPACK\tCADENCE\tENABLED\tLAST RUN\tNEXT RUN")
@@ -58,7 +58,7 @@ and their proposed_task enqueued.`,
 			})
 		},
 	}
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(list.Flags(), &asJSON)
 
 	var sensor string
 	var limit int
@@ -80,7 +80,7 @@ and their proposed_task enqueued.`,
 					if l == nil {
 						l = []*host.SensorEventRecord{}
 					}
-					return writeJSON(a.stdout, l)
+					return a.emit(l)
 				}
 				w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "RECORD\tSENSOR\tDEDUPE KEY\tSTATUS\tTASK\tRECEIVED")
@@ -94,7 +94,7 @@ and their proposed_task enqueued.`,
 	}
 	events.Flags().StringVar(&sensor, "sensor", "", "only this sensor's events")
 	events.Flags().IntVar(&limit, "limit", 100, "at most this many")
-	events.Flags().BoolVar(&eventsJSON, "json", false, "print JSON")
+	outputVar(events.Flags(), &eventsJSON)
 
 	run := &cobra.Command{
 		Use:     "run SENSOR",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +14,7 @@ import (
 	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/api"
+	"github.com/packrun/packrun/internal/console"
 	"github.com/packrun/packrun/internal/heapfloor"
 	"github.com/packrun/packrun/internal/observe"
 )
@@ -142,7 +144,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			}
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
-				return withCode(exitUsage, fmt.Errorf("--addr %s: %w", addr, err))
+				return withCode(listenExitCode(err), fmt.Errorf("--addr %s: %w", addr, err))
 			}
 			// On a loopback address, requests must name a loopback Host
 			// (DNS rebinding); the listener's address is the one --addr
@@ -174,6 +176,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			}
 			a.log.Info("serving", "addr", ln.Addr().String(), "home", a.home, "tls", tlsCert != "", "auth", !insecure)
 			fmt.Fprintf(a.stderr, "packrun serving on %s://%s (home %s; %s)\n", scheme, ln.Addr(), a.home, authNote)
+			fmt.Fprintf(a.stderr, "packrun console at %s://%s%s\n", scheme, ln.Addr(), console.Prefix)
 
 			dispatchCtx, stopDispatch := context.WithCancel(ctx)
 			defer stopDispatch()
@@ -213,7 +216,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
 	cmd.Flags().Float64Var(&rateLimit, "rate-limit", 200, "requests a second each token may make on average (twice as many at once); 0: no limit")
 	cmd.Flags().StringVar(&metricsToken, "metrics-token", "", "bearer token /metrics, /healthz and /readyz require (default: none needed)")
-	cmd.Flags().DurationVar(&lease, "lease", 30*time.Second, "how long a claimed task (with a postgres store) or an openwop run stays this node's without a heartbeat (renewed every third of it); past it, another node reclaims it")
+	durationVar(cmd.Flags(), &lease, "lease", 30*time.Second, "how long a claimed task (with a postgres store) or an openwop run stays this node's without a heartbeat (renewed every third of it); past it, another node reclaims it")
 	cmd.Flags().StringVar(&runnerID, "runner-id", "", `names this node in task claims and attempts (default "packrun-" and 8 random hex digits)`)
 	quotas.add(cmd)
 	cmd.Flags().IntVar(&workers, "workers", 8, "tasks run at once, and openwop run nodes beside them (tasks mostly wait on durable commits, so more than the cores helps)")
@@ -223,6 +226,17 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 // observed routes /metrics, /healthz and /readyz to the observer and
 // everything else to the API, and logs and counts every request.
 //
+// listenExitCode is the exit code for a listen that failed: an address
+// the system refuses (in use, not this machine's, a privileged port) is an
+// unavailable resource (69); anything else (no port, not an address) is a
+// wrong command line (64).
+func listenExitCode(err error) int {
+	if _, ok := errors.AsType[*os.SyscallError](err); ok {
+		return exitUnavail
+	}
+	return exitUsage
+}
+
 // On a loopback addr the three answer only requests for a loopback Host,
 // as the API does (DNS rebinding).
 func observed(obs *observe.Observer, h *packrun.Host, apiHandler http.Handler, addr string) http.Handler {

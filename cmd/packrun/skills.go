@@ -37,6 +37,6 @@ are files under the pack's assets/. Intents name skills by skill_id (skill_ids).
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }

@@ -61,7 +61,7 @@ referrers from an OCI registry (see 'packrun pull') and installs it the same way
 				return err
 			}
 			if asJSON {
-				return writeJSON(a.stdout, map[string]any{"installed": p, "already_installed": already})
+				return a.emit(map[string]any{"installed": p, "already_installed": already})
 			}
 			if already {
 				fmt.Fprintf(a.stdout, "%s already installed (sha256 %s)\n", p.Ref(), p.SHA256)
@@ -76,7 +76,7 @@ referrers from an OCI registry (see 'packrun pull') and installs it the same way
 	}
 	f.register(cmd)
 	of.register(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -99,7 +99,7 @@ func (a *app) listCommand() *cobra.Command {
 				if all == nil {
 					all = []*host.InstalledPack{}
 				}
-				return writeJSON(a.stdout, all)
+				return a.emit(all)
 			}
 			w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tVERSION\tSHA256\tSIGNER\tINSTALLED")
@@ -109,7 +109,7 @@ func (a *app) listCommand() *cobra.Command {
 			return w.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -124,7 +124,7 @@ func (a *app) inspectInstalled(ctx context.Context, ref string, asJSON bool) err
 		return err
 	}
 	if asJSON {
-		return writeJSON(a.stdout, p)
+		return a.emit(p)
 	}
 	w := a.stdout
 	fmt.Fprintf(w, "pack:       %s\n", p.Ref())

@@ -53,13 +53,13 @@ chain's as it was in the home: pin it with 'packrun evidence verify --head SEQ:H
 				return err
 			}
 			if asJSON {
-				return writeJSON(a.stdout, rep)
+				return a.emit(rep)
 			}
 			return a.printMigration(rep)
 		},
 	}
 	cmd.Flags().StringVar(&to, "to", "", "the PostgreSQL database to copy into (a postgres:// URL; it must be empty)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: each table's rows in the home and copied, the blobs, the chain verified")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 

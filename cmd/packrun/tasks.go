@@ -69,18 +69,18 @@ func (a *app) tasksCommand() *cobra.Command {
 	enqueue.Flags().StringVar(&input, "input", "{}", "payload JSON object, @FILE or @-")
 	enqueue.Flags().StringVar(&source, "source", "operator", "who asks")
 	enqueue.Flags().IntVar(&priority, "priority", 5, "queue priority (lower runs first)")
-	enqueue.Flags().DurationVar(&delay, "delay", 0, "do not run before this delay, e.g. 5m")
+	durationVar(enqueue.Flags(), &delay, "delay", 0, "do not run before this delay, e.g. 5m")
 	enqueue.Flags().IntVar(&maxAttempts, "max-attempts", 0, "attempts before a retryable failure becomes permanent (default 3)")
 	enqueue.Flags().StringArrayVar(&skillIDs, "skill", nil, "skill_ids: an installed skill the task uses (repeatable)")
 	enqueue.Flags().StringVar(&adapterID, "adapter", "", "requested_adapter_id: a configured adapter")
 	enqueue.Flags().StringVar(&model, "model", "", "requested_model: a model that adapter offers")
 	enqueue.Flags().StringVar(&profileID, "profile", "", "requested_profile_id: a registered profile")
 
-	var status string
+	var status, listType, listTenant, cursor string
 	var limit int
 	var asJSON bool
 	list := &cobra.Command{
-		Use:   "list [--status S] [--json]",
+		Use:   "list [--status S] [--type T] [--tenant T] [--cursor C] [--limit N] [--output F]",
 		Short: "List tasks, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -91,15 +91,20 @@ func (a *app) tasksCommand() *cobra.Command {
 				return usageError("--limit %d: must be at least 1", limit)
 			}
 			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
-				ts, err := b.ListTasks(cmd.Context(), host.TaskFilter{Status: host.TaskStatus(status), Limit: limit})
+				ts, err := b.ListTasks(cmd.Context(), host.TaskFilter{Status: host.TaskStatus(status), TaskType: listType, Tenant: listTenant, After: cursor, Limit: limit})
 				if err != nil {
 					return err
 				}
+				next := ""
+				if len(ts) == limit {
+					next = ts[len(ts)-1].TaskID
+				}
+				defer a.more(next)
 				if asJSON {
 					if ts == nil {
 						ts = []*host.TaskRecord{}
 					}
-					return writeJSON(a.stdout, ts)
+					return a.emit(ts)
 				}
 				w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "TASK\tTYPE\tSTATUS\tPRIORITY\tATTEMPTS\tUPDATED")
@@ -111,8 +116,11 @@ func (a *app) tasksCommand() *cobra.Command {
 		},
 	}
 	list.Flags().StringVar(&status, "status", "", "only tasks with this status")
+	list.Flags().StringVar(&listType, "type", "", "only tasks of this task type")
+	list.Flags().StringVar(&listTenant, "tenant", "", "only tasks of this tenant")
+	cursorVar(list.Flags(), &cursor)
 	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(list.Flags(), &asJSON)
 
 	show := &cobra.Command{
 		Use:   "show ID",
@@ -124,10 +132,11 @@ func (a *app) tasksCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return writeJSON(a.stdout, t)
+				return a.emitRecord(t)
 			})
 		},
 	}
+	outputVarDefault(show.Flags(), outJSON, nil)
 	cancel := &cobra.Command{
 		Use:   "cancel ID",
 		Short: "Cancel a task (a running one is canceled when its attempt ends)",
@@ -215,36 +224,37 @@ var attemptsPage = 256
 
 func (a *app) attemptsCommand() *cobra.Command {
 	attempts := &cobra.Command{Use: "attempts", Short: "Inspect recorded attempts (evidence)"}
-	var taskID, pack, tenant string
-	var since time.Duration
+	var taskID, pack, tenant, attCursor string
+	var since time.Time
 	var limit int
 	var asJSON bool
 	list := &cobra.Command{
-		Use:   "list [--task ID] [--pack NAME] [--tenant T] [--since 24h] [--json]",
+		Use:   "list [--task ID] [--pack NAME] [--tenant T] [--since 24h|RFC3339] [--json]",
 		Short: "List recorded attempts, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 1 {
 				return usageError("--limit %d: must be at least 1", limit)
 			}
-			if since < 0 {
-				return usageError("--since %s: must not be negative", since)
-			}
-			f := host.AttemptFilter{TaskID: taskID, Pack: pack, Tenant: tenant, Limit: limit}
-			if since > 0 {
-				f.Since = time.Now().Add(-since)
+			f := host.AttemptFilter{TaskID: taskID, Pack: pack, Tenant: tenant, Limit: limit, Since: since}
+			var err error
+			if f.BeforeSeq, err = seqCursor(attCursor); err != nil {
+				return err
 			}
 			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
 				// A page at a time, printed as it comes: memory stays flat
 				// however many attempts --limit asks for.
 				var w *tabwriter.Writer
-				if asJSON {
+				lines := a.output() == outJSONL
+				if asJSON && !lines {
 					fmt.Fprint(a.stdout, "[")
-				} else {
+				} else if !asJSON {
 					w = tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 					fmt.Fprintln(w, "ATTEMPT\tTASK\tPACK\tNODE\tOUTCOME\tSTARTED")
 				}
 				n := 0
+				next := ""
+				defer func() { a.more(next) }()
 				for left := limit; left > 0; {
 					f.Limit = min(left, attemptsPage)
 					page, err := b.ListAttempts(cmd.Context(), f)
@@ -253,14 +263,18 @@ func (a *app) attemptsCommand() *cobra.Command {
 					}
 					for _, at := range page {
 						if asJSON {
-							raw, err := json.Marshal(at)
+							raw, err := json.Marshal(at.Document())
 							if err != nil {
 								return err
 							}
-							if n > 0 {
-								fmt.Fprint(a.stdout, ",")
+							switch {
+							case lines:
+								fmt.Fprintf(a.stdout, "%s\n", raw)
+							case n > 0:
+								fmt.Fprintf(a.stdout, ",\n%s", raw)
+							default:
+								fmt.Fprintf(a.stdout, "\n%s", raw)
 							}
-							fmt.Fprintf(a.stdout, "\n%s", raw)
 						} else {
 							fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", at.AttemptID, orDash(at.TaskID), orDash(at.Pack), at.Node, at.Outcome, at.StartedAt.Local().Format(time.DateTime))
 						}
@@ -277,8 +291,11 @@ func (a *app) attemptsCommand() *cobra.Command {
 						break
 					}
 					f.BeforeSeq = page[len(page)-1].EventSeq
+					if left == 0 {
+						next = strconv.FormatInt(f.BeforeSeq, 10)
+					}
 				}
-				if asJSON {
+				if asJSON && !lines {
 					_, err := fmt.Fprint(a.stdout, "\n]\n")
 					return err
 				}
@@ -289,9 +306,10 @@ func (a *app) attemptsCommand() *cobra.Command {
 	list.Flags().StringVar(&taskID, "task", "", "only attempts of this task")
 	list.Flags().StringVar(&pack, "pack", "", "only attempts of this pack (name or name@version)")
 	list.Flags().StringVar(&tenant, "tenant", "", "only attempts of this tenant")
-	list.Flags().DurationVar(&since, "since", 0, "only attempts started within this duration, e.g. 24h")
+	cursorVar(list.Flags(), &attCursor)
+	sinceVar(list.Flags(), &since, "only attempts started since")
 	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(list.Flags(), &asJSON)
 	var showJSON bool
 	show := &cobra.Command{
 		Use:   "show ID [--json]",
@@ -304,7 +322,7 @@ func (a *app) attemptsCommand() *cobra.Command {
 					return err
 				}
 				if showJSON {
-					return writeJSON(a.stdout, at)
+					return a.emit(at.Document())
 				}
 				w := a.stdout
 				fmt.Fprintf(w, "attempt:  %s\ntask:     %s\npack:     %s (module sha256 %s)\nnode:     %s\noutcome:  %s (exit %s, retry %s)\n",
@@ -321,7 +339,7 @@ func (a *app) attemptsCommand() *cobra.Command {
 			})
 		},
 	}
-	show.Flags().BoolVar(&showJSON, "json", false, "print the whole record as JSON")
+	outputVar(show.Flags(), &showJSON)
 	attempts.AddCommand(list, show)
 	return attempts
 }
@@ -378,7 +396,7 @@ pass it later with --head. A broken chain exits 5.`,
 					return err
 				}
 				if asJSON {
-					if err := writeJSON(a.stdout, r); err != nil {
+					if err := a.emit(r); err != nil {
 						return err
 					}
 				} else if r.OK {
@@ -403,7 +421,7 @@ pass it later with --head. A broken chain exits 5.`,
 			})
 		},
 	}
-	verify.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(verify.Flags(), &asJSON)
 	verify.Flags().StringVar(&headFlag, "head", "", "also check that the chain holds this head, SEQ:HASH, recorded earlier (as printed here)")
 	verify.Flags().StringVar(&bundlePath, "bundle", "", "check this exported bundle instead of the store's chain")
 	seals.register(verify, "bundle")
@@ -464,7 +482,7 @@ checkpoint: compare the old head it records with one you kept elsewhere.`,
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why the chain is re-anchored (required; recorded in the chain)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -491,14 +509,14 @@ at that event with the new key.`,
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why the key is rotated (required; recorded in the chain)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
 // printReanchoring prints what reanchor or rotate-key did.
 func (a *app) printReanchoring(r *packrun.Reanchoring, asJSON bool) error {
 	if asJSON {
-		return writeJSON(a.stdout, r)
+		return a.emit(r)
 	}
 	b := r.Before
 	if b.Problem != "" {
@@ -569,7 +587,7 @@ func (a *app) verifyBundle(ctx context.Context, path string, p packrun.SealPolic
 		rep.SealedBy, rep.Trusted = b.Seal.HostKey, !p.AnyHostKey
 	}
 	if asJSON {
-		return writeJSON(a.stdout, rep)
+		return a.emit(rep)
 	}
 	where := "checked on its own (this store does not hold the attempt)"
 	if rep.InStore {
@@ -632,7 +650,7 @@ func (a *app) memoryCommand() *cobra.Command {
 			}
 			return b.Put(cmd.Context(), s, args[0], json.RawMessage(args[1]), host.PutOptions{TTL: ttl, Secret: secret})
 		})}
-	put.Flags().DurationVar(&ttl, "ttl", 0, "expire after this long")
+	durationVar(put.Flags(), &ttl, "ttl", 0, "expire after this long, e.g. 1h or 30d")
 	put.Flags().BoolVar(&secret, "secret", false, "redact this value in evidence and logs")
 	list := &cobra.Command{Use: "list [PREFIX]", Short: "List keys", Args: cobra.MaximumNArgs(1),
 		RunE: with(readOnly, func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error {
@@ -644,11 +662,15 @@ func (a *app) memoryCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if a.output() != outTable {
+				return a.emit(append([]string{}, keys...))
+			}
 			for _, k := range keys {
 				fmt.Fprintln(a.stdout, k)
 			}
 			return nil
 		})}
+	outputVar(list.Flags(), nil)
 	del := &cobra.Command{Use: "delete KEY", Short: "Delete a value", Args: cobra.ExactArgs(1),
 		RunE: with(readOnly, func(cmd *cobra.Command, b *hostBackend, s host.Scope, args []string) error {
 			return b.Delete(cmd.Context(), s, args[0])

@@ -48,7 +48,7 @@ func (a *app) taskTypesListCommand() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return writeJSON(a.stdout, list)
+				return a.emit(list)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TASK TYPE\tSERVED BY\tSPEC")
@@ -58,7 +58,7 @@ func (a *app) taskTypesListCommand() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 
@@ -96,13 +96,13 @@ func (a *app) taskTypesShowCommand() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return writeJSON(a.stdout, t)
+				return a.emit(t)
 			}
 			printTaskType(a.stdout, t)
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	packrun "github.com/packrun/packrun"
+	"github.com/packrun/packrun/host"
 )
 
 func (a *app) tokensCommand() *cobra.Command {
@@ -42,7 +42,8 @@ effect at the next request, in every packrun serving this home.`,
 }
 
 func (a *app) tokensCreateCommand() *cobra.Command {
-	var tenant, scopes, name, expires string
+	var tenant, scopes, name string
+	var ttl time.Duration
 	cmd := &cobra.Command{
 		Use:   "create --tenant T --scopes S[,S...] [--expires 30d] [--name N]",
 		Short: "Create a token; it is printed alone on the last line (shown this once)",
@@ -58,11 +59,8 @@ func (a *app) tokensCreateCommand() *cobra.Command {
 			if err != nil {
 				return usageError("--scopes: %v", err)
 			}
-			var ttl time.Duration
-			if expires != "" {
-				if ttl, err = parseExpiry(expires); err != nil {
-					return usageError("--expires %q: %v", expires, err)
-				}
+			if cmd.Flags().Changed("expires") && (ttl <= 0 || ttl > maxTokenLifetime) {
+				return usageError("--expires %s: want a positive lifetime up to 3650d, such as 30d, 12h or 90m", cmd.Flags().Lookup("expires").Value)
 			}
 			h, err := a.open(cmd.Context(), readWrite, packrun.Config{})
 			if err != nil {
@@ -87,26 +85,12 @@ func (a *app) tokensCreateCommand() *cobra.Command {
 	fl.StringVar(&tenant, "tenant", "", "the tenant the token acts for (required)")
 	fl.StringVar(&scopes, "scopes", "", "comma-separated scopes (required): "+scopeList()+" (admin is every scope but operator)")
 	fl.StringVar(&name, "name", "", "a name for people: who or what holds the token")
-	fl.StringVar(&expires, "expires", "", "lifetime, e.g. 30d, 12h, 90m (default: never)")
+	durationVar(fl, &ttl, "expires", 0, "lifetime, e.g. 30d, 12h, 90m (default: never)")
 	return cmd
 }
 
-// parseExpiry reads a lifetime: a Go duration, or a whole number of days
-// ("30d").
-func parseExpiry(s string) (time.Duration, error) {
-	if d, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(d)
-		if err != nil || n < 1 || n > 3650 {
-			return 0, fmt.Errorf("want a number of days from 1 to 3650, e.g. 30d")
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("want a positive lifetime such as 30d, 12h or 90m")
-	}
-	return d, nil
-}
+// maxTokenLifetime is the longest --expires: ten years.
+const maxTokenLifetime = 3650 * host.Day
 
 func joinScopes(sc []packrun.Scope) string {
 	s := make([]string, len(sc))
@@ -136,7 +120,7 @@ func (a *app) tokensListCommand() *cobra.Command {
 				if ts == nil {
 					ts = []*packrun.Token{}
 				}
-				return writeJSON(a.stdout, ts)
+				return a.emit(ts)
 			}
 			w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tNAME\tTENANT\tSCOPES\tCREATED\tSTATE")
@@ -156,7 +140,7 @@ func (a *app) tokensListCommand() *cobra.Command {
 			return w.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
 

@@ -64,7 +64,7 @@ func TestTokensCommands(t *testing.T) {
 		{[]string{"tokens", "create", "--tenant", "acme"}, 64, "--scopes is required"},
 		{[]string{"tokens", "create", "--tenant", "acme", "--scopes", "invoke,root"}, 64, `unknown scope "root"`},
 		{[]string{"tokens", "create", "--tenant", "Acme!", "--scopes", "invoke"}, 64, "not a tenant name"},
-		{[]string{"tokens", "create", "--tenant", "acme", "--scopes", "invoke", "--expires", "soon"}, 64, `--expires "soon"`},
+		{[]string{"tokens", "create", "--tenant", "acme", "--scopes", "invoke", "--expires", "soon"}, 64, `invalid argument "soon" for "--expires" flag`},
 		{[]string{"tokens", "revoke", "nope"}, 66, "nope"},
 	} {
 		code, out, errs := h.run(c.args...)

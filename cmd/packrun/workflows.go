@@ -67,7 +67,7 @@ verify may send the work back to execute with "rejected") is registered in every
 			})
 		},
 	}
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	outputVar(list.Flags(), &asJSON)
 	show := &cobra.Command{
 		Use:   "show TYPE",
 		Short: "Show a workflow definition (JSON)",
@@ -75,10 +75,14 @@ verify may send the work back to execute with "rejected") is registered in every
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
 				d, err := b.Workflow(cmd.Context(), args[0])
-				return orJSON(a, d, err)
+				if err != nil {
+					return err
+				}
+				return a.emitRecord(d)
 			})
 		},
 	}
+	outputVarDefault(show.Flags(), outJSON, nil)
 	cmd.AddCommand(add, list, show, a.workflowStartCommand(), a.workflowRecordsCommand(), a.workflowRecordCommand(), a.workflowCancelCommand())
 	return cmd
 }
@@ -136,14 +140,18 @@ func (a *app) workflowStartCommand() *cobra.Command {
 
 func (a *app) workflowRecordsCommand() *cobra.Command {
 	var typ string
+	var limit int
 	var asJSON bool
 	records := &cobra.Command{
-		Use:   "records [--type T] [--json]",
+		Use:   "records [--type T] [--limit N] [--output F]",
 		Short: "List workflow records, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 {
+				return usageError("--limit %d: must be at least 1", limit)
+			}
 			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
-				all, err := b.ListWorkflowRecords(cmd.Context(), host.WorkflowRecordFilter{Tenant: host.DefaultTenant, WorkflowType: typ})
+				all, err := b.ListWorkflowRecords(cmd.Context(), host.WorkflowRecordFilter{Tenant: host.DefaultTenant, WorkflowType: typ, Limit: limit})
 				if err != nil || asJSON {
 					return orJSON(a, nonNil(all), err)
 				}
@@ -157,7 +165,8 @@ func (a *app) workflowRecordsCommand() *cobra.Command {
 		},
 	}
 	records.Flags().StringVar(&typ, "type", "", "only records of this workflow type")
-	records.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	records.Flags().IntVar(&limit, "limit", 100, "at most this many")
+	outputVar(records.Flags(), &asJSON)
 	return records
 }
 

@@ -133,7 +133,7 @@ const maxBodyDepth = 10000
 // New returns the handler of the packrun HTTP API. Routes:
 //
 //	POST /v1/tasks[?max_attempts=N]             tasks:write    enqueue a TaskIntent → 201 TaskRecord
-//	GET  /v1/tasks[?status=&task_type=&limit=]  tasks:read     {"tasks":[TaskRecord...]}, newest first
+//	GET  /v1/tasks[?status=&task_type=&cursor=&limit=]  tasks:read  {"tasks":[TaskRecord...],"next_cursor":C}, newest first
 //	GET  /v1/tasks/{id}                         tasks:read     TaskRecord
 //	POST /v1/tasks/{id}:cancel                  tasks:write    TaskRecord after the cancel
 //	POST /v1/tasks/{id}:resume                  tasks:write    {"value":JSON} → TaskRecord, pending again (a task
@@ -141,11 +141,12 @@ const maxBodyDepth = 10000
 //	POST /v1/tasks/{id}:retry                   tasks:write    TaskRecord, pending again (permanent_failure,
 //	                                            retryable_failure or blocked; 409 otherwise)
 //	GET  /v1/tasks/{id}/events                  evidence:read  {"events":[Event...]}, the task's runtime events
-//	GET  /v1/events[?type=&task_id=&since=&after=&limit=]  evidence:read  {"events":[Event...],"next_after":SEQ}, chain order;
-//	                                            pass next_after as after for the next page; the token's tenant's
+//	GET  /v1/events[?type=&task_id=&since=&cursor=&limit=]  evidence:read  {"events":[Event...],"next_cursor":C}, chain order;
+//	                                            pass next_cursor as cursor for the next page (after/next_after:
+//	                                            deprecated aliases); the token's tenant's
 //	                                            events only (admin too); every tenant's and the host's own
 //	                                            (dispatch_*, task types, ...) need the operator scope
-//	GET  /v1/attempts[?task_id=&pack=&since=&limit=]  evidence:read  {"attempts":[Attempt...]}
+//	GET  /v1/attempts[?task_id=&pack=&since=&cursor=&limit=]  evidence:read  {"attempts":[Attempt...],"next_cursor":C}, newest first
 //	GET  /v1/attempts/{id}                      evidence:read  Attempt (the evidence record)
 //	POST /v1/attempts/{id}:replay               evidence:read  ReplayVerdict (no side effects)
 //	GET  /v1/artifacts/{id}                     evidence:read  Artifact
@@ -168,8 +169,8 @@ const maxBodyDepth = 10000
 //	                                                           for a resent message (nothing created), 422 refused by a rule (error
 //	                                                           .path, .rule), 403 a topic its sender may not use, 409 an id reused
 //	                                                           with other content, 413 over host.MaxMessageBytes (256 KiB)
-//	GET  /v1/messages[?topic=&from=&reply_to=&dead=true&after=&limit=]  messages:read  {"messages":[MessageRecord...],"next":SEQ},
-//	                                                           oldest first; topic is a pattern (crisis.*); pass next as after
+//	GET  /v1/messages[?topic=&from=&reply_to=&dead=true&cursor=&limit=]  messages:read  {"messages":[MessageRecord...],"next_cursor":C},
+//	                                                           oldest first; topic is a pattern (crisis.*); pass next_cursor as cursor (after/next: deprecated aliases)
 //	GET  /v1/messages/{id}[?format=|?view=record]  messages:read  the document in format (default its own) with Content-Type
 //	                                                           application/json; profile=<format> and Packrun-Lost-Fields: what the
 //	                                                           format cannot carry; view=record: the MessageRecord (deliveries)
@@ -273,13 +274,13 @@ func build(cfg Config) (*server, http.Handler) {
 		}))
 	}
 	route("/v1/tasks", map[string]handler{
-		http.MethodGet:  scoped(auth.ScopeTasksRead, takes(s.listTasks, "status", "task_type", "limit")),
+		http.MethodGet:  scoped(auth.ScopeTasksRead, takes(s.listTasks, "status", "task_type", "cursor", "limit")),
 		http.MethodPost: scoped(auth.ScopeTasksWrite, takes(s.enqueue, "max_attempts")),
 	})
 	route("/v1/tasks/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.getTask)), http.MethodPost: scoped(auth.ScopeTasksWrite, takes(s.taskAction))})
 	route("/v1/tasks/{id}/events", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.taskEvents, "limit"))})
-	route("/v1/events", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.listEvents, "type", "task_id", "since", "after", "limit"))})
-	route("/v1/attempts", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.listAttempts, "task_id", "pack", "tenant", "since", "limit"))})
+	route("/v1/events", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.listEvents, "type", "task_id", "since", "cursor", "after", "limit"))})
+	route("/v1/attempts", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.listAttempts, "task_id", "pack", "tenant", "since", "cursor", "limit"))})
 	route("/v1/attempts/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.getAttempt)), http.MethodPost: scoped(auth.ScopeEvidenceRead, takes(s.attemptAction))})
 	route("/v1/artifacts/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.getArtifact))})
 	route("/v1/memory/{namespace}", map[string]handler{http.MethodGet: scoped(auth.ScopeMemoryRead, takes(s.listMemory, "prefix"))})
@@ -299,7 +300,7 @@ func build(cfg Config) (*server, http.Handler) {
 	})
 	route("/v1/sensor-events", map[string]handler{http.MethodPost: scoped(auth.ScopeTasksWrite, takes(s.postSensorEvent))})
 	route("/v1/messages", map[string]handler{
-		http.MethodGet:  scoped(auth.ScopeMessagesRead, takes(s.listMessages, "topic", "from", "reply_to", "dead", "after", "limit")),
+		http.MethodGet:  scoped(auth.ScopeMessagesRead, takes(s.listMessages, "topic", "from", "reply_to", "dead", "cursor", "after", "limit")),
 		http.MethodPost: scoped(auth.ScopeMessagesWrite, takes(s.postMessage)),
 	})
 	route("/v1/messages/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeMessagesRead, takes(s.getMessage, "format", "view"))})

@@ -12,9 +12,12 @@ import (
 // eventPage is the answer of GET /v1/events: NextAfter is the seq to pass
 // as after for the next page (the last event's, or the after given when
 // there is none yet), so a client polling for new events keeps it.
+// NextCursor is the same seq as a string, the name every paged route
+// uses (next_after stays, deprecated).
 type eventPage struct {
-	Events    []*host.Event `json:"events"`
-	NextAfter int64         `json:"next_after"`
+	Events     []*host.Event `json:"events"`
+	NextCursor string        `json:"next_cursor"`
+	NextAfter  int64         `json:"next_after"`
 }
 
 // listEvents is GET /v1/events: runtime events in chain order. A token
@@ -34,12 +37,12 @@ func (s *server) listEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	f.Since = since
-	if v := q.Get("after"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return refuse(http.StatusBadRequest, CodeInvalid, "after", "after: must be the seq of the last event seen (an integer from 0)")
-		}
-		f.AfterSeq = n
+	cur, name, err := cursorParam(q, "after")
+	if err != nil {
+		return err
+	}
+	if f.AfterSeq, err = seqCursor(cur, name, 0, "the seq of the last event seen, an integer from 0"); err != nil {
+		return err
 	}
 	if f.Limit, err = listLimit(q); err != nil {
 		return err
@@ -57,6 +60,7 @@ func (s *server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		page.Events = []*host.Event{}
 	}
+	page.NextCursor = strconv.FormatInt(page.NextAfter, 10)
 	reply(w, http.StatusOK, page)
 	return nil
 }

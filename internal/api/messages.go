@@ -117,13 +117,23 @@ func fieldOfPath(p string) string {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
+// messagePage is the answer of GET /v1/messages: next_cursor, and next
+// (the same seq as a number, deprecated).
+type messagePage struct {
+	*host.MessagePage
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
 // listMessages is GET /v1/messages[?topic=&from=&reply_to=&dead=true&after=&limit=]:
 // the tenant's accepted messages, oldest first, a page at a time.
 func (s *server) listMessages(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	mq := host.MessageQuery{Tenant: tenantOf(r, ""), Topic: q.Get("topic"), From: q.Get("from"), ReplyTo: q.Get("reply_to")}
-	var err error
-	if mq.After, err = queryInt(q.Get("after"), "after", 0, 1<<62); err != nil {
+	cur, name, err := cursorParam(q, "after")
+	if err != nil {
+		return err
+	}
+	if mq.After, err = seqCursor(cur, name, 0, "an integer from 0"); err != nil {
 		return err
 	}
 	n, err := queryInt(q.Get("limit"), "limit", 1, host.MaxMessageLimit)
@@ -145,7 +155,11 @@ func (s *server) listMessages(w http.ResponseWriter, r *http.Request) error {
 	if page.Messages == nil {
 		page.Messages = []host.MessageRecord{}
 	}
-	reply(w, http.StatusOK, page)
+	out := messagePage{MessagePage: page}
+	if page.Next != 0 {
+		out.NextCursor = strconv.FormatInt(page.Next, 10)
+	}
+	reply(w, http.StatusOK, out)
 	return nil
 }
 

@@ -246,12 +246,22 @@ func TestListAndGetMessages(t *testing.T) {
 		if pages > 5 {
 			t.Fatal("the cursor does not end")
 		}
-		page := decode[host.MessagePage](t, e.get(fmt.Sprintf("/v1/messages?topic=crisis.*&limit=2&after=%d", after)))
+		page := decode[messagePage](t, e.get(fmt.Sprintf("/v1/messages?topic=crisis.*&limit=2&cursor=%d", after)))
+		// after, the deprecated alias of cursor, answers the same page.
+		if alias := decode[messagePage](t, e.get(fmt.Sprintf("/v1/messages?topic=crisis.*&limit=2&after=%d", after))); fmt.Sprint(alias.Messages) != fmt.Sprint(page.Messages) {
+			t.Fatalf("after=%d: %+v, cursor: %+v", after, alias.Messages, page.Messages)
+		}
 		for _, m := range page.Messages {
 			seen = append(seen, m.MessageID)
 		}
 		if page.Next == 0 {
+			if page.NextCursor != "" {
+				t.Fatalf("last page with next_cursor %q", page.NextCursor)
+			}
 			break
+		}
+		if page.NextCursor != fmt.Sprint(page.Next) {
+			t.Fatalf("next_cursor %q, next %d", page.NextCursor, page.Next)
 		}
 		after = page.Next
 	}

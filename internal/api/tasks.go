@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,7 +59,8 @@ func (s *server) enqueue(w http.ResponseWriter, r *http.Request) error {
 }
 
 type taskList struct {
-	Tasks []*host.TaskRecord `json:"tasks"`
+	Tasks      []*host.TaskRecord `json:"tasks"`
+	NextCursor string             `json:"next_cursor,omitempty"`
 }
 
 // listTasks is GET /v1/tasks.
@@ -77,26 +79,42 @@ func (s *server) listTasks(w http.ResponseWriter, r *http.Request) error {
 	if p := auth.From(r.Context()); !p.Insecure {
 		f.Tenant = p.Tenant
 	}
+	cur, _, _ := cursorParam(q, "")
+	if f.After, err = taskCursor(cur); err != nil {
+		return err
+	}
 	tasks, err := s.cfg.Backend.ListTasks(r.Context(), f)
 	if err != nil {
 		return err
 	}
-	if tasks == nil {
-		tasks = []*host.TaskRecord{}
+	if len(tasks) == 0 && f.After != "" {
+		// An empty page after a cursor: the end, or a cursor that names
+		// no task of the caller's (refused as one that does not exist).
+		if t, err := s.cfg.Backend.Task(r.Context(), f.After); err != nil || !owns(r, t.Tenant) {
+			return badTaskCursor()
+		}
 	}
-	reply(w, http.StatusOK, taskList{tasks})
+	page := taskList{Tasks: tasks}
+	if tasks == nil {
+		page.Tasks = []*host.TaskRecord{}
+	}
+	if len(tasks) > 0 && len(tasks) == cmp.Or(limit, host.DefaultListLimit) {
+		page.NextCursor = tasks[len(tasks)-1].TaskID
+	}
+	reply(w, http.StatusOK, page)
 	return nil
 }
 
-// sinceParam reads the since query parameter (zero when absent).
+// sinceParam reads the since query parameter (zero when absent): an RFC
+// 3339 time or a duration back from now, as the CLI's --since.
 func sinceParam(q url.Values) (time.Time, error) {
 	v := q.Get("since")
 	if v == "" {
 		return time.Time{}, nil
 	}
-	t, err := time.Parse(time.RFC3339, v)
+	t, err := host.ParseSince(v, time.Now())
 	if err != nil {
-		return t, refuse(http.StatusBadRequest, CodeInvalid, "since", "since: must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+		return t, refuse(http.StatusBadRequest, CodeInvalid, "since", "since: must be an RFC 3339 time such as 2026-01-02T15:04:05Z or a duration back from now such as 1h or 7d")
 	}
 	return t, nil
 }
@@ -212,7 +230,8 @@ type resumeBody struct {
 }
 
 type attemptList struct {
-	Attempts []*host.Attempt `json:"attempts"`
+	Attempts   []*host.Attempt `json:"attempts"`
+	NextCursor string          `json:"next_cursor,omitempty"`
 }
 
 // listAttempts is GET /v1/attempts.
@@ -234,14 +253,22 @@ func (s *server) listAttempts(w http.ResponseWriter, r *http.Request) error {
 	if f.Limit, err = listLimit(q); err != nil {
 		return err
 	}
+	cur, name, _ := cursorParam(q, "")
+	if f.BeforeSeq, err = seqCursor(cur, name, 1, "an integer from 1"); err != nil {
+		return err
+	}
 	atts, err := s.cfg.Backend.ListAttempts(r.Context(), f)
 	if err != nil {
 		return err
 	}
-	if atts == nil {
-		atts = []*host.Attempt{}
+	page := attemptList{Attempts: make([]*host.Attempt, len(atts))}
+	for i, a := range atts {
+		page.Attempts[i] = a.Document()
 	}
-	reply(w, http.StatusOK, attemptList{atts})
+	if len(atts) > 0 && len(atts) == cmp.Or(f.Limit, host.DefaultListLimit) {
+		page.NextCursor = strconv.FormatInt(atts[len(atts)-1].EventSeq, 10)
+	}
+	reply(w, http.StatusOK, page)
 	return nil
 }
 
@@ -251,7 +278,7 @@ func (s *server) getAttempt(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	reply(w, http.StatusOK, a)
+	reply(w, http.StatusOK, a.Document())
 	return nil
 }
 

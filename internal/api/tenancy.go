@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
@@ -140,9 +139,9 @@ type putBody struct {
 func (s *server) putMemory(w http.ResponseWriter, r *http.Request) error {
 	var opts host.PutOptions
 	if v := r.URL.Query().Get("ttl"); v != "" {
-		d, err := time.ParseDuration(v)
+		d, err := host.ParseDuration(v)
 		if err != nil || d <= 0 {
-			return refuse(http.StatusBadRequest, CodeInvalid, "ttl", "ttl: must be a positive duration such as 90s or 24h")
+			return refuse(http.StatusBadRequest, CodeInvalid, "ttl", "ttl: must be a positive duration such as 90s, 24h or 30d")
 		}
 		opts.TTL = d
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -140,6 +141,9 @@ func (s *Store) ListTasks(ctx context.Context, f host.TaskFilter) ([]*host.TaskR
 	}
 	if f.Tenant != "" {
 		q += ` AND tenant = ` + a.add(f.Tenant)
+	}
+	if f.After != "" {
+		q += fmt.Sprintf(storecore.TasksAfter, a.add(f.After))
 	}
 	limit := f.Limit
 	if limit <= 0 {

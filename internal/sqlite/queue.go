@@ -172,6 +172,10 @@ func (s *Store) ListTasks(ctx context.Context, f host.TaskFilter) ([]*host.TaskR
 		q += ` AND tenant = ?`
 		args = append(args, f.Tenant)
 	}
+	if f.After != "" {
+		q += fmt.Sprintf(storecore.TasksAfter, "?")
+		args = append(args, f.After)
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100

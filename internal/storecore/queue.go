@@ -198,3 +198,9 @@ func AddResumeValue(op string, t *host.TaskRecord, value json.RawMessage) error 
 	t.ResumeValues = append(t.ResumeValues, value)
 	return nil
 }
+
+// TasksAfter is the keyset rule of ListTasks, which lists newest first
+// (ORDER BY seq DESC): the tasks after the cursor task are those with a
+// smaller seq; an unknown cursor lists none. %s is the driver's
+// placeholder for host.TaskFilter.After.
+const TasksAfter = ` AND seq < COALESCE((SELECT seq FROM tasks WHERE task_id = %s), 0)`

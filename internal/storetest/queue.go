@@ -42,6 +42,7 @@ func Queue(t *testing.T, open Opener) {
 		{"ReclaimRunning", queueReclaimRunning},
 		{"ListAndCount", queueListAndCount},
 		{"TenantCounts", queueTenantCounts},
+		{"ListPages", queueListPages},
 		{"ConcurrentClaims", queueConcurrentClaims},
 	})
 }
@@ -1044,6 +1045,50 @@ func queueListAndCount(f *fixture) {
 	counts, err := f.b.CountTasks(ctx)
 	if err != nil || counts[host.TaskPending] != 103 || counts[host.TaskRunning] != 1 || counts[host.TaskCompleted] != 0 {
 		t.Fatalf("counts %v %v", counts, err)
+	}
+}
+
+// ListTasks pages with a keyset cursor (TaskFilter.After, the last task
+// of a page): the pages, filtered or not, are the whole list in order,
+// each task once, even when a task changes between two pages; an
+// unknown cursor lists nothing.
+func queueListPages(f *fixture) {
+	t := f.t
+	for i := range 7 {
+		f.enqueue(intent([]string{"alpha", "beta"}[i%2], nil), host.EnqueueOptions{Tenant: []string{"acme", "bob"}[i%3/2]})
+		f.clock.Add(time.Second)
+	}
+	for _, filter := range []host.TaskFilter{{}, {TaskType: "alpha"}, {Tenant: "acme", TaskType: "beta"}} {
+		all := f.tasks(filter)
+		var paged []string
+		page := filter
+		page.Limit = 2
+		for n := 0; ; n++ {
+			got, err := f.b.ListTasks(ctx, page)
+			if err != nil || n > len(all) {
+				t.Fatalf("page %d of %+v: %v", n, filter, err)
+			}
+			if n == 0 {
+				f.claim() // a task that changes between pages keeps its place
+			}
+			for _, r := range got {
+				paged = append(paged, r.TaskID)
+			}
+			if len(got) < page.Limit {
+				break
+			}
+			page.After = got[len(got)-1].TaskID
+		}
+		var want []string
+		for _, r := range all {
+			want = append(want, r.TaskID)
+		}
+		if !reflect.DeepEqual(paged, want) {
+			t.Fatalf("%+v: paged %v, want %v", filter, paged, want)
+		}
+	}
+	if got, err := f.b.ListTasks(ctx, host.TaskFilter{After: "task_nope"}); err != nil || len(got) != 0 {
+		t.Fatalf("unknown cursor: %d tasks, %v", len(got), err)
 	}
 }
 
