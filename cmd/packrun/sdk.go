@@ -94,9 +94,10 @@ the Go package github.com/packrun/packrun/abi/guest/go/packrun, the C SDK's head
 source), so it builds offline and anywhere. packrun sdk upgrade replaces that directory
 with the SDK this packrun carries.`,
 	}
-	cmd.AddCommand(&cobra.Command{
+	var asJSON bool
+	version := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version of the SDK packages this packrun carries",
+		Short: "Print the version of the SDK packages this packrun carries, and their languages",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			langs := make([]string, 0, len(sdkPlacements))
@@ -104,10 +105,18 @@ with the SDK this packrun carries.`,
 				langs = append(langs, l)
 			}
 			slices.Sort(langs)
+			if asJSON {
+				return a.emit(struct {
+					Version   string   `json:"version"`
+					Languages []string `json:"languages"`
+				}{guest.Version, langs})
+			}
 			fmt.Fprintf(a.stdout, "%s (%s)\n", guest.Version, strings.Join(langs, ", "))
 			return nil
 		},
-	})
+	}
+	outputVar(version.Flags(), &asJSON)
+	cmd.AddCommand(version)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "upgrade DIR",
 		Short: "Replace the SDK package in project DIR (DIR/sdk/<lang>) with the one this packrun carries",

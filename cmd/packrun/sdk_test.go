@@ -22,6 +22,9 @@ func TestSDKUpgrade(t *testing.T) {
 	if out := h.ok("sdk", "version"); !strings.HasPrefix(out, guest.Version+" (") {
 		t.Fatalf("sdk version: %q", out)
 	}
+	if out := h.ok("sdk", "version", "--output", "json"); !strings.Contains(out, `"version":"`+guest.Version+`"`) || !strings.Contains(out, `"languages":["assemblyscript","c","go","rust"]`) {
+		t.Fatalf("sdk version --output json: %q", out)
+	}
 	if out := h.ok("sdk", "upgrade", proj); strings.TrimSpace(out) != "sdk/c: "+guest.Version+", up to date" {
 		t.Fatalf("upgrade of a fresh project: %q", out)
 	}
