@@ -55,6 +55,7 @@ type chainEntry struct {
 	seq int64
 	ev  *host.Event
 	at  *storecore.AttemptRow
+	row storecore.AttemptRow // at, for an attempt read by the walk (one allocation a row)
 }
 
 func (e *chainEntry) hash() string {
@@ -67,8 +68,9 @@ func (e *chainEntry) hash() string {
 const attemptEntryColumns = `seq, attempt_id, task_id, attempt, tenant, pack, started_at, record, prev_hash, hash`
 
 func scanAttemptEntry(row interface{ Scan(...any) error }) (*chainEntry, error) {
-	var at storecore.AttemptRow
-	e := &chainEntry{at: &at}
+	e := &chainEntry{}
+	at := &e.row
+	e.at = at
 	err := row.Scan(&e.seq, &at.AttemptID, &at.TaskID, &at.Attempt, &at.Tenant, &at.Pack, &at.StartedAt, &at.Record, &at.Prev, &at.Hash)
 	at.Seq = e.seq
 	return e, err
