@@ -262,16 +262,16 @@ func evidenceAt(b *testing.B, bin, home string, n int) {
 		name   string
 		args   []string
 		unit   string
-		anchor func(b *testing.B) (string, func())
+		anchor func(b *testing.B) (string, func() time.Duration) // the anchor's CPU time
 	}{
-		{"verify", []string{"evidence", "verify"}, "entries/s", func(b *testing.B) (string, func()) {
+		{"verify", []string{"evidence", "verify"}, "entries/s", func(b *testing.B) (string, func() time.Duration) {
 			if sqlite3 == "" || sha256sum == "" {
 				b.Log("no sqlite3 or sha256sum on PATH: verify is timed without its anchor")
 				return "", nil
 			}
-			return "sqlite3-rows/s", func() { selectRows(b, sqlite3, sha256sum, filepath.Join(home, "packrun.db")) }
+			return "sqlite3-rows/s", func() time.Duration { return selectRows(b, sqlite3, sha256sum, filepath.Join(home, "packrun.db")) }
 		}},
-		{"replay-all", []string{"replay", "--all"}, "attempts/s", func(b *testing.B) (string, func()) {
+		{"replay-all", []string{"replay", "--all"}, "attempts/s", func(b *testing.B) (string, func() time.Duration) {
 			return "off-invocations/s", invokeOff(b, home, n)
 		}},
 	} {
@@ -282,7 +282,7 @@ func evidenceAt(b *testing.B, bin, home string, n int) {
 			// until exec), so the peak is read by GNU time, if present.
 			timer, _ := exec.LookPath("/usr/bin/time")
 			var peak int64
-			var took, anchorTook time.Duration
+			var took, anchorTook, cpu, anchorCPU time.Duration
 			for i := 0; i < b.N; i++ {
 				argv := append([]string{bin, "--home", home}, tc.args...)
 				if timer != "" {
@@ -296,13 +296,14 @@ func evidenceAt(b *testing.B, bin, home string, n int) {
 					b.Fatalf("packrun %v: %v\n%s%s", tc.args, err, out, stderr.Bytes())
 				}
 				took += time.Since(t0)
+				cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 				if _, kb, ok := strings.Cut(stderr.String(), "peak-kb "); ok {
 					v, _ := strconv.ParseInt(strings.TrimSpace(kb), 10, 64)
 					peak = max(peak, v)
 				}
 				if anchor != nil {
 					t0 := time.Now()
-					anchor()
+					anchorCPU += anchor()
 					anchorTook += time.Since(t0)
 				}
 			}
@@ -312,7 +313,11 @@ func evidenceAt(b *testing.B, bin, home string, n int) {
 				anchorRate := float64(n) * float64(b.N) / anchorTook.Seconds()
 				b.ReportMetric(anchorRate, anchorUnit)
 				b.ReportMetric(rate/anchorRate, "x-anchor")
+				// The same ratio in CPU time, which a loaded machine
+				// disturbs less than elapsed time.
+				b.ReportMetric(anchorCPU.Seconds()/cpu.Seconds(), "x-anchor-cpu")
 			}
+			b.ReportMetric(float64(cpu.Microseconds())/float64(n)/float64(b.N), "cpu-µs/entry")
 			if peak > 0 {
 				b.ReportMetric(float64(peak)/1024, "peak-MB")
 			}
@@ -322,8 +327,9 @@ func evidenceAt(b *testing.B, bin, home string, n int) {
 
 // selectRows runs `sqlite3 DB "<select>" | sha256sum`: the rows evidence
 // verify checks (both tables of the chain, every column it reads, in seq
-// order), read and hashed by the fastest tools at hand.
-func selectRows(b *testing.B, sqlite3, sha256sum, db string) {
+// order), read and hashed by the fastest tools at hand. It returns the CPU
+// time both used.
+func selectRows(b *testing.B, sqlite3, sha256sum, db string) time.Duration {
 	q := `SELECT seq, time, type, task_id, attempt_id, data, prev_hash, hash FROM runtime_events ORDER BY seq;
 		SELECT seq, attempt_id, task_id, attempt, tenant, pack, started_at, record, prev_hash, hash FROM attempt_records WHERE seq > 0 ORDER BY seq;`
 	sel := exec.Command(sqlite3, "-readonly", db, q)
@@ -344,12 +350,14 @@ func selectRows(b *testing.B, sqlite3, sha256sum, db string) {
 	if err := sum.Wait(); err != nil {
 		b.Fatalf("sha256sum: %v", err)
 	}
+	return sel.ProcessState.UserTime() + sel.ProcessState.SystemTime() + sum.ProcessState.UserTime() + sum.ProcessState.SystemTime()
 }
 
 // invokeOff loads the C hello node from home's installed pack as the
 // dispatcher does (same pool size as replay --all) and returns a function
-// that invokes it n times with recording off, on GOMAXPROCS goroutines.
-func invokeOff(b *testing.B, home string, n int) func() {
+// that invokes it n times with recording off, on GOMAXPROCS goroutines,
+// and returns the CPU time this process used meanwhile.
+func invokeOff(b *testing.B, home string, n int) func() time.Duration {
 	ctx := context.Background()
 	h, err := packrun.Open(ctx, home, packrun.Config{PoolSize: 2, MustExist: true})
 	if err != nil {
@@ -377,7 +385,8 @@ func invokeOff(b *testing.B, home string, n int) func() {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { m.Close(ctx) })
-	return func() {
+	return func() time.Duration {
+		cpu0 := processCPU()
 		var next atomic.Int64
 		var wg sync.WaitGroup
 		for range goruntime.GOMAXPROCS(0) {
@@ -391,7 +400,17 @@ func invokeOff(b *testing.B, home string, n int) func() {
 			})
 		}
 		wg.Wait()
+		return processCPU() - cpu0
 	}
+}
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkVersionProcess: `packrun version` as a new process, start to
