@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,8 @@ import (
 
 	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/dispatch"
+	"github.com/packrun/packrun/runtime"
 )
 
 // BenchmarkProcessInvokeInstalled: `packrun invoke local.hello.c` as a new
@@ -246,22 +249,40 @@ func BenchmarkEvidenceAt100k(b *testing.B) {
 }
 
 // evidenceAt times `evidence verify` and `replay --all` as processes on a
-// home holding n attempts.
+// home holding n attempts, each beside its anchor in the same iteration:
+// verify beside the Debian sqlite3 CLI selecting the rows it checks piped
+// to sha256sum (skipped, and said so, when sqlite3 is absent), replay
+// beside n invocations of the same node in this process with recording
+// off (the runtime's Module.Invoke on GOMAXPROCS goroutines, as the
+// dispatcher runs it). The ratio is packrun's rate over the anchor's.
 func evidenceAt(b *testing.B, bin, home string, n int) {
+	sqlite3, _ := exec.LookPath("sqlite3")
+	sha256sum, _ := exec.LookPath("sha256sum")
 	for _, tc := range []struct {
-		name string
-		args []string
-		unit string
+		name   string
+		args   []string
+		unit   string
+		anchor func(b *testing.B) (string, func() time.Duration) // the anchor's CPU time
 	}{
-		{"verify", []string{"evidence", "verify"}, "entries/s"},
-		{"replay-all", []string{"replay", "--all"}, "attempts/s"},
+		{"verify", []string{"evidence", "verify"}, "entries/s", func(b *testing.B) (string, func() time.Duration) {
+			if sqlite3 == "" || sha256sum == "" {
+				b.Log("no sqlite3 or sha256sum on PATH: verify is timed without its anchor")
+				return "", nil
+			}
+			return "sqlite3-rows/s", func() time.Duration { return selectRows(b, sqlite3, sha256sum, filepath.Join(home, "packrun.db")) }
+		}},
+		{"replay-all", []string{"replay", "--all"}, "attempts/s", func(b *testing.B) (string, func() time.Duration) {
+			return "off-invocations/s", invokeOff(b, home, n)
+		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
+			anchorUnit, anchor := tc.anchor(b)
 			// The ru_maxrss of a child Go starts counts this test
 			// process's own RSS (the child is spawned sharing its memory
 			// until exec), so the peak is read by GNU time, if present.
 			timer, _ := exec.LookPath("/usr/bin/time")
 			var peak int64
+			var took, anchorTook, cpu, anchorCPU time.Duration
 			for i := 0; i < b.N; i++ {
 				argv := append([]string{bin, "--home", home}, tc.args...)
 				if timer != "" {
@@ -270,20 +291,126 @@ func evidenceAt(b *testing.B, bin, home string, n int) {
 				var stderr bytes.Buffer
 				cmd := exec.Command(argv[0], argv[1:]...)
 				cmd.Stderr = &stderr
+				t0 := time.Now()
 				if out, err := cmd.Output(); err != nil {
 					b.Fatalf("packrun %v: %v\n%s%s", tc.args, err, out, stderr.Bytes())
 				}
+				took += time.Since(t0)
+				cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 				if _, kb, ok := strings.Cut(stderr.String(), "peak-kb "); ok {
 					v, _ := strconv.ParseInt(strings.TrimSpace(kb), 10, 64)
 					peak = max(peak, v)
 				}
+				if anchor != nil {
+					t0 := time.Now()
+					anchorCPU += anchor()
+					anchorTook += time.Since(t0)
+				}
 			}
-			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), tc.unit)
+			rate := float64(n) * float64(b.N) / took.Seconds()
+			b.ReportMetric(rate, tc.unit)
+			if anchor != nil {
+				anchorRate := float64(n) * float64(b.N) / anchorTook.Seconds()
+				b.ReportMetric(anchorRate, anchorUnit)
+				b.ReportMetric(rate/anchorRate, "x-anchor")
+				// The same ratio in CPU time, which a loaded machine
+				// disturbs less than elapsed time.
+				b.ReportMetric(anchorCPU.Seconds()/cpu.Seconds(), "x-anchor-cpu")
+			}
+			b.ReportMetric(float64(cpu.Microseconds())/float64(n)/float64(b.N), "cpu-µs/entry")
 			if peak > 0 {
 				b.ReportMetric(float64(peak)/1024, "peak-MB")
 			}
 		})
 	}
+}
+
+// selectRows runs `sqlite3 DB "<select>" | sha256sum`: the rows evidence
+// verify checks (both tables of the chain, every column it reads, in seq
+// order), read and hashed by the fastest tools at hand. It returns the CPU
+// time both used.
+func selectRows(b *testing.B, sqlite3, sha256sum, db string) time.Duration {
+	q := `SELECT seq, time, type, task_id, attempt_id, data, prev_hash, hash FROM runtime_events ORDER BY seq;
+		SELECT seq, attempt_id, task_id, attempt, tenant, pack, started_at, record, prev_hash, hash FROM attempt_records WHERE seq > 0 ORDER BY seq;`
+	sel := exec.Command(sqlite3, "-readonly", db, q)
+	sum := exec.Command(sha256sum)
+	pipe, err := sel.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sum.Stdin = pipe
+	if err := sum.Start(); err != nil {
+		b.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	sel.Stderr = &stderr
+	if err := sel.Run(); err != nil {
+		b.Fatalf("sqlite3: %v %s", err, stderr.Bytes())
+	}
+	if err := sum.Wait(); err != nil {
+		b.Fatalf("sha256sum: %v", err)
+	}
+	return sel.ProcessState.UserTime() + sel.ProcessState.SystemTime() + sum.ProcessState.UserTime() + sum.ProcessState.SystemTime()
+}
+
+// invokeOff loads the C hello node from home's installed pack as the
+// dispatcher does (same pool size as replay --all) and returns a function
+// that invokes it n times with recording off, on GOMAXPROCS goroutines,
+// and returns the CPU time this process used meanwhile.
+func invokeOff(b *testing.B, home string, n int) func() time.Duration {
+	ctx := context.Background()
+	h, err := packrun.Open(ctx, home, packrun.Config{PoolSize: 2, MustExist: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { h.Close(ctx) })
+	arch, err := h.OpenPack(ctx, "local.hello.c")
+	if err != nil {
+		b.Fatal(err)
+	}
+	mod, ok := arch.Manifest.NodeModule("example.hello")
+	if !ok {
+		b.Fatal("no node example.hello")
+	}
+	wasm, ok := arch.File(mod.Path)
+	if !ok {
+		b.Fatalf("no module %s in the pack", mod.Path)
+	}
+	rt, err := h.Runtime(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := rt.Load(ctx, wasm, dispatch.LoadOptions(arch.Manifest, mod, runtime.Limits{}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close(ctx) })
+	return func() time.Duration {
+		cpu0 := processCPU()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range goruntime.GOMAXPROCS(0) {
+			wg.Go(func() {
+				for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+					if _, err := m.Invoke(ctx, runtime.Invocation{Node: "example.hello", Input: json.RawMessage(fmt.Sprintf(`{"name":"n%d"}`, i)), RunID: "r"}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return processCPU() - cpu0
+	}
+}
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkVersionProcess: `packrun version` as a new process, start to

@@ -279,9 +279,12 @@ func (s *Store) linksAround(ctx context.Context, seq int64) (*storecore.LinksAro
 const verifyPage = 256
 
 // EachVerifiedAttempt implements host.Evidence: a page of attempts' rows
-// per query, each attempt's place then checked as VerifyAttempt does.
+// per query and the links around their places in one more, each
+// attempt's place then checked as VerifyAttempt does, against the
+// checkpoint read once for the pass (storecore.VerifyPage).
 func (s *Store) EachVerifiedAttempt(ctx context.Context, f host.AttemptFilter, fn func(*host.Attempt, error) error) error {
 	const op = "verify attempts"
+	anchor, _ := s.checkAnchor()
 	for {
 		var a args
 		where := attemptWhere(f, &a)
@@ -289,44 +292,43 @@ func (s *Store) EachVerifiedAttempt(ctx context.Context, f host.AttemptFilter, f
 		if err != nil {
 			return host.Wrap(op, "", err)
 		}
-		page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*chainEntry, error) { return scanAttemptEntry(r) })
+		page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*storecore.AttemptRow, error) {
+			e, err := scanAttemptEntry(r)
+			return e.at, err
+		})
 		if err != nil {
 			return host.Wrap(op, "", err)
 		}
-		for _, e := range page {
-			if err := s.eachVerified(ctx, e, fn); err != nil {
-				return err
-			}
+		links, err := s.pageLinks(ctx, page)
+		if err != nil {
+			return host.Wrap(op, "", err)
+		}
+		if err := storecore.VerifyPage(ctx, page, links, anchor, s.readValues, fn); err != nil {
+			return err
 		}
 		if len(page) < verifyPage {
 			return nil
 		}
-		f.BeforeSeq = page[len(page)-1].seq
+		f.BeforeSeq = page[len(page)-1].Seq
 	}
 }
 
-// eachVerified verifies one attempt's row and hands it to fn.
-func (s *Store) eachVerified(ctx context.Context, e *chainEntry, fn func(*host.Attempt, error) error) error {
-	verr := s.verifyAttemptEntry(ctx, e)
-	if verr != nil && !errors.Is(verr, host.ErrTampered) {
-		return verr
-	}
-	a, _, refs, err := evidence.DecodeRecordRefs(e.at.Record)
+// pageLinks reads, in one statement, the links of both tables around
+// every attempt of a page (linksAround, for a page).
+func (s *Store) pageLinks(ctx context.Context, page []*storecore.AttemptRow) (*storecore.PageLinks, error) {
+	links := storecore.NewPageLinks(page)
+	rows, err := s.pool.Query(ctx, `SELECT seq, type, prev_hash, hash FROM runtime_events WHERE seq = ANY($1)
+		UNION ALL SELECT seq, '', prev_hash, hash FROM attempt_records WHERE seq = ANY($1)`, links.Seqs())
 	if err != nil {
-		a = &host.Attempt{AttemptID: e.at.AttemptID}
-		if verr == nil { // a record that reads but does not decode
-			verr = &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: e.at.AttemptID, Problem: host.BreakAttemptHash,
-				Detail: fmt.Sprintf("attempt %s, recorded at event %d, no longer decodes: %v", e.at.AttemptID, e.seq, err)}
-		}
+		return nil, err
 	}
-	a.EventSeq = e.seq
-	if verr == nil {
-		// Its values out of line, each checked against its digest.
-		if verr = storecore.FillValues(ctx, s.readValues, a, refs); verr != nil && !errors.Is(verr, host.ErrTampered) {
-			return host.Wrap("verify attempts", a.AttemptID, verr)
-		}
-	}
-	return fn(a, verr)
+	var at int64
+	var l storecore.ChainLink
+	_, err = pgx.ForEachRow(rows, []any{&at, &l.Kind, &l.Prev, &l.Hash}, func() error {
+		links.Add(at, l)
+		return nil
+	})
+	return links, err
 }
 
 // checkValues is the value pass of VerifyChain, after the walk and in its

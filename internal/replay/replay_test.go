@@ -62,6 +62,33 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
+// Two outputs are the same JSON value whatever their spacing and key
+// order; byte-equal ones, what an identical replay makes, are compared
+// without decoding (no allocation).
+func TestSameJSON(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{`{"greeting":"Hello, n!"}`, `{"greeting":"Hello, n!"}`, true},
+		{`{"a":1,"b":[2]}`, `{ "b": [ 2 ], "a": 1 }`, true},
+		{``, ``, true},
+		{`{"a":1}`, `{"a":2}`, false},
+		{`{"a":1}`, ``, false},
+		{`not json`, `not json`, true},
+		{`not json`, `not  json`, false},
+	} {
+		if got := sameJSON(json.RawMessage(tc.a), json.RawMessage(tc.b)); got != tc.same {
+			t.Errorf("sameJSON(%q, %q) = %v", tc.a, tc.b, got)
+		}
+	}
+	out := json.RawMessage(`{"greeting":"Hello, n!","n":[1,2,3]}`)
+	again := append(json.RawMessage(nil), out...)
+	if n := testing.AllocsPerRun(100, func() { sameJSON(out, again) }); n != 0 {
+		t.Fatalf("%v allocations comparing byte-equal outputs", n)
+	}
+}
+
 func TestDiff(t *testing.T) {
 	for _, c := range []struct{ a, b, want string }{
 		{`{"a":{"b":[1,2]}}`, `{"a":{"b":[1,3]}}`, "at $.a.b[1] expected 2, got 3"},

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -290,58 +289,68 @@ func (s *Store) ListAttempts(ctx context.Context, f host.AttemptFilter) ([]*host
 var verifyPage = 256
 
 // EachVerifiedAttempt implements host.Evidence. Each page is one query of
-// the attempts' rows; each attempt's place is then checked as
-// VerifyAttempt does, without reading its row again.
+// the attempts' rows and one of the links around their places; each
+// attempt's place is then checked as VerifyAttempt does, against the
+// checkpoint read once for the pass (storecore.VerifyPage).
 func (s *Store) EachVerifiedAttempt(ctx context.Context, f host.AttemptFilter, fn func(*host.Attempt, error) error) error {
 	const op = "verify attempts"
+	anchor, _ := s.checkCheckpoint()
 	for {
 		where, args := attemptWhere(f)
 		rows, err := s.db.QueryContext(ctx, `SELECT `+attemptEntryColumns+` FROM attempt_records`+where+` ORDER BY seq DESC LIMIT ?`, append(args, verifyPage)...)
 		if err != nil {
 			return host.Wrap(op, "", err)
 		}
-		var page []*chainEntry
+		var page []*storecore.AttemptRow
 		for rows.Next() {
 			e, err := scanAttemptEntry(rows)
 			if err != nil {
 				rows.Close()
 				return host.Wrap(op, "", err)
 			}
-			page = append(page, e)
+			page = append(page, e.at)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return host.Wrap(op, "", err)
 		}
-		for _, e := range page {
-			verr := s.verifyAttemptEntry(ctx, e)
-			if verr != nil && !errors.Is(verr, host.ErrTampered) {
-				return verr
-			}
-			a, _, refs, err := evidence.DecodeRecordRefs(e.at.Record)
-			if err != nil {
-				a = &host.Attempt{AttemptID: e.at.AttemptID}
-				if verr == nil { // a record that reads but does not decode
-					verr = &host.ChainBreak{Seq: e.seq, Type: host.EventAttemptRecorded, AttemptID: e.at.AttemptID, Problem: host.BreakAttemptHash,
-						Detail: fmt.Sprintf("attempt %s, recorded at event %d, no longer decodes: %v", e.at.AttemptID, e.seq, err)}
-				}
-			}
-			a.EventSeq = e.seq
-			if verr == nil {
-				// Its values out of line, each checked against its digest.
-				if verr = storecore.FillValues(ctx, s.readValues, a, refs); verr != nil && !errors.Is(verr, host.ErrTampered) {
-					return host.Wrap(op, a.AttemptID, verr)
-				}
-			}
-			if err := fn(a, verr); err != nil {
-				return err
-			}
+		links, err := s.pageLinks(ctx, page)
+		if err != nil {
+			return host.Wrap(op, "", err)
+		}
+		if err := storecore.VerifyPage(ctx, page, links, anchor, s.readValues, fn); err != nil {
+			return err
 		}
 		if len(page) < verifyPage {
 			return nil
 		}
-		f.BeforeSeq = page[len(page)-1].seq
+		f.BeforeSeq = page[len(page)-1].Seq
 	}
+}
+
+// pageLinks reads, in one statement, the links of both tables around
+// every attempt of a page (linksAround, for a page).
+func (s *Store) pageLinks(ctx context.Context, page []*storecore.AttemptRow) (*storecore.PageLinks, error) {
+	links := storecore.NewPageLinks(page)
+	seqs, err := json.Marshal(links.Seqs())
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.query(ctx, `SELECT seq, type, prev_hash, hash FROM runtime_events WHERE seq IN (SELECT value FROM json_each(?1))
+		UNION ALL SELECT seq, '', prev_hash, hash FROM attempt_records WHERE seq IN (SELECT value FROM json_each(?1))`, string(seqs))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var at int64
+		var l storecore.ChainLink
+		if err := rows.Scan(&at, &l.Kind, &l.Prev, &l.Hash); err != nil {
+			return nil, err
+		}
+		links.Add(at, l)
+	}
+	return links, rows.Err()
 }
 
 // ExportAttempt implements host.Evidence.

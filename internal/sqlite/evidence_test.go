@@ -451,6 +451,63 @@ func TestEachVerifiedAttemptPages(t *testing.T) {
 	}
 }
 
+// A page of adjacent attempts is checked with the links of the whole page
+// read at once: each attempt streams with the break VerifyAttempt names
+// for it alone (or none), whichever of its neighbours was tampered with.
+func TestEachVerifiedAttemptMatchesVerifyAttempt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sql  func(f *fixture) string
+	}{
+		{"intact", func(*fixture) string { return `SELECT 1` }},
+		{"output edited", func(f *fixture) string {
+			return recordEdit(t, f, "att-2", func(a *host.Attempt) { a.Output = []byte(`{"answer":43}`) }, false)
+		}},
+		{"output edited and relinked", func(f *fixture) string {
+			return recordEdit(t, f, "att-2", func(a *host.Attempt) { a.Output = []byte(`{"answer":43}`) }, true)
+		}},
+		{"column edited", func(*fixture) string { return `UPDATE attempt_records SET tenant = 'other' WHERE attempt_id = 'att-2'` }},
+		{"removed", func(*fixture) string { return `DELETE FROM attempt_records WHERE attempt_id = 'att-2'` }},
+		{"moved onto an event", func(*fixture) string {
+			return `UPDATE attempt_records SET seq = (SELECT max(seq) FROM runtime_events) WHERE attempt_id = 'att-4'`
+		}},
+		{"last relinked", func(*fixture) string { return `UPDATE attempt_records SET hash = prev_hash WHERE attempt_id = 'att-4'` }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Options{})
+			for i := range 5 {
+				a := &host.Attempt{AttemptID: fmt.Sprintf("att-%d", i), Pack: "local.demo@1.0.0", ModuleSHA256: strings.Repeat("ab", 32), Node: "n",
+					RunID: "r", Attempt: 1, ABIVersion: "1.0", Input: json.RawMessage(`{}`), Output: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), Outcome: abi.Completed}
+				if err := f.RecordAttempt(ctx, a); err != nil {
+					t.Fatal(err)
+				}
+				if i == 3 {
+					if _, err := f.AppendEvent(ctx, host.Event{Type: "custom.note", Data: json.RawMessage(`{}`)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			tamper(t, f, tc.sql(f))
+			broken := 0
+			if err := f.EachVerifiedAttempt(ctx, host.AttemptFilter{}, func(got *host.Attempt, verr error) error {
+				want := f.VerifyAttempt(ctx, got.AttemptID)
+				if fmt.Sprint(verr) != fmt.Sprint(want) {
+					t.Errorf("%s streamed with %v, VerifyAttempt says %v", got.AttemptID, verr, want)
+				}
+				if verr != nil {
+					broken++
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if (broken == 0) != (tc.name == "intact") {
+				t.Fatalf("%d attempts broken", broken)
+			}
+		})
+	}
+}
+
 // Attempts are read a page at a time with BeforeSeq; CountAttempts counts
 // what the same filter selects.
 func TestAttemptPages(t *testing.T) {

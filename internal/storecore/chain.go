@@ -1,8 +1,11 @@
 package storecore
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
@@ -182,6 +185,89 @@ func CheckAttemptPlace(r *AttemptRow, ls *LinksAround, anchor *host.ChainHead) *
 		// Nothing follows it to check its link against: the checkpoint
 		// may have anchored it.
 		return evidence.CheckAnchoredAttempt(anchor, r.AttemptID, r.Seq, r.Hash)
+	}
+	return nil
+}
+
+// PageLinks are the links around the places of a page of attempts' rows
+// (host.Evidence.EachVerifiedAttempt): a store reads, in one statement,
+// the links of both tables at every place Seqs names and hands each to
+// Add, in the order LinksAround.Add expects (events before attempts).
+type PageLinks struct {
+	around map[int64]*LinksAround
+}
+
+// NewPageLinks is the empty PageLinks of a page.
+func NewPageLinks(page []*AttemptRow) *PageLinks {
+	p := &PageLinks{around: make(map[int64]*LinksAround, len(page))}
+	for _, r := range page {
+		if r.Seq > 0 {
+			p.around[r.Seq] = &LinksAround{Seq: r.Seq}
+		}
+	}
+	return p
+}
+
+// Seqs are the places whose links the page needs (seq-1, seq and seq+1
+// of each placed attempt), in ascending order, each once.
+func (p *PageLinks) Seqs() []int64 {
+	seen := make(map[int64]bool, 3*len(p.around))
+	out := make([]int64, 0, 3*len(p.around))
+	for seq := range p.around {
+		for at := seq - 1; at <= seq+1; at++ {
+			if !seen[at] {
+				seen[at] = true
+				out = append(out, at)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Add places l, read at seq at, around every attempt of the page next to
+// it or at it.
+func (p *PageLinks) Add(at int64, l ChainLink) {
+	for seq := at - 1; seq <= at+1; seq++ {
+		if ls := p.around[seq]; ls != nil {
+			ls.Add(at, l)
+		}
+	}
+}
+
+// VerifyPage checks each attempt's row of page as
+// host.Evidence.VerifyAttempt does (links: the links around each place;
+// anchor: the store's checkpoint, read once for the pass), decodes it and
+// hands it to fn with what the check found (nil, or a *host.ChainBreak).
+// A record that reads but does not decode is a break too; its attempt is
+// then handed over with its id alone. When the row checks out, its values
+// out of line are read (read) and checked against their digests.
+func VerifyPage(ctx context.Context, page []*AttemptRow, links *PageLinks, anchor *host.ChainHead, read ValueReader, fn func(*host.Attempt, error) error) error {
+	for _, r := range page {
+		var verr error
+		if brk := UnplacedAttempt(r); brk != nil {
+			verr = brk
+		} else if brk := CheckAttemptPlace(r, links.around[r.Seq], anchor); brk != nil {
+			verr = brk
+		}
+		a, _, refs, err := evidence.DecodeRecordRefs(r.Record)
+		if err != nil {
+			a = &host.Attempt{AttemptID: r.AttemptID}
+			if verr == nil { // a record that reads but does not decode
+				verr = &host.ChainBreak{Seq: r.Seq, Type: host.EventAttemptRecorded, AttemptID: r.AttemptID, Problem: host.BreakAttemptHash,
+					Detail: fmt.Sprintf("attempt %s, recorded at event %d, no longer decodes: %v", r.AttemptID, r.Seq, err)}
+			}
+		}
+		a.EventSeq = r.Seq
+		if verr == nil {
+			// Its values out of line, each checked against its digest.
+			if verr = FillValues(ctx, read, a, refs); verr != nil && !errors.Is(verr, host.ErrTampered) {
+				return host.Wrap("verify attempts", a.AttemptID, verr)
+			}
+		}
+		if err := fn(a, verr); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -1,0 +1,59 @@
+package sqlite
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/packrun/packrun/host"
+)
+
+// The walk reads rows from the driver directly; its conversions are
+// database/sql's for the destinations the chain's scans use.
+func TestDriverRowScan(t *testing.T) {
+	var n int64
+	var s string
+	var b []byte
+	rec := []byte{1, 2}
+	if err := (driverRow{int64(7), "x", rec}).Scan(&n, &s, &b); err != nil || n != 7 || s != "x" || &b[0] != &rec[0] {
+		t.Fatalf("plain: %v %d %q %v", err, n, s, b)
+	}
+	if err := (driverRow{"12", []byte("y"), "text"}).Scan(&n, &s, &b); err != nil || n != 12 || s != "y" || string(b) != "text" {
+		t.Fatalf("converted: %v %d %q %q", err, n, s, b)
+	}
+	if err := (driverRow{[]byte("3"), int64(5), nil}).Scan(&n, &s, &b); err != nil || n != 3 || s != "5" || b != nil {
+		t.Fatalf("converted: %v %d %q %v", err, n, s, b)
+	}
+	if err := (driverRow{float64(1.5), 2.5}).Scan(&s, &b); err != nil || s != "1.5" || string(b) != "2.5" {
+		t.Fatalf("floats: %v %q %q", err, s, b)
+	}
+	for _, bad := range []driverRow{{nil}, {"x"}, {1.5}} {
+		if err := bad.Scan(&n); err == nil {
+			t.Errorf("%#v into int64: no error", bad)
+		}
+	}
+	if err := (driverRow{nil}).Scan(&s); err == nil {
+		t.Error("NULL into string: no error")
+	}
+	if err := (driverRow{int64(1)}).Scan(&n, &s); err == nil {
+		t.Error("two destinations for one column: no error")
+	}
+	var f float64
+	if err := (driverRow{int64(1)}).Scan(&f); err == nil {
+		t.Error("a destination the walk does not use: no error")
+	}
+}
+
+// A record rewritten as text (SQLite keeps what it is given in a BLOB
+// column) is a broken attempt, not an error of the walk.
+func TestVerifyChainRecordAsText(t *testing.T) {
+	f := newFixture(t, Options{})
+	a, _ := seedEvidence(t, f)
+	tamper(t, f, `UPDATE attempt_records SET record = 'not a record'`)
+	rep, err := f.VerifyChain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK || rep.Broken == nil || rep.Broken.Problem != host.BreakAttemptHash || rep.Broken.AttemptID != a.AttemptID || !errors.Is(rep.Broken, host.ErrTampered) {
+		t.Fatalf("report %+v, broken %+v", rep, rep.Broken)
+	}
+}
