@@ -11,12 +11,13 @@ import (
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/postgres"
 	"github.com/packrun/packrun/internal/sqlite"
+	"github.com/packrun/packrun/internal/storemove"
 )
 
 // StoreMigration is what MigrateStore copied: each table's rows in the
 // home's store and in PostgreSQL, the blobs read from the home's files,
 // and the evidence chain as verified in PostgreSQL.
-type StoreMigration = postgres.ImportReport
+type StoreMigration = storemove.Report
 
 // MigrateStore copies the home's own SQLite store (packrun.db, the pack
 // blobs in blobs/sha256 and the artifact bytes in artifacts/sha256) into
@@ -36,7 +37,7 @@ func MigrateStore(ctx context.Context, home, to string, cfg Config) (*StoreMigra
 	if !isPostgresURL(to) {
 		return nil, fmt.Errorf("%w: --to %s: want a postgres:// URL", ErrUsage, redactURL(to))
 	}
-	src := postgres.SQLiteSource{
+	src := sqlite.ExportFiles{
 		DB:          filepath.Join(home, "packrun.db"),
 		PackBlobDir: filepath.Join(home, "blobs", "sha256"),
 		ArtifactDir: filepath.Join(home, "artifacts", "sha256"),
@@ -60,7 +61,12 @@ func MigrateStore(ctx context.Context, home, to string, cfg Config) (*StoreMigra
 	}
 	defer b.Close()
 	pg := b.(*postgres.Store)
-	rep, err := pg.ImportSQLite(ctx, src)
+	exp, err := sqlite.OpenExport(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	defer exp.Close()
+	rep, err := pg.Import(ctx, exp)
 	if err != nil {
 		return nil, err
 	}

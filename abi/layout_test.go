@@ -4,6 +4,7 @@ import (
 	"go/build"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -92,4 +93,35 @@ func TestNothingImportsTheRoot(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestOnlySQLiteOpensPackrunDB: the SQLite driver (and so packrun.db) is
+// internal/sqlite's alone. Any other package reads a SQLite store through
+// it: a store migration through its export stream (internal/storemove).
+func TestOnlySQLiteOpensPackrunDB(t *testing.T) {
+	const driver = "github.com/mattn/go-sqlite3"
+	var importers []string
+	filepath.WalkDir("..", func(dir string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if dir != ".." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		p, err := build.ImportDir(dir, 0)
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel("..", dir)
+		for _, imps := range [][]string{p.Imports, p.TestImports, p.XTestImports} {
+			if slices.Contains(imps, driver) {
+				importers = append(importers, filepath.ToSlash(rel))
+				break
+			}
+		}
+		return nil
+	})
+	if !slices.Equal(importers, []string{"internal/sqlite"}) {
+		t.Errorf("packages importing %s: %v, want only internal/sqlite", driver, importers)
+	}
 }

@@ -2,64 +2,26 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
-	"io/fs"
+	"iter"
 	"maps"
-	"net/url"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	_ "github.com/mattn/go-sqlite3" // the SQLite store's driver, as internal/db
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/blobs"
 	"github.com/packrun/packrun/internal/evidence"
 	"github.com/packrun/packrun/internal/storecore"
+	"github.com/packrun/packrun/internal/storemove"
 )
 
-// SQLiteSource names a SQLite store's files: its database and the
-// directories of the bytes its rows name by sha256.
-type SQLiteSource struct {
-	// DB is the database file (a home's packrun.db).
-	DB string
-	// PackBlobDir holds the installed packs' blobs (a home's blobs/sha256).
-	PackBlobDir string
-	// ArtifactDir holds artifact contents (a home's artifacts/sha256).
-	ArtifactDir string
-}
+// TableCount is how many rows one table has in the source and, after
+// the copy, in this store.
+type TableCount = storemove.TableCount
 
-// TableCount is how many rows one table has in the source and, after the
-// copy, in this store (one row per table the source had).
-type TableCount struct {
-	Table  string `json:"table"`
-	Source int64  `json:"source"`
-	Target int64  `json:"target"`
-}
-
-// ImportReport is what ImportSQLite copied and what it found.
-type ImportReport struct {
-	Tables []TableCount `json:"tables"`
-	// PackBlobs and Artifacts count the distinct blobs read from the
-	// source's files into pack_blobs and blobs; Bytes is their size.
-	PackBlobs int   `json:"pack_blobs"`
-	Artifacts int   `json:"artifact_blobs"`
-	Bytes     int64 `json:"bytes"`
-	// Chain is the evidence chain as verified in this store, in the
-	// copy's transaction before it committed.
-	Chain *host.ChainReport `json:"chain"`
-}
-
-// Tables of a SQLite store ImportSQLite does not copy: the migrations
-// applied (this store records its own), the dispatch lock (a lease of
-// the home's dispatcher, not data; nodes here take their own) and
-// SQLite's bookkeeping of AUTOINCREMENT, and the key the home anchored
-// its chain with (each node records its own when it opens: the home's
-// checkpoint, signed by the same host key, carries the anchor over).
-var notCopied = map[string]bool{"schema_migrations": true, "dispatch_locks": true, "sqlite_sequence": true, "evidence_anchors": true}
+// ImportReport is what Import copied and what it found.
+type ImportReport = storemove.Report
 
 // droppedColumns are the source's columns this store has no use for:
 // a message's list cursor here is its event's seq (event_seq).
@@ -69,37 +31,30 @@ var droppedColumns = map[string]bool{"messages.seq": true}
 // holding only it is empty.
 const seededWorkflow = `workflow_type = 'goal-loop' AND updated_at = '1970-01-01T00:00:00Z'`
 
-// ImportSQLite copies a SQLite store (the embedded default, internal/
-// sqlite) into this one, which must be empty: every table row for row,
-// columns mapped by name (this store's extra columns take their
-// defaults), every stored byte as it is (times, event data, attempt
-// records, sealed secret values: the chain's hashes and the secret key's
-// seals hold here as there), and the blob files its packs and artifacts
-// name, each checked against its sha256, into pack_blobs and blobs. The
-// source is read in one read-only transaction (a consistent snapshot);
-// the copy is one transaction here, in which the chain is verified
-// before it commits: any failure — a target not empty, a missing or
-// corrupted blob, a secret value this store's key cannot open, a chain
-// that does not verify — leaves this store as it was.
-func (s *Store) ImportSQLite(ctx context.Context, src SQLiteSource) (*ImportReport, error) {
-	const op = "import sqlite store"
-	sdb, stx, err := openSource(ctx, src.DB)
-	if err != nil {
-		return nil, host.Wrap(op, src.DB, err)
-	}
-	defer sdb.Close()
-	defer stx.Rollback()
+// Import copies a store's export stream (internal/sqlite's Export, a
+// home's packrun.db and its blob files) into this one, which must be
+// empty: every table row for row, columns mapped by name (this store's
+// extra columns take their defaults), every stored byte as it is (times,
+// event data, attempt records, sealed secret values: the chain's hashes
+// and the secret key's seals hold here as there), and the blobs its packs
+// and artifacts name, each checked against its sha256, into pack_blobs
+// and blobs. The copy is one transaction here, in which the chain is
+// verified, and its head checked against the source's, before it
+// commits: any failure — a target not empty, a missing or corrupted
+// blob, a secret value this store's key cannot open, a chain that does
+// not verify — leaves this store as it was.
+func (s *Store) Import(ctx context.Context, src storemove.Source) (*ImportReport, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return nil, host.Wrap(op, "", err)
+		return nil, host.Wrap(storemove.Op, "", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	im := &importer{s: s, ctx: ctx, src: stx, tx: tx, files: src, rep: &ImportReport{}}
+	im := &importer{s: s, ctx: ctx, src: src, tx: tx, rep: &ImportReport{}}
 	if err := im.run(); err != nil {
-		return nil, host.Wrap(op, "", err)
+		return nil, host.Wrap(storemove.Op, "", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, host.Wrap(op, "", err)
+		return nil, host.Wrap(storemove.Op, "", err)
 	}
 	if c := im.rep.Chain; c != nil && c.HeadSeq > 0 {
 		s.committed(&host.ChainHead{Seq: c.HeadSeq, Hash: c.Head}) // this node appended the copied chain
@@ -107,36 +62,13 @@ func (s *Store) ImportSQLite(ctx context.Context, src SQLiteSource) (*ImportRepo
 	return im.rep, nil
 }
 
-// openSource opens the SQLite database read-only and starts the
-// transaction every read of the copy shares.
-func openSource(ctx context.Context, path string) (*sql.DB, *sql.Tx, error) {
-	if _, err := os.Stat(path); err != nil {
-		return nil, nil, err
-	}
-	q := url.Values{}
-	q.Set("mode", "ro")
-	q.Set("_busy_timeout", "10000")
-	d, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
-	if err != nil {
-		return nil, nil, err
-	}
-	d.SetMaxOpenConns(1)
-	stx, err := d.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		d.Close()
-		return nil, nil, err
-	}
-	return d, stx, nil
-}
-
-// importer is one ImportSQLite under way.
+// importer is one Import under way.
 type importer struct {
-	s     *Store
-	ctx   context.Context
-	src   *sql.Tx
-	tx    pgx.Tx
-	files SQLiteSource
-	rep   *ImportReport
+	s   *Store
+	ctx context.Context
+	src storemove.Source
+	tx  pgx.Tx
+	rep *ImportReport
 	// cols are this store's tables, each with its columns' data types.
 	cols map[string]map[string]string
 	// packBlobs and artifacts are the digests the copied rows name.
@@ -159,13 +91,13 @@ func (im *importer) run() error {
 	}
 	for _, t := range tables {
 		if err := im.copyTable(t); err != nil {
-			return fmt.Errorf("table %s: %w", t, err)
+			return fmt.Errorf("table %s: %w", t.Name, err)
 		}
 	}
-	if err := im.copyBlobs("pack_blobs", im.files.PackBlobDir, "pack blob", im.packBlobs, &im.rep.PackBlobs); err != nil {
+	if err := im.copyBlobs("pack_blobs", storemove.PackBlob, im.packBlobs, &im.rep.PackBlobs); err != nil {
 		return err
 	}
-	if err := im.copyBlobs("blobs", im.files.ArtifactDir, "artifact", im.artifacts, &im.rep.Artifacts); err != nil {
+	if err := im.copyBlobs("blobs", storemove.Artifact, im.artifacts, &im.rep.Artifacts); err != nil {
 		return err
 	}
 	if err := im.checkSecrets(); err != nil {
@@ -227,7 +159,7 @@ func (im *importer) refuseNonEmpty() error {
 		}
 	}
 	if len(held) > 0 {
-		return host.Errorf("import sqlite store", "", host.ErrConflict, "the target store is not empty: %s; copy into an empty database", strings.Join(held, ", "))
+		return host.Errorf(storemove.Op, "", host.ErrConflict, "the target store is not empty: %s; copy into an empty database", strings.Join(held, ", "))
 	}
 	return nil
 }
@@ -241,139 +173,52 @@ func plural(n int64, word string) string {
 
 // sourceTables lists the source's tables to copy, in name order. A table
 // this store has no place for is refused if it holds rows (nothing is
-// left behind silently); so are attempts in the table older packruns kept
-// them in, which opening the home with this packrun carries over.
-func (im *importer) sourceTables() ([]string, error) {
-	rows, err := im.src.QueryContext(im.ctx, `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`)
+// left behind silently).
+func (im *importer) sourceTables() ([]storemove.Table, error) {
+	all, err := im.src.Tables(im.ctx)
 	if err != nil {
 		return nil, err
 	}
-	var all []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		all = append(all, name)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	var out []string
+	var out []storemove.Table
 	for _, t := range all {
-		if notCopied[t] || strings.HasPrefix(t, "sqlite_") {
-			continue
-		}
-		if im.cols[t] != nil {
+		if im.cols[t.Name] != nil {
 			out = append(out, t)
 			continue
 		}
-		n, err := im.sourceCount(t)
-		if err != nil {
-			return nil, err
-		}
-		if n > 0 {
-			hint := "this store has no such table"
-			if t == "task_attempts" {
-				hint = "they were stored by an older packrun: open the home with this one (any command) to carry them over, then copy"
-			}
-			return nil, host.Errorf("import sqlite store", "", host.ErrConflict, "table %s holds %d %s: %s", t, n, plural(n, "row"), hint)
+		if t.Rows > 0 {
+			return nil, host.Errorf(storemove.Op, "", host.ErrConflict, "table %s holds %d %s: this store has no such table", t.Name, t.Rows, plural(t.Rows, "row"))
 		}
 	}
 	return out, nil
 }
 
-func (im *importer) sourceCount(table string) (int64, error) {
-	var n int64
-	err := im.src.QueryRowContext(im.ctx, `SELECT count(*) FROM `+quoteSQLite(table)).Scan(&n)
-	return n, err
-}
-
-func quoteSQLite(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
-
-// sourceColumns are the source table's columns this store has, in the
-// source's order; a column it lacks (but the dropped ones) is refused.
-func (im *importer) sourceColumns(table string) ([]string, error) {
-	rows, err := im.src.QueryContext(im.ctx, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, table)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var cols []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			return nil, err
-		}
-		if droppedColumns[table+"."+c] {
+// copyTable copies one table's rows in the source's insertion order
+// (identity columns this store generates, such as openwop_runs' seq,
+// come out in the same order) and checks the counts. A source column
+// this store lacks (but the dropped ones) is refused.
+func (im *importer) copyTable(t storemove.Table) error {
+	var cols, types []string
+	for _, c := range t.Columns {
+		if droppedColumns[t.Name+"."+c] {
 			continue
 		}
-		if _, ok := im.cols[table][c]; !ok {
-			return nil, fmt.Errorf("column %s: this store has no such column", c)
+		typ, ok := im.cols[t.Name][c]
+		if !ok {
+			return fmt.Errorf("column %s: this store has no such column", c)
 		}
-		cols = append(cols, c)
+		cols, types = append(cols, c), append(types, typ)
 	}
-	return cols, rows.Err()
-}
-
-// copyTable copies one table's rows in the source's insertion order
-// (rowid: identity columns this store generates, such as openwop_runs'
-// seq, come out in the same order) and checks the counts.
-func (im *importer) copyTable(table string) error {
-	cols, err := im.sourceColumns(table)
-	if err != nil {
-		return err
-	}
-	want, err := im.sourceCount(table)
-	if err != nil {
-		return err
-	}
-	quoted := make([]string, len(cols))
-	for i, c := range cols {
-		quoted[i] = quoteSQLite(c)
-	}
-	if table == "runtime_events" && !slices.Contains(cols, "tenant") {
-		// A store from before each event's tenant was kept: worked out
-		// as the migration that added the column does.
-		cols, quoted = append(cols, "tenant"), append(quoted, storecore.EventTenantSQLite)
-	}
-	rows, err := im.src.QueryContext(im.ctx, `SELECT `+strings.Join(quoted, ", ")+` FROM `+quoteSQLite(table)+` e ORDER BY e.rowid`)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	types := make([]string, len(cols))
-	for i, c := range cols {
-		types[i] = im.cols[table][c]
-	}
-	raw := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range raw {
-		ptrs[i] = &raw[i]
-	}
-	next := func() ([]any, error) {
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		out := make([]any, len(cols))
-		for i, v := range raw {
-			var err error
-			if out[i], err = convert(v, types[i]); err != nil {
-				return nil, fmt.Errorf("column %s: %w", cols[i], err)
-			}
-		}
-		im.noteDigests(table, cols, out)
-		return out, nil
-	}
+	want := t.Rows
+	t.Columns = cols
+	next, stop := iter.Pull2(im.src.Rows(im.ctx, t))
+	defer stop()
 	var readErr error // returned as it is: CopyFrom's error only quotes it
-	n, err := im.tx.CopyFrom(im.ctx, pgx.Identifier{table}, cols, pgx.CopyFromFunc(func() ([]any, error) {
-		if !rows.Next() {
-			readErr = rows.Err()
-			return nil, readErr
+	n, err := im.tx.CopyFrom(im.ctx, pgx.Identifier{t.Name}, cols, pgx.CopyFromFunc(func() ([]any, error) {
+		raw, rerr, ok := next()
+		if !ok {
+			return nil, nil
 		}
-		row, err := next()
+		row, err := im.row(t.Name, cols, types, raw, rerr)
 		readErr = err
 		return row, err
 	}))
@@ -383,15 +228,34 @@ func (im *importer) copyTable(table string) error {
 	if err != nil {
 		return err
 	}
-	got, err := im.targetCount(table)
+	got, err := im.targetCount(t.Name)
 	if err != nil {
 		return err
 	}
-	im.rep.Tables = append(im.rep.Tables, TableCount{Table: table, Source: want, Target: got})
+	im.rep.Tables = append(im.rep.Tables, TableCount{Table: t.Name, Source: want, Target: got})
 	if n != want || got != want {
 		return fmt.Errorf("the source has %d rows, %d were copied and this store has %d (was a packrun writing to the home?)", want, n, got)
 	}
 	return nil
+}
+
+// row converts one source row to this store's column types and notes
+// the blobs it names.
+func (im *importer) row(table string, cols, types []string, raw []any, err error) ([]any, error) {
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) != len(cols) {
+		return nil, fmt.Errorf("a row of %d values for %d columns", len(raw), len(cols))
+	}
+	out := make([]any, len(cols))
+	for i, v := range raw {
+		if out[i], err = convert(v, types[i]); err != nil {
+			return nil, fmt.Errorf("column %s: %w", cols[i], err)
+		}
+	}
+	im.noteDigests(table, cols, out)
+	return out, nil
 }
 
 func (im *importer) targetCount(table string) (int64, error) {
@@ -433,27 +297,22 @@ func convert(v any, pgType string) (any, error) {
 	return nil, fmt.Errorf("a %T value does not fit a %s column", v, pgType)
 }
 
-// noteDigests remembers the blobs a copied row of packs or artifacts
-// names.
+// noteDigests remembers the blobs a copied row names.
 func (im *importer) noteDigests(table string, cols []string, row []any) {
-	for i, c := range cols {
-		d, _ := row[i].(string)
-		switch {
-		case d == "":
-		case table == "packs" && strings.HasSuffix(c, "_sha256"):
-			im.packBlobs = append(im.packBlobs, d)
-		case table == "artifacts" && c == "sha256":
-			im.artifacts = append(im.artifacts, d)
-		}
+	switch kind, digests := storemove.BlobRefs(table, cols, row); {
+	case len(digests) == 0:
+	case kind == storemove.PackBlob:
+		im.packBlobs = append(im.packBlobs, digests...)
+	default:
+		im.artifacts = append(im.artifacts, digests...)
 	}
 }
 
-// copyBlobs reads each named blob from dir, checks it against its
-// digest, and stores it in table (sha256, data), each once.
-func (im *importer) copyBlobs(table, dir, what string, digests []string, count *int) error {
+// copyBlobs reads each named blob from the source (which checks it
+// against its digest) and stores it in table (sha256, data), each once.
+func (im *importer) copyBlobs(table string, kind storemove.BlobKind, digests []string, count *int) error {
 	slices.Sort(digests)
 	digests = slices.Compact(digests)
-	d := blobs.Dir{Path: dir}
 	i := 0
 	var readErr error // returned as it is: CopyFrom's error only quotes it
 	_, err := im.tx.CopyFrom(im.ctx, pgx.Identifier{table}, []string{"sha256", "data"}, pgx.CopyFromFunc(func() ([]any, error) {
@@ -462,7 +321,7 @@ func (im *importer) copyBlobs(table, dir, what string, digests []string, count *
 		}
 		digest := digests[i]
 		i++
-		b, err := readBlob(d, digest, what)
+		b, err := im.src.Blob(im.ctx, kind, digest)
 		if err != nil {
 			readErr = err
 			return nil, err
@@ -475,23 +334,6 @@ func (im *importer) copyBlobs(table, dir, what string, digests []string, count *
 		return readErr
 	}
 	return err
-}
-
-// readBlob reads one blob file: missing is ErrNotFound, bytes that do
-// not match the digest are ErrTampered, each naming the file.
-func readBlob(d blobs.Dir, digest, what string) ([]byte, error) {
-	p := d.File(digest)
-	b, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, host.Errorf("import sqlite store", "", host.ErrNotFound, "%s %s is missing: no file %s", what, digest, p)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if blobs.Digest(b) != digest {
-		return nil, host.Errorf("import sqlite store", "", host.ErrTampered, "%s %s does not match its sha256: %s was changed", what, digest, p)
-	}
-	return b, nil
 }
 
 // checkSecrets opens every sealed memory value with this store's secret
@@ -512,15 +354,15 @@ func (im *importer) checkSecrets() error {
 		subject := sc.Tenant + "/" + storecore.MemorySubject(sc, key)
 		if !storecore.Sealed(value) {
 			if secret {
-				return host.Errorf("import sqlite store", subject, host.ErrConflict, "a secret value stored in plaintext by an older packrun: open the home with this one (any command) to seal it, then copy")
+				return host.Errorf(storemove.Op, subject, host.ErrConflict, "a secret value stored in plaintext by an older packrun: open the home with this one (any command) to seal it, then copy")
 			}
 			return nil
 		}
 		if im.s.secret == nil {
-			return host.Errorf("import sqlite store", subject, storecore.ErrSecretKey, "a sealed secret value, and this store has no secret key to open it")
+			return host.Errorf(storemove.Op, subject, storecore.ErrSecretKey, "a sealed secret value, and this store has no secret key to open it")
 		}
 		if _, err := im.s.secret.Open(sc, key, value); err != nil {
-			return host.Errorf("import sqlite store", subject, storecore.ErrSecretKey, "the secret value does not open with this secret key (%v): use the home's secret.key", err)
+			return host.Errorf(storemove.Op, subject, storecore.ErrSecretKey, "the secret value does not open with this secret key (%v): use the home's secret.key", err)
 		}
 		return nil
 	})
@@ -577,14 +419,12 @@ func (im *importer) verify() error {
 		return fmt.Errorf("the evidence chain does not verify after the copy: %w", brk)
 	}
 	rep.OK = true
-	var seq int64
-	head := evidence.GenesisHash
-	err = im.src.QueryRowContext(im.ctx, `SELECT seq, hash FROM (SELECT seq, hash FROM runtime_events UNION ALL SELECT seq, hash FROM attempt_records) ORDER BY seq DESC LIMIT 1`).Scan(&seq, &head)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	seq, head, err := im.src.Head(im.ctx)
+	if err != nil {
 		return err
 	}
 	if rep.HeadSeq != seq || rep.Head != head {
-		return host.Errorf("import sqlite store", "", host.ErrTampered, "the copied chain ends at %d (%s), the source's at %d (%s)", rep.HeadSeq, rep.Head, seq, head)
+		return host.Errorf(storemove.Op, "", host.ErrTampered, "the copied chain ends at %d (%s), the source's at %d (%s)", rep.HeadSeq, rep.Head, seq, head)
 	}
 	im.rep.Chain = rep
 	return nil

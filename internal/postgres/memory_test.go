@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/db"
 	"github.com/packrun/packrun/internal/pgtest"
 	"github.com/packrun/packrun/internal/sqlite"
 	"github.com/packrun/packrun/internal/storecore"
@@ -221,7 +221,7 @@ func TestMemorySealCompatibleWithSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	lite.Close()
-	d, err := db.Open(ctx, path)
+	d, err := sql.Open("sqlite3", path) // the driver internal/sqlite registers
 	if err != nil {
 		t.Fatal(err)
 	}

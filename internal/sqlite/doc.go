@@ -1,6 +1,6 @@
 // Package sqlite implements the host services (host.Evidence, host.Memory,
 // host.Queue, host.Locker, host.TaskTypes, host.Packs) on packrun's
-// embedded SQLite database (WAL, via internal/db), with artifact bytes and
+// embedded SQLite database (WAL, opened by db.go), with artifact bytes and
 // installed packs' blobs in two content-addressed blob directories.
 //
 // All writes go through one writer goroutine per Store that groups queued

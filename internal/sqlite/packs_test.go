@@ -19,7 +19,6 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/blobs"
-	"github.com/packrun/packrun/internal/db"
 )
 
 // testPack is a pack as the Host would install it: its record and blobs.
@@ -500,11 +499,11 @@ var registryMigrations = []string{
 func TestPacksOfAnOlderHome(t *testing.T) {
 	home := t.TempDir()
 	path := filepath.Join(home, "packrun.db")
-	d, err := db.Open(ctx, path)
+	d, err := openDB(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Migrate(ctx, d, "registry", registryMigrations); err != nil {
+	if err := migrateDB(ctx, d, "registry", registryMigrations); err != nil {
 		t.Fatal(err)
 	}
 	archive, bundle := []byte("an archive"), []byte("a bundle")
@@ -560,12 +559,12 @@ func TestPacksOfAnOlderHome(t *testing.T) {
 
 	// The old migration set (which packrun before the single store ran at
 	// every open) is a no-op now.
-	d, err = db.Open(ctx, path)
+	d, err = openDB(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if err := db.Migrate(ctx, d, "registry", registryMigrations); err != nil {
+	if err := migrateDB(ctx, d, "registry", registryMigrations); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -576,12 +575,12 @@ func TestPacksOfAnOlderHome(t *testing.T) {
 func TestRegistryMigrationAfterHostStore(t *testing.T) {
 	f := newFixture(t, Options{})
 	mustInstall(t, f.Store, newTestPack("vendor.acme.a", "1.0.0", "", 100))
-	d, err := db.Open(ctx, f.path)
+	d, err := openDB(ctx, f.path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if err := db.Migrate(ctx, d, "registry", registryMigrations); err != nil {
+	if err := migrateDB(ctx, d, "registry", registryMigrations); err != nil {
 		t.Fatal(err)
 	}
 	// That packrun's insert, which knows no signature_sha256, still fits.

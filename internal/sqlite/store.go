@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/db"
 	"github.com/packrun/packrun/internal/evidence"
 	"github.com/packrun/packrun/internal/storecore"
 )
@@ -157,7 +156,7 @@ type Store struct {
 // Open opens (creating if needed) the database at path, applies the host's
 // migrations, seals secret memory values an older packrun stored in
 // plaintext, and starts the writer. The database is its owner's alone
-// (internal/db.Open), and so are the artifact and pack blob directories.
+// (openDB), and so are the artifact and pack blob directories.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults(path)
 	if sameDir(opts.BlobDir, opts.PackBlobDir) {
@@ -168,11 +167,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open host store: %w", err)
 		}
 	}
-	d, err := db.Open(ctx, path)
+	d, err := openDB(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
-	if err := db.Migrate(ctx, d, "host", migrations); err != nil {
+	if err := migrateDB(ctx, d, "host", migrations); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
 	}

@@ -252,7 +252,7 @@ func startWriter(ctx context.Context, d *sql.DB, walPath string, maxOps int, del
 	if err != nil {
 		return nil, err
 	}
-	// internal/db opens with synchronous=NORMAL, which in WAL mode does not
+	// openDB opens with synchronous=NORMAL, which in WAL mode does not
 	// sync at commit: the writer syncs the WAL itself, off the committing
 	// thread (see sync), and acknowledges only durable commits.
 	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = NORMAL`); err != nil {

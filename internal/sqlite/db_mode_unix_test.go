@@ -1,6 +1,6 @@
 //go:build unix
 
-package db
+package sqlite
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func TestOpenOwnerOnly(t *testing.T) {
 	dir := t.TempDir()
 
 	path := filepath.Join(dir, "new.db")
-	d, err := Open(ctx, path)
+	d, err := openDB(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestOpenOwnerOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d2, err := Open(ctx, old)
+	d2, err := openDB(ctx, old)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package db
+package sqlite
 
 import (
 	"context"
@@ -11,11 +11,11 @@ func TestMigrateOnceInOrder(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "t.db")
 	migs := []string{`CREATE TABLE a (x INTEGER)`, `ALTER TABLE a ADD COLUMN y TEXT`}
 	for i := 0; i < 2; i++ { // reopening applies nothing twice
-		d, err := Open(ctx, path)
+		d, err := openDB(ctx, path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := Migrate(ctx, d, "test", migs); err != nil {
+		if err := migrateDB(ctx, d, "test", migs); err != nil {
 			t.Fatal(err)
 		}
 		var n int
@@ -30,9 +30,9 @@ func TestMigrateOnceInOrder(t *testing.T) {
 		}
 		d.Close()
 	}
-	d, _ := Open(ctx, path)
+	d, _ := openDB(ctx, path)
 	defer d.Close()
-	if err := Migrate(ctx, d, "test", append(migs, `THIS IS NOT SQL`)); err == nil {
+	if err := migrateDB(ctx, d, "test", append(migs, `THIS IS NOT SQL`)); err == nil {
 		t.Fatal("bad migration accepted")
 	}
 	var n int

@@ -1,8 +1,9 @@
-// Package db opens packrun's SQLite database ($PACKRUN_HOME/packrun.db) with
-// the settings every component relies on (WAL, busy timeout, foreign keys) and
-// applies each component's migrations once, recording them in
-// schema_migrations.
-package db
+package sqlite
+
+// Opening packrun's SQLite database ($PACKRUN_HOME/packrun.db) with the
+// settings every component relies on (WAL, busy timeout, foreign keys),
+// and applying each component's migrations once, recording them in
+// schema_migrations. This is the one package that opens it.
 
 import (
 	"context"
@@ -17,13 +18,13 @@ import (
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 )
 
-// Open opens (creating if needed) the database at path. The database holds
+// openDB opens (creating if needed) the database at path. The database holds
 // everything packrun records, so it is readable by its owner only: a new
 // file is created 0600 (SQLite gives its -wal and -shm files the database
 // file's mode), and an existing file, -wal or -shm that others may read is
 // narrowed to its owner's bits (packrun.db of an older home was 0644). A
 // file that cannot be narrowed (another user's) is opened as it is.
-func Open(ctx context.Context, path string) (*sql.DB, error) {
+func openDB(ctx context.Context, path string) (*sql.DB, error) {
 	if err := ownerOnly(path); err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -69,16 +70,16 @@ func ownerOnly(path string) error {
 	}
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			os.Chmod(p, fi.Mode().Perm()&^0o077) // best effort: see Open
+			os.Chmod(p, fi.Mode().Perm()&^0o077) // best effort: see openDB
 		}
 	}
 	return nil
 }
 
-// Migrate applies, in order and each in its own transaction, the migrations
+// migrateDB applies, in order and each in its own transaction, the migrations
 // of component that are not yet recorded. migrations[i] is version i+1;
 // published migrations are never edited, only appended.
-func Migrate(ctx context.Context, d *sql.DB, component string, migrations []string) error {
+func migrateDB(ctx context.Context, d *sql.DB, component string, migrations []string) error {
 	for i, stmt := range migrations {
 		version := i + 1
 		tx, err := d.BeginTx(ctx, nil)
