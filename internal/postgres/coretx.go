@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,7 +16,10 @@ import (
 // (storecore.Tx).
 type coreTx struct{ x *tx }
 
-var _ storecore.TaskTx = coreTx{}
+var (
+	_ storecore.TaskTx   = coreTx{}
+	_ storecore.SensorTx = coreTx{}
+)
 
 func (c coreTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	tag, err := c.x.Exec(ctx, query, args...)
@@ -39,6 +43,14 @@ func (coreTx) Dialect() *storecore.Dialect { return storecore.PostgresDialect }
 
 func (c coreTx) InsertTask(ctx context.Context, t *host.TaskRecord) error {
 	return c.x.insertTask(ctx, t, "")
+}
+
+func (c coreTx) ApplySensorEvent(ctx context.Context, ev *host.SensorEvent, tenant, origin, attemptID string, now time.Time) (*host.SensorEventRecord, error) {
+	return c.x.applySensorEvent(ctx, ev, tenant, origin, attemptID, now)
+}
+
+func (c coreTx) CheckWorkflowRef(ctx context.Context, op, tenant string, ref *host.WorkflowRef) error {
+	return c.x.checkWorkflowRef(ctx, op, tenant, ref)
 }
 
 // corePool reads from the pool for the rules written once.

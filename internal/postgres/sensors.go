@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -67,12 +66,12 @@ func (x *tx) applySensorEvent(ctx context.Context, ev *host.SensorEvent, tenant,
 		}
 	}
 	if ev.ProposedTask != nil {
-		if p.task, err = x.sensorTask(ctx, ev, tenant, now); err != nil {
+		if p.task, err = storecore.SensorTask(ctx, coreTx{x}, ev, tenant, now); err != nil {
 			return nil, err
 		}
 	}
 	r.Status = host.SensorRecorded
-	claimed, err := x.insertSensorEvent(ctx, r, true)
+	claimed, err := storecore.InsertSensorEvent(ctx, coreTx{x}, r, true)
 	if err != nil {
 		return nil, err
 	}
@@ -143,108 +142,24 @@ func (x *tx) applySensorPlan(ctx context.Context, r *host.SensorEventRecord, p *
 
 // recordSensorEvent stores r (not holding its key) and queues evType.
 func (x *tx) recordSensorEvent(ctx context.Context, r *host.SensorEventRecord, evType, attemptID string) error {
-	if _, err := x.insertSensorEvent(ctx, r, false); err != nil {
+	if _, err := storecore.InsertSensorEvent(ctx, coreTx{x}, r, false); err != nil {
 		return err
 	}
 	_, err := x.event(evType, r.TaskID, attemptID, storecore.SensorEventData(r))
 	return err
 }
 
-// sensorTask builds, without inserting, an accepted event's proposed_task;
-// its task type must be routed (task_type_overrides, task_type_routes).
-func (x *tx) sensorTask(ctx context.Context, ev *host.SensorEvent, tenant string, now time.Time) (*host.TaskRecord, error) {
-	intent := *ev.ProposedTask
-	intent.Source = host.SensorSource(ev.SensorID)
-	var one int
-	err := x.QueryRow(ctx, `SELECT 1 FROM task_type_overrides WHERE task_type = $1 UNION ALL SELECT 1 FROM task_type_routes WHERE task_type = $1 LIMIT 1`,
-		intent.TaskType).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, storecore.ErrNoRoute(intent.TaskType)
-	}
-	if err != nil {
-		return nil, err
-	}
-	t, err := storecore.NewTask("sensor event", &intent, 0, now)
-	if err != nil {
-		return nil, err
-	}
-	t.Tenant = tenant
-	if ref := t.WorkflowRef; ref != nil {
-		if err := x.checkWorkflowRef(ctx, "sensor event", tenant, ref); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
-}
-
-// insertSensorEvent stores r. With claim, r holds its dedupe key: if an
-// accepted record holds it already, nothing is stored (claimed false),
-// after waiting for the transaction that inserted it, if any is still
-// running.
-func (x *tx) insertSensorEvent(ctx context.Context, r *host.SensorEventRecord, claim bool) (claimed bool, err error) {
-	event, err := json.Marshal(r.Event)
-	if err != nil {
-		return false, err
-	}
-	onConflict := ""
-	if claim {
-		onConflict = ` ON CONFLICT (tenant, sensor_id, dedupe_key) WHERE status IN ` + storecore.AcceptedSensorStatuses + ` DO NOTHING`
-	}
-	e := &r.Event
-	tag, err := x.Exec(ctx, `INSERT INTO sensor_events (`+storecore.SensorEventColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`+onConflict,
-		r.RecordID, r.Tenant, e.SensorID, e.EventID, e.DedupeKey, string(r.Status), r.Detail, r.TaskID, r.DuplicateOf, r.Origin,
-		string(event), ts(r.ReceivedAt), r.WorkflowID)
-	return tag.RowsAffected() == 1, err
-}
-
-// applyReported applies the events an attempt reported: each as
-// applySensorEvent does, except that one the queue refuses (invalid, or
-// its proposed_task routes nowhere) is recorded as refused (event
-// sensor_event_refused) rather than failing the write. A refusal leaves
-// nothing else behind (applySensorEvent checks before it writes).
-func (x *tx) applyReported(ctx context.Context, evs []host.SensorEvent, opts host.SensorEventOptions, taskID, attemptID string, now time.Time) ([]*host.SensorEventRecord, error) {
-	out := make([]*host.SensorEventRecord, 0, len(evs))
-	for i := range evs {
-		ev := &evs[i]
-		err := host.ValidateSensorEvent(ev)
-		if err == nil {
-			var r *host.SensorEventRecord
-			if r, err = x.applySensorEvent(ctx, ev, opts.Tenant, opts.Origin, attemptID, now); err == nil {
-				out = append(out, r)
-				continue
-			}
-			if !errors.Is(err, host.ErrValidation) {
-				return nil, err
-			}
-		}
-		r := &host.SensorEventRecord{RecordID: host.NewID("sev"), Status: host.SensorRefused, Detail: err.Error(),
-			Origin: opts.Origin, Tenant: opts.Tenant, ReceivedAt: now, Event: *ev}
-		if _, err := x.insertSensorEvent(ctx, r, false); err != nil {
-			return nil, err
-		}
-		if _, err := x.event(host.EventSensorEventRefused, taskID, attemptID, map[string]any{
-			"record_id": r.RecordID, "sensor_id": ev.SensorID, "detail": r.Detail}); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
-
 // ApplySensorEvents implements host.Sensors.
 func (s *Store) ApplySensorEvents(ctx context.Context, evs []host.SensorEvent, opts host.SensorEventOptions, attemptID string) ([]*host.SensorEventRecord, error) {
 	const op = "apply sensor events"
-	opts.Tenant = storecore.TenantOr(opts.Tenant)
-	if err := host.CheckTenant(op, opts.Tenant); err != nil {
+	opts, err := storecore.CheckApplyOptions(op, opts, attemptID)
+	if err != nil {
 		return nil, err
 	}
-	if opts.Origin == "" {
-		opts.Origin = "attempt:" + attemptID
-	}
 	var out []*host.SensorEventRecord
-	err := s.write(ctx, func(x *tx) error {
+	err = s.write(ctx, func(x *tx) error {
 		var err error
-		out, err = x.applyReported(ctx, evs, opts, "", attemptID, s.now())
+		out, err = storecore.ApplyReported(ctx, coreTx{x}, evs, opts, "", attemptID, s.now())
 		return err
 	})
 	return out, host.Wrap(op, attemptID, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/storecore"
@@ -16,7 +17,10 @@ type coreTx struct {
 	tx *wtx
 }
 
-var _ storecore.TaskTx = coreTx{}
+var (
+	_ storecore.TaskTx   = coreTx{}
+	_ storecore.SensorTx = coreTx{}
+)
 
 func (c coreTx) Exec(_ context.Context, query string, args ...any) (int64, error) {
 	res, err := c.tx.Exec(storecore.RebindQuestion(query), args...)
@@ -47,6 +51,14 @@ func (coreTx) Dialect() *storecore.Dialect { return storecore.SQLiteDialect }
 
 func (c coreTx) InsertTask(_ context.Context, t *host.TaskRecord) error {
 	return c.s.insertTask(c.tx, t, "")
+}
+
+func (c coreTx) ApplySensorEvent(_ context.Context, ev *host.SensorEvent, tenant, origin, attemptID string, now time.Time) (*host.SensorEventRecord, error) {
+	return c.s.applySensorEvent(c.tx, ev, tenant, origin, attemptID, now)
+}
+
+func (c coreTx) CheckWorkflowRef(_ context.Context, op, tenant string, ref *host.WorkflowRef) error {
+	return checkWorkflowRef(c.tx, op, tenant, ref)
 }
 
 // coreDB reads from the pool for the rules written once; one-row reads
