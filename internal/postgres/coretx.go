@@ -45,8 +45,16 @@ func (c coreTx) InsertTask(ctx context.Context, t *host.TaskRecord) error {
 	return c.x.insertTask(ctx, t, "")
 }
 
-func (c coreTx) ApplySensorEvent(ctx context.Context, ev *host.SensorEvent, tenant, origin, attemptID string, now time.Time) (*host.SensorEventRecord, error) {
-	return c.x.applySensorEvent(ctx, ev, tenant, origin, attemptID, now)
+func (c coreTx) SensorWorkflow(ctx context.Context, ev *host.SensorEvent, tenant string, now time.Time) (*host.WorkflowRecord, bool, error) {
+	return c.x.sensorWorkflow(ctx, ev, tenant, now)
+}
+
+func (c coreTx) ClaimWorkflow(ctx context.Context, r *host.WorkflowRecord, isNew bool) (*host.WorkflowRecord, bool, error) {
+	return c.x.claimRecord(ctx, r, isNew)
+}
+
+func (c coreTx) SensorWorkflowEvents(ctx context.Context, r *host.WorkflowRecord, created bool, sev *host.SensorEventRecord, attemptID string, now time.Time) error {
+	return c.x.sensorWorkflowEvents(ctx, r, created, sev, attemptID, now)
 }
 
 func (c coreTx) CheckWorkflowRef(ctx context.Context, op, tenant string, ref *host.WorkflowRef) error {

@@ -53,8 +53,23 @@ func (c coreTx) InsertTask(_ context.Context, t *host.TaskRecord) error {
 	return c.s.insertTask(c.tx, t, "")
 }
 
-func (c coreTx) ApplySensorEvent(_ context.Context, ev *host.SensorEvent, tenant, origin, attemptID string, now time.Time) (*host.SensorEventRecord, error) {
-	return c.s.applySensorEvent(c.tx, ev, tenant, origin, attemptID, now)
+func (c coreTx) SensorWorkflow(_ context.Context, ev *host.SensorEvent, tenant string, now time.Time) (*host.WorkflowRecord, bool, error) {
+	return c.s.sensorWorkflow(c.tx, ev, tenant, now)
+}
+
+// ClaimWorkflow inserts a new record: under the single writer no other
+// can hold its instance key since SensorWorkflow looked.
+func (c coreTx) ClaimWorkflow(_ context.Context, r *host.WorkflowRecord, isNew bool) (*host.WorkflowRecord, bool, error) {
+	if isNew {
+		if err := insertRecord(c.tx, r); err != nil {
+			return nil, false, err
+		}
+	}
+	return r, isNew, nil
+}
+
+func (c coreTx) SensorWorkflowEvents(_ context.Context, r *host.WorkflowRecord, created bool, sev *host.SensorEventRecord, attemptID string, now time.Time) error {
+	return c.s.sensorWorkflowEvents(c.tx, r, created, sev, attemptID, now)
 }
 
 func (c coreTx) CheckWorkflowRef(_ context.Context, op, tenant string, ref *host.WorkflowRef) error {
