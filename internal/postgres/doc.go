@@ -15,6 +15,9 @@
 // (sensors.go), workflow records (workflows.go), openwop runs (runs.go)
 // and the message bus (messages.go). internal/storetest's contract runs
 // whole against it (contract_test.go), as against internal/sqlite.
+// Rules written once for both backends (the schedules', the sensor
+// events' refusals and dedupe claim) are storecore's, run through the
+// adapter of coretx.go (storecore.Tx).
 //
 // Storage choices, beside internal/sqlite's: times are TEXT in
 // host.FormatTime's canonical form (text order is time order, and the

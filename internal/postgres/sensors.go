@@ -2,11 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/storecore"
@@ -22,7 +17,7 @@ func (s *Store) RecordSensorEvent(ctx context.Context, ev host.SensorEvent, opts
 	var out *host.SensorEventRecord
 	err = s.write(ctx, func(x *tx) error {
 		var err error
-		out, err = x.applySensorEvent(ctx, &ev, tenant, origin, "", s.now())
+		out, err = storecore.ApplySensorEvent(ctx, coreTx{x}, &ev, tenant, origin, "", s.now())
 		return err
 	})
 	if err != nil {
@@ -31,220 +26,17 @@ func (s *Store) RecordSensorEvent(ctx context.Context, ev host.SensorEvent, opts
 	return out, nil
 }
 
-// sensorPlan is what an accepted event will create, prepared (checked)
-// before anything is written.
-type sensorPlan struct {
-	task      *host.TaskRecord
-	wf        *host.WorkflowRecord
-	wfCreated bool
-}
-
-// applySensorEvent records one validated event and applies it (see
-// host.Sensors.RecordSensorEvent). attemptID, if any, is the attempt that
-// reported it, named in the runtime events. Across nodes: everything the
-// event would create is checked first without writing (a refusal then
-// leaves nothing behind); then its record claims the dedupe key (an
-// insert that does nothing if an accepted record of another node holds
-// it, sensor_events_dedupe), and only the claimer creates the task and
-// workflow.
-func (x *tx) applySensorEvent(ctx context.Context, ev *host.SensorEvent, tenant, origin, attemptID string, now time.Time) (*host.SensorEventRecord, error) {
-	r := &host.SensorEventRecord{RecordID: host.NewID("sev"), Origin: origin, Tenant: tenant, ReceivedAt: now, Event: *ev}
-	if ev.Expired(now) {
-		r.Status, r.Detail = host.SensorExpired, "past its freshness_deadline "+ev.FreshnessDeadline
-		return r, x.recordSensorEvent(ctx, r, host.EventSensorEventExpired, attemptID)
-	}
-	dup, err := x.acceptedSensorEvent(ctx, r, attemptID)
-	if err != nil {
-		return nil, err
-	}
-	if dup {
-		return r, nil
-	}
-	var p sensorPlan
-	if ev.ProposedWorkflow != nil {
-		if p.wf, p.wfCreated, err = x.sensorWorkflow(ctx, ev, tenant, now); err != nil {
-			return nil, err
-		}
-	}
-	if ev.ProposedTask != nil {
-		if p.task, err = x.sensorTask(ctx, ev, tenant, now); err != nil {
-			return nil, err
-		}
-	}
-	r.Status = host.SensorRecorded
-	claimed, err := x.insertSensorEvent(ctx, r, true)
-	if err != nil {
-		return nil, err
-	}
-	if !claimed {
-		// Another node's record took the key since the check above.
-		if dup, err := x.acceptedSensorEvent(ctx, r, attemptID); err != nil || !dup {
-			return nil, errors.Join(err, errors.New("sensor event: its dedupe key is held but no accepted record holds it"))
-		}
-		return r, nil
-	}
-	return r, x.applySensorPlan(ctx, r, &p, attemptID, now)
-}
-
-// acceptedSensorEvent looks for the accepted record holding r's dedupe
-// key; if there is one, r is recorded as its duplicate (dup true).
-func (x *tx) acceptedSensorEvent(ctx context.Context, r *host.SensorEventRecord, attemptID string) (dup bool, err error) {
-	ev := &r.Event
-	err = x.QueryRow(ctx, `SELECT record_id FROM sensor_events WHERE tenant = $1 AND sensor_id = $2 AND dedupe_key = $3 AND status IN `+storecore.AcceptedSensorStatuses,
-		r.Tenant, ev.SensorID, ev.DedupeKey).Scan(&r.DuplicateOf)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	r.Status = host.SensorDeduped
-	return true, x.recordSensorEvent(ctx, r, host.EventSensorEventDeduped, attemptID)
-}
-
-// applySensorPlan creates what the accepted event r proposed (its record
-// holding the key), sets its record's status and appends its events, in
-// internal/sqlite's order.
-func (x *tx) applySensorPlan(ctx context.Context, r *host.SensorEventRecord, p *sensorPlan, attemptID string, now time.Time) error {
-	if p.wf != nil {
-		var err error
-		if p.wf, p.wfCreated, err = x.claimRecord(ctx, p.wf, p.wfCreated); err != nil {
-			return err
-		}
-		r.Status, r.WorkflowID = host.SensorWorkflowDeduped, p.wf.WorkflowID
-		if p.wfCreated {
-			r.Status = host.SensorWorkflowCreated
-		}
-	}
-	if p.task != nil {
-		if err := x.insertTask(ctx, p.task, ""); err != nil {
-			return err
-		}
-		r.Status, r.TaskID = host.SensorTaskCreated, p.task.TaskID
-	}
-	if _, err := x.Exec(ctx, `UPDATE sensor_events SET status = $1, task_id = $2, workflow_id = $3 WHERE record_id = $4`,
-		string(r.Status), r.TaskID, r.WorkflowID, r.RecordID); err != nil {
-		return err
-	}
-	if _, err := x.event(host.EventSensorEventRecorded, r.TaskID, attemptID, storecore.SensorEventData(r)); err != nil {
-		return err
-	}
-	if p.task != nil {
-		if _, err := x.event(host.EventSensorTaskCreated, p.task.TaskID, attemptID, map[string]any{
-			"record_id": r.RecordID, "sensor_id": r.Event.SensorID, "task_type": p.task.TaskType}); err != nil {
-			return err
-		}
-	}
-	if p.wf != nil {
-		return x.sensorWorkflowEvents(ctx, p.wf, p.wfCreated, r, attemptID, now)
-	}
-	return nil
-}
-
-// recordSensorEvent stores r (not holding its key) and queues evType.
-func (x *tx) recordSensorEvent(ctx context.Context, r *host.SensorEventRecord, evType, attemptID string) error {
-	if _, err := x.insertSensorEvent(ctx, r, false); err != nil {
-		return err
-	}
-	_, err := x.event(evType, r.TaskID, attemptID, storecore.SensorEventData(r))
-	return err
-}
-
-// sensorTask builds, without inserting, an accepted event's proposed_task;
-// its task type must be routed (task_type_overrides, task_type_routes).
-func (x *tx) sensorTask(ctx context.Context, ev *host.SensorEvent, tenant string, now time.Time) (*host.TaskRecord, error) {
-	intent := *ev.ProposedTask
-	intent.Source = host.SensorSource(ev.SensorID)
-	var one int
-	err := x.QueryRow(ctx, `SELECT 1 FROM task_type_overrides WHERE task_type = $1 UNION ALL SELECT 1 FROM task_type_routes WHERE task_type = $1 LIMIT 1`,
-		intent.TaskType).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, storecore.ErrNoRoute(intent.TaskType)
-	}
-	if err != nil {
-		return nil, err
-	}
-	t, err := storecore.NewTask("sensor event", &intent, 0, now)
-	if err != nil {
-		return nil, err
-	}
-	t.Tenant = tenant
-	if ref := t.WorkflowRef; ref != nil {
-		if err := x.checkWorkflowRef(ctx, "sensor event", tenant, ref); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
-}
-
-// insertSensorEvent stores r. With claim, r holds its dedupe key: if an
-// accepted record holds it already, nothing is stored (claimed false),
-// after waiting for the transaction that inserted it, if any is still
-// running.
-func (x *tx) insertSensorEvent(ctx context.Context, r *host.SensorEventRecord, claim bool) (claimed bool, err error) {
-	event, err := json.Marshal(r.Event)
-	if err != nil {
-		return false, err
-	}
-	onConflict := ""
-	if claim {
-		onConflict = ` ON CONFLICT (tenant, sensor_id, dedupe_key) WHERE status IN ` + storecore.AcceptedSensorStatuses + ` DO NOTHING`
-	}
-	e := &r.Event
-	tag, err := x.Exec(ctx, `INSERT INTO sensor_events (`+storecore.SensorEventColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`+onConflict,
-		r.RecordID, r.Tenant, e.SensorID, e.EventID, e.DedupeKey, string(r.Status), r.Detail, r.TaskID, r.DuplicateOf, r.Origin,
-		string(event), ts(r.ReceivedAt), r.WorkflowID)
-	return tag.RowsAffected() == 1, err
-}
-
-// applyReported applies the events an attempt reported: each as
-// applySensorEvent does, except that one the queue refuses (invalid, or
-// its proposed_task routes nowhere) is recorded as refused (event
-// sensor_event_refused) rather than failing the write. A refusal leaves
-// nothing else behind (applySensorEvent checks before it writes).
-func (x *tx) applyReported(ctx context.Context, evs []host.SensorEvent, opts host.SensorEventOptions, taskID, attemptID string, now time.Time) ([]*host.SensorEventRecord, error) {
-	out := make([]*host.SensorEventRecord, 0, len(evs))
-	for i := range evs {
-		ev := &evs[i]
-		err := host.ValidateSensorEvent(ev)
-		if err == nil {
-			var r *host.SensorEventRecord
-			if r, err = x.applySensorEvent(ctx, ev, opts.Tenant, opts.Origin, attemptID, now); err == nil {
-				out = append(out, r)
-				continue
-			}
-			if !errors.Is(err, host.ErrValidation) {
-				return nil, err
-			}
-		}
-		r := &host.SensorEventRecord{RecordID: host.NewID("sev"), Status: host.SensorRefused, Detail: err.Error(),
-			Origin: opts.Origin, Tenant: opts.Tenant, ReceivedAt: now, Event: *ev}
-		if _, err := x.insertSensorEvent(ctx, r, false); err != nil {
-			return nil, err
-		}
-		if _, err := x.event(host.EventSensorEventRefused, taskID, attemptID, map[string]any{
-			"record_id": r.RecordID, "sensor_id": ev.SensorID, "detail": r.Detail}); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
-
 // ApplySensorEvents implements host.Sensors.
 func (s *Store) ApplySensorEvents(ctx context.Context, evs []host.SensorEvent, opts host.SensorEventOptions, attemptID string) ([]*host.SensorEventRecord, error) {
 	const op = "apply sensor events"
-	opts.Tenant = storecore.TenantOr(opts.Tenant)
-	if err := host.CheckTenant(op, opts.Tenant); err != nil {
+	opts, err := storecore.CheckApplyOptions(op, opts, attemptID)
+	if err != nil {
 		return nil, err
 	}
-	if opts.Origin == "" {
-		opts.Origin = "attempt:" + attemptID
-	}
 	var out []*host.SensorEventRecord
-	err := s.write(ctx, func(x *tx) error {
+	err = s.write(ctx, func(x *tx) error {
 		var err error
-		out, err = x.applyReported(ctx, evs, opts, "", attemptID, s.now())
+		out, err = storecore.ApplyReported(ctx, coreTx{x}, evs, opts, "", attemptID, s.now())
 		return err
 	})
 	return out, host.Wrap(op, attemptID, err)
@@ -252,17 +44,6 @@ func (s *Store) ApplySensorEvents(ctx context.Context, evs []host.SensorEvent, o
 
 // ListSensorEvents implements host.Sensors.
 func (s *Store) ListSensorEvents(ctx context.Context, f host.SensorEventFilter) ([]*host.SensorEventRecord, error) {
-	const op = "list sensor events"
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	rows, err := s.pool.Query(ctx, `SELECT `+storecore.SensorEventColumns+` FROM sensor_events
-		WHERE ($1 = '' OR sensor_id = $1) AND ($2 = '' OR tenant = $2) AND ($3 = '' OR origin = $3) ORDER BY seq DESC LIMIT $4`,
-		f.SensorID, f.Tenant, f.Origin, limit)
-	if err != nil {
-		return nil, host.Wrap(op, "", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*host.SensorEventRecord, error) { return storecore.ScanSensorEvent(r) })
-	return out, host.Wrap(op, "", err)
+	out, err := storecore.ListSensorEvents(ctx, corePool{s.pool}, f)
+	return out, host.Wrap("list sensor events", "", err)
 }

@@ -397,7 +397,7 @@ func (x *tx) sensorWorkflowEvents(ctx context.Context, r *host.WorkflowRecord, c
 // is returned, "" if none applied).
 func (x *tx) applyStaged(ctx context.Context, t *host.TaskRecord, in *host.FinishInput, now time.Time) (string, error) {
 	opts := host.SensorEventOptions{Tenant: t.Tenant, Origin: "task:" + t.TaskID}
-	if _, err := x.applyReported(ctx, in.SensorEvents, opts, t.TaskID, in.AttemptID, now); err != nil {
+	if _, err := storecore.ApplyReported(ctx, coreTx{x}, in.SensorEvents, opts, t.TaskID, in.AttemptID, now); err != nil {
 		return "", err
 	}
 	if err := x.applyPublished(ctx, in.Messages, t.Tenant, t.TaskID, in.AttemptID, now); err != nil {

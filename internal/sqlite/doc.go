@@ -16,5 +16,7 @@
 //
 // The database is readable by its owner only, and secret memory values are
 // sealed at rest with a key kept in a file apart from it
-// (Options.SecretKeyFile; see secrets.go).
+// (Options.SecretKeyFile; see secrets.go), in storecore.SecretKey's format,
+// shared with internal/postgres. Rules written once for both backends run
+// through the adapter of coretx.go (storecore.Tx).
 package sqlite

@@ -389,7 +389,7 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 				return err
 			}
 			opts := host.SensorEventOptions{Tenant: t.Tenant, Origin: "task:" + taskID}
-			if _, err := s.applyReported(tx, in.SensorEvents, opts, taskID, in.AttemptID, now); err != nil {
+			if _, err := storecore.ApplyReported(bg, coreTx{s, tx}, in.SensorEvents, opts, taskID, in.AttemptID, now); err != nil {
 				return err
 			}
 			if err := s.applyPublished(tx, in.Messages, t.Tenant, taskID, in.AttemptID, now); err != nil {

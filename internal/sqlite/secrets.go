@@ -3,12 +3,8 @@ package sqlite
 import (
 	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -18,62 +14,26 @@ import (
 	"sync"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 // Secret memory values (host.PutOptions.Secret) are sealed at rest with
-// AES-256-GCM under a key kept in a file apart from the database
-// (Options.SecretKeyFile), so a copy of packrun.db, its WAL or a backup of
-// it does not hold them in clear. Other values stay plaintext. A sealed
-// value is
-//
-//	0x00 0x01 | key id (4 bytes) | nonce (12 bytes) | ciphertext and tag
-//
-// 0x00 never starts JSON, so a stored value is sealed exactly when it
-// starts with it; 0x01 is the format version. The key id (the first bytes
-// of the key's SHA-256) tells a wrong key file apart from an altered value.
-// The nonce is random per value. The additional data is the header and the
-// entry's tenant, namespace and key, so a sealed value copied to another
-// entry fails authentication.
+// AES-256-GCM (storecore.SecretKey, the format both backends share, so
+// `store migrate` copies sealed values as they are) under a key kept in a
+// file apart from the database (Options.SecretKeyFile), so a copy of
+// packrun.db, its WAL or a backup of it does not hold them in clear. Other
+// values stay plaintext.
 //
 // Get opens a sealed value and caches the plaintext in memory only (the
 // read cache, memCache), so a repeated read pays no cryptography. A secret
 // value without the marker was stored by an older packrun: it reads as it
 // is, and the next Open seals it (sealPlaintextSecrets).
-const (
-	sealMarker    = 0x00
-	sealVersion   = 0x01
-	keyIDLen      = 4
-	sealHeaderLen = 2 + keyIDLen
-	nonceLen      = 12
-	keyLen        = 32
-)
 
 // SecretKeyEnv names the environment variable the CLI reads for
 // Options.SecretKeyFile; error messages point operators at it.
-const SecretKeyEnv = "PACKRUN_SECRET_KEY_FILE"
+const SecretKeyEnv = storecore.SecretKeyFileEnv
 
-func sealed(v []byte) bool { return len(v) > 0 && v[0] == sealMarker }
-
-// secretKey is a loaded key.
-type secretKey struct {
-	aead cipher.AEAD
-	id   [keyIDLen]byte
-}
-
-func newSecretKey(raw []byte) (*secretKey, error) {
-	block, err := aes.NewCipher(raw)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	k := &secretKey{aead: aead}
-	sum := sha256.Sum256(raw)
-	copy(k.id[:], sum[:])
-	return k, nil
-}
+func sealed(v []byte) bool { return storecore.Sealed(v) }
 
 // keyring reads the key file at the first need and keeps the key for the
 // life of the Store. A failed read is not kept: restoring the file mends
@@ -82,13 +42,13 @@ type keyring struct {
 	path string
 	db   *sql.DB
 	mu   sync.Mutex
-	key  *secretKey
+	key  *storecore.SecretKey
 }
 
 // get returns the key. With create, a missing key file is created, unless
 // the store holds values sealed with some key already: a new key could
 // never open them, so the file has been lost or is looked for elsewhere.
-func (k *keyring) get(ctx context.Context, create bool) (*secretKey, error) {
+func (k *keyring) get(ctx context.Context, create bool) (*storecore.SecretKey, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.key != nil {
@@ -103,7 +63,7 @@ func (k *keyring) get(ctx context.Context, create bool) (*secretKey, error) {
 		}
 		if n > 0 {
 			return nil, fmt.Errorf("%w %s does not exist, but %d secret value(s) in this store are sealed with key %s: restore the file from your backup (or point %s at it); if it is lost, delete those values (packrun memory delete) before storing new secrets",
-				ErrSecretKey, k.path, n, keyIDOf(first), SecretKeyEnv)
+				ErrSecretKey, k.path, n, storecore.SealKeyID(first), SecretKeyEnv)
 		}
 		key, err = createKeyFile(k.path)
 	}
@@ -119,7 +79,7 @@ func (k *keyring) get(ctx context.Context, create bool) (*secretKey, error) {
 
 // readKeyFile reads a key file: 64 hex digits (and optionally a newline).
 // A missing file is reported as the os error (fs.ErrNotExist).
-func readKeyFile(path string) (*secretKey, error) {
+func readKeyFile(path string) (*storecore.SecretKey, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, err
@@ -128,18 +88,18 @@ func readKeyFile(path string) (*secretKey, error) {
 		return nil, fmt.Errorf("%w: %w", ErrSecretKey, err)
 	}
 	raw, err := hex.DecodeString(string(bytes.TrimSpace(b)))
-	if err != nil || len(raw) != keyLen {
-		return nil, fmt.Errorf("%w %s is not a packrun secret key (want %d hex digits, as from `openssl rand -hex %d`): restore it from your backup", ErrSecretKey, path, 2*keyLen, keyLen)
+	if err != nil || len(raw) != storecore.SecretKeyLen {
+		return nil, fmt.Errorf("%w %s is not a packrun secret key (want %d hex digits, as from `openssl rand -hex %d`): restore it from your backup", ErrSecretKey, path, 2*storecore.SecretKeyLen, storecore.SecretKeyLen)
 	}
-	return newSecretKey(raw)
+	return storecore.NewSecretKeyFile(raw, path)
 }
 
 // createKeyFile writes a new random key to path, 0600, atomically and
 // exclusively: the key goes to a temporary file (created O_EXCL), which is
 // synced and then linked to path; a link fails if path exists. If another
 // process created path first, its key is the one read.
-func createKeyFile(path string) (*secretKey, error) {
-	raw := make([]byte, keyLen)
+func createKeyFile(path string) (*storecore.SecretKey, error) {
+	raw := make([]byte, storecore.SecretKeyLen)
 	rand.Read(raw)
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, ".secret.key-*") // mode 0600
@@ -167,26 +127,7 @@ func createKeyFile(path string) (*secretKey, error) {
 		d.Sync()
 		d.Close()
 	}
-	return newSecretKey(raw)
-}
-
-func keyIDOf(v []byte) string {
-	if len(v) < sealHeaderLen {
-		return "?"
-	}
-	return hex.EncodeToString(v[2:sealHeaderLen])
-}
-
-// sealAAD is the additional data of an entry's sealed value: the header,
-// then tenant, namespace and key, each after its length.
-func sealAAD(header []byte, sc host.Scope, key string) []byte {
-	aad := make([]byte, 0, len(header)+len(sc.Tenant)+len(sc.Namespace)+len(key)+3*binary.MaxVarintLen64)
-	aad = append(aad, header...)
-	for _, s := range []string{sc.Tenant, sc.Namespace, key} {
-		aad = binary.AppendUvarint(aad, uint64(len(s)))
-		aad = append(aad, s...)
-	}
-	return aad
+	return storecore.NewSecretKeyFile(raw, path)
 }
 
 // seal returns the sealed form of an entry's value, creating the key file
@@ -196,40 +137,20 @@ func (k *keyring) seal(ctx context.Context, sc host.Scope, key string, value []b
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, sealHeaderLen+nonceLen, sealHeaderLen+nonceLen+len(value)+sk.aead.Overhead())
-	out[0], out[1] = sealMarker, sealVersion
-	copy(out[2:sealHeaderLen], sk.id[:])
-	var nonce [nonceLen]byte
-	rand.Read(nonce[:])
-	copy(out[sealHeaderLen:], nonce[:])
-	return sk.aead.Seal(out, nonce[:], value, sealAAD(out[:sealHeaderLen], sc, key)), nil
+	return sk.Seal(sc, key, value), nil
 }
 
-// open returns the plaintext of an entry's sealed value.
+// open returns the plaintext of an entry's sealed value; a value of an
+// unknown format is refused before the key file is read.
 func (k *keyring) open(ctx context.Context, sc host.Scope, key string, v []byte) ([]byte, error) {
-	if len(v) < 2 || v[1] != sealVersion {
-		if len(v) >= 2 && v[1] > sealVersion {
-			return nil, fmt.Errorf("sealed secret value has format version %d, which this packrun cannot read: use a newer packrun", v[1])
-		}
-		return nil, fmt.Errorf("%w: not a sealed value of a known format", ErrSecretAltered)
+	if err := storecore.CheckSealFormat(v); err != nil {
+		return nil, err
 	}
 	sk, err := k.get(ctx, false)
 	if err != nil {
 		return nil, err
 	}
-	if len(v) < sealHeaderLen+nonceLen+sk.aead.Overhead() {
-		return nil, fmt.Errorf("%w: it is cut short; put the value again", ErrSecretAltered)
-	}
-	if !bytes.Equal(v[2:sealHeaderLen], sk.id[:]) {
-		return nil, fmt.Errorf("%w %s holds key %x, but this value was sealed with key %s: restore the file that holds that key (or point %s at it)",
-			ErrSecretKey, k.path, sk.id, keyIDOf(v), SecretKeyEnv)
-	}
-	nonce := v[sealHeaderLen : sealHeaderLen+nonceLen]
-	pt, err := sk.aead.Open(nil, nonce, v[sealHeaderLen+nonceLen:], sealAAD(v[:sealHeaderLen], sc, key))
-	if err != nil {
-		return nil, fmt.Errorf("%w with key %x (%s): it was altered, or copied from another entry; put the value again", ErrSecretAltered, sk.id, k.path)
-	}
-	return pt, nil
+	return sk.Open(sc, key, v)
 }
 
 // sealPlaintextSecrets seals, in one transaction, the secret values an

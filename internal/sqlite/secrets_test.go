@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/storecore"
 )
 
 const plainSecret = `"sk-live-8c1f2e0b-plaintext"`
@@ -80,7 +82,7 @@ func TestMemorySecretSealedAtRest(t *testing.T) {
 	if e := mustGet(t, f.another(t), sc, "api-token"); string(e.Value) != plainSecret || !e.Secret {
 		t.Fatalf("read by another store: %s secret=%v", e.Value, e.Secret)
 	}
-	if v := rawValue(t, f.Store, sc, "api-token"); v[0] != sealMarker || v[1] != sealVersion {
+	if v := rawValue(t, f.Store, sc, "api-token"); !sealed(v) || storecore.CheckSealFormat(v) != nil {
 		t.Fatalf("stored form %x", v[:2])
 	}
 	// Usage counts the caller's bytes, not the sealed form's.
@@ -252,5 +254,40 @@ func TestMemorySecretSealedIsSecret(t *testing.T) {
 	f.db.Exec(`UPDATE memory_entries SET secret = 0`)
 	if e := mustGet(t, f.another(t), sc, "token"); string(e.Value) != plainSecret || !e.Secret {
 		t.Fatalf("%s secret=%v", e.Value, e.Secret)
+	}
+}
+
+// One sealing format: a value this driver seals opens with the key as
+// internal/postgres holds it (storecore.SecretKey from its raw bytes),
+// and a value sealed that way opens here, so `store migrate` copies
+// sealed values as they are.
+func TestSealedValueCrossesDrivers(t *testing.T) {
+	f := newFixture(t, Options{})
+	sc := host.Scope{Tenant: "acme", Namespace: "creds"}
+	if err := f.Put(ctx, sc, "sealed-here", json.RawMessage(plainSecret), host.PutOptions{Secret: true}); err != nil {
+		t.Fatal(err)
+	}
+	hexKey, err := os.ReadFile(filepath.Join(filepath.Dir(f.path), "secret.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := hex.DecodeString(strings.TrimSpace(string(hexKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgKey, err := storecore.NewSecretKey(raw) // as postgres.Options.SecretKey
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pt, err := pgKey.Open(sc, "sealed-here", rawValue(t, f.Store, sc, "sealed-here")); err != nil || string(pt) != plainSecret {
+		t.Fatalf("sealed by sqlite, opened as postgres does: %q %v", pt, err)
+	}
+	there := pgKey.Seal(sc, "sealed-there", []byte(plainSecret))
+	if _, err := f.db.Exec(`INSERT INTO memory_entries (tenant, namespace, key, value, secret, size, updated_at)
+		SELECT tenant, namespace, 'sealed-there', ?, 1, size, updated_at FROM memory_entries WHERE key = 'sealed-here'`, there); err != nil {
+		t.Fatal(err)
+	}
+	if e := mustGet(t, f.another(t), sc, "sealed-there"); string(e.Value) != plainSecret || !e.Secret {
+		t.Fatalf("sealed as postgres does, read by sqlite: %s secret=%v", e.Value, e.Secret)
 	}
 }

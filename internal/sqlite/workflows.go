@@ -338,8 +338,9 @@ func (s *Store) sensorWorkflow(tx *wtx, ev *host.SensorEvent, tenant string, now
 	return r, created, err
 }
 
-// sensorWorkflowEvents inserts a new record and appends
-// sensor_workflow_created (and enqueues the task of its first state), or
+// sensorWorkflowEvents appends sensor_workflow_created for a new record
+// (coreTx.ClaimWorkflow inserted it) and enqueues the task of its first
+// state, or
 // appends sensor_workflow_deduped for an existing record: nothing of it
 // changes, except that a blocked record is woken (active again, its
 // current state entered again, data.woken true).
@@ -347,9 +348,6 @@ func (s *Store) sensorWorkflowEvents(tx *wtx, r *host.WorkflowRecord, created bo
 	evType, woken := host.EventSensorWorkflowDeduped, false
 	switch {
 	case created:
-		if err := insertRecord(tx, r); err != nil {
-			return err
-		}
 		evType = host.EventSensorWorkflowCreated
 	case r.Status == host.WorkflowBlocked:
 		r.Status, woken = host.WorkflowActive, true

@@ -4,6 +4,5 @@
 // and checking a chain entry against its link. Both backends call it
 // (see RATIONALE.md, "PostgreSQL (issue 18)"), as they do for the rules
 // of packs, task type routes, memory puts and API tokens. The sealing of
-// secret memory values (SecretKey) is internal/sqlite's format, of which
-// it keeps its copy: its errors name the key file and its own sentinels.
+// secret memory values (SecretKey) is the one format of both backends.
 package storecore

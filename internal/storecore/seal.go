@@ -15,9 +15,9 @@ import (
 )
 
 // Secret memory values (host.PutOptions.Secret) are sealed at rest with
-// AES-256-GCM, in internal/sqlite's format (its secrets.go, written first,
-// keeps its own copy), so that a sealed value moves between backends as it
-// is under the same key:
+// AES-256-GCM, in one format for every backend (internal/sqlite keeps
+// the key in a file, internal/postgres takes it from its options), so
+// that a sealed value moves between backends as it is under the same key:
 //
 //	0x00 0x01 | key id (4 bytes) | nonce (12 bytes) | ciphertext and tag
 //
@@ -40,10 +40,18 @@ var (
 	// ErrSecretKey: no secret key was configured, or the key configured
 	// is not the one a value was sealed with.
 	ErrSecretKey = errors.New("secret key")
+	// ErrSecretKeyFile: as ErrSecretKey, for a key read from a file
+	// (NewSecretKeyFile): the file is missing, unreadable, or holds
+	// another key than the one a value was sealed with.
+	ErrSecretKeyFile = errors.New("secret key file")
 	// ErrSecretAltered: a sealed value fails authentication: it was
 	// altered, or copied from another entry.
 	ErrSecretAltered = errors.New("sealed secret value fails authentication")
 )
+
+// SecretKeyFileEnv names the environment variable the CLI reads for the
+// key file of a SQLite home; error messages point operators at it.
+const SecretKeyFileEnv = "PACKRUN_SECRET_KEY_FILE"
 
 // Sealed reports whether a stored value is in the sealed form.
 func Sealed(v []byte) bool { return len(v) > 0 && v[0] == sealMarker }
@@ -52,6 +60,41 @@ func Sealed(v []byte) bool { return len(v) > 0 && v[0] == sealMarker }
 type SecretKey struct {
 	aead cipher.AEAD
 	id   [keyIDLen]byte
+	// file is where the key was read from, named in errors ("": a key
+	// given in options).
+	file string
+}
+
+// NewSecretKeyFile loads a key read from file: its errors name the file
+// (and wrap ErrSecretKeyFile).
+func NewSecretKeyFile(raw []byte, file string) (*SecretKey, error) {
+	k, err := NewSecretKey(raw)
+	if err != nil {
+		return nil, err
+	}
+	k.file = file
+	return k, nil
+}
+
+// SealKeyID is the id (hex) of the key a sealed value names, "?" if it is
+// too short to name one.
+func SealKeyID(v []byte) string {
+	if len(v) < sealHeaderLen {
+		return "?"
+	}
+	return hex.EncodeToString(v[2:sealHeaderLen])
+}
+
+// CheckSealFormat refuses a stored value that is not sealed in a format
+// this packrun reads; it needs no key.
+func CheckSealFormat(v []byte) error {
+	if len(v) < 2 || v[1] != sealVersion {
+		if len(v) >= 2 && v[1] > sealVersion {
+			return fmt.Errorf("sealed secret value has format version %d, which this packrun cannot read: use a newer packrun", v[1])
+		}
+		return fmt.Errorf("%w: not a sealed value of a known format", ErrSecretAltered)
+	}
+	return nil
 }
 
 // NewSecretKey loads a key of SecretKeyLen raw bytes.
@@ -97,20 +140,24 @@ func (k *SecretKey) Seal(sc host.Scope, key string, value []byte) []byte {
 
 // Open returns the plaintext of the sealed value v of entry key in sc.
 func (k *SecretKey) Open(sc host.Scope, key string, v []byte) ([]byte, error) {
-	if len(v) < 2 || v[1] != sealVersion {
-		if len(v) >= 2 && v[1] > sealVersion {
-			return nil, fmt.Errorf("sealed secret value has format version %d, which this packrun cannot read: use a newer packrun", v[1])
-		}
-		return nil, fmt.Errorf("%w: not a sealed value of a known format", ErrSecretAltered)
+	if err := CheckSealFormat(v); err != nil {
+		return nil, err
 	}
 	if len(v) < sealHeaderLen+nonceLen+k.aead.Overhead() {
 		return nil, fmt.Errorf("%w: it is cut short; put the value again", ErrSecretAltered)
 	}
 	if !bytes.Equal(v[2:sealHeaderLen], k.id[:]) {
-		return nil, fmt.Errorf("%w: this store's key is %x, but the value was sealed with key %s", ErrSecretKey, k.id, hex.EncodeToString(v[2:sealHeaderLen]))
+		if k.file != "" {
+			return nil, fmt.Errorf("%w %s holds key %x, but this value was sealed with key %s: restore the file that holds that key (or point %s at it)",
+				ErrSecretKeyFile, k.file, k.id, SealKeyID(v), SecretKeyFileEnv)
+		}
+		return nil, fmt.Errorf("%w: this store's key is %x, but the value was sealed with key %s", ErrSecretKey, k.id, SealKeyID(v))
 	}
 	nonce := v[sealHeaderLen : sealHeaderLen+nonceLen]
 	pt, err := k.aead.Open(nil, nonce, v[sealHeaderLen+nonceLen:], sealAAD(v[:sealHeaderLen], sc, key))
+	if err != nil && k.file != "" {
+		return nil, fmt.Errorf("%w with key %x (%s): it was altered, or copied from another entry; put the value again", ErrSecretAltered, k.id, k.file)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w with key %x: it was altered, or copied from another entry; put the value again", ErrSecretAltered, k.id)
 	}
