@@ -79,6 +79,7 @@ vet:
 ci-checks: rebuild fmt vet fuzz
 
 # What .ci/run runs after installing packages: the checks, the README's test
-# command, then the benchmark comparison (informational, never fails).
-ci: ci-checks test
+# command, the race detector, then the benchmark comparison (informational,
+# never fails).
+ci: ci-checks test race
 	BENCH_QUICK=1 BENCH_COUNT=2 timeout 900 bash scripts/bench-compare HEAD~1 || true
