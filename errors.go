@@ -26,8 +26,11 @@ var (
 	// maximum, a negative attempt, a malformed version range), found
 	// before anything ran.
 	ErrUsage = errors.New("invalid request")
-	// ErrNotFound: a file the request names does not exist.
-	ErrNotFound = errors.New("not found")
+	// ErrNotFound: a file the request names does not exist (or a task,
+	// attempt, pack file, sensor... the request names). It is
+	// host.ErrNotFound, the one not-found sentinel (registry.ErrNotFound
+	// is the same value), so errors.Is matches any of the three names.
+	ErrNotFound = host.ErrNotFound
 	// ErrInputRefused: the node's inputSchema refused the input of an
 	// invocation; nothing ran, and the refused attempt is recorded (an
 	// *dispatch.InputError names the path at fault and the attempt).

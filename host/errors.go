@@ -16,7 +16,9 @@ import (
 var (
 	// ErrNotFound: no such task, attempt, artifact, route, lock or memory
 	// key (an expired memory entry, or one of another tenant, is not found
-	// either, and is reported identically).
+	// either, and is reported identically). It is the module's one
+	// not-found sentinel: packrun.ErrNotFound (a file a request names) and
+	// registry.ErrNotFound (a trust-policy entry) are this value.
 	ErrNotFound = errors.New("not found")
 	// ErrAccessDenied: the caller may not do this. Host services do not
 	// check grants themselves; callers (the runtime bridge) return it.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/textclip"
 )
 
@@ -18,8 +19,10 @@ var ErrUntrusted = errors.New("pack is not trusted")
 // altered) after it was signed.
 var ErrChangedSinceSigned = errors.New("the pack changed since it was signed")
 
-// ErrNotFound is returned by Policy.Remove when no entry has the name.
-var ErrNotFound = errors.New("not found")
+// ErrNotFound is returned by Policy.Remove when no entry has the name. It
+// is host.ErrNotFound, the one not-found sentinel (packrun.ErrNotFound is
+// the same value).
+var ErrNotFound = host.ErrNotFound
 
 // ErrExists is returned when a policy entry with the same name exists, or
 // when GenerateKey would overwrite a file.
