@@ -10,7 +10,7 @@ TOOLBIN ?= $(HOME)/.cache/packrun-ci/bin
 GOLANGCI_LINT := $(TOOLBIN)/golangci-lint
 # The packages whose tests run under the race detector: the root (the Host
 # and its goroutines), the dispatcher and both stores.
-RACE_PKGS := . ./internal/dispatch ./internal/sqlite ./internal/postgres
+RACE_PKGS := . ./internal/dispatch ./internal/store/sqlite ./internal/store/postgres
 
 # The dupl build golangci-lint v2.15.0 uses, run as a program (dupl-stores).
 DUPL_VERSION := v0.0.0-20260401084720-c99c5cf5c202
@@ -36,8 +36,8 @@ lint: $(GOLANGCI_LINT)
 # the pairs with one side in each (threshold as in .golangci.yml). It
 # informs (issue 32 item 1 removes the copies); it does not fail.
 dupl-stores:
-	@$(GO) run github.com/golangci/dupl@$(DUPL_VERSION) -plumbing -t 100 internal/sqlite internal/postgres \
-	  | grep -E '^internal/sqlite/[^:]+:[0-9-]+: duplicate of internal/postgres/|^internal/postgres/[^:]+:[0-9-]+: duplicate of internal/sqlite/' \
+	@$(GO) run github.com/golangci/dupl@$(DUPL_VERSION) -plumbing -t 100 internal/store/sqlite internal/store/postgres \
+	  | grep -E '^internal/store/sqlite/[^:]+:[0-9-]+: duplicate of internal/store/postgres/|^internal/store/postgres/[^:]+:[0-9-]+: duplicate of internal/store/sqlite/' \
 	  | grep -v _test.go | sort | tee /dev/stderr | wc -l | sed 's/$$/ cross-store duplicate fragments (dupl -t 100)/'
 
 # The short fuzz sessions (one list: scripts/fuzz). FUZZ=regex runs a part.

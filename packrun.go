@@ -34,7 +34,7 @@ import (
 	"github.com/packrun/packrun/internal/auth"
 	"github.com/packrun/packrun/internal/dispatch"
 	"github.com/packrun/packrun/internal/quota"
-	"github.com/packrun/packrun/internal/sqlite"
+	"github.com/packrun/packrun/internal/store/sqlite"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -122,7 +122,7 @@ type Host struct {
 
 // backend is what a Host needs of its store: every interface of package
 // host, and the home's own records — API tokens, the host key that seals
-// checkpoints and exports, the installed packs' integrity. internal/sqlite
+// checkpoints and exports, the installed packs' integrity. internal/store/sqlite
 // implements it (the embedded default); the PostgreSQL store will too
 // (issue 18).
 type backend interface {

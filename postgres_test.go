@@ -12,8 +12,8 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
-	"github.com/packrun/packrun/internal/pgtest"
-	"github.com/packrun/packrun/internal/runstest"
+	"github.com/packrun/packrun/internal/testing/pgtest"
+	"github.com/packrun/packrun/internal/testing/runstest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -17,7 +17,7 @@ import (
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/api"
 	"github.com/packrun/packrun/internal/api/openapitest"
-	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/internal/testing/hosttest"
 )
 
 // refusalEnv is an authEnv whose host log and HTTP server log are kept,

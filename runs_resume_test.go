@@ -12,8 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/hosttest"
-	"github.com/packrun/packrun/internal/runstest"
+	"github.com/packrun/packrun/internal/testing/hosttest"
+	"github.com/packrun/packrun/internal/testing/runstest"
 )
 
 // laterPack is examples/hello-wat renamed local.later.wat, its node

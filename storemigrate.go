@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/postgres"
-	"github.com/packrun/packrun/internal/sqlite"
-	"github.com/packrun/packrun/internal/storemove"
+	"github.com/packrun/packrun/internal/store/postgres"
+	"github.com/packrun/packrun/internal/store/sqlite"
+	"github.com/packrun/packrun/internal/store/storemove"
 )
 
 // StoreMigration is what MigrateStore copied: each table's rows in the

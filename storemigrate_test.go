@@ -14,7 +14,7 @@ import (
 	"github.com/packrun/packrun/internal/auth"
 	"github.com/packrun/packrun/internal/blobs"
 	"github.com/packrun/packrun/internal/message/messagetest"
-	"github.com/packrun/packrun/internal/pgtest"
+	"github.com/packrun/packrun/internal/testing/pgtest"
 )
 
 // A SQLite home moved into PostgreSQL reads the same through every host

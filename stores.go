@@ -15,8 +15,8 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
-	"github.com/packrun/packrun/internal/postgres"
-	"github.com/packrun/packrun/internal/storecore"
+	"github.com/packrun/packrun/internal/store/postgres"
+	"github.com/packrun/packrun/internal/store/storecore"
 )
 
 // StoreEnv names the environment variable Open reads for Config.Store

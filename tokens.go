@@ -87,7 +87,7 @@ var ErrBadToken = errors.New("the token is not valid")
 // Authenticate returns who a presented token acts as. The token's record
 // is checked on every call, so a revocation (from any packrun process)
 // holds at once; the SQLite store answers from a cache that every token
-// write invalidates in every process (internal/sqlite tokenCache).
+// write invalidates in every process (internal/store/sqlite tokenCache).
 func (h *Host) Authenticate(ctx context.Context, token string) (*Principal, error) {
 	id, secret, err := auth.Split(token)
 	if err != nil {

@@ -27,8 +27,8 @@ func TestDependencyDirection(t *testing.T) {
 		"internal": {"abi", "runtime", "host", "packs", "registry", "internal"},
 		// Test support (a runtime.Services fake, module helpers): only
 		// tests import it.
-		"internal/hosttest": {"abi", "runtime"},
-		"examples":          {"abi"},
+		"internal/testing/hosttest": {"abi", "runtime"},
+		"examples":                  {"abi"},
 	}
 	for pkg, ok := range allowed {
 		filepath.WalkDir(filepath.Join("..", pkg), func(dir string, d os.DirEntry, err error) error {
@@ -96,8 +96,8 @@ func TestNothingImportsTheRoot(t *testing.T) {
 }
 
 // TestOnlySQLiteOpensPackrunDB: the SQLite driver (and so packrun.db) is
-// internal/sqlite's alone. Any other package reads a SQLite store through
-// it: a store migration through its export stream (internal/storemove).
+// internal/store/sqlite's alone. Any other package reads a SQLite store through
+// it: a store migration through its export stream (internal/store/storemove).
 func TestOnlySQLiteOpensPackrunDB(t *testing.T) {
 	const driver = "github.com/mattn/go-sqlite3"
 	var importers []string
@@ -121,7 +121,7 @@ func TestOnlySQLiteOpensPackrunDB(t *testing.T) {
 		}
 		return nil
 	})
-	if !slices.Equal(importers, []string{"internal/sqlite"}) {
-		t.Errorf("packages importing %s: %v, want only internal/sqlite", driver, importers)
+	if !slices.Equal(importers, []string{"internal/store/sqlite"}) {
+		t.Errorf("packages importing %s: %v, want only internal/store/sqlite", driver, importers)
 	}
 }

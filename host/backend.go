@@ -1,6 +1,6 @@
 package host
 
-// Backend is everything one storage backend provides. internal/sqlite.Store
+// Backend is everything one storage backend provides. internal/store/sqlite.Store
 // implements it; another backend (a distributed queue and KV) would
 // implement the same interfaces.
 type Backend interface {

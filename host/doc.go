@@ -6,7 +6,7 @@
 // TaskOutcome, ArtifactRecord, TaskTypeSpec, runtime events) and use its
 // snake_case names in JSON.
 //
-// Implementations live under internal/: internal/sqlite is the embedded
+// Implementations live under internal/: internal/store/sqlite is the embedded
 // backend, and internal/evidence holds the canonical encodings that make
 // the evidence log tamper-evident (evidence.HashEvent,
 // evidence.HashAttempt), bundle verification and the secret Redactor.

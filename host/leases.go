@@ -6,12 +6,12 @@ import (
 )
 
 // Leases is implemented by a store that several dispatchers on separate
-// nodes share (internal/postgres): each claim holds its task under a
+// nodes share (internal/store/postgres): each claim holds its task under a
 // lease that lasts LeaseTTL unless renewed, instead of the one dispatch
 // lock guarding all claims. A dispatcher whose Backend implements it
 // claims without the dispatch lock, renews the lease of each task it runs
 // with Heartbeat, and reclaims the tasks of dead nodes with
-// ReclaimExpired. The embedded store (internal/sqlite) does not implement
+// ReclaimExpired. The embedded store (internal/store/sqlite) does not implement
 // it: one dispatcher claims at a time.
 type Leases interface {
 	// Heartbeat extends the lease of a running task held by runnerID on

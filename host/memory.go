@@ -50,7 +50,7 @@ type PutOptions struct {
 	// expired entry is never returned. Zero means no expiry.
 	TTL time.Duration
 	// Secret marks the value as a secret: the backend keeps it encrypted at
-	// rest (internal/sqlite seals it with a key kept apart from the database)
+	// rest (internal/store/sqlite seals it with a key kept apart from the database)
 	// and Get returns it as given; whoever reads it during an attempt
 	// should add it to that attempt's evidence.Redactor.
 	Secret bool

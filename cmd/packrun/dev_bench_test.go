@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/internal/testing/hosttest"
 )
 
 // BenchmarkDevReact times packrun dev from a saved source file to the

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/internal/testing/hosttest"
 
 	"github.com/packrun/packrun/registry"
 )

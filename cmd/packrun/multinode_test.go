@@ -17,13 +17,13 @@ import (
 	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/pgtest"
-	"github.com/packrun/packrun/internal/runstest"
+	"github.com/packrun/packrun/internal/testing/pgtest"
+	"github.com/packrun/packrun/internal/testing/runstest"
 )
 
 // settleRefused is the event the PostgreSQL store appends when it refuses
 // a settlement from a runner that no longer holds the task
-// (internal/postgres.EventTaskSettleRefused).
+// (internal/store/postgres.EventTaskSettleRefused).
 const settleRefused = "task_settle_refused"
 
 // cluster is a PostgreSQL database with packs installed, and the homes

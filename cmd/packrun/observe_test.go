@@ -22,8 +22,8 @@ import (
 
 	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/hosttest"
 	"github.com/packrun/packrun/internal/observe"
+	"github.com/packrun/packrun/internal/testing/hosttest"
 	"github.com/packrun/packrun/runtime"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packrun/packrun/internal/ocitest"
+	"github.com/packrun/packrun/internal/testing/ocitest"
 )
 
 // BenchmarkOCIPushPull: `packrun push` and `packrun pull` (as processes)

@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/packrun/packrun/internal/ocitest"
+	"github.com/packrun/packrun/internal/testing/ocitest"
 )
 
 // ociFixture is a signed hello-c pack, a home that trusts its key, and a

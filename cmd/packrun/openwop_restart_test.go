@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/hosttest"
-	"github.com/packrun/packrun/internal/runstest"
+	"github.com/packrun/packrun/internal/testing/hosttest"
+	"github.com/packrun/packrun/internal/testing/runstest"
 )
 
 // TestOpenwopRunSurvivesSIGKILL: `packrun serve` is killed (SIGKILL) while

@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/packrun/packrun/internal/pgtest"
+	"github.com/packrun/packrun/internal/testing/pgtest"
 )
 
 // TestMain stops the PostgreSQL server pgtest.DSN starts for the tests

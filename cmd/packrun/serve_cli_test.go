@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/internal/testing/hosttest"
 )
 
 // TestServeListenExitCodes: a busy port is an unavailable resource (69),

@@ -15,7 +15,7 @@ import (
 
 	packrun "github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/internal/testing/hosttest"
 )
 
 // servedHome prepares a home with the C hello pack installed (task type

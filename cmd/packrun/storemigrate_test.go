@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/packrun/packrun/internal/pgtest"
+	"github.com/packrun/packrun/internal/testing/pgtest"
 )
 
 // `packrun store migrate` moves a home with an installed pack and a

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	packrun "github.com/packrun/packrun"
-	"github.com/packrun/packrun/internal/pgtest"
+	"github.com/packrun/packrun/internal/testing/pgtest"
 )
 
 // The README's serve walkthrough, unchanged, on PostgreSQL: only

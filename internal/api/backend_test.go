@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/sqlite"
+	"github.com/packrun/packrun/internal/store/sqlite"
 )
 
 // newBackend returns the backend the tests run against: the real embedded

@@ -14,7 +14,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/adapters"
-	"github.com/packrun/packrun/internal/sqlite"
+	"github.com/packrun/packrun/internal/store/sqlite"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )

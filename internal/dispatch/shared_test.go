@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/pgtest"
-	"github.com/packrun/packrun/internal/postgres"
+	"github.com/packrun/packrun/internal/store/postgres"
+	"github.com/packrun/packrun/internal/testing/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -31,8 +31,8 @@ import (
 // the chain and reports a chain that ends before the checkpointed entry,
 // or whose entry there has another hash (CheckAnchor).
 //
-// Both stores use this: internal/sqlite writes the file beside its
-// database, internal/postgres into each node's home (each node anchors the
+// Both stores use this: internal/store/sqlite writes the file beside its
+// database, internal/store/postgres into each node's home (each node anchors the
 // heads it committed).
 //
 // Checkpoints are coalesced (at most one write per checkpointEvery while

@@ -13,8 +13,8 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/abi/guest/go/packrun"
-	"github.com/packrun/packrun/internal/guesttest"
-	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/internal/testing/guesttest"
+	"github.com/packrun/packrun/internal/testing/hosttest"
 	"github.com/packrun/packrun/runtime"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/packrun/packrun/abi"
-	"github.com/packrun/packrun/internal/guesttest"
-	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/internal/testing/guesttest"
+	"github.com/packrun/packrun/internal/testing/hosttest"
 	"github.com/packrun/packrun/runtime"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/packrun/packrun/abi"
-	"github.com/packrun/packrun/internal/hosttest"
+	"github.com/packrun/packrun/internal/testing/hosttest"
 	"github.com/packrun/packrun/runtime"
 )
 

@@ -15,7 +15,7 @@ import (
 
 func main() {}
 
-// The messages of internal/guesttest (OpsAlert, OffGrant, InvalidMsg): within the grant, outside
+// The messages of internal/testing/guesttest (OpsAlert, OffGrant, InvalidMsg): within the grant, outside
 // it, refused by its seed.
 const (
 	opsAlert = `{"metadata":{"message_id":"11111111-2222-3333-4444-555555555555","timestamp":"2026-01-02T15:04:05Z",` +
@@ -25,7 +25,7 @@ const (
 	invalid = `{"metadata":{"source":"probe"},"payload":{}}`
 )
 
-// The sensor events of internal/guesttest (SensorEvent, InvalidEvent).
+// The sensor events of internal/testing/guesttest (SensorEvent, InvalidEvent).
 const (
 	sensorEvent = `{"event_id":"ev-1","observed_at":"2026-01-02T15:04:05Z","source_ref":"probe:1",` +
 		`"dedupe_key":"k1","payload":{"n":1}}`

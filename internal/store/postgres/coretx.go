@@ -1,0 +1,83 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/store/storecore"
+)
+
+// coreTx is a write transaction as the rules written once see it
+// (storecore.Tx).
+type coreTx struct{ x *tx }
+
+var (
+	_ storecore.TaskTx   = coreTx{}
+	_ storecore.SensorTx = coreTx{}
+)
+
+func (c coreTx) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	tag, err := c.x.Exec(ctx, query, args...)
+	return tag.RowsAffected(), err
+}
+
+func (c coreTx) Query(ctx context.Context, query string, args ...any) (storecore.Rows, error) {
+	return c.x.Query(ctx, query, args...)
+}
+
+func (c coreTx) QueryRow(ctx context.Context, query string, args ...any) storecore.Row {
+	return pgRow{c.x.QueryRow(ctx, query, args...)}
+}
+
+func (c coreTx) Event(typ, taskID, attemptID string, data any) error {
+	_, err := c.x.event(typ, taskID, attemptID, data)
+	return err
+}
+
+func (coreTx) Dialect() *storecore.Dialect { return storecore.PostgresDialect }
+
+func (c coreTx) InsertTask(ctx context.Context, t *host.TaskRecord) error {
+	return c.x.insertTask(ctx, t, "")
+}
+
+func (c coreTx) SensorWorkflow(ctx context.Context, ev *host.SensorEvent, tenant string, now time.Time) (*host.WorkflowRecord, bool, error) {
+	return c.x.sensorWorkflow(ctx, ev, tenant, now)
+}
+
+func (c coreTx) ClaimWorkflow(ctx context.Context, r *host.WorkflowRecord, isNew bool) (*host.WorkflowRecord, bool, error) {
+	return c.x.claimRecord(ctx, r, isNew)
+}
+
+func (c coreTx) SensorWorkflowEvents(ctx context.Context, r *host.WorkflowRecord, created bool, sev *host.SensorEventRecord, attemptID string, now time.Time) error {
+	return c.x.sensorWorkflowEvents(ctx, r, created, sev, attemptID, now)
+}
+
+func (c coreTx) CheckWorkflowRef(ctx context.Context, op, tenant string, ref *host.WorkflowRef) error {
+	return c.x.checkWorkflowRef(ctx, op, tenant, ref)
+}
+
+// corePool reads from the pool for the rules written once.
+type corePool struct{ p *pgxpool.Pool }
+
+func (c corePool) Query(ctx context.Context, query string, args ...any) (storecore.Rows, error) {
+	return c.p.Query(ctx, query, args...)
+}
+
+func (c corePool) QueryRow(ctx context.Context, query string, args ...any) storecore.Row {
+	return pgRow{c.p.QueryRow(ctx, query, args...)}
+}
+
+type pgRow struct{ r pgx.Row }
+
+func (r pgRow) Scan(dest ...any) error {
+	err := r.r.Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storecore.ErrNoRows
+	}
+	return err
+}

@@ -1,0 +1,289 @@
+package postgres
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/store/storecore"
+)
+
+// Compile-time interface guards: what this backend implements so far.
+var (
+	_ host.Evidence = (*Store)(nil)
+	_ host.Queue    = (*Store)(nil)
+	_ host.Locker   = (*Store)(nil)
+)
+
+// Options configure a Store. Zero fields take the defaults.
+type Options struct {
+	// Now is the clock (default time.Now); tests inject their own. Nodes
+	// on separate machines compare leases with their own clocks: keep
+	// them synchronised (NTP) well within LeaseTTL.
+	Now func() time.Time
+	// LeaseTTL is how long a claim holds its task without a heartbeat
+	// (default 30s): past it, any node may reclaim the task. It is also
+	// a quarter of it the store's connections'
+	// idle_in_transaction_session_timeout (unless the DSN sets one): a
+	// node stopped in the middle of a write transaction (paused, swapped
+	// out) would otherwise hold its locks, the evidence chain's among
+	// them, and stall every other node for as long as it is stopped (long
+	// enough for their leases to expire too); the server ends its session
+	// instead, and the transaction rolls back.
+	LeaseTTL time.Duration
+	// Backoff is the delay before retry number n (n = the attempts made
+	// so far, from 1). Default: 30s·2^(n-1), at most 15 minutes, as
+	// internal/store/sqlite.
+	Backoff func(n int) time.Duration
+	// MaxConns caps the pool's connections (default: pgxpool's, the
+	// larger of 4 and the number of CPUs).
+	MaxConns int32
+	// HostKey seals exported attempt bundles (ExportAttempt) and
+	// exported digests (SealDigest; HostPublicKey is its public half);
+	// without it they fail. Each node may have its own.
+	HostKey ed25519.PrivateKey
+	// Quotas are the quota rules applied inside the store's own writes
+	// (host.StoreQuotas; nil: none).
+	Quotas host.StoreQuotas
+	// MaxArtifactBytes caps one artifact (default 64 MiB).
+	MaxArtifactBytes int64
+	// Writers is how many transactions of batched write operations this
+	// store runs at once (default 2: one fills while the other waits for
+	// the chain lock and its commit). See writer.go.
+	Writers int
+	// MaxValueBytes caps one memory value (default 1 MiB).
+	MaxValueBytes int64
+	// MaxNamespaceBytes caps the keys plus values of one tenant's
+	// namespace (default 64 MiB).
+	MaxNamespaceBytes int64
+	// SecretKey (storecore.SecretKeyLen raw bytes) seals secret memory
+	// values at rest; every node of one database needs the same key.
+	// Without it, storing or reading a secret value fails (memory.go).
+	SecretKey []byte
+	// CheckpointFile is where this node writes the signed head
+	// checkpoint (checkpoint.go): the newest head of the chain its own
+	// transactions committed, signed with HostKey, which it needs.
+	// Give each node its own (root stores.go: evidence-head.json in the
+	// node's home). Empty: no checkpoint, and VerifyChain reports none.
+	CheckpointFile string
+	// Reanchor opens a store whose anchor (this node's checkpoint or host
+	// key) is lost, which Open otherwise refuses with host.ErrUnanchored,
+	// for Reanchor and AnchorState only: the operator's re-anchoring.
+	Reanchor bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 30 * time.Second
+	}
+	if o.Backoff == nil {
+		o.Backoff = storecore.DefaultBackoff
+	}
+	if o.MaxArtifactBytes <= 0 {
+		o.MaxArtifactBytes = 64 << 20
+	}
+	if o.Writers <= 0 {
+		o.Writers = 2
+	}
+	if o.MaxValueBytes <= 0 {
+		o.MaxValueBytes = 1 << 20
+	}
+	if o.MaxNamespaceBytes <= 0 {
+		o.MaxNamespaceBytes = 64 << 20
+	}
+	return o
+}
+
+// Store is the PostgreSQL backend of the host services.
+type Store struct {
+	pool *pgxpool.Pool
+	opts Options
+	w    *writers
+	// secret seals secret memory values (nil: Options.SecretKey unset).
+	secret *storecore.SecretKey
+	// anchor writes and checks this node's signed head checkpoint (nil:
+	// Options.CheckpointFile unset; checkpoint.go).
+	anchor *evidence.Anchor
+	// values: the attempt values this node hashed and stored lately
+	// (evidence.Values), so a repeated value is hashed and written once.
+	values evidence.Values
+	// closeOnce makes Close idempotent; closeErr is the first Close's.
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open connects to the database dsn names (a postgres:// URL or a
+// key=value string) and applies the host's migrations.
+func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	opts = opts.withDefaults()
+	var secret *storecore.SecretKey
+	if opts.SecretKey != nil {
+		if secret, err = storecore.NewSecretKey(opts.SecretKey); err != nil {
+			return nil, fmt.Errorf("open postgres store: %w", err)
+		}
+	}
+	if opts.CheckpointFile != "" && len(opts.HostKey) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("open postgres store: %w", errCheckpointNoKey)
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams[idleInTx]; !set {
+		cfg.ConnConfig.RuntimeParams[idleInTx] = fmt.Sprint(max(opts.LeaseTTL.Milliseconds()/4, 1))
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	// The writers hold a connection each; reads need some too.
+	cfg.MaxConns = max(cfg.MaxConns, int32(opts.Writers)+2)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	s := &Store{pool: pool, opts: opts, secret: secret}
+	if err := migrate(ctx, s); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if opts.CheckpointFile != "" {
+		s.anchor = evidence.NewAnchor(opts.CheckpointFile, hostKeyOf(opts.HostKey), opts.Now)
+		if err := s.openAnchor(ctx); err != nil {
+			s.anchor.Close()
+			pool.Close()
+			return nil, fmt.Errorf("open postgres store: %w", err)
+		}
+	}
+	s.w = startWriters(s, opts.Writers)
+	return s, nil
+}
+
+// idleInTx is the server setting that ends a session left idle inside a
+// transaction for longer than it (milliseconds).
+const idleInTx = "idle_in_transaction_session_timeout"
+
+// Close stops the writers once the operations they took are done, writes
+// the last head this node committed to its checkpoint, and closes the
+// pool. Writes submitted afterwards fail.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.w.close()
+		if s.anchor != nil {
+			if err := s.anchor.Close(); err != nil {
+				s.closeErr = fmt.Errorf("write the evidence head checkpoint: %w", err)
+			}
+		}
+		s.pool.Close()
+	})
+	return s.closeErr
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+func (s *Store) now() time.Time { return s.opts.Now().UTC() }
+
+// ts encodes a stored time (host.FormatTime: text order is time order).
+func ts(t time.Time) string { return host.FormatTime(t) }
+
+// parseTS reads a stored time; a malformed value is the zero time.
+func parseTS(v string) time.Time {
+	t, _ := host.ParseTime(v)
+	return t
+}
+
+func parseNullTS(v *string) *time.Time {
+	if v == nil {
+		return nil
+	}
+	t := parseTS(*v)
+	return &t
+}
+
+// tx is one write transaction: the pgx transaction, the chain entries
+// its operations appended, linked into the chain when it commits (see
+// flush), and the context its statements run on.
+type tx struct {
+	pgx.Tx
+	s       *Store
+	ctx     context.Context
+	pending []pendingEntry
+	// after are statements that need the seqs flush assigns (a row
+	// naming its event), queued in flush's batch after the entries.
+	after []func(*pgx.Batch)
+	// head is the chain head flush left, if it appended entries: once
+	// the transaction commits, this node anchors it (committed).
+	head *host.ChainHead
+}
+
+// maxTries bounds how often write runs an operation that PostgreSQL
+// aborted for a deadlock or a serialization failure.
+const maxTries = 5
+
+// write runs fn in a transaction (READ COMMITTED), shared with other
+// write operations of this store (see writer.go), appends the chain
+// entries it queued, and commits. fn may run more than once (a batch that
+// failed is run again, a deadlock retried), so it must start from its
+// caller's values each time. An error from fn rolls back what it did,
+// chain entries included; fn's statements run on the writer's context,
+// not ctx.
+func (s *Store) write(ctx context.Context, fn func(*tx) error) error {
+	return s.w.do(ctx, fn)
+}
+
+// writeAlone runs fn in a transaction of its own, retrying a deadlock or
+// serialization failure.
+func (s *Store) writeAlone(ctx context.Context, fn func(*tx) error) error {
+	for try := 1; ; try++ {
+		err := s.writeOnce(ctx, fn)
+		if err == nil || try == maxTries || !retryable(err) {
+			return err
+		}
+	}
+}
+
+func (s *Store) writeOnce(ctx context.Context, fn func(*tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ctx = context.WithoutCancel(ctx)
+	ptx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	x := &tx{Tx: ptx, s: s, ctx: ctx}
+	if err = fn(x); err == nil {
+		if err = x.flush(ctx); err == nil {
+			if err = ptx.Commit(ctx); err == nil {
+				s.committed(x.head)
+			}
+			return err
+		}
+	}
+	ptx.Rollback(context.WithoutCancel(ctx))
+	return err
+}
+
+// retryable reports a deadlock or serialization failure.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// uniqueViolation reports an insert refused by the unique index named.
+func uniqueViolation(err error, index string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == index
+}
