@@ -1,0 +1,5 @@
+-- quotas: the transitions each workflow record has
+-- made (the workflow_steps quota), and an index counting the active
+-- records of each tenant (host.UsageCounter).
+ALTER TABLE workflow_records ADD COLUMN transitions INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX workflow_records_status ON workflow_records (status, tenant);
