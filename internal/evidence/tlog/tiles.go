@@ -3,12 +3,14 @@ package tlog
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/rfc6962"
 )
 
 // The tree's hashes are stored as tiles, as in C2SP tlog-tiles (and the Go
@@ -173,16 +175,23 @@ func nodeHashes(ctx context.Context, r TileReader, size uint64, ids []compact.No
 }
 
 // subtreeRoot is the root of the perfect subtree over the concatenated
-// hashes (a power of two of them).
+// hashes (a power of two of them): RFC 6962 interior hashes, level by
+// level in one scratch buffer.
 func subtreeRoot(hashes []byte) []byte {
-	if len(hashes) == HashSize {
-		return append([]byte(nil), hashes...)
+	buf := append([]byte(nil), hashes...)
+	if len(buf) == HashSize {
+		return buf
 	}
-	r := factory.NewEmptyRange(0)
-	for i := 0; i < len(hashes); i += HashSize {
-		_ = r.Append(hashes[i:i+HashSize], nil) // cannot fail: hashes are well formed
+	h := sha256.New()
+	for n := len(buf) / HashSize; n > 1; n /= 2 {
+		for i := 0; i < n/2; i++ {
+			h.Reset()
+			h.Write([]byte{rfc6962.RFC6962NodeHashPrefix})
+			h.Write(buf[2*i*HashSize : (2*i+2)*HashSize])
+			h.Sum(buf[i*HashSize : i*HashSize])
+		}
 	}
-	return r.Hashes()[0]
+	return buf[:HashSize]
 }
 
 var factory = &compact.RangeFactory{Hash: hasher.HashChildren}
