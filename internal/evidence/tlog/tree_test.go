@@ -276,3 +276,31 @@ func TestVerifyRefusals(t *testing.T) {
 		t.Fatalf("proof beyond the tiles: err = %v", err)
 	}
 }
+
+// shortTiles is a broken store: it returns every tile one hash short.
+type shortTiles struct{ *MemoryTiles }
+
+func (s shortTiles) ReadTiles(ctx context.Context, ids []TileID) ([][]byte, error) {
+	out, err := s.MemoryTiles.ReadTiles(ctx, ids)
+	for i := range out {
+		out[i] = out[i][:len(out[i])-HashSize]
+	}
+	return out, err
+}
+
+func TestBrokenTileStoreIsAnError(t *testing.T) {
+	m := NewMemoryTiles()
+	grow(t, m, 0, 300, 300)
+	bad := shortTiles{m}
+	if _, err := Integrate(context.Background(), bad, 300, leafHashes(300, 301)); err == nil || !strings.Contains(err.Error(), "tile/0/001.p/44 is 1376 bytes, want 1408") {
+		t.Fatalf("Integrate: err = %v", err)
+	}
+	if _, err := InclusionProof(context.Background(), bad, 3, 300); err == nil || !strings.Contains(err.Error(), "is 8160 bytes, want 8192") {
+		t.Fatalf("InclusionProof: err = %v", err)
+	}
+	// An empty batch changes nothing.
+	res, err := Integrate(context.Background(), m, 300, nil)
+	if err != nil || res.Size != 300 || len(res.Tiles) != 0 || !bytes.Equal(res.Root, mth(leafHashes(0, 300))) {
+		t.Fatalf("empty batch: %+v, %v", res, err)
+	}
+}
