@@ -91,8 +91,8 @@ func checkProofHashes(what string, p [][]byte) error {
 		return fmt.Errorf("%s: %d proof hashes, more than any proof has (%d)", what, len(p), MaxProofHashes)
 	}
 	for i, h := range p {
-		if err := checkHash(fmt.Sprintf("proof hash %d", i), h); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
+		if len(h) != HashSize {
+			return fmt.Errorf("%s: %w", what, checkHash(fmt.Sprintf("proof hash %d", i), h))
 		}
 	}
 	return nil

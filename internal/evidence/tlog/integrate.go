@@ -24,8 +24,8 @@ type Integration struct {
 // the same transaction as the new size) before it publishes the new root.
 func Integrate(ctx context.Context, r TileReader, oldSize uint64, leafHashes [][]byte) (*Integration, error) {
 	for i, h := range leafHashes {
-		if err := checkHash(fmt.Sprintf("leaf hash %d of the batch", i), h); err != nil {
-			return nil, err
+		if len(h) != HashSize {
+			return nil, checkHash(fmt.Sprintf("leaf hash %d of the batch", i), h)
 		}
 	}
 	newSize := oldSize + uint64(len(leafHashes))
@@ -72,6 +72,9 @@ func Integrate(ctx context.Context, r TileReader, oldSize uint64, leafHashes [][
 
 	// Append, keeping the new hashes of the tile levels.
 	fresh := map[uint8][]byte{} // tile level -> new hashes of tree level TileHeight*l, in order
+	for l := uint(0); newSize>>(TileHeight*l) > oldSize>>(TileHeight*l); l++ {
+		fresh[uint8(l)] = make([]byte, 0, ((newSize>>(TileHeight*l))-(oldSize>>(TileHeight*l)))*HashSize)
+	}
 	visit := func(id compact.NodeID, h []byte) {
 		if id.Level%TileHeight == 0 {
 			l := uint8(id.Level / TileHeight)

@@ -111,8 +111,8 @@ func checkProofShape(what string, p [][]byte, root []byte) error {
 		return fmt.Errorf("%s: %d hashes, more than any proof has (%d)", what, len(p), MaxProofHashes)
 	}
 	for i, h := range p {
-		if err := checkHash(fmt.Sprintf("hash %d", i), h); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
+		if len(h) != HashSize {
+			return fmt.Errorf("%s: %w", what, checkHash(fmt.Sprintf("hash %d", i), h))
 		}
 	}
 	if err := checkHash("root hash", root); err != nil {
