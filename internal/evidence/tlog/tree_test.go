@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"golang.org/x/mod/sumdb/tlog"
 )
 
 // mth is RFC 6962's Merkle Tree Hash written out from its definition
@@ -302,5 +304,53 @@ func TestBrokenTileStoreIsAnError(t *testing.T) {
 	res, err := Integrate(context.Background(), m, 300, nil)
 	if err != nil || res.Size != 300 || len(res.Tiles) != 0 || !bytes.Equal(res.Root, mth(leafHashes(0, 300))) {
 		t.Fatalf("empty batch: %+v, %v", res, err)
+	}
+}
+
+// TestTilesMatchTheChecksumDatabase checks every tile (full and partial,
+// as written batch after batch) against golang.org/x/mod/sumdb/tlog, an
+// independent implementation of the same layout (its paths carry the
+// height, tile/8/L/N, where C2SP's tlog-tiles has tile/L/N).
+func TestTilesMatchTheChecksumDatabase(t *testing.T) {
+	var stored []tlog.Hash
+	r := tlog.HashReaderFunc(func(ix []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(ix))
+		for i, x := range ix {
+			out[i] = stored[x]
+		}
+		return out, nil
+	})
+	m := NewMemoryTiles()
+	size := 0
+	for _, batch := range []int{1, 5, 250, 1, 300, 7000, 2} {
+		res, err := Integrate(context.Background(), m, uint64(size), leafHashes(size, size+batch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Write(res.Tiles); err != nil {
+			t.Fatal(err)
+		}
+		for i := size; i < size+batch; i++ {
+			hs, err := tlog.StoredHashes(int64(i), entry(i), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stored = append(stored, hs...)
+		}
+		want := tlog.NewTiles(TileHeight, int64(size), int64(size+batch))
+		if len(want) != len(res.Tiles) {
+			t.Fatalf("batch at %d: %d tiles, sumdb writes %d", size, len(res.Tiles), len(want))
+		}
+		for i, w := range want {
+			got := res.Tiles[i]
+			data, err := tlog.ReadTileData(w, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := strings.Replace(w.Path(), "tile/8/", "tile/", 1); got.Path() != p || !bytes.Equal(got.Data, data) {
+				t.Fatalf("batch at %d: tile %s differs from sumdb's %s", size, got.Path(), w.Path())
+			}
+		}
+		size += batch
 	}
 }
