@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -45,22 +44,6 @@ func (c coreTx) InsertTask(ctx context.Context, t *host.TaskRecord) error {
 	return c.x.insertTask(ctx, t, "")
 }
 
-func (c coreTx) SensorWorkflow(ctx context.Context, ev *host.SensorEvent, tenant string, now time.Time) (*host.WorkflowRecord, bool, error) {
-	return c.x.sensorWorkflow(ctx, ev, tenant, now)
-}
-
-func (c coreTx) ClaimWorkflow(ctx context.Context, r *host.WorkflowRecord, isNew bool) (*host.WorkflowRecord, bool, error) {
-	return c.x.claimRecord(ctx, r, isNew)
-}
-
-func (c coreTx) SensorWorkflowEvents(ctx context.Context, r *host.WorkflowRecord, created bool, sev *host.SensorEventRecord, attemptID string, now time.Time) error {
-	return c.x.sensorWorkflowEvents(ctx, r, created, sev, attemptID, now)
-}
-
-func (c coreTx) CheckWorkflowRef(ctx context.Context, op, tenant string, ref *host.WorkflowRef) error {
-	return c.x.checkWorkflowRef(ctx, op, tenant, ref)
-}
-
 // corePool reads from the pool for the rules written once.
 type corePool struct{ p *pgxpool.Pool }
 
@@ -80,4 +63,9 @@ func (r pgRow) Scan(dest ...any) error {
 		return storecore.ErrNoRows
 	}
 	return err
+}
+
+// InsertTaskFor inserts a task a workflow state emits (storecore.WorkflowTx).
+func (c coreTx) InsertTaskFor(ctx context.Context, t *host.TaskRecord, attemptID string) error {
+	return c.x.insertTask(ctx, t, attemptID)
 }

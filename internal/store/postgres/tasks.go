@@ -65,7 +65,7 @@ func (x *tx) insertTask(ctx context.Context, t *host.TaskRecord, attemptID strin
 }
 
 // Enqueue implements host.Queue. An intent's workflow_ref must name a
-// record of the tenant (see checkWorkflowRef).
+// record of the tenant (see storecore.CheckWorkflowRef).
 func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.EnqueueOptions) (*host.TaskRecord, error) {
 	const op = "enqueue"
 	t, err := storecore.NewTask(op, &intent, opts.MaxAttempts, s.now())
@@ -82,7 +82,7 @@ func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.E
 	au := host.AuditFor(ctx, host.AuditTask)
 	if err := s.write(ctx, func(x *tx) error {
 		if t.WorkflowRef != nil {
-			if err := x.checkWorkflowRef(ctx, op, t.Tenant, t.WorkflowRef); err != nil {
+			if err := storecore.CheckWorkflowRef(ctx, coreTx{x}, op, t.Tenant, t.WorkflowRef); err != nil {
 				return err
 			}
 		}

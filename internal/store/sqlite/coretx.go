@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"time"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/store/storecore"
@@ -53,29 +52,6 @@ func (c coreTx) InsertTask(_ context.Context, t *host.TaskRecord) error {
 	return c.s.insertTask(c.tx, t, "")
 }
 
-func (c coreTx) SensorWorkflow(_ context.Context, ev *host.SensorEvent, tenant string, now time.Time) (*host.WorkflowRecord, bool, error) {
-	return c.s.sensorWorkflow(c.tx, ev, tenant, now)
-}
-
-// ClaimWorkflow inserts a new record: under the single writer no other
-// can hold its instance key since SensorWorkflow looked.
-func (c coreTx) ClaimWorkflow(_ context.Context, r *host.WorkflowRecord, isNew bool) (*host.WorkflowRecord, bool, error) {
-	if isNew {
-		if err := insertRecord(c.tx, r); err != nil {
-			return nil, false, err
-		}
-	}
-	return r, isNew, nil
-}
-
-func (c coreTx) SensorWorkflowEvents(_ context.Context, r *host.WorkflowRecord, created bool, sev *host.SensorEventRecord, attemptID string, now time.Time) error {
-	return c.s.sensorWorkflowEvents(c.tx, r, created, sev, attemptID, now)
-}
-
-func (c coreTx) CheckWorkflowRef(_ context.Context, op, tenant string, ref *host.WorkflowRef) error {
-	return checkWorkflowRef(c.tx, op, tenant, ref)
-}
-
 // coreDB reads from the pool for the rules written once; one-row reads
 // go through the store's cached statements (Store.queryRow).
 type coreDB struct{ s *Store }
@@ -105,3 +81,8 @@ func (r sqlRow) Scan(dest ...any) error {
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { r.Rows.Close() }
+
+// InsertTaskFor inserts a task a workflow state emits (storecore.WorkflowTx).
+func (c coreTx) InsertTaskFor(_ context.Context, t *host.TaskRecord, attemptID string) error {
+	return c.s.insertTask(c.tx, t, attemptID)
+}

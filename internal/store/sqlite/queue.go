@@ -79,7 +79,7 @@ func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.E
 	au := host.AuditFor(ctx, host.AuditTask)
 	err = s.w.do(ctx, func(tx *wtx) error {
 		if t.WorkflowRef != nil {
-			if err := checkWorkflowRef(tx, op, t.Tenant, t.WorkflowRef); err != nil {
+			if err := storecore.CheckWorkflowRef(ctx, coreTx{s, tx}, op, t.Tenant, t.WorkflowRef); err != nil {
 				return err
 			}
 		}
@@ -396,7 +396,7 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 				return err
 			}
 			if t.WorkflowRef != nil && in.Outcome.WorkflowSignal != "" {
-				if wfResult, err = s.applyWorkflowSignal(tx, t, in.Outcome.WorkflowSignal, in.AttemptID, now); err != nil {
+				if wfResult, err = storecore.ApplyWorkflowSignal(bg, coreTx{s, tx}, s.opts.Quotas, t, in.Outcome.WorkflowSignal, in.AttemptID, now); err != nil {
 					return err
 				}
 			}

@@ -9,26 +9,13 @@ import (
 	"github.com/packrun/packrun/host"
 )
 
-// The sensor rules of host.Sensors written once against Tx. What they
-// do to workflow records is asked of the driver (SensorTx) until the
-// workflow rules move (see RATIONALE.md).
+// The sensor rules of host.Sensors written once against Tx; what they
+// do to workflow records is workflows.go's.
 
-// SensorTx is a TaskTx with the workflow operations a sensor event uses.
+// SensorTx is a TaskTx that also inserts the tasks of workflow states.
 type SensorTx interface {
 	TaskTx
-	// CheckWorkflowRef refuses a reference to a workflow record the
-	// tenant does not have.
-	CheckWorkflowRef(ctx context.Context, op, tenant string, ref *host.WorkflowRef) error
-	// SensorWorkflow finds the record an event's proposed_workflow names
-	// or builds a new one (created true), without writing.
-	SensorWorkflow(ctx context.Context, ev *host.SensorEvent, tenant string, now time.Time) (*host.WorkflowRecord, bool, error)
-	// ClaimWorkflow inserts the new record r (isNew) unless another
-	// writer's holds its instance key, and returns the record that holds
-	// it (locked) and whether it is r.
-	ClaimWorkflow(ctx context.Context, r *host.WorkflowRecord, isNew bool) (*host.WorkflowRecord, bool, error)
-	// SensorWorkflowEvents appends sensor_workflow_created or _deduped
-	// for r (waking a blocked record) and enters its state.
-	SensorWorkflowEvents(ctx context.Context, r *host.WorkflowRecord, created bool, sev *host.SensorEventRecord, attemptID string, now time.Time) error
+	WorkflowTx
 }
 
 // sensorPlan is what an accepted event will create, prepared (checked)
@@ -62,7 +49,7 @@ func ApplySensorEvent(ctx context.Context, tx SensorTx, ev *host.SensorEvent, te
 	}
 	var p sensorPlan
 	if ev.ProposedWorkflow != nil {
-		if p.wf, p.wfCreated, err = tx.SensorWorkflow(ctx, ev, tenant, now); err != nil {
+		if p.wf, p.wfCreated, err = SensorWorkflow(ctx, tx, ev, tenant, now); err != nil {
 			return nil, err
 		}
 	}
@@ -107,7 +94,7 @@ func acceptedSensorEvent(ctx context.Context, tx Tx, r *host.SensorEventRecord, 
 func applySensorPlan(ctx context.Context, tx SensorTx, r *host.SensorEventRecord, p *sensorPlan, attemptID string, now time.Time) error {
 	if p.wf != nil {
 		var err error
-		if p.wf, p.wfCreated, err = tx.ClaimWorkflow(ctx, p.wf, p.wfCreated); err != nil {
+		if p.wf, p.wfCreated, err = ClaimWorkflow(ctx, tx, p.wf, p.wfCreated); err != nil {
 			return err
 		}
 		r.Status, r.WorkflowID = host.SensorWorkflowDeduped, p.wf.WorkflowID
@@ -135,7 +122,7 @@ func applySensorPlan(ctx context.Context, tx SensorTx, r *host.SensorEventRecord
 		}
 	}
 	if p.wf != nil {
-		return tx.SensorWorkflowEvents(ctx, p.wf, p.wfCreated, r, attemptID, now)
+		return SensorWorkflowEvents(ctx, tx, p.wf, p.wfCreated, r, attemptID, now)
 	}
 	return nil
 }
@@ -189,7 +176,7 @@ func SensorTask(ctx context.Context, tx SensorTx, ev *host.SensorEvent, tenant s
 	}
 	t.Tenant = tenant
 	if ref := t.WorkflowRef; ref != nil {
-		if err := tx.CheckWorkflowRef(ctx, "sensor event", tenant, ref); err != nil {
+		if err := CheckWorkflowRef(ctx, tx, "sensor event", tenant, ref); err != nil {
 			return nil, err
 		}
 	}

@@ -57,12 +57,16 @@ type Dialect struct {
 	// True is the boolean literal matching the backends' partial indexes
 	// ("TRUE" on PostgreSQL; "1" on SQLite, whose indexes say = 1).
 	True string
+	// RunOrder is the column numbering openwop_runs in the order they
+	// were inserted: "seq" on PostgreSQL, "rowid" on SQLite (whose
+	// table has no seq column).
+	RunOrder string
 }
 
 // Dialects of the two backends.
 var (
-	PostgresDialect = &Dialect{LockRows: " FOR UPDATE", SkipLocked: " FOR UPDATE SKIP LOCKED", True: "TRUE"}
-	SQLiteDialect   = &Dialect{True: "1"}
+	PostgresDialect = &Dialect{LockRows: " FOR UPDATE", SkipLocked: " FOR UPDATE SKIP LOCKED", True: "TRUE", RunOrder: "seq"}
+	SQLiteDialect   = &Dialect{True: "1", RunOrder: "rowid"}
 )
 
 var rebound sync.Map // query text -> its ?N form

@@ -21,6 +21,7 @@ func Runs(t *testing.T, open Opener) {
 		{"RunLog", runsRunLog},
 		{"ClaimUnfinishedRuns", runsClaimUnfinished},
 		{"RunLeases", runsLeases},
+		{"ClaimOldestFirst", runsClaimOldestFirst},
 	})
 }
 
@@ -221,5 +222,27 @@ func runsLeases(f *fixture) {
 	}
 	if _, err := f.b.ClaimRuns(ctx, "", f.clock.Now(), f.clock.Now()); err == nil {
 		t.Fatal("a claim without a holder was taken")
+	}
+}
+
+// runsClaimOldestFirst: runs are claimed in the order they were created,
+// not in the order of their ids.
+func runsClaimOldestFirst(f *fixture) {
+	t := f.t
+	for _, id := range []string{"run_z", "run_m", "run_q", "run_a"} {
+		if err := f.b.CreateRun(ctx, &host.Run{RunID: id, WorkflowID: "wf", Status: host.RunRunning}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, err := f.b.ClaimRuns(ctx, "n1", host.ClaimEveryRun, f.clock.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range runs {
+		ids = append(ids, r.RunID)
+	}
+	if len(ids) != 4 || ids[0] != "run_z" || ids[1] != "run_m" || ids[2] != "run_q" || ids[3] != "run_a" {
+		t.Fatalf("claimed runs, want oldest first: %v", ids)
 	}
 }
