@@ -2,49 +2,29 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/store/storecore"
 )
 
-// configTable is a table of whole JSON records keyed by id (agents,
-// profiles, task_type_specs): put replaces, get and list read.
-type configTable struct {
-	table, key, column string
-	event              string // appended by put, with the key and "replaced"
-}
+// The configuration tables' rules are storecore's (agents.go), run in the
+// writer's transaction (coreTx); their reads go through configCache.
+
+type configTable = storecore.ConfigTable
 
 var (
-	agentsTable   = configTable{"agents", "agent_id", "record", host.EventAgentRegistered}
-	profilesTable = configTable{"profiles", "profile_id", "record", host.EventProfileRegistered}
-	specsTable    = configTable{"task_type_specs", "task_type", "spec", host.EventTaskTypeSpecSet}
+	agentsTable   = storecore.AgentsTable
+	profilesTable = storecore.ProfilesTable
+	specsTable    = storecore.SpecsTable
 )
 
-// put stores v under id, replacing any row, with its event in the same
-// write.
+// put stores v under id (storecore.PutConfig).
 func (s *Store) put(ctx context.Context, t configTable, op, id string, v any) (replaced bool, err error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return false, host.Wrap(op, id, err)
-	}
 	err = s.w.do(ctx, func(tx *wtx) error {
-		var one int
-		switch err := tx.QueryRow(`SELECT 1 FROM `+t.table+` WHERE `+t.key+` = ?`, id).Scan(&one); {
-		case err == nil:
-			replaced = true
-		case !errors.Is(err, sql.ErrNoRows):
-			return err
-		}
-		if _, err := tx.Exec(`INSERT INTO `+t.table+` (`+t.key+`, `+t.column+`, updated_at) VALUES (?, ?, ?)
-			ON CONFLICT (`+t.key+`) DO UPDATE SET `+t.column+` = excluded.`+t.column+`, updated_at = excluded.updated_at`,
-			id, string(b), ts(s.now())); err != nil {
-			return err
-		}
 		s.configWrite(tx)
-		_, err := s.event(tx, t.event, "", "", map[string]any{t.key: id, "replaced": replaced})
+		var err error
+		replaced, err = storecore.PutConfig(ctx, coreTx{s, tx}, t, id, v, s.now())
 		return err
 	})
 	return replaced, host.Wrap(op, id, err)
@@ -74,31 +54,17 @@ func (s *Store) configWrite(tx *wtx) { tx.touch(s.gens.routes) }
 // records reads the records of t under id (one, or none), or every
 // record of t when all, through configCache.
 func (s *Store) records(ctx context.Context, t configTable, id string, all bool) ([]string, error) {
-	key := t.table + "\x00"
-	q, args := `SELECT `+t.column+` FROM `+t.table+` ORDER BY `+t.key, []any{}
+	key := t.Table + "\x00"
 	if !all {
 		key += id
-		q, args = `SELECT `+t.column+` FROM `+t.table+` WHERE `+t.key+` = ?`, []any{id}
 	}
 	now := time.Now()
 	recs, ok, g := s.config.lookup(key, now)
 	if ok {
 		return recs, nil
 	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	recs, err := storecore.ConfigRecords(ctx, coreDB{s}, t, id, all)
 	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	recs = []string{}
-	for rows.Next() {
-		var rec string
-		if err := rows.Scan(&rec); err != nil {
-			return nil, err
-		}
-		recs = append(recs, rec)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	s.config.store(key, recs, g, now)
@@ -111,38 +77,17 @@ func (s *Store) get(ctx context.Context, t configTable, op, id string, v any) er
 	if err != nil {
 		return host.Wrap(op, id, err)
 	}
-	if len(recs) == 0 {
-		return host.Errorf(op, id, host.ErrNotFound, "")
-	}
-	return host.Wrap(op, id, json.Unmarshal([]byte(recs[0]), v))
-}
-
-// list reads every record, by key, through each(raw).
-func (s *Store) list(ctx context.Context, t configTable, op string, each func([]byte) error) error {
-	recs, err := s.records(ctx, t, "", true)
-	if err != nil {
-		return host.Wrap(op, "", err)
-	}
-	for _, rec := range recs {
-		if err := each([]byte(rec)); err != nil {
-			return host.Wrap(op, "", err)
-		}
-	}
-	return nil
+	return storecore.DecodeConfig(recs, op, id, v)
 }
 
 // listOf reads every record of t as a T.
 func listOf[T any](ctx context.Context, s *Store, t configTable, op string) ([]T, error) {
-	out := []T{}
-	err := s.list(ctx, t, op, func(b []byte) error {
-		var v T
-		if err := json.Unmarshal(b, &v); err != nil {
-			return err
-		}
-		out = append(out, v)
-		return nil
-	})
-	return out, err
+	recs, err := s.records(ctx, t, "", true)
+	if err != nil {
+		return nil, host.Wrap(op, "", err)
+	}
+	out, err := storecore.DecodeConfigs[T](recs)
+	return out, host.Wrap(op, "", err)
 }
 
 // PutAgent implements host.Agents.
@@ -193,15 +138,7 @@ func (s *Store) RemoveTaskTypeSpec(ctx context.Context, taskType string) error {
 	const op = "remove task type spec"
 	err := s.w.do(ctx, func(tx *wtx) error {
 		s.configWrite(tx)
-		res, err := tx.Exec(`DELETE FROM task_type_specs WHERE task_type = ?`, taskType)
-		if err != nil {
-			return err
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return host.Errorf(op, taskType, host.ErrNotFound, "")
-		}
-		_, err = s.event(tx, host.EventTaskTypeSpecRemoved, "", "", map[string]any{"task_type": taskType})
-		return err
+		return storecore.RemoveTaskTypeSpec(ctx, coreTx{s, tx}, op, taskType)
 	})
 	return host.Wrap(op, taskType, err)
 }
