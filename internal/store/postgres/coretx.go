@@ -81,3 +81,9 @@ func (r pgRow) Scan(dest ...any) error {
 	}
 	return err
 }
+
+var _ storecore.ControlTx = coreTx{}
+
+func (c coreTx) LoadTask(ctx context.Context, op, taskID string, lock bool) (*host.TaskRecord, error) {
+	return loadTask(ctx, c.x, op, taskID, lock)
+}

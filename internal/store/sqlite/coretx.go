@@ -105,3 +105,9 @@ func (r sqlRow) Scan(dest ...any) error {
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { r.Rows.Close() }
+
+var _ storecore.ControlTx = coreTx{}
+
+func (c coreTx) LoadTask(ctx context.Context, op, taskID string, _ bool) (*host.TaskRecord, error) {
+	return c.s.loadTask(txq{c.tx}, ctx, op, taskID)
+}
