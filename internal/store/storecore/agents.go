@@ -84,23 +84,118 @@ func ConfigRecords(ctx context.Context, q Querier, t ConfigTable, id string, all
 	return recs, err
 }
 
-// DecodeConfig decodes the first of recs into v; ErrNotFound if none.
-func DecodeConfig(recs []string, op, id string, v any) error {
+// ConfigDriver is what Configs asks of a driver.
+type ConfigDriver interface {
+	// WriteConfig runs fn in a write transaction, at now (SQLite marks
+	// the configuration tables changed, for its read cache).
+	WriteConfig(ctx context.Context, fn func(tx Tx, now time.Time) error) error
+	// ReadConfig is ConfigRecords (SQLite's through its read cache).
+	ReadConfig(ctx context.Context, t ConfigTable, id string, all bool) ([]string, error)
+}
+
+// Configs implements host.Agents and host.TaskTypeSpecs on a driver's
+// ConfigDriver; the drivers' Store embeds it.
+type Configs struct{ Driver ConfigDriver }
+
+// put stores v under id (PutConfig).
+func (c Configs) put(ctx context.Context, t ConfigTable, op, id string, v any) (replaced bool, err error) {
+	err = c.Driver.WriteConfig(ctx, func(tx Tx, now time.Time) error {
+		var err error
+		replaced, err = PutConfig(ctx, tx, t, id, v, now)
+		return err
+	})
+	return replaced, host.Wrap(op, id, err)
+}
+
+// get reads the record under id into v; ErrNotFound if none.
+func (c Configs) get(ctx context.Context, t ConfigTable, op, id string, v any) error {
+	recs, err := c.Driver.ReadConfig(ctx, t, id, false)
+	if err != nil {
+		return host.Wrap(op, id, err)
+	}
 	if len(recs) == 0 {
 		return host.Errorf(op, id, host.ErrNotFound, "")
 	}
 	return host.Wrap(op, id, json.Unmarshal([]byte(recs[0]), v))
 }
 
-// DecodeConfigs decodes every record of recs as a T.
-func DecodeConfigs[T any](recs []string) ([]T, error) {
+// configList reads every record of t, by key, as a T.
+func configList[T any](ctx context.Context, c Configs, t ConfigTable, op string) ([]T, error) {
+	recs, err := c.Driver.ReadConfig(ctx, t, "", true)
+	if err != nil {
+		return nil, host.Wrap(op, "", err)
+	}
 	out := make([]T, 0, len(recs))
 	for _, rec := range recs {
 		var v T
 		if err := json.Unmarshal([]byte(rec), &v); err != nil {
-			return nil, err
+			return nil, host.Wrap(op, "", err)
 		}
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// PutAgent implements host.Agents.
+func (c Configs) PutAgent(ctx context.Context, rec *host.AgentRecord) (bool, error) {
+	return c.put(ctx, AgentsTable, "put agent", rec.Agent.AgentID, rec)
+}
+
+// Agent implements host.Agents.
+func (c Configs) Agent(ctx context.Context, agentID string) (*host.AgentRecord, error) {
+	rec := &host.AgentRecord{}
+	return rec, c.get(ctx, AgentsTable, "agent", agentID, rec)
+}
+
+// ListAgents implements host.Agents.
+func (c Configs) ListAgents(ctx context.Context) ([]host.AgentRecord, error) {
+	return configList[host.AgentRecord](ctx, c, AgentsTable, "list agents")
+}
+
+// PutProfile implements host.Agents.
+func (c Configs) PutProfile(ctx context.Context, p *host.SubagentProfile) (bool, error) {
+	return c.put(ctx, ProfilesTable, "put profile", p.ProfileID, p)
+}
+
+// Profile implements host.Agents.
+func (c Configs) Profile(ctx context.Context, profileID string) (*host.SubagentProfile, error) {
+	p := &host.SubagentProfile{}
+	return p, c.get(ctx, ProfilesTable, "profile", profileID, p)
+}
+
+// ListProfiles implements host.Agents.
+func (c Configs) ListProfiles(ctx context.Context) ([]host.SubagentProfile, error) {
+	return configList[host.SubagentProfile](ctx, c, ProfilesTable, "list profiles")
+}
+
+// SetTaskTypeSpec implements host.TaskTypeSpecs.
+func (c Configs) SetTaskTypeSpec(ctx context.Context, spec host.TaskTypeSpec) error {
+	const op = "set task type spec"
+	probe := host.TaskTypeRoute{TaskTypeSpec: spec, Pack: "x", Node: "x"}
+	if err := host.CheckRoute(op, &probe); err != nil {
+		return err
+	}
+	_, err := c.put(ctx, SpecsTable, op, spec.TaskType, spec)
+	return err
+}
+
+// RemoveTaskTypeSpec implements host.TaskTypeSpecs.
+func (c Configs) RemoveTaskTypeSpec(ctx context.Context, taskType string) error {
+	const op = "remove task type spec"
+	err := c.Driver.WriteConfig(ctx, func(tx Tx, _ time.Time) error {
+		return RemoveTaskTypeSpec(ctx, tx, op, taskType)
+	})
+	return host.Wrap(op, taskType, err)
+}
+
+// TaskTypeSpec implements host.TaskTypeSpecs.
+func (c Configs) TaskTypeSpec(ctx context.Context, taskType string) (host.TaskTypeSpec, error) {
+	var spec host.TaskTypeSpec
+	err := c.get(ctx, SpecsTable, "task type spec", taskType, &spec)
+	return spec, err
+}
+
+// ListTaskTypeSpecs implements host.TaskTypeSpecs.
+func (c Configs) ListTaskTypeSpecs(ctx context.Context) ([]host.TaskTypeSpec, error) {
+	return configList[host.TaskTypeSpec](ctx, c, SpecsTable, "list task type specs")
 }
