@@ -3,147 +3,58 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
 	"github.com/packrun/packrun/internal/store/storecore"
 )
 
+// The operator's controls (Cancel, Resume, Retry) are storecore's
+// (controls.go).
+
 // Cancel implements host.Queue.
 func (s *Store) Cancel(ctx context.Context, taskID string) (*host.TaskRecord, error) {
 	const op = "cancel"
-	var out *host.TaskRecord
-	err := s.write(ctx, func(x *tx) error {
-		now := s.now()
-		t, err := loadTask(ctx, x, op, taskID, true)
-		if err != nil {
-			return err
-		}
-		switch t.Status {
-		case host.TaskPending, host.TaskRetryableFailure, host.TaskBlocked:
-			if _, err := x.Exec(ctx, `UPDATE tasks SET status = 'operator_canceled', last_error = 'canceled by the operator', finished_at = $1, updated_at = $1 WHERE task_id = $2`,
-				ts(now), taskID); err != nil {
-				return err
-			}
-			if _, err := x.event(host.EventTaskFinished, taskID, "", map[string]any{"status": host.TaskOperatorCanceled, "from": t.Status}); err != nil {
-				return err
-			}
-		case host.TaskRunning:
-			if !t.CancelRequested {
-				if _, err := x.Exec(ctx, `UPDATE tasks SET cancel_requested = true, updated_at = $1 WHERE task_id = $2`, ts(now), taskID); err != nil {
-					return err
-				}
-				if _, err := x.event(host.EventTaskCancelRequested, taskID, "", map[string]any{"runner_id": t.RunnerID, "attempt": t.AttemptCount}); err != nil {
-					return err
-				}
-			}
-		default:
-			return host.Errorf(op, taskID, host.ErrConflict, "task is %s; only pending, retryable_failure, blocked or running tasks can be canceled", t.Status)
-		}
-		out, err = loadTask(ctx, x, op, taskID, false)
-		return err
+	return s.control(ctx, op, taskID, func(x coreTx) (*host.TaskRecord, error) {
+		return storecore.Cancel(ctx, x, op, taskID, s.now())
 	})
-	if err != nil {
-		return nil, host.Wrap(op, taskID, err)
-	}
-	return out, nil
 }
 
 // Resume implements host.Queue.
 func (s *Store) Resume(ctx context.Context, taskID string, value json.RawMessage, by string) (*host.TaskRecord, error) {
 	const op = "resume"
-	if len(value) == 0 || !json.Valid(value) {
-		return nil, host.Invalid(op, "value", "must be a JSON value (null included)")
+	value, err := storecore.ResumeValue(op, value)
+	if err != nil {
+		return nil, err
 	}
-	value = evidence.CompactJSON(value)
-	return s.requeue(ctx, op, taskID, host.EventTaskResumed, func(x *tx, t *host.TaskRecord) (map[string]any, error) {
-		if t.Status != host.TaskBlocked {
-			return nil, host.Errorf(op, taskID, host.ErrConflict, "task is %s; only a blocked task whose node suspended can be resumed", t.Status)
-		}
-		suspended, err := x.lastAttemptSuspended(ctx, t)
-		if err != nil {
-			return nil, err
-		}
-		if !suspended {
-			return nil, host.Errorf(op, taskID, host.ErrConflict, "task is blocked but its last attempt did not suspend; retry it instead")
-		}
-		if err := storecore.AddResumeValue(op, t, value); err != nil {
-			return nil, err
-		}
-		return map[string]any{"by": by, "max_attempts": t.MaxAttempts, "resume_values": len(t.ResumeValues), "value": value}, nil
+	return s.control(ctx, op, taskID, func(x coreTx) (*host.TaskRecord, error) {
+		return storecore.Resume(ctx, x, op, taskID, value, by, s.now())
 	})
 }
 
 // Retry implements host.Queue.
 func (s *Store) Retry(ctx context.Context, taskID string, by string) (*host.TaskRecord, error) {
 	const op = "retry"
-	return s.requeue(ctx, op, taskID, host.EventTaskRetryRequested, func(_ *tx, t *host.TaskRecord) (map[string]any, error) {
-		if !t.Status.Retriable() {
-			return nil, host.Errorf(op, taskID, host.ErrConflict, "task is %s; only a permanent_failure, retryable_failure or blocked task can be retried", t.Status)
-		}
-		return map[string]any{"by": by, "from": t.Status, "max_attempts": t.MaxAttempts}, nil
+	return s.control(ctx, op, taskID, func(x coreTx) (*host.TaskRecord, error) {
+		return storecore.Retry(ctx, x, op, taskID, by, s.now())
 	})
 }
 
-// requeue is Resume and Retry: check (which may change the record's
-// resume values, and returns the event's data) decides, then the task
-// goes back to pending, available now, with one more attempt allowed if
-// it had none left.
-func (s *Store) requeue(ctx context.Context, op, taskID, event string, check func(*tx, *host.TaskRecord) (map[string]any, error)) (*host.TaskRecord, error) {
-	if err := host.CheckID(op, "task_id", taskID); err != nil {
-		return nil, err
-	}
+// control runs an operator's control in one transaction.
+func (s *Store) control(ctx context.Context, op, taskID string, fn func(coreTx) (*host.TaskRecord, error)) (*host.TaskRecord, error) {
 	var out *host.TaskRecord
 	err := s.write(ctx, func(x *tx) error {
-		now := s.now()
-		t, err := loadTask(ctx, x, op, taskID, true)
-		if err != nil {
-			return err
-		}
-		if t.AttemptCount >= t.MaxAttempts {
-			t.MaxAttempts = t.AttemptCount + 1
-		}
-		d, err := check(x, t)
-		if err != nil {
-			return err
-		}
-		if _, err := x.Exec(ctx, `UPDATE tasks SET status = 'pending', available_at = $1, updated_at = $1, finished_at = NULL,
-			max_attempts = $2, resume_values = $3 WHERE task_id = $4`,
-			ts(now), t.MaxAttempts, storecore.JSONOrEmpty(t.ResumeValues, len(t.ResumeValues) == 0), taskID); err != nil {
-			return err
-		}
-		if _, err := x.event(event, taskID, "", d); err != nil {
-			return err
-		}
-		out, err = loadTask(ctx, x, op, taskID, false)
+		var err error
+		out, err = fn(coreTx{x})
 		return err
 	})
 	if err != nil {
 		return nil, host.Wrap(op, taskID, err)
 	}
 	return out, nil
-}
-
-// lastAttemptSuspended reports whether t's latest attempt suspended.
-func (x *tx) lastAttemptSuspended(ctx context.Context, t *host.TaskRecord) (bool, error) {
-	var rec []byte
-	err := x.QueryRow(ctx, `SELECT record FROM attempt_records WHERE task_id = $1 AND attempt = $2 ORDER BY seq DESC LIMIT 1`, t.TaskID, t.AttemptCount).Scan(&rec)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	a, _, err := evidence.DecodeRecord(rec)
-	if err != nil {
-		return false, err
-	}
-	return a.Outcome == abi.Suspended, nil
 }
 
 // queueMessages puts a completed task's external messages in the outbox,

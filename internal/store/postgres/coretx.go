@@ -69,3 +69,9 @@ func (r pgRow) Scan(dest ...any) error {
 func (c coreTx) InsertTaskFor(ctx context.Context, t *host.TaskRecord, attemptID string) error {
 	return c.x.insertTask(ctx, t, attemptID)
 }
+
+var _ storecore.ControlTx = coreTx{}
+
+func (c coreTx) LoadTask(ctx context.Context, op, taskID string, lock bool) (*host.TaskRecord, error) {
+	return loadTask(ctx, c.x, op, taskID, lock)
+}

@@ -122,6 +122,8 @@ type Store struct {
 	// closeOnce makes Close idempotent; closeErr is the first Close's.
 	closeOnce sync.Once
 	closeErr  error
+	// Configs implements host.Agents and host.TaskTypeSpecs (agents.go).
+	storecore.Configs
 }
 
 // Open connects to the database dsn names (a postgres:// URL or a
@@ -154,6 +156,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
 	s := &Store{pool: pool, opts: opts, secret: secret}
+	s.Configs.Driver = configDriver{s}
 	if err := migrate(ctx, s); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)

@@ -86,3 +86,9 @@ func (r sqlRows) Close() { r.Rows.Close() }
 func (c coreTx) InsertTaskFor(_ context.Context, t *host.TaskRecord, attemptID string) error {
 	return c.s.insertTask(c.tx, t, attemptID)
 }
+
+var _ storecore.ControlTx = coreTx{}
+
+func (c coreTx) LoadTask(ctx context.Context, op, taskID string, _ bool) (*host.TaskRecord, error) {
+	return c.s.loadTask(txq{c.tx}, ctx, op, taskID)
+}

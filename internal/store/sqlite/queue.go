@@ -501,46 +501,6 @@ func missingEvidence(tx *wtx, t *host.TaskRecord, in host.FinishInput) ([]string
 	return storecore.MissingEvidence(t, &in.Outcome, names, roles), nil
 }
 
-// Cancel implements host.Queue.
-func (s *Store) Cancel(ctx context.Context, taskID string) (*host.TaskRecord, error) {
-	const op = "cancel"
-	var out *host.TaskRecord
-	err := s.w.do(ctx, func(tx *wtx) error {
-		now := s.now()
-		t, err := s.loadTask(txq{tx}, ctx, op, taskID)
-		if err != nil {
-			return err
-		}
-		switch t.Status {
-		case host.TaskPending, host.TaskRetryableFailure, host.TaskBlocked:
-			if _, err := tx.Exec(`UPDATE tasks SET status = 'operator_canceled', last_error = 'canceled by the operator', finished_at = ?1, updated_at = ?1 WHERE task_id = ?2`,
-				ts(now), taskID); err != nil {
-				return err
-			}
-			if _, err := s.event(tx, host.EventTaskFinished, taskID, "", map[string]any{"status": host.TaskOperatorCanceled, "from": t.Status}); err != nil {
-				return err
-			}
-		case host.TaskRunning:
-			if !t.CancelRequested {
-				if _, err := tx.Exec(`UPDATE tasks SET cancel_requested = 1, updated_at = ? WHERE task_id = ?`, ts(now), taskID); err != nil {
-					return err
-				}
-				if _, err := s.event(tx, host.EventTaskCancelRequested, taskID, "", map[string]any{"runner_id": t.RunnerID, "attempt": t.AttemptCount}); err != nil {
-					return err
-				}
-			}
-		default:
-			return host.Errorf(op, taskID, host.ErrConflict, "task is %s; only pending, retryable_failure, blocked or running tasks can be canceled", t.Status)
-		}
-		out, err = s.loadTask(txq{tx}, ctx, op, taskID)
-		return err
-	})
-	if err != nil {
-		return nil, host.Wrap(op, taskID, err)
-	}
-	return out, nil
-}
-
 // ReclaimRunning implements host.Queue.
 func (s *Store) ReclaimRunning(ctx context.Context, now time.Time) (int, error) {
 	const op = "reclaim running tasks"

@@ -151,6 +151,8 @@ type Store struct {
 	// beforeInstallTx, if set (by tests), runs in InstallPack between
 	// writing the blobs and the transaction that records them.
 	beforeInstallTx func()
+	// Configs implements host.Agents and host.TaskTypeSpecs (agents.go).
+	storecore.Configs
 }
 
 // Open opens (creating if needed) the database at path, applies the host's
@@ -200,6 +202,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
 	s := &Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), config: newConfigCache(gens.routes), subs: newSubsCache(gens.routes), tokens: newTokenCache(gens.routes), keys: keys, hostKey: hk, cp: cp}
+	s.Configs.Driver = configDriver{s}
 	if err := s.openAnchor(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
