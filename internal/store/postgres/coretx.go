@@ -81,3 +81,10 @@ func (r pgRow) Scan(dest ...any) error {
 	}
 	return err
 }
+
+// LockName takes a transaction-level advisory lock on name in space
+// (storecore.LockTx).
+func (c coreTx) LockName(ctx context.Context, space int64, name string) error {
+	_, err := c.x.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, $2))`, name, space)
+	return err
+}

@@ -105,3 +105,7 @@ func (r sqlRow) Scan(dest ...any) error {
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { r.Rows.Close() }
+
+// LockName needs no lock: the single writer runs one write transaction
+// at a time (storecore.LockTx).
+func (coreTx) LockName(context.Context, int64, string) error { return nil }
