@@ -28,39 +28,9 @@ func (s *Store) PutArtifact(ctx context.Context, in host.ArtifactInput) (*host.A
 	}
 	var art *host.Artifact
 	err := s.write(ctx, func(x *tx) error {
-		art = &host.Artifact{
-			ArtifactID: host.NewID("art"), TaskID: in.TaskID, AttemptID: in.AttemptID, Role: in.Role,
-			RelativePath: in.Name, ContentType: in.ContentType, SHA256: digest, Size: int64(len(in.Data)),
-		}
-		// The name is locked (a transaction-level advisory lock on it) so
-		// that two nodes storing it at once see each other.
-		if _, err := x.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 1))`, in.TaskID+"\n"+in.AttemptID+"\n"+in.Name); err != nil {
-			return err
-		}
-		cur, err := scanArtifact(x.QueryRow(ctx, `SELECT `+artifactColumns+` FROM artifacts WHERE task_id = $1 AND attempt_id = $2 AND relative_path = $3`, in.TaskID, in.AttemptID, in.Name))
-		if err == nil {
-			if cur.SHA256 == digest && cur.Role == in.Role {
-				art = cur
-				return nil
-			}
-			return host.Errorf(op, in.Name, host.ErrConflict, "this attempt already stored different content under this name")
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		art.CreatedAt = s.now()
-		e, err := x.event(host.EventArtifactRecorded, in.TaskID, in.AttemptID, storecore.ArtifactEventData(art, in))
-		if err != nil {
-			return err
-		}
-		// event_seq is known only when the chain entries are linked: the
-		// row is inserted then (see flush's after).
-		x.after = append(x.after, func(b *pgx.Batch) {
-			b.Queue(`INSERT INTO artifacts (artifact_id, task_id, attempt_id, role, relative_path, content_type, sha256, size, created_at, event_seq)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, art.ArtifactID, art.TaskID, art.AttemptID, string(art.Role), art.RelativePath,
-				art.ContentType, art.SHA256, art.Size, ts(art.CreatedAt), e.Seq)
-		})
-		return nil
+		var err error
+		art, err = storecore.PutArtifact(ctx, artifactTx{coreTx{x}}, op, in, digest, s.now())
+		return err
 	})
 	if err != nil {
 		return nil, host.Wrap(op, in.Name, err)
@@ -69,28 +39,25 @@ func (s *Store) PutArtifact(ctx context.Context, in host.ArtifactInput) (*host.A
 	return art, nil
 }
 
-const artifactColumns = `artifact_id, task_id, attempt_id, role, relative_path, content_type, sha256, size, created_at, verified_at`
+// artifactTx is a write transaction as storecore's artifact rules see it.
+type artifactTx struct{ coreTx }
 
-func scanArtifact(row pgx.Row) (*host.Artifact, error) {
-	var a host.Artifact
-	var role, created string
-	var verified *string
-	if err := row.Scan(&a.ArtifactID, &a.TaskID, &a.AttemptID, &role, &a.RelativePath, &a.ContentType, &a.SHA256, &a.Size, &created, &verified); err != nil {
-		return nil, err
+// RecordArtifact appends the event; event_seq is known only when the
+// chain entries are linked: the row is inserted then (see flush's after).
+func (a artifactTx) RecordArtifact(_ context.Context, art *host.Artifact, in host.ArtifactInput) error {
+	e, err := a.x.event(host.EventArtifactRecorded, in.TaskID, in.AttemptID, storecore.ArtifactEventData(art, in))
+	if err != nil {
+		return err
 	}
-	a.Role = host.ArtifactRole(role)
-	a.CreatedAt = parseTS(created)
-	a.VerifiedAt = parseNullTS(verified)
-	return &a, nil
+	a.x.after = append(a.x.after, func(b *pgx.Batch) {
+		b.Queue(storecore.InsertArtifactSQL, storecore.ArtifactArgs(art, e.Seq)...)
+	})
+	return nil
 }
 
 // Artifact implements host.Evidence.
 func (s *Store) Artifact(ctx context.Context, artifactID string) (*host.Artifact, error) {
-	a, err := scanArtifact(s.pool.QueryRow(ctx, `SELECT `+artifactColumns+` FROM artifacts WHERE artifact_id = $1`, artifactID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, host.Errorf("get artifact", artifactID, host.ErrNotFound, "")
-	}
-	return a, host.Wrap("get artifact", artifactID, err)
+	return storecore.LoadArtifact(ctx, corePool{s.pool}, artifactID)
 }
 
 // ArtifactContent implements host.Evidence: the bytes, checked against

@@ -75,3 +75,15 @@ var _ storecore.ControlTx = coreTx{}
 func (c coreTx) LoadTask(ctx context.Context, op, taskID string, lock bool) (*host.TaskRecord, error) {
 	return loadTask(ctx, c.x, op, taskID, lock)
 }
+
+// LockName takes a transaction-level advisory lock on name in space
+// (storecore.LockTx).
+func (c coreTx) LockName(ctx context.Context, space int64, name string) error {
+	_, err := c.x.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, $2))`, name, space)
+	return err
+}
+
+// WriteQuery runs a write statement with RETURNING (storecore.MemoryTx).
+func (c coreTx) WriteQuery(ctx context.Context, query string, args ...any) (storecore.Rows, error) {
+	return c.x.Query(ctx, query, args...)
+}

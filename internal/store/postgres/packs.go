@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,9 +28,6 @@ var _ host.Packs = (*Store)(nil)
 // transaction, and an uninstall deletes its rows and the blobs no
 // remaining row names in one: a row never names a missing blob, and no
 // blob outlives every row naming it, whatever crashes.
-
-// packColumns are the index's columns, as scanPack reads them.
-const packColumns = `name, version, archive_sha256, size, manifest, bundle_sha256, provenance_sha256, signature_sha256, signer, key_id, provenance, installed_at`
 
 // packsGen is the generation row of the installed packs.
 const packsGen = "packs"
@@ -65,6 +61,34 @@ func (s *Store) PacksGeneration() uint64 {
 	return uint64(g)
 }
 
+// packTx is a write transaction as storecore's pack rules see it: the
+// blobs are rows of pack_blobs, and the installed set changes under the
+// packs generation row's lock.
+type packTx struct{ coreTx }
+
+func (p packTx) LockPacks(context.Context) error { return p.x.lockPacks() }
+
+func (p packTx) PutPackBlobs(ctx context.Context, data [][]byte) error {
+	for _, d := range data {
+		if d != nil {
+			if _, err := p.x.Exec(ctx, `INSERT INTO pack_blobs (sha256, data) VALUES ($1, $2) ON CONFLICT (sha256) DO NOTHING`, blobs.Digest(d), d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DropPackBlobs deletes the blobs no remaining row names, in the
+// uninstall's transaction.
+func (p packTx) DropPackBlobs(ctx context.Context) error {
+	_, err := p.x.Exec(ctx, `DELETE FROM pack_blobs b WHERE NOT EXISTS (SELECT 1 FROM packs p WHERE b.sha256 IN
+		(p.archive_sha256, p.bundle_sha256, p.provenance_sha256, p.signature_sha256))`)
+	return err
+}
+
+func (p packTx) PacksChanged(context.Context) error { return p.x.bumpPacks() }
+
 // InstallPack implements host.Packs. The blobs and the row are written in
 // one transaction of its own (not the batched writer's: an archive may be
 // large).
@@ -77,45 +101,17 @@ func (s *Store) InstallPack(ctx context.Context, p *host.InstalledPack, b host.P
 	ref := inst.Ref()
 	// Installed already (or a conflict): answer without sending blobs that
 	// nothing would refer to. The transaction below decides for good.
-	if cur, err := scanPack(s.pool.QueryRow(ctx, `SELECT `+packColumns+` FROM packs WHERE name = $1 AND version = $2`, inst.Name, inst.Version)); err == nil {
+	if cur, err := storecore.FindPack(ctx, corePool{s.pool}, inst.Name, inst.Version); err == nil {
 		return storecore.SamePack(op, cur, inst)
-	} else if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, false, host.Wrap(op, ref, err)
-	}
-	prov, err := storecore.EncodeProvenance(inst.Provenance)
-	if err != nil {
+	} else if !errors.Is(err, storecore.ErrNoRows) {
 		return nil, false, host.Wrap(op, ref, err)
 	}
 	var out *host.InstalledPack
 	var already bool
 	err = s.writeAlone(ctx, func(x *tx) error {
-		out, already = nil, false
-		if err := x.lockPacks(); err != nil {
-			return err
-		}
-		cur, err := scanPack(x.QueryRow(ctx, `SELECT `+packColumns+` FROM packs WHERE name = $1 AND version = $2`, inst.Name, inst.Version))
-		if err == nil {
-			out, already, err = storecore.SamePack(op, cur, inst)
-			return err
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		for _, d := range [][]byte{b.Archive, b.Bundle, b.Provenance, b.Signature} {
-			if d != nil {
-				if _, err := x.Exec(ctx, `INSERT INTO pack_blobs (sha256, data) VALUES ($1, $2) ON CONFLICT (sha256) DO NOTHING`, blobs.Digest(d), d); err != nil {
-					return err
-				}
-			}
-		}
-		if _, err := x.Exec(ctx, `INSERT INTO packs (`+packColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-			inst.Name, inst.Version, inst.SHA256, inst.Size, []byte(inst.Manifest),
-			nullable(inst.BundleSHA256), nullable(inst.ProvenanceSHA256), nullable(inst.SignatureSHA256),
-			inst.Signer, inst.KeyID, prov, inst.InstalledAt.Format(time.RFC3339Nano)); err != nil {
-			return err
-		}
-		out = inst
-		return x.bumpPacks()
+		var err error
+		out, already, err = storecore.InstallPack(ctx, packTx{coreTx{x}}, op, inst, b)
+		return err
 	})
 	if err != nil {
 		return nil, false, host.Wrap(op, ref, err)
@@ -123,60 +119,10 @@ func (s *Store) InstallPack(ctx context.Context, p *host.InstalledPack, b host.P
 	return out, already, nil
 }
 
-func nullable(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-func scanPack(row pgx.Row) (*host.InstalledPack, error) {
-	var p host.InstalledPack
-	var bundle, prov, sig, provJSON *string
-	var at string
-	var manifest []byte
-	if err := row.Scan(&p.Name, &p.Version, &p.SHA256, &p.Size, &manifest, &bundle, &prov, &sig, &p.Signer, &p.KeyID, &provJSON, &at); err != nil {
-		return nil, err
-	}
-	p.Manifest = manifest
-	p.BundleSHA256, p.ProvenanceSHA256, p.SignatureSHA256 = deref(bundle), deref(prov), deref(sig)
-	var err error
-	if p.Provenance, err = storecore.DecodeProvenance(p.Ref(), provJSON); err != nil {
-		return nil, err
-	}
-	p.InstalledAt, _ = time.Parse(time.RFC3339Nano, at)
-	p.InstalledAt = p.InstalledAt.UTC()
-	return &p, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
 // ListPacks implements host.Packs.
 func (s *Store) ListPacks(ctx context.Context) ([]*host.InstalledPack, error) {
-	const op = "list packs"
-	rows, err := s.pool.Query(ctx, `SELECT `+packColumns+` FROM packs`)
-	if err != nil {
-		return nil, host.Wrap(op, "", err)
-	}
-	defer rows.Close()
-	var out []*host.InstalledPack
-	for rows.Next() {
-		p, err := scanPack(rows)
-		if err != nil {
-			return nil, host.Wrap(op, "", err)
-		}
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, host.Wrap(op, "", err)
-	}
-	storecore.SortPacks(out)
-	return out, nil
+	out, err := storecore.ListPacks(ctx, corePool{s.pool})
+	return out, host.Wrap("list packs", "", err)
 }
 
 // UninstallPacks implements host.Packs: the rows and then the blobs no
@@ -188,33 +134,7 @@ func (s *Store) UninstallPacks(ctx context.Context, refs []*host.InstalledPack) 
 		return err
 	}
 	err = s.write(ctx, func(x *tx) error {
-		if err := x.lockPacks(); err != nil {
-			return err
-		}
-		const match = `FROM packs WHERE name = $1 AND version = $2 AND ($3 = '' OR archive_sha256 = $3)`
-		var missing []string
-		for _, r := range todo {
-			var n int
-			if err := x.QueryRow(ctx, `SELECT count(*) `+match, r.Name, r.Version, r.SHA256).Scan(&n); err != nil {
-				return err
-			}
-			if n == 0 {
-				missing = append(missing, r.Ref())
-			}
-		}
-		if len(missing) > 0 {
-			return host.Errorf(op, strings.Join(missing, ", "), host.ErrPackNotInstalled, "")
-		}
-		for _, r := range todo {
-			if _, err := x.Exec(ctx, `DELETE `+match, r.Name, r.Version, r.SHA256); err != nil {
-				return err
-			}
-		}
-		if _, err := x.Exec(ctx, `DELETE FROM pack_blobs b WHERE NOT EXISTS (SELECT 1 FROM packs p WHERE b.sha256 IN
-			(p.archive_sha256, p.bundle_sha256, p.provenance_sha256, p.signature_sha256))`); err != nil {
-			return err
-		}
-		return x.bumpPacks()
+		return storecore.UninstallPacks(ctx, packTx{coreTx{x}}, op, todo)
 	})
 	return host.Wrap(op, "", err)
 }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
-	"errors"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
@@ -19,21 +16,6 @@ var _ auth.Store = (*Store)(nil)
 // API tokens (auth.Store), as internal/store/sqlite's: every node authenticates
 // against the same rows, so a token revoked on one node is refused by all.
 
-const tokenColumns = `id, name, tenant, scopes, secret_hash, created_at, expires_at, revoked_at`
-
-func scanToken(row pgx.Row) (*auth.Token, error) {
-	var t auth.Token
-	var scopes, created string
-	var expires, revoked *string
-	if err := row.Scan(&t.ID, &t.Name, &t.Tenant, &scopes, &t.SecretHash, &created, &expires, &revoked); err != nil {
-		return nil, err
-	}
-	t.Scopes = storecore.TokenScopes(scopes)
-	t.CreatedAt = parseTS(created)
-	t.ExpiresAt, t.RevokedAt = parseNullTS(expires), parseNullTS(revoked)
-	return &t, nil
-}
-
 // CreateToken implements auth.Store. An id taken already is refused.
 func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
 	const op = "create token"
@@ -41,35 +23,18 @@ func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
 	if err != nil {
 		return err
 	}
-	var expires *string
-	if t.ExpiresAt != nil {
-		e := ts(*t.ExpiresAt)
-		expires = &e
-	}
-	err = s.write(ctx, func(x *tx) error {
-		_, err := x.Exec(ctx, `INSERT INTO api_tokens (`+tokenColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)`,
-			t.ID, t.Name, t.Tenant, scopes, t.SecretHash, ts(t.CreatedAt), expires)
-		return err
-	})
+	err = s.write(ctx, func(x *tx) error { return storecore.CreateToken(ctx, coreTx{x}, t, scopes) })
 	return host.Wrap(op, t.ID, err)
 }
 
 // Token implements auth.Store.
 func (s *Store) Token(ctx context.Context, id string) (*auth.Token, error) {
-	t, err := scanToken(s.pool.QueryRow(ctx, `SELECT `+tokenColumns+` FROM api_tokens WHERE id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, host.Errorf("get token", id, host.ErrNotFound, "")
-	}
-	return t, host.Wrap("get token", id, err)
+	return storecore.LoadToken(ctx, corePool{s.pool}, "get token", id)
 }
 
 // Tokens implements auth.Store: newest first.
 func (s *Store) Tokens(ctx context.Context) ([]*auth.Token, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+tokenColumns+` FROM api_tokens ORDER BY created_at DESC, id`)
-	if err != nil {
-		return nil, host.Wrap("list tokens", "", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*auth.Token, error) { return scanToken(r) })
+	out, err := storecore.ListTokens(ctx, corePool{s.pool})
 	return out, host.Wrap("list tokens", "", err)
 }
 
@@ -77,17 +42,9 @@ func (s *Store) Tokens(ctx context.Context) ([]*auth.Token, error) {
 // first revocation time.
 func (s *Store) RevokeToken(ctx context.Context, id string) (*auth.Token, error) {
 	const op = "revoke token"
-	var n int64
-	err := s.write(ctx, func(x *tx) error {
-		tag, err := x.Exec(ctx, `UPDATE api_tokens SET revoked_at = coalesce(revoked_at, $1) WHERE id = $2`, ts(s.now()), id)
-		n = tag.RowsAffected()
-		return err
-	})
+	err := s.write(ctx, func(x *tx) error { return storecore.RevokeToken(ctx, coreTx{x}, op, id, s.now()) })
 	if err != nil {
 		return nil, host.Wrap(op, id, err)
-	}
-	if n == 0 {
-		return nil, host.Errorf(op, id, host.ErrNotFound, "no token %s", id)
 	}
 	return s.Token(ctx, id)
 }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"os"
 	"path/filepath"
 	"time"
@@ -26,30 +25,10 @@ func (s *Store) PutArtifact(ctx context.Context, in host.ArtifactInput) (*host.A
 	if err != nil {
 		return nil, host.Wrap(op, in.Name, err)
 	}
-	art := &host.Artifact{
-		ArtifactID: host.NewID("art"), TaskID: in.TaskID, AttemptID: in.AttemptID, Role: in.Role,
-		RelativePath: in.Name, ContentType: in.ContentType, SHA256: digest, Size: int64(len(in.Data)),
-	}
+	var art *host.Artifact
 	err = s.w.do(ctx, func(tx *wtx) error {
-		cur, err := scanArtifact(tx.QueryRow(`SELECT `+artifactColumns+` FROM artifacts WHERE task_id = ? AND attempt_id = ? AND relative_path = ?`, in.TaskID, in.AttemptID, in.Name))
-		if err == nil {
-			if cur.SHA256 == digest && cur.Role == in.Role {
-				*art = *cur
-				return nil
-			}
-			return host.Errorf(op, in.Name, host.ErrConflict, "this attempt already stored different content under this name")
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		art.CreatedAt = s.now()
-		e, err := s.event(tx, host.EventArtifactRecorded, in.TaskID, in.AttemptID, storecore.ArtifactEventData(art, in))
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(`INSERT OR FAIL INTO artifacts (artifact_id, task_id, attempt_id, role, relative_path, content_type, sha256, size, created_at, event_seq)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, art.ArtifactID, art.TaskID, art.AttemptID, string(art.Role), art.RelativePath, art.ContentType,
-			art.SHA256, art.Size, ts(art.CreatedAt), e.Seq)
+		var err error
+		art, err = storecore.PutArtifact(ctx, artifactTx{coreTx{s, tx}}, op, in, digest, s.now())
 		return err
 	})
 	if err != nil {
@@ -58,28 +37,26 @@ func (s *Store) PutArtifact(ctx context.Context, in host.ArtifactInput) (*host.A
 	return art, nil
 }
 
-const artifactColumns = `artifact_id, task_id, attempt_id, role, relative_path, content_type, sha256, size, created_at, verified_at`
+// artifactTx is the writer's transaction as storecore's artifact rules
+// see it.
+type artifactTx struct{ coreTx }
 
-func scanArtifact(row interface{ Scan(...any) error }) (*host.Artifact, error) {
-	var a host.Artifact
-	var role, created string
-	var verified sql.NullString
-	if err := row.Scan(&a.ArtifactID, &a.TaskID, &a.AttemptID, &role, &a.RelativePath, &a.ContentType, &a.SHA256, &a.Size, &created, &verified); err != nil {
-		return nil, err
+func (x artifactTx) RecordArtifact(ctx context.Context, a *host.Artifact, in host.ArtifactInput) error {
+	e, err := x.s.event(x.tx, host.EventArtifactRecorded, in.TaskID, in.AttemptID, storecore.ArtifactEventData(a, in))
+	if err != nil {
+		return err
 	}
-	a.Role = host.ArtifactRole(role)
-	a.CreatedAt = parseTS(created)
-	a.VerifiedAt = parseNullTS(verified)
-	return &a, nil
+	_, err = x.Exec(ctx, storecore.InsertArtifactSQL, storecore.ArtifactArgs(a, e.Seq)...)
+	return err
 }
+
+const artifactColumns = storecore.ArtifactColumns
+
+var scanArtifact = storecore.ScanArtifact
 
 // Artifact implements host.Evidence.
 func (s *Store) Artifact(ctx context.Context, artifactID string) (*host.Artifact, error) {
-	a, err := scanArtifact(s.db.QueryRowContext(ctx, `SELECT `+artifactColumns+` FROM artifacts WHERE artifact_id = ?`, artifactID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, host.Errorf("get artifact", artifactID, host.ErrNotFound, "")
-	}
-	return a, host.Wrap("get artifact", artifactID, err)
+	return storecore.LoadArtifact(ctx, coreDB{s}, artifactID)
 }
 
 // ArtifactContent implements host.Evidence.

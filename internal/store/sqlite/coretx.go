@@ -92,3 +92,16 @@ var _ storecore.ControlTx = coreTx{}
 func (c coreTx) LoadTask(ctx context.Context, op, taskID string, _ bool) (*host.TaskRecord, error) {
 	return c.s.loadTask(txq{c.tx}, ctx, op, taskID)
 }
+
+// LockName needs no lock: the single writer runs one write transaction
+// at a time (storecore.LockTx).
+func (coreTx) LockName(context.Context, int64, string) error { return nil }
+
+// WriteQuery runs a write statement with RETURNING (storecore.MemoryTx).
+func (c coreTx) WriteQuery(_ context.Context, query string, args ...any) (storecore.Rows, error) {
+	rows, err := c.tx.WriteQuery(storecore.RebindQuestion(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rows}, nil
+}

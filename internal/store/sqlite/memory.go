@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"time"
@@ -26,18 +25,19 @@ func (s *Store) Get(ctx context.Context, sc host.Scope, key string) (*host.Entry
 	k := memKey{sc.Tenant, sc.Namespace, key}
 	e, cached, g := s.mc.lookup(k, time.Now())
 	if !cached {
-		var expires sql.NullString
-		var updated string
 		e = &cachedEntry{}
-		err := s.queryRow(ctx, `SELECT value, secret, expires_at, updated_at FROM memory_entries
-			WHERE tenant = ? AND namespace = ? AND key = ?`, sc.Tenant, sc.Namespace, key).Scan(&e.value, &e.secret, &expires, &updated)
+		st, err := storecore.ReadEntry(ctx, coreDB{s}, sc, key)
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
+		case errors.Is(err, storecore.ErrNoRows):
 			e.missing = true
 		case err != nil:
 			return nil, host.Wrap(op, subject(sc, key), err)
 		default:
-			e.expires, e.expiresAt, e.updatedAt = expires.String, parseNullTS(expires), parseTS(updated)
+			e.value, e.secret, e.updatedAt = st.Value, st.Secret, parseTS(st.Updated)
+			if st.Expires != nil {
+				t := parseTS(*st.Expires)
+				e.expires, e.expiresAt = *st.Expires, &t
+			}
 			if sealed(e.value) {
 				// The cache keeps the plaintext, in memory only. A
 				// sealed value is a secret whatever its flag says.
@@ -79,86 +79,9 @@ func (s *Store) Put(ctx context.Context, sc host.Scope, key string, value json.R
 	}
 	err = s.w.do(ctx, func(tx *wtx) error {
 		s.memWrite(tx)
-		now := s.now()
-		var old int64
-		err := tx.QueryRow(`SELECT size FROM memory_entries WHERE tenant = ? AND namespace = ? AND key = ?`, sc.Tenant, sc.Namespace, key).Scan(&old)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		used, err := usage(tx, sc)
-		if err != nil {
-			return err
-		}
-		if used-old+size > s.opts.MaxNamespaceBytes {
-			if _, err := s.purgeExpired(tx, sc, now); err != nil {
-				return err
-			}
-			old = 0
-			err := tx.QueryRow(`SELECT size FROM memory_entries WHERE tenant = ? AND namespace = ? AND key = ?`, sc.Tenant, sc.Namespace, key).Scan(&old)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-			if used, err = usage(tx, sc); err != nil {
-				return err
-			}
-			if used-old+size > s.opts.MaxNamespaceBytes {
-				return host.Errorf(op, subj, host.ErrTooLarge, "namespace %s would hold %d bytes; the limit is %d", sc.Namespace, used-old+size, s.opts.MaxNamespaceBytes)
-			}
-		}
-		var expires any
-		if opts.TTL > 0 {
-			expires = ts(now.Add(opts.TTL))
-		}
-		if _, err := tx.Exec(`INSERT INTO memory_entries (tenant, namespace, key, value, secret, size, expires_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (tenant, namespace, key) DO UPDATE SET value = excluded.value, secret = excluded.secret, size = excluded.size,
-			expires_at = excluded.expires_at, updated_at = excluded.updated_at`,
-			sc.Tenant, sc.Namespace, key, stored, opts.Secret, size, expires, ts(now)); err != nil {
-			return err
-		}
-		return addUsage(tx, sc, size-old)
+		return storecore.PutEntry(ctx, coreTx{s, tx}, op, sc, key, stored, size, opts, s.opts.MaxNamespaceBytes, s.now())
 	})
 	return host.Wrap(op, subj, err)
-}
-
-func usage(tx *wtx, sc host.Scope) (int64, error) {
-	var n int64
-	err := tx.QueryRow(`SELECT bytes FROM memory_usage WHERE tenant = ? AND namespace = ?`, sc.Tenant, sc.Namespace).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	return n, err
-}
-
-func addUsage(tx *wtx, sc host.Scope, delta int64) error {
-	if delta == 0 {
-		return nil
-	}
-	_, err := tx.Exec(`INSERT INTO memory_usage (tenant, namespace, bytes) VALUES (?, ?, ?)
-		ON CONFLICT (tenant, namespace) DO UPDATE SET bytes = bytes + excluded.bytes`, sc.Tenant, sc.Namespace, delta)
-	return err
-}
-
-// purgeExpired deletes a namespace's expired entries and returns how many.
-func (s *Store) purgeExpired(tx *wtx, sc host.Scope, now time.Time) (int64, error) {
-	rows, err := tx.WriteQuery(`DELETE FROM memory_entries WHERE tenant = ? AND namespace = ? AND expires_at IS NOT NULL AND expires_at <= ? RETURNING size`,
-		sc.Tenant, sc.Namespace, ts(now))
-	if err != nil {
-		return 0, err
-	}
-	var n, freed int64
-	for rows.Next() {
-		var size int64
-		if err := rows.Scan(&size); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		n, freed = n+1, freed+size
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
-	return n, addUsage(tx, sc, -freed)
 }
 
 // Delete implements host.Memory.
@@ -171,20 +94,9 @@ func (s *Store) Delete(ctx context.Context, sc host.Scope, key string) error {
 	found := false
 	err := s.w.do(ctx, func(tx *wtx) error {
 		s.memWrite(tx)
-		found = false
-		var size int64
-		var expires sql.NullString
-		err := tx.WriteRow(`DELETE FROM memory_entries WHERE tenant = ? AND namespace = ? AND key = ? RETURNING size, expires_at`,
-			sc.Tenant, sc.Namespace, key).Scan(&size, &expires)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		// An expired entry is deleted too, but reported as absent.
-		found = !expires.Valid || expires.String > ts(s.now())
-		return addUsage(tx, sc, -size)
+		var err error
+		found, err = storecore.DeleteEntry(ctx, coreTx{s, tx}, sc, key, s.now())
+		return err
 	})
 	if err == nil && !found {
 		return host.Errorf(op, subj, host.ErrNotFound, "")
@@ -243,32 +155,9 @@ func (s *Store) Sweep(ctx context.Context) (int64, error) {
 	var n int64
 	err := s.w.do(ctx, func(tx *wtx) error {
 		s.memWrite(tx)
-		n = 0
-		rows, err := tx.WriteQuery(`DELETE FROM memory_entries WHERE expires_at IS NOT NULL AND expires_at <= ? RETURNING tenant, namespace, size`, ts(s.now()))
-		if err != nil {
-			return err
-		}
-		freed := map[host.Scope]int64{}
-		for rows.Next() {
-			var sc host.Scope
-			var size int64
-			if err := rows.Scan(&sc.Tenant, &sc.Namespace, &size); err != nil {
-				rows.Close()
-				return err
-			}
-			freed[sc] += size
-			n++
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for sc, size := range freed {
-			if err := addUsage(tx, sc, -size); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		n, err = storecore.SweepMemory(ctx, coreTx{s, tx}, s.now())
+		return err
 	})
 	return n, host.Wrap("memory sweep", "", err)
 }

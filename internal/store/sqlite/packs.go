@@ -2,13 +2,11 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/packrun/packrun/host"
@@ -27,11 +25,39 @@ import (
 // before the lock is released), and an install, inside its own, puts again
 // any blob a sweep may have deleted since it first wrote them.
 
-// packColumns are the index's columns, as scanPack reads them.
-const packColumns = `name, version, archive_sha256, size, manifest, bundle_sha256, provenance_sha256, signature_sha256, signer, key_id, provenance, installed_at`
-
 func (s *Store) packBlobDir() blobs.Dir {
 	return blobs.Dir{Path: s.opts.PackBlobDir, TmpPrefix: tmpPrefix}
+}
+
+// packTx is the writer's transaction as storecore's pack rules see it:
+// blobs are files, and the installed set changes under the single writer.
+type packTx struct{ coreTx }
+
+func (packTx) LockPacks(context.Context) error { return nil }
+
+// PutPackBlobs puts the blobs again: an uninstall's sweep (in any
+// process) may have deleted one since InstallPack wrote them. Sweeps run
+// under the write lock, which this transaction holds until it commits:
+// what is here now stays. Put keeps a blob that is present as it is.
+func (x packTx) PutPackBlobs(_ context.Context, data [][]byte) error {
+	dir := x.s.packBlobDir()
+	for _, d := range data {
+		if d != nil {
+			if _, err := dir.Put(d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DropPackBlobs does nothing: UninstallPacks sweeps the files after the
+// commit (sweepPackBlobs).
+func (packTx) DropPackBlobs(context.Context) error { return nil }
+
+func (x packTx) PacksChanged(context.Context) error {
+	x.tx.touch(x.s.gens.packs)
+	return nil
 }
 
 // InstallPack implements host.Packs.
@@ -44,24 +70,14 @@ func (s *Store) InstallPack(ctx context.Context, p *host.InstalledPack, b host.P
 	ref := inst.Ref()
 	// Installed already (or a conflict): answer without writing blobs that
 	// nothing would refer to. The transaction below decides for good.
-	if cur, err := scanPack(s.queryRow(ctx, `SELECT `+packColumns+` FROM packs WHERE name = ? AND version = ?`, inst.Name, inst.Version)); err == nil {
+	if cur, err := storecore.FindPack(ctx, coreDB{s}, inst.Name, inst.Version); err == nil {
 		return storecore.SamePack(op, cur, inst)
-	} else if !errors.Is(err, sql.ErrNoRows) {
+	} else if !errors.Is(err, storecore.ErrNoRows) {
 		return nil, false, host.Wrap(op, ref, err)
 	}
-	data := [][]byte{b.Archive, b.Bundle, b.Provenance, b.Signature}
-	dir := s.packBlobDir()
 	// Durably, outside the write lock: the writer is not held up by
 	// syncing a large archive.
-	for _, d := range data {
-		if d != nil {
-			if _, err := dir.Put(d); err != nil {
-				return nil, false, host.Wrap(op, ref, err)
-			}
-		}
-	}
-	prov, err := storecore.EncodeProvenance(inst.Provenance)
-	if err != nil {
+	if err := (packTx{coreTx{s: s}}).PutPackBlobs(ctx, [][]byte{b.Archive, b.Bundle, b.Provenance, b.Signature}); err != nil {
 		return nil, false, host.Wrap(op, ref, err)
 	}
 	if s.beforeInstallTx != nil {
@@ -70,36 +86,9 @@ func (s *Store) InstallPack(ctx context.Context, p *host.InstalledPack, b host.P
 	var out *host.InstalledPack
 	var already bool
 	err = s.w.do(ctx, func(tx *wtx) error {
-		out, already = nil, false
-		cur, err := scanPack(tx.QueryRow(`SELECT `+packColumns+` FROM packs WHERE name = ? AND version = ?`, inst.Name, inst.Version))
-		if err == nil {
-			out, already, err = storecore.SamePack(op, cur, inst)
-			return err
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		// An uninstall's sweep (in any process) may have deleted a blob
-		// since it was written above. Sweeps run under the write lock,
-		// which this transaction holds until it commits: what is here now
-		// stays. Put keeps a blob that is present as it is.
-		for _, d := range data {
-			if d != nil {
-				if _, err := dir.Put(d); err != nil {
-					return err
-				}
-			}
-		}
-		tx.touch(s.gens.packs)
-		_, err = tx.Exec(`INSERT INTO packs (`+packColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			inst.Name, inst.Version, inst.SHA256, inst.Size, []byte(inst.Manifest),
-			nullable(inst.BundleSHA256), nullable(inst.ProvenanceSHA256), nullable(inst.SignatureSHA256),
-			inst.Signer, inst.KeyID, prov, inst.InstalledAt.Format(time.RFC3339Nano))
-		if err != nil {
-			return err
-		}
-		out = inst
-		return nil
+		var err error
+		out, already, err = storecore.InstallPack(ctx, packTx{coreTx{s, tx}}, op, inst, b)
+		return err
 	})
 	if err != nil {
 		return nil, false, host.Wrap(op, ref, err)
@@ -107,57 +96,10 @@ func (s *Store) InstallPack(ctx context.Context, p *host.InstalledPack, b host.P
 	return out, already, nil
 }
 
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func scanPack(row interface{ Scan(...any) error }) (*host.InstalledPack, error) {
-	var p host.InstalledPack
-	var bundle, prov, sig, provJSON sql.NullString
-	var at string
-	var manifest []byte
-	if err := row.Scan(&p.Name, &p.Version, &p.SHA256, &p.Size, &manifest, &bundle, &prov, &sig, &p.Signer, &p.KeyID, &provJSON, &at); err != nil {
-		return nil, err
-	}
-	p.Manifest = manifest
-	p.BundleSHA256, p.ProvenanceSHA256, p.SignatureSHA256 = bundle.String, prov.String, sig.String
-	var stored *string
-	if provJSON.Valid {
-		stored = &provJSON.String
-	}
-	var err error
-	if p.Provenance, err = storecore.DecodeProvenance(p.Ref(), stored); err != nil {
-		return nil, err
-	}
-	p.InstalledAt, _ = time.Parse(time.RFC3339Nano, at)
-	p.InstalledAt = p.InstalledAt.UTC()
-	return &p, nil
-}
-
 // ListPacks implements host.Packs.
 func (s *Store) ListPacks(ctx context.Context) ([]*host.InstalledPack, error) {
-	const op = "list packs"
-	rows, err := s.query(ctx, `SELECT `+packColumns+` FROM packs`)
-	if err != nil {
-		return nil, host.Wrap(op, "", err)
-	}
-	defer rows.Close()
-	var out []*host.InstalledPack
-	for rows.Next() {
-		p, err := scanPack(rows)
-		if err != nil {
-			return nil, host.Wrap(op, "", err)
-		}
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, host.Wrap(op, "", err)
-	}
-	storecore.SortPacks(out)
-	return out, nil
+	out, err := storecore.ListPacks(ctx, coreDB{s})
+	return out, host.Wrap("list packs", "", err)
 }
 
 // UninstallPacks implements host.Packs.
@@ -170,28 +112,7 @@ func (s *Store) UninstallPacks(ctx context.Context, refs []*host.InstalledPack) 
 	s.uninstalling.Lock()
 	defer s.uninstalling.Unlock()
 	err = s.w.do(ctx, func(tx *wtx) error {
-		var missing []string
-		for _, r := range todo {
-			var n int
-			if err := tx.QueryRow(`SELECT COUNT(*) FROM packs WHERE name = ? AND version = ? AND (? = '' OR archive_sha256 = ?)`,
-				r.Name, r.Version, r.SHA256, r.SHA256).Scan(&n); err != nil {
-				return err
-			}
-			if n == 0 {
-				missing = append(missing, r.Ref())
-			}
-		}
-		if len(missing) > 0 {
-			return host.Errorf(op, strings.Join(missing, ", "), host.ErrPackNotInstalled, "")
-		}
-		tx.touch(s.gens.packs)
-		for _, r := range todo {
-			if _, err := tx.Exec(`DELETE FROM packs WHERE name = ? AND version = ? AND (? = '' OR archive_sha256 = ?)`,
-				r.Name, r.Version, r.SHA256, r.SHA256); err != nil {
-				return err
-			}
-		}
-		return nil
+		return storecore.UninstallPacks(ctx, packTx{coreTx{s, tx}}, op, todo)
 	})
 	if err != nil {
 		return host.Wrap(op, "", err)
@@ -215,21 +136,8 @@ func (s *Store) UninstallPacks(ctx context.Context, refs []*host.InstalledPack) 
 func (s *Store) sweepPackBlobs(ctx context.Context) error {
 	dir := s.opts.PackBlobDir
 	return s.w.do(ctx, func(tx *wtx) error {
-		keep := map[string]bool{}
-		rows, err := tx.Query(`SELECT archive_sha256, COALESCE(bundle_sha256, ''), COALESCE(provenance_sha256, ''), COALESCE(signature_sha256, '') FROM packs`)
+		keep, err := storecore.PackDigests(ctx, coreTx{s, tx})
 		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var a, b, c, d string
-			if err := rows.Scan(&a, &b, &c, &d); err != nil {
-				rows.Close()
-				return err
-			}
-			keep[a], keep[b], keep[c], keep[d] = true, true, true, true
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		entries, err := os.ReadDir(dir)

@@ -2,8 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"slices"
 	"time"
 
@@ -12,21 +10,6 @@ import (
 	"github.com/packrun/packrun/internal/store/storecore"
 )
 
-const tokenColumns = `id, name, tenant, scopes, secret_hash, created_at, expires_at, revoked_at`
-
-func scanToken(row interface{ Scan(...any) error }) (*auth.Token, error) {
-	var t auth.Token
-	var scopes, created string
-	var expires, revoked sql.NullString
-	if err := row.Scan(&t.ID, &t.Name, &t.Tenant, &scopes, &t.SecretHash, &created, &expires, &revoked); err != nil {
-		return nil, err
-	}
-	t.Scopes = storecore.TokenScopes(scopes)
-	t.CreatedAt = parseTS(created)
-	t.ExpiresAt, t.RevokedAt = parseNullTS(expires), parseNullTS(revoked)
-	return &t, nil
-}
-
 // CreateToken implements auth.Store.
 func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
 	const op = "create token"
@@ -34,15 +17,9 @@ func (s *Store) CreateToken(ctx context.Context, t *auth.Token) error {
 	if err != nil {
 		return err
 	}
-	var expires any
-	if t.ExpiresAt != nil {
-		expires = ts(*t.ExpiresAt)
-	}
 	err = s.w.do(ctx, func(tx *wtx) error {
 		tx.touch(s.gens.routes) // tokenCache
-		_, err := tx.Exec(`INSERT OR FAIL INTO api_tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)`,
-			t.ID, t.Name, t.Tenant, scopes, t.SecretHash, ts(t.CreatedAt), expires)
-		return err
+		return storecore.CreateToken(ctx, coreTx{s, tx}, t, scopes)
 	})
 	return host.Wrap(op, t.ID, err)
 }
@@ -66,11 +43,8 @@ func (s *Store) Token(ctx context.Context, id string) (*auth.Token, error) {
 	t, ok, g := s.tokens.lookup(id, now)
 	if !ok {
 		var err error
-		t, err = scanToken(s.queryRow(ctx, `SELECT `+tokenColumns+` FROM api_tokens WHERE id = ?`, id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, host.Errorf("get token", id, host.ErrNotFound, "")
-		} else if err != nil {
-			return nil, host.Wrap("get token", id, err)
+		if t, err = storecore.LoadToken(ctx, coreDB{s}, "get token", id); err != nil {
+			return nil, err
 		}
 		s.tokens.store(id, t, g, now)
 	}
@@ -81,40 +55,20 @@ func (s *Store) Token(ctx context.Context, id string) (*auth.Token, error) {
 
 // Tokens implements auth.Store.
 func (s *Store) Tokens(ctx context.Context) ([]*auth.Token, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+tokenColumns+` FROM api_tokens ORDER BY created_at DESC, id`)
-	if err != nil {
-		return nil, host.Wrap("list tokens", "", err)
-	}
-	defer rows.Close()
-	var out []*auth.Token
-	for rows.Next() {
-		t, err := scanToken(rows)
-		if err != nil {
-			return nil, host.Wrap("list tokens", "", err)
-		}
-		out = append(out, t)
-	}
-	return out, host.Wrap("list tokens", "", rows.Err())
+	out, err := storecore.ListTokens(ctx, coreDB{s})
+	return out, host.Wrap("list tokens", "", err)
 }
 
 // RevokeToken implements auth.Store. Revoking a revoked token keeps its
 // first revocation time.
 func (s *Store) RevokeToken(ctx context.Context, id string) (*auth.Token, error) {
 	const op = "revoke token"
-	var n int64
 	err := s.w.do(ctx, func(tx *wtx) error {
 		tx.touch(s.gens.routes) // tokenCache
-		res, err := tx.Exec(`UPDATE api_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?`, ts(s.now()), id)
-		if err == nil {
-			n, err = res.RowsAffected()
-		}
-		return err
+		return storecore.RevokeToken(ctx, coreTx{s, tx}, op, id, s.now())
 	})
 	if err != nil {
 		return nil, host.Wrap(op, id, err)
-	}
-	if n == 0 {
-		return nil, host.Errorf(op, id, host.ErrNotFound, "no token %s", id)
 	}
 	return s.Token(ctx, id)
 }

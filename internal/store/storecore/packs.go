@@ -2,7 +2,9 @@ package storecore
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -174,4 +176,161 @@ func UninstallRefs(op string, refs []*host.InstalledPack) ([]*host.InstalledPack
 		}
 	}
 	return todo, nil
+}
+
+// The pack-index rules of host.Packs, written once against Tx. Where the
+// blobs live (files beside SQLite's database, a table of PostgreSQL's) and
+// how a change of the installed set is serialised and announced is the
+// driver's (PackTx).
+
+// PackTx is a write transaction that can change the installed packs.
+type PackTx interface {
+	Tx
+	// LockPacks is called before a change reads the installed set: the
+	// changes of every node are serial under it (nothing under SQLite's
+	// single writer).
+	LockPacks(ctx context.Context) error
+	// PutPackBlobs stores the blobs an install's row is about to name (nil
+	// ones are absent).
+	PutPackBlobs(ctx context.Context, data [][]byte) error
+	// DropPackBlobs deletes, in the transaction, the blobs no remaining row
+	// names, if the driver does it there (SQLite sweeps its files after).
+	DropPackBlobs(ctx context.Context) error
+	// PacksChanged is called once the installed set was changed.
+	PacksChanged(ctx context.Context) error
+}
+
+// PackColumns are the index's columns, as ScanPack reads them.
+const PackColumns = `name, version, archive_sha256, size, manifest, bundle_sha256, provenance_sha256, signature_sha256, signer, key_id, provenance, installed_at`
+
+// ScanPack reads a packs row (PackColumns).
+func ScanPack(row Row) (*host.InstalledPack, error) {
+	var p host.InstalledPack
+	var bundle, prov, sig, provJSON *string
+	var at string
+	var manifest []byte
+	if err := row.Scan(&p.Name, &p.Version, &p.SHA256, &p.Size, &manifest, &bundle, &prov, &sig, &p.Signer, &p.KeyID, &provJSON, &at); err != nil {
+		return nil, err
+	}
+	p.Manifest = manifest
+	p.BundleSHA256, p.ProvenanceSHA256, p.SignatureSHA256 = deref(bundle), deref(prov), deref(sig)
+	var err error
+	if p.Provenance, err = DecodeProvenance(p.Ref(), provJSON); err != nil {
+		return nil, err
+	}
+	p.InstalledAt, _ = time.Parse(time.RFC3339Nano, at)
+	p.InstalledAt = p.InstalledAt.UTC()
+	return &p, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// nullable is s, or NULL for "".
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// FindPack reads the row of name@version (ErrNoRows: none).
+func FindPack(ctx context.Context, q Querier, name, version string) (*host.InstalledPack, error) {
+	return ScanPack(q.QueryRow(ctx, `SELECT `+PackColumns+` FROM packs WHERE name = $1 AND version = $2`, name, version))
+}
+
+// ListPacks lists the installed packs, by name, newest version first.
+func ListPacks(ctx context.Context, q Querier) ([]*host.InstalledPack, error) {
+	rows, err := q.Query(ctx, `SELECT `+PackColumns+` FROM packs`)
+	if err != nil {
+		return nil, err
+	}
+	out, err := CollectRows(rows, ScanPack)
+	if err != nil {
+		return nil, err
+	}
+	SortPacks(out)
+	return out, nil
+}
+
+// InstallPack stores inst (PackRecord's) and its blobs b, unless
+// name@version is installed already: then it answers as SamePack does.
+func InstallPack(ctx context.Context, tx PackTx, op string, inst *host.InstalledPack, b host.PackBlobs) (*host.InstalledPack, bool, error) {
+	prov, err := EncodeProvenance(inst.Provenance)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := tx.LockPacks(ctx); err != nil {
+		return nil, false, err
+	}
+	cur, err := FindPack(ctx, tx, inst.Name, inst.Version)
+	if err == nil {
+		return SamePack(op, cur, inst)
+	}
+	if !errors.Is(err, ErrNoRows) {
+		return nil, false, err
+	}
+	if err := tx.PutPackBlobs(ctx, [][]byte{b.Archive, b.Bundle, b.Provenance, b.Signature}); err != nil {
+		return nil, false, err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO packs (`+PackColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		inst.Name, inst.Version, inst.SHA256, inst.Size, []byte(inst.Manifest),
+		nullable(inst.BundleSHA256), nullable(inst.ProvenanceSHA256), nullable(inst.SignatureSHA256),
+		inst.Signer, inst.KeyID, prov, inst.InstalledAt.Format(time.RFC3339Nano)); err != nil {
+		return nil, false, err
+	}
+	return inst, false, tx.PacksChanged(ctx)
+}
+
+// UninstallPacks deletes the rows of todo (UninstallRefs'); if any is not
+// installed, it deletes none and names them.
+func UninstallPacks(ctx context.Context, tx PackTx, op string, todo []*host.InstalledPack) error {
+	if err := tx.LockPacks(ctx); err != nil {
+		return err
+	}
+	const match = `FROM packs WHERE name = $1 AND version = $2 AND ($3 = '' OR archive_sha256 = $3)`
+	var missing []string
+	for _, r := range todo {
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) `+match, r.Name, r.Version, r.SHA256).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			missing = append(missing, r.Ref())
+		}
+	}
+	if len(missing) > 0 {
+		return host.Errorf(op, strings.Join(missing, ", "), host.ErrPackNotInstalled, "")
+	}
+	for _, r := range todo {
+		if _, err := tx.Exec(ctx, `DELETE `+match, r.Name, r.Version, r.SHA256); err != nil {
+			return err
+		}
+	}
+	if err := tx.DropPackBlobs(ctx); err != nil {
+		return err
+	}
+	return tx.PacksChanged(ctx)
+}
+
+// PackDigests are the digests of every blob an installed pack names.
+func PackDigests(ctx context.Context, q Querier) (map[string]bool, error) {
+	rows, err := q.Query(ctx, `SELECT archive_sha256, COALESCE(bundle_sha256, ''), COALESCE(provenance_sha256, ''), COALESCE(signature_sha256, '') FROM packs`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	keep := map[string]bool{}
+	for rows.Next() {
+		var a, b, c, d string
+		if err := rows.Scan(&a, &b, &c, &d); err != nil {
+			return nil, err
+		}
+		keep[a], keep[b], keep[c], keep[d] = true, true, true, true
+	}
+	return keep, rows.Err()
 }
