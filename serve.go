@@ -156,8 +156,7 @@ type apiInvoker struct {
 }
 
 func (a apiInvoker) Invoke(ctx context.Context, r dispatch.InvokeRequest) (*host.Attempt, *runtime.Result, error) {
-	inv, err := a.h.InvokePack(ctx, r.Pack, InvokeRequest{Node: r.Node, Input: r.Input, Tenant: r.Tenant, RunID: r.RunID,
-		NodeID: r.NodeID, Attempt: r.Attempt, AttemptGiven: r.AttemptGiven, Resume: r.Resume, Limits: r.Limits})
+	inv, err := a.h.InvokePack(ctx, r.Pack, r)
 	if err != nil {
 		return nil, nil, err
 	}
