@@ -230,7 +230,7 @@ func (h *Host) invokeModule(ctx context.Context, wasm []byte, name string, req I
 	if err != nil {
 		return nil, err
 	}
-	m, err := rt.Load(ctx, wasm, runtime.LoadOptions{Name: name, Limits: runtime.DefaultLimits().Merge(req.Limits)})
+	m, err := rt.Load(ctx, wasm, dispatch.BareLoadOptions(name, req.Limits))
 	if err != nil {
 		return nil, err
 	}

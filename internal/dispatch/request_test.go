@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -42,5 +44,23 @@ func TestAttemptNumber(t *testing.T) {
 		if got := c.req.AttemptNumber(); got != c.want {
 			t.Errorf("%+v.AttemptNumber() = %d, want %d", c.req, got, c.want)
 		}
+	}
+}
+
+// TestModuleLimits: a manifest's limits under a request's, in one
+// function for packs and bare modules alike; zero fields are left for the
+// runtime's defaults.
+func TestModuleLimits(t *testing.T) {
+	m := &packs.Manifest{Runtime: packs.Runtime{Limits: packs.RuntimeLimits{TimeoutMs: 1500, MemoryPages: 16}}}
+	got := ModuleLimits(m, runtime.Limits{Timeout: 2 * time.Second, HostCalls: 7})
+	want := runtime.Limits{MemoryBytes: 16 << 16, Timeout: 2 * time.Second, HostCalls: 7}
+	if got != want {
+		t.Errorf("ModuleLimits(pack) = %+v, want %+v", got, want)
+	}
+	if got := ModuleLimits(nil, runtime.Limits{OutputBytes: 9}); got != (runtime.Limits{OutputBytes: 9}) {
+		t.Errorf("ModuleLimits(bare) = %+v, want only the override", got)
+	}
+	if o := BareLoadOptions("m.wasm", runtime.Limits{HostCalls: 3}); o.Name != "m.wasm" || o.Limits != (runtime.Limits{HostCalls: 3}) {
+		t.Errorf("BareLoadOptions = %+v", o)
 	}
 }
