@@ -106,6 +106,7 @@ func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts Hand
 		Packs:         h.index.packInfos,
 		Skills:        h.Skills,
 		CheckIntent:   h.CheckIntent,
+		Enqueue:       h.Enqueue,
 		CheckWorkflow: h.CheckWorkflow,
 		TaskTypes:     h,
 		Agents:        h,

@@ -49,6 +49,11 @@ type Config struct {
 	// model) against the home before it is enqueued (Host.CheckIntent);
 	// nil checks only that its task type is served.
 	CheckIntent func(ctx context.Context, in *host.TaskIntent) error
+	// Enqueue is POST /v1/tasks's one write (Host.Enqueue: it checks the
+	// intent against the home, adds the task with the call's api_call
+	// event in the same store write, and wakes the dispatcher). nil: the
+	// checks of CheckIntent, Backend.Enqueue, then Dispatcher.Wake.
+	Enqueue func(ctx context.Context, in host.TaskIntent, opts host.EnqueueOptions) (*host.TaskRecord, error)
 	// CheckWorkflow checks what a workflow definition names (profiles,
 	// skills) before POST /v1/workflows stores it (Host.CheckWorkflow);
 	// nil checks nothing more than the definition's own rules.
