@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packrun/packrun/internal/packindex"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -100,7 +101,7 @@ type Host struct {
 	cfg   Config
 	log   hclog.Logger
 	store backend
-	index *packIndex
+	index *packindex.Index
 	// quotas checks what each tenant creates; limited is the store as
 	// the API, the CLI and Store's callers create through it (quotas.go).
 	quotas  *quota.Keeper
@@ -231,7 +232,7 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 	}
 	h.cfg = cfg
 	h.limited = &limited{backend: h.store, q: h.quotas}
-	h.index = newPackIndex(h.store)
+	h.index = packindex.New(h.store)
 	return h, nil
 }
 

@@ -126,7 +126,7 @@ func fixtureOf(id string) *host.OpenwopWorkflow {
 // providers maps each installed node typeId to the name of an installed
 // pack providing it (InvokePack runs its newest version).
 func (h *Host) providers(ctx context.Context) (map[string]string, error) {
-	infos, err := h.index.packInfos(ctx)
+	infos, err := h.index.PackInfos(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -493,7 +493,7 @@ func runEvent(typ, nodeID string, payload map[string]any) host.RunEvent {
 // each (discovery's loadedPacks): a pack is installed only after its
 // module loaded, so one the host refuses is never listed.
 func (h *Host) OpenwopLoadedPacks(ctx context.Context) ([]string, error) {
-	infos, err := h.index.packInfos(ctx)
+	infos, err := h.index.PackInfos(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -103,7 +103,7 @@ func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts Hand
 	return api.New(api.Config{
 		Backend:       h.limited,
 		Dispatcher:    apiInvoker{h, d},
-		Packs:         h.index.packInfos,
+		Packs:         h.index.PackInfos,
 		Skills:        h.Skills,
 		CheckIntent:   h.CheckIntent,
 		Enqueue:       h.Enqueue,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packrun/packrun/internal/packindex"
 	"io"
 	"mime"
 	"net"
@@ -15,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
@@ -103,21 +103,8 @@ type Invoker interface {
 	Wake()
 }
 
-// PackInfo describes one installed pack in GET /v1/packs.
-type PackInfo struct {
-	Name        string    `json:"name"`
-	Version     string    `json:"version"`
-	SHA256      string    `json:"sha256"`
-	Signer      string    `json:"signer,omitempty"`
-	InstalledAt time.Time `json:"installed_at"`
-	// Nodes are the typeIds of the pack's nodes.
-	Nodes []string `json:"nodes,omitempty"`
-	// TaskTypes are the task types its manifest routes to its nodes.
-	TaskTypes []string `json:"task_types,omitempty"`
-}
-
-// Ref is Name@Version.
-func (p PackInfo) Ref() string { return p.Name + "@" + p.Version }
+// PackInfo is one installed pack as GET /v1/packs lists it.
+type PackInfo = packindex.PackInfo
 
 type server struct {
 	cfg     Config

@@ -19,7 +19,9 @@ import (
 	"github.com/packrun/packrun/runtime"
 )
 
-// PackSource opens installed packs: the Host's in-memory pack index.
+// PackSource opens installed packs: internal/packindex.Index, the one
+// in-memory index the Host also lists and resolves packs with (tests pass
+// a map).
 type PackSource interface {
 	// Open returns the archive of the installed pack ref names (a name, for
 	// the newest version, or name@version). When nothing is installed under
