@@ -157,7 +157,13 @@ type apiInvoker struct {
 }
 
 func (a apiInvoker) Invoke(ctx context.Context, r dispatch.InvokeRequest) (*host.Attempt, *runtime.Result, error) {
-	inv, err := a.h.InvokePack(ctx, r.Pack, r)
+	return a.h.invokeRequest(ctx, r)
+}
+
+// invokeRequest runs req (its Pack an installed pack) as InvokePack does:
+// what the API and the openwop run scheduler call.
+func (h *Host) invokeRequest(ctx context.Context, req InvokeRequest) (*host.Attempt, *runtime.Result, error) {
+	inv, err := h.InvokePack(ctx, req.Pack, req)
 	if err != nil {
 		return nil, nil, err
 	}
