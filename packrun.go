@@ -271,7 +271,7 @@ func (h *Host) engine(ctx context.Context) (*runtime.Runtime, *dispatch.Dispatch
 		h.rt = rt
 		h.dispatcher = dispatch.New(dispatch.Config{
 			Backend: h.store, Packs: h.index, Runtime: rt, Adapters: h.adapters,
-			PackConfig: func(pack string) json.RawMessage { return h.packConfig[pack] },
+			PackConfig: h.packConfig,
 			Workers:    h.cfg.Workers, RunnerID: h.cfg.RunnerID,
 			Log:         func(msg string, kv ...any) { h.log.Info(msg, kv...) },
 			Observer:    h.cfg.Observer,

@@ -44,8 +44,9 @@ type Config struct {
 	Packs    PackSource
 	Runtime  *runtime.Runtime
 	Adapters *adapters.Registry // nil: no adapters
-	// PackConfig returns a pack's configuration object (config_get); may be nil.
-	PackConfig func(pack string) json.RawMessage
+	// PackConfig is each pack's configuration object (config_get), by pack
+	// name, read once by the Host (config.json); may be nil.
+	PackConfig map[string]json.RawMessage
 	// RunnerID names this dispatcher in claims and attempts.
 	RunnerID string
 	// Workers is how many tasks run at once (default 2).
@@ -448,10 +449,7 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 	// Time-ordered, like the store's own ids: attempts are indexed by id,
 	// and random ids would scatter every insert across the index.
 	attemptID := host.NewID("att")
-	var cfg json.RawMessage
-	if d.cfg.PackConfig != nil {
-		cfg = d.cfg.PackConfig(l.manifest.Name)
-	}
+	cfg := d.cfg.PackConfig[l.manifest.Name]
 	svc := newServices(binding{
 		backend: d.cfg.Backend, adapters: d.cfg.Adapters, grants: l.manifest.Grants, config: cfg, archive: l.arch,
 		tenant: inv.TenantID, taskID: taskID, attemptID: attemptID, node: node, bundle: b, checkIntent: d.cfg.CheckIntent,
