@@ -24,8 +24,9 @@ var (
 	ErrConfig = errors.New("bad configuration")
 	// ErrUsage: the request itself is wrong (a limit above the host
 	// maximum, a negative attempt, a malformed version range), found
-	// before anything ran.
-	ErrUsage = errors.New("invalid request")
+	// before anything ran. It is host.ErrUsage, so the packages below
+	// the Host (the pack index) refuse with it too.
+	ErrUsage = host.ErrUsage
 	// ErrNotFound: a file the request names does not exist (or a task,
 	// attempt, pack file, sensor... the request names). It is
 	// host.ErrNotFound, the one not-found sentinel (registry.ErrNotFound

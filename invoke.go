@@ -3,7 +3,6 @@ package packrun
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,35 +16,10 @@ import (
 	"github.com/packrun/packrun/runtime"
 )
 
-// InvokeRequest is one invocation of a node.
-type InvokeRequest struct {
-	// Node is the node's typeId; it may be empty when there is one node.
-	Node string
-	// Input is the node's input (default {}).
-	Input json.RawMessage
-	// Tenant is the tenant the node runs for (default "default").
-	Tenant string
-	// RunID seeds openwop_random with NodeID and Attempt (default: a new
-	// random id).
-	RunID string
-	// NodeID is the node's id within the run (default: the typeId).
-	NodeID string
-	// Attempt is the attempt number (default 1; it must not be negative).
-	Attempt int
-	// AttemptGiven uses Attempt as given, 0 included: openwop counts
-	// nodeContext.attempt from 0, and RFC 0008 §G seeds openwop_random
-	// per (runId, nodeId, attempt), so attempt 0 has a stream of its own.
-	AttemptGiven bool
-	// Resume holds the values the node's next openwop_interrupt calls
-	// return, in order.
-	Resume []json.RawMessage
-	// Limits override the pack's own (zero fields keep them); each must be
-	// within the host maxima (runtime.MaxLimits), or the request fails with
-	// ErrUsage before anything runs.
-	Limits runtime.Limits
-	// Trust verifies a .pack file target (ignored otherwise).
-	Trust PackFiles
-}
+// InvokeRequest is one invocation of a node: dispatch.InvokeRequest, the
+// one request type from the API down to the dispatcher (its Pack field is
+// set from the target the Invoke methods take).
+type InvokeRequest = dispatch.InvokeRequest
 
 // Invocation is a recorded invocation: the evidence record and the
 // runtime's result (logs, stdout, stderr, events, timing).
@@ -58,46 +32,13 @@ type Invocation struct {
 	Local string
 }
 
-// check validates what can be checked before anything runs.
-func (req *InvokeRequest) check() error {
-	if req.Tenant == "" {
-		req.Tenant = host.DefaultTenant
-	}
-	if err := host.CheckTenant("invoke", req.Tenant); err != nil {
+// check validates what can be checked before anything runs: a refusal
+// is ErrUsage.
+func check(req *InvokeRequest) error {
+	if err := req.Check(); err != nil {
 		return usageErr("%v", err)
-	}
-	if req.Attempt < 0 {
-		return usageErr("attempt %d: must be 0 or more", req.Attempt)
-	}
-	if m := req.Limits.MemoryBytes; m != 0 && m < 64<<10 {
-		return usageErr("memory limit %d bytes is below one 64 KiB page", m)
-	}
-	if err := req.Limits.CheckMax(runtime.MaxLimits()); err != nil {
-		return usageErr("%v", err)
-	}
-	if len(req.Input) > 0 && !json.Valid(req.Input) {
-		return usageErr("input is not valid JSON")
-	}
-	for i, r := range req.Resume {
-		if !json.Valid(r) {
-			return usageErr("resume value %d is not valid JSON", i+1)
-		}
 	}
 	return nil
-}
-
-// attempt is the attempt number the node sees: as given when AttemptGiven,
-// else at least 1.
-func (req *InvokeRequest) attempt() int {
-	if req.AttemptGiven {
-		return req.Attempt
-	}
-	return max(req.Attempt, 1)
-}
-
-func (req *InvokeRequest) dispatch(pack string) dispatch.InvokeRequest {
-	return dispatch.InvokeRequest{Pack: pack, Node: req.Node, Input: req.Input, Tenant: req.Tenant, RunID: req.RunID,
-		NodeID: req.NodeID, Attempt: req.Attempt, AttemptGiven: req.AttemptGiven, Resume: req.Resume, Limits: req.Limits}
 }
 
 // Invoke runs one node of target and records the attempt. target is a
@@ -116,7 +57,7 @@ func (h *Host) Invoke(ctx context.Context, target string, req InvokeRequest) (*I
 		return nil, err
 	}
 	if local {
-		if err := req.check(); err != nil {
+		if err := check(&req); err != nil {
 			return nil, err
 		}
 		return h.invokeProject(ctx, dir, req)
@@ -126,7 +67,7 @@ func (h *Host) Invoke(ctx context.Context, target string, req InvokeRequest) (*I
 		return nil, err
 	}
 	// Checked once, before the module is read or the pack verified.
-	if err := req.check(); err != nil {
+	if err := check(&req); err != nil {
 		return nil, err
 	}
 	switch kind {
@@ -232,18 +173,19 @@ func (h *Host) invokeProject(ctx context.Context, dir string, req InvokeRequest)
 // InvokePack runs one node of the installed pack ref names (NAME,
 // NAME@VERSION or NAME@RANGE) and records the attempt.
 func (h *Host) InvokePack(ctx context.Context, ref string, req InvokeRequest) (*Invocation, error) {
-	if err := req.check(); err != nil {
+	if err := check(&req); err != nil {
 		return nil, err
 	}
 	return h.invokePack(ctx, ref, req)
 }
 
 func (h *Host) invokePack(ctx context.Context, ref string, req InvokeRequest) (*Invocation, error) {
+	req.Pack = ref
 	_, d, err := h.engine(ctx)
 	if err != nil {
 		return nil, err
 	}
-	att, res, err := d.Invoke(ctx, req.dispatch(ref))
+	att, res, err := d.Invoke(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -253,18 +195,19 @@ func (h *Host) invokePack(ctx context.Context, ref string, req InvokeRequest) (*
 // InvokeArchive runs one node of a pack archive (one the caller verified:
 // see VerifyFile) and records the attempt.
 func (h *Host) InvokeArchive(ctx context.Context, arch *packs.Archive, req InvokeRequest) (*Invocation, error) {
-	if err := req.check(); err != nil {
+	if err := check(&req); err != nil {
 		return nil, err
 	}
 	return h.invokeArchive(ctx, arch, req)
 }
 
 func (h *Host) invokeArchive(ctx context.Context, arch *packs.Archive, req InvokeRequest) (*Invocation, error) {
+	req.Pack = ""
 	_, d, err := h.engine(ctx)
 	if err != nil {
 		return nil, err
 	}
-	att, res, err := d.InvokeArchive(ctx, arch, req.dispatch(""))
+	att, res, err := d.InvokeArchive(ctx, arch, req)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +219,7 @@ func (h *Host) invokeArchive(ctx context.Context, arch *packs.Archive, req Invok
 // home, by digest, so the attempt can be replayed. name identifies the
 // module in errors.
 func (h *Host) InvokeModule(ctx context.Context, wasm []byte, name string, req InvokeRequest) (*Invocation, error) {
-	if err := req.check(); err != nil {
+	if err := check(&req); err != nil {
 		return nil, err
 	}
 	return h.invokeModule(ctx, wasm, name, req)
@@ -287,7 +230,7 @@ func (h *Host) invokeModule(ctx context.Context, wasm []byte, name string, req I
 	if err != nil {
 		return nil, err
 	}
-	m, err := rt.Load(ctx, wasm, runtime.LoadOptions{Name: name, Limits: runtime.DefaultLimits().Merge(req.Limits)})
+	m, err := rt.Load(ctx, wasm, dispatch.BareLoadOptions(name, req.Limits))
 	if err != nil {
 		return nil, err
 	}
@@ -295,8 +238,7 @@ func (h *Host) invokeModule(ctx context.Context, wasm []byte, name string, req I
 	if err := h.rememberModule(wasm); err != nil {
 		return nil, err
 	}
-	att, res, err := d.InvokeModule(ctx, m, runtime.Invocation{Node: req.Node, Input: req.Input, RunID: req.RunID,
-		NodeID: req.NodeID, TenantID: req.Tenant, Attempt: req.attempt(), AttemptGiven: true, Resume: req.Resume})
+	att, res, err := d.InvokeModule(ctx, m, req)
 	if err != nil {
 		return nil, err
 	}

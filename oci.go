@@ -45,11 +45,11 @@ func (o OCIOptions) internal() oci.Options {
 // provenance bundles as referrers. It returns the pushed manifest's
 // pinned reference (REGISTRY/REPO@sha256:…).
 func (h *Host) PushOCI(ctx context.Context, ref, target string, o OCIOptions) (string, error) {
-	p, err := h.index.resolve(ctx, ref)
+	p, err := h.index.Resolve(ctx, ref)
 	if err != nil {
 		return "", err
 	}
-	r := p.rec
+	r := p.Rec
 	if r.BundleSHA256 == "" {
 		return "", usageErr("push %s: the pack was installed without a Sigstore bundle; only signed packs are pushed", r.Ref())
 	}

@@ -20,6 +20,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packrun/packrun/internal/packindex"
+	"github.com/packrun/packrun/internal/runs"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -100,7 +102,7 @@ type Host struct {
 	cfg   Config
 	log   hclog.Logger
 	store backend
-	index *packIndex
+	index *packindex.Index
 	// quotas checks what each tenant creates; limited is the store as
 	// the API, the CLI and Store's callers create through it (quotas.go).
 	quotas  *quota.Keeper
@@ -115,7 +117,7 @@ type Host struct {
 	dispatcher *dispatch.Dispatcher
 	started    atomic.Pointer[dispatch.Dispatcher] // the dispatcher, once engine has run
 
-	runs runSet // openwop runs executing here (runs.go)
+	runs *runs.Scheduler // openwop runs executing here
 
 	closeOnce sync.Once
 }
@@ -189,7 +191,6 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 	}
 	h := &Host{home: home, cfg: cfg, log: cfg.Logger}
 	h.quotas = quota.New(cfg.Quotas.limits(), func(ctx context.Context) (map[string]host.TenantUsage, error) { return h.store.TenantUsage(ctx) })
-	h.runs.slots = make(chan struct{}, cfg.Workers)
 	var err error
 	if h.packConfig, err = readPackConfig(filepath.Join(home, PackConfigFile)); err != nil {
 		return nil, err
@@ -231,7 +232,14 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 	}
 	h.cfg = cfg
 	h.limited = &limited{backend: h.store, q: h.quotas}
-	h.index = newPackIndex(h.store)
+	h.index = packindex.New(h.store)
+	h.runs = runs.New(runs.Config{
+		Store: h.store, Packs: h.index, RunnerID: cfg.RunnerID, LeaseTTL: cfg.LeaseTTL, Workers: cfg.Workers, Log: h.log,
+		Invoke: h.invokeRequest,
+		Replay: func(ctx context.Context, attemptID string) (*ReplayVerdict, error) {
+			return h.Replay(ctx, attemptID, ReplayOptions{})
+		},
+	})
 	return h, nil
 }
 
@@ -263,12 +271,12 @@ func (h *Host) engine(ctx context.Context) (*runtime.Runtime, *dispatch.Dispatch
 		h.rt = rt
 		h.dispatcher = dispatch.New(dispatch.Config{
 			Backend: h.store, Packs: h.index, Runtime: rt, Adapters: h.adapters,
-			PackConfig: func(pack string) json.RawMessage { return h.packConfig[pack] },
+			PackConfig: h.packConfig,
 			Workers:    h.cfg.Workers, RunnerID: h.cfg.RunnerID,
 			Log:         func(msg string, kv ...any) { h.log.Info(msg, kv...) },
 			Observer:    h.cfg.Observer,
 			CheckIntent: h.CheckIntent,
-			Reclaim:     h.continueRuns,
+			Reclaim:     h.runs.Continue,
 			Chores:      h.chores,
 			BeforeFire:  func(ctx context.Context) { h.quotas.Refresh(ctx) },
 			CheckFollowUps: func(ctx context.Context, tenant string, n int) error {
@@ -291,7 +299,7 @@ func (h *Host) Runtime(ctx context.Context) (*runtime.Runtime, error) {
 func (h *Host) Close(ctx context.Context) error {
 	var err error
 	h.closeOnce.Do(func() {
-		h.stopRuns()
+		h.runs.Stop()
 		if h.dispatcher != nil {
 			h.dispatcher.Close(ctx)
 		}

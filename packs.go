@@ -19,27 +19,9 @@ import (
 	"github.com/packrun/packrun/runtime"
 )
 
-// PackFiles says where a pack file's signatures are and how to judge them.
-type PackFiles struct {
-	// Bundle is the Sigstore bundle over the archive (default
-	// FILE.sigstore.json beside the pack).
-	Bundle string
-	// Provenance is the provenance bundle (default
-	// FILE.provenance.sigstore.json beside the pack).
-	Provenance string
-	// Signature is the detached Ed25519 signature of an openwop registry
-	// .tgz (default FILE.sig beside it); when present, it is verified
-	// instead of the bundles.
-	Signature string
-	// Integrity pins the archive, "sha256-<base64>" of its bytes (an
-	// openwop registry's version manifest "integrity"); required for an
-	// openwop pack signed over its pack.json only.
-	Integrity string
-	// TrustFile is the trust policy (default the host's Config.TrustFile).
-	TrustFile string
-	// AllowUnsignedUnsafe accepts a pack that has no signature at all.
-	AllowUnsignedUnsafe bool
-}
+// PackFiles says where a pack file's signatures are and how to judge them
+// (packs.Files: InvokeRequest.Trust carries one).
+type PackFiles = packs.Files
 
 // MaxPackFileBytes bounds a pack file read from disk: the archive limit.
 var maxPackFileBytes = packs.DefaultLimits().ArchiveBytes
@@ -266,15 +248,15 @@ func (h *Host) routeTaskTypes(ctx context.Context, names ...string) error {
 	for _, name := range names {
 		var routes []host.TaskTypeRoute
 		subs := []host.Subscription{}
-		if ps, err := h.index.match(ctx, name); err == nil {
-			for _, n := range ps[0].manifest.Nodes {
+		if ps, err := h.index.Match(ctx, name); err == nil {
+			for _, n := range ps[0].Manifest.Nodes {
 				for _, tt := range n.TaskTypes {
 					routes = append(routes, host.TaskTypeRoute{TaskTypeSpec: host.TaskTypeSpec{TaskType: tt}, Pack: name, Node: n.TypeID})
 				}
 			}
-			routes = append(routes, sensorRoutes(name, ps[0].manifest)...)
+			routes = append(routes, sensorRoutes(name, ps[0].Manifest)...)
 			var subRoutes []host.TaskTypeRoute
-			subRoutes, subs = subscriptionsOf(name, ps[0].manifest)
+			subRoutes, subs = subscriptionsOf(name, ps[0].Manifest)
 			routes = append(routes, subRoutes...)
 		} else if !errors.Is(err, host.ErrPackNotInstalled) {
 			return err
@@ -292,14 +274,14 @@ func (h *Host) routeTaskTypes(ctx context.Context, names ...string) error {
 // routeAllTaskTypes routes every installed pack's task types (serve does
 // it at start, for stores written by older versions).
 func (h *Host) routeAllTaskTypes(ctx context.Context) error {
-	all, err := h.index.list(ctx)
+	all, err := h.index.List(ctx)
 	if err != nil {
 		return err
 	}
 	var names []string
 	for _, p := range all {
-		if len(names) == 0 || names[len(names)-1] != p.rec.Name {
-			names = append(names, p.rec.Name)
+		if len(names) == 0 || names[len(names)-1] != p.Rec.Name {
+			names = append(names, p.Rec.Name)
 		}
 	}
 	return h.routeTaskTypes(ctx, names...)
@@ -307,13 +289,13 @@ func (h *Host) routeAllTaskTypes(ctx context.Context) error {
 
 // Packs lists the installed packs, by name, newest version first.
 func (h *Host) Packs(ctx context.Context) ([]*host.InstalledPack, error) {
-	all, err := h.index.list(ctx)
+	all, err := h.index.List(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*host.InstalledPack, len(all))
 	for i, p := range all {
-		out[i] = p.rec
+		out[i] = p.Rec
 	}
 	return out, nil
 }
@@ -321,11 +303,11 @@ func (h *Host) Packs(ctx context.Context) ([]*host.InstalledPack, error) {
 // Pack returns the installed pack ref names (NAME, NAME@VERSION,
 // NAME@RANGE: the newest match) with its decoded manifest.
 func (h *Host) Pack(ctx context.Context, ref string) (*host.InstalledPack, *packs.Manifest, error) {
-	p, err := h.index.resolve(ctx, ref)
+	p, err := h.index.Resolve(ctx, ref)
 	if err != nil {
 		return nil, nil, err
 	}
-	return p.rec, p.manifest, nil
+	return p.Rec, p.Manifest, nil
 }
 
 // OpenPack returns the archive of the installed pack ref names.
@@ -337,13 +319,13 @@ func (h *Host) OpenPack(ctx context.Context, ref string) (*packs.Archive, error)
 // their task-type routes when no version is left, and the blobs nothing
 // refers to any more.
 func (h *Host) Uninstall(ctx context.Context, ref string) ([]*host.InstalledPack, error) {
-	ps, err := h.index.match(ctx, ref)
+	ps, err := h.index.Match(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	recs := make([]*host.InstalledPack, len(ps))
 	for i, p := range ps {
-		recs[i] = p.rec
+		recs[i] = p.Rec
 	}
 	if err := h.store.UninstallPacks(ctx, recs); err != nil {
 		return nil, err
@@ -360,11 +342,11 @@ func (h *Host) Uninstall(ctx context.Context, ref string) ([]*host.InstalledPack
 // them, so the export installs in another home. It returns the paths
 // written.
 func (h *Host) Export(ctx context.Context, ref, dir string) ([]string, error) {
-	p, err := h.index.resolve(ctx, ref)
+	p, err := h.index.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	r := p.rec
+	r := p.Rec
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}

@@ -42,20 +42,20 @@ func sensorRoutes(name string, m *packs.Manifest) []host.TaskTypeRoute {
 // installedSensors lists the sensor nodes of every installed pack's
 // newest version, by pack name.
 func (h *Host) installedSensors(ctx context.Context) ([]Sensor, error) {
-	all, err := h.index.list(ctx)
+	all, err := h.index.List(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []Sensor
 	seen := map[string]bool{}
 	for _, p := range all {
-		if seen[p.rec.Name] {
+		if seen[p.Rec.Name] {
 			continue // an older version
 		}
-		seen[p.rec.Name] = true
-		for _, n := range p.manifest.Nodes {
+		seen[p.Rec.Name] = true
+		for _, n := range p.Manifest.Nodes {
 			if n.Kind == packs.KindSensor {
-				out = append(out, Sensor{SensorID: n.TypeID, Pack: p.rec.Ref(), Description: n.Description, Cadence: n.Cadence,
+				out = append(out, Sensor{SensorID: n.TypeID, Pack: p.Rec.Ref(), Description: n.Description, Cadence: n.Cadence,
 					TaskType: host.SensorTaskType(n.TypeID)})
 			}
 		}

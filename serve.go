@@ -103,9 +103,10 @@ func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts Hand
 	return api.New(api.Config{
 		Backend:       h.limited,
 		Dispatcher:    apiInvoker{h, d},
-		Packs:         h.index.packInfos,
+		Packs:         h.index.PackInfos,
 		Skills:        h.Skills,
 		CheckIntent:   h.CheckIntent,
+		Enqueue:       h.Enqueue,
 		CheckWorkflow: h.CheckWorkflow,
 		TaskTypes:     h,
 		Agents:        h,
@@ -156,8 +157,13 @@ type apiInvoker struct {
 }
 
 func (a apiInvoker) Invoke(ctx context.Context, r dispatch.InvokeRequest) (*host.Attempt, *runtime.Result, error) {
-	inv, err := a.h.InvokePack(ctx, r.Pack, InvokeRequest{Node: r.Node, Input: r.Input, Tenant: r.Tenant, RunID: r.RunID,
-		NodeID: r.NodeID, Attempt: r.Attempt, AttemptGiven: r.AttemptGiven, Resume: r.Resume, Limits: r.Limits})
+	return a.h.invokeRequest(ctx, r)
+}
+
+// invokeRequest runs req (its Pack an installed pack) as InvokePack does:
+// what the API and the openwop run scheduler call.
+func (h *Host) invokeRequest(ctx context.Context, req InvokeRequest) (*host.Attempt, *runtime.Result, error) {
+	inv, err := h.InvokePack(ctx, req.Pack, req)
 	if err != nil {
 		return nil, nil, err
 	}

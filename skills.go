@@ -10,16 +10,16 @@ import (
 // pack's newest version (the version its task types route to), with their
 // SkillManifest (seed 003 §4), by pack name then node order.
 func (h *Host) Skills(ctx context.Context) ([]packs.InstalledSkill, error) {
-	all, err := h.index.list(ctx)
+	all, err := h.index.List(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := []packs.InstalledSkill{}
 	for i, p := range all {
-		if i > 0 && all[i-1].rec.Name == p.rec.Name {
+		if i > 0 && all[i-1].Rec.Name == p.Rec.Name {
 			continue // an older version
 		}
-		out = append(out, p.manifest.Skills()...)
+		out = append(out, p.Manifest.Skills()...)
 	}
 	return out, nil
 }

@@ -25,6 +25,12 @@ func TestDependencyDirection(t *testing.T) {
 		"registry": {"abi", "packs", "host", "internal"}, // host: the one ErrNotFound
 		// The implementations: anything but the root and the CLI.
 		"internal": {"abi", "runtime", "host", "packs", "registry", "internal"},
+		// The installed packs in memory, below both the Host and the
+		// dispatcher: it reads the store, nothing else of ours.
+		"internal/packindex": {"abi", "host", "packs", "internal/textclip"},
+		// The openwop run scheduler: below the root, it runs nodes through
+		// the dispatcher's request type and finds packs in the index.
+		"internal/runs": {"abi", "runtime", "host", "internal/dispatch", "internal/packindex", "internal/replay"},
 		// Test support (a runtime.Services fake, module helpers): only
 		// tests import it.
 		"internal/testing/hosttest": {"abi", "runtime"},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packrun/packrun/internal/packindex"
 	"io"
 	"mime"
 	"net"
@@ -15,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
@@ -49,6 +49,11 @@ type Config struct {
 	// model) against the home before it is enqueued (Host.CheckIntent);
 	// nil checks only that its task type is served.
 	CheckIntent func(ctx context.Context, in *host.TaskIntent) error
+	// Enqueue is POST /v1/tasks's one write (Host.Enqueue: it checks the
+	// intent against the home, adds the task with the call's api_call
+	// event in the same store write, and wakes the dispatcher). nil: the
+	// checks of CheckIntent, Backend.Enqueue, then Dispatcher.Wake.
+	Enqueue func(ctx context.Context, in host.TaskIntent, opts host.EnqueueOptions) (*host.TaskRecord, error)
 	// CheckWorkflow checks what a workflow definition names (profiles,
 	// skills) before POST /v1/workflows stores it (Host.CheckWorkflow);
 	// nil checks nothing more than the definition's own rules.
@@ -98,21 +103,8 @@ type Invoker interface {
 	Wake()
 }
 
-// PackInfo describes one installed pack in GET /v1/packs.
-type PackInfo struct {
-	Name        string    `json:"name"`
-	Version     string    `json:"version"`
-	SHA256      string    `json:"sha256"`
-	Signer      string    `json:"signer,omitempty"`
-	InstalledAt time.Time `json:"installed_at"`
-	// Nodes are the typeIds of the pack's nodes.
-	Nodes []string `json:"nodes,omitempty"`
-	// TaskTypes are the task types its manifest routes to its nodes.
-	TaskTypes []string `json:"task_types,omitempty"`
-}
-
-// Ref is Name@Version.
-func (p PackInfo) Ref() string { return p.Name + "@" + p.Version }
+// PackInfo is one installed pack as GET /v1/packs lists it.
+type PackInfo = packindex.PackInfo
 
 type server struct {
 	cfg     Config

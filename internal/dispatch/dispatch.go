@@ -19,7 +19,9 @@ import (
 	"github.com/packrun/packrun/runtime"
 )
 
-// PackSource opens installed packs: the Host's in-memory pack index.
+// PackSource opens installed packs: internal/packindex.Index, the one
+// in-memory index the Host also lists and resolves packs with (tests pass
+// a map).
 type PackSource interface {
 	// Open returns the archive of the installed pack ref names (a name, for
 	// the newest version, or name@version). When nothing is installed under
@@ -42,8 +44,9 @@ type Config struct {
 	Packs    PackSource
 	Runtime  *runtime.Runtime
 	Adapters *adapters.Registry // nil: no adapters
-	// PackConfig returns a pack's configuration object (config_get); may be nil.
-	PackConfig func(pack string) json.RawMessage
+	// PackConfig is each pack's configuration object (config_get), by pack
+	// name, read once by the Host (config.json); may be nil.
+	PackConfig map[string]json.RawMessage
 	// RunnerID names this dispatcher in claims and attempts.
 	RunnerID string
 	// Workers is how many tasks run at once (default 2).
@@ -211,21 +214,85 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// InvokeRequest is a direct invocation of an installed pack's node.
+// InvokeRequest is one invocation of a node outside the queue: the one
+// request type of POST /v1/invoke (internal/api), the Host's Invoke
+// methods (packrun.InvokeRequest is this type) and the Dispatcher, so a
+// request goes down the layers without being converted.
 type InvokeRequest struct {
-	Pack    string // name or name@version
-	Node    string // typeId; may be empty for a single-node pack
-	Input   json.RawMessage
-	Tenant  string
-	RunID   string
-	NodeID  string // defaults to the typeId
-	Attempt int    // defaults to 1 unless AttemptGiven
-	// AttemptGiven uses Attempt as given, 0 included (openwop counts
-	// attempts from 0).
+	// Pack is the installed pack (NAME, NAME@VERSION or NAME@RANGE) that
+	// Invoke runs; the Host's Invoke methods take their target as an
+	// argument and set it.
+	Pack string
+	// Node is the node's typeId; it may be empty when there is one node.
+	Node string
+	// Input is the node's input (default {}).
+	Input json.RawMessage
+	// Tenant is the tenant the node runs for (default "default").
+	Tenant string
+	// RunID seeds openwop_random with NodeID and Attempt (default: a new
+	// random id).
+	RunID string
+	// NodeID is the node's id within the run (default: the typeId).
+	NodeID string
+	// Attempt is the attempt number (default 1; it must not be negative).
+	Attempt int
+	// AttemptGiven uses Attempt as given, 0 included: openwop counts
+	// nodeContext.attempt from 0, and RFC 0008 §G seeds openwop_random
+	// per (runId, nodeId, attempt), so attempt 0 has a stream of its own.
 	AttemptGiven bool
-	Resume       []json.RawMessage
-	// Limits override the pack's own (zero fields keep them).
+	// Resume holds the values the node's next openwop_interrupt calls
+	// return, in order.
+	Resume []json.RawMessage
+	// Limits override the pack's own (zero fields keep them); each must be
+	// within the host maxima (runtime.MaxLimits): see Check.
 	Limits runtime.Limits
+	// Trust verifies a .pack file target (the Host's Invoke; ignored
+	// otherwise).
+	Trust packs.Files
+}
+
+// Check validates what can be checked before anything runs, and defaults
+// the tenant. Its errors are the request's fault, one line each.
+func (req *InvokeRequest) Check() error {
+	if req.Tenant == "" {
+		req.Tenant = host.DefaultTenant
+	}
+	if err := host.CheckTenant("invoke", req.Tenant); err != nil {
+		return err
+	}
+	if req.Attempt < 0 {
+		return fmt.Errorf("attempt %d: must be 0 or more", req.Attempt)
+	}
+	if m := req.Limits.MemoryBytes; m != 0 && m < 64<<10 {
+		return fmt.Errorf("memory limit %d bytes is below one 64 KiB page", m)
+	}
+	if err := req.Limits.CheckMax(runtime.MaxLimits()); err != nil {
+		return err
+	}
+	if len(req.Input) > 0 && !json.Valid(req.Input) {
+		return fmt.Errorf("input is not valid JSON")
+	}
+	for i, r := range req.Resume {
+		if !json.Valid(r) {
+			return fmt.Errorf("resume value %d is not valid JSON", i+1)
+		}
+	}
+	return nil
+}
+
+// AttemptNumber is the attempt number the node sees: as given when
+// AttemptGiven, else at least 1.
+func (req *InvokeRequest) AttemptNumber() int {
+	if req.AttemptGiven {
+		return req.Attempt
+	}
+	return max(req.Attempt, 1)
+}
+
+// invocation is what the runtime is asked to run for req.
+func (req *InvokeRequest) invocation(node, runID string) runtime.Invocation {
+	return runtime.Invocation{Node: node, Input: req.Input, RunID: runID, NodeID: req.NodeID, TenantID: req.Tenant,
+		Attempt: req.AttemptNumber(), AttemptGiven: true, Resume: req.Resume}
 }
 
 // Invoke runs one node of an installed pack outside the queue and records
@@ -256,11 +323,7 @@ func (d *Dispatcher) InvokeArchive(ctx context.Context, arch *packs.Archive, req
 	if runID == "" {
 		runID = newID()
 	}
-	attempt := req.Attempt
-	if !req.AttemptGiven {
-		attempt = max(attempt, 1)
-	}
-	att, res, svc, err := d.run(ctx, l, node, runtime.Invocation{Node: node, Input: req.Input, RunID: runID, NodeID: req.NodeID, TenantID: req.Tenant, Attempt: attempt, AttemptGiven: true, Resume: req.Resume}, "", nil, true)
+	att, res, svc, err := d.run(ctx, l, node, req.invocation(node, runID), "", nil, true)
 	if err != nil {
 		return att, res, err
 	}
@@ -306,14 +369,15 @@ func (d *Dispatcher) InvokeArchive(ctx context.Context, arch *packs.Archive, req
 }
 
 // InvokeModule runs a node of a bare module (no pack, so nothing is
-// granted) and records the attempt.
-func (d *Dispatcher) InvokeModule(ctx context.Context, m *runtime.Module, inv runtime.Invocation) (*host.Attempt, *runtime.Result, error) {
-	if inv.RunID == "" {
-		inv.RunID = newID()
+// granted) and records the attempt (req.Pack is not used).
+func (d *Dispatcher) InvokeModule(ctx context.Context, m *runtime.Module, req InvokeRequest) (*host.Attempt, *runtime.Result, error) {
+	runID := req.RunID
+	if runID == "" {
+		runID = newID()
 	}
 	info := m.Info()
 	l := newLoaded(m, &packs.Manifest{Name: info.PackName}, packs.Module{Path: info.Name, SHA256: info.SHA256})
-	att, res, _, err := d.run(ctx, l, inv.Node, inv, "", nil, true)
+	att, res, _, err := d.run(ctx, l, req.Node, req.invocation(req.Node, runID), "", nil, true)
 	return att, res, err
 }
 
@@ -385,10 +449,7 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 	// Time-ordered, like the store's own ids: attempts are indexed by id,
 	// and random ids would scatter every insert across the index.
 	attemptID := host.NewID("att")
-	var cfg json.RawMessage
-	if d.cfg.PackConfig != nil {
-		cfg = d.cfg.PackConfig(l.manifest.Name)
-	}
+	cfg := d.cfg.PackConfig[l.manifest.Name]
 	svc := newServices(binding{
 		backend: d.cfg.Backend, adapters: d.cfg.Adapters, grants: l.manifest.Grants, config: cfg, archive: l.arch,
 		tenant: inv.TenantID, taskID: taskID, attemptID: attemptID, node: node, bundle: b, checkIntent: d.cfg.CheckIntent,

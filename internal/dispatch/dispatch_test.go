@@ -127,7 +127,7 @@ func newDispatcherOn(t *testing.T, cfg Config, arch *packs.Archive, adaptersJSON
 		t.Fatal(err)
 	}
 	cfg.Packs, cfg.Runtime, cfg.Adapters = onePack{arch}, rt, reg
-	cfg.PackConfig = func(string) json.RawMessage { return json.RawMessage(`{"missing":"now present"}`) }
+	cfg.PackConfig = map[string]json.RawMessage{arch.Manifest.Name: json.RawMessage(`{"missing":"now present"}`)}
 	d := New(cfg)
 	t.Cleanup(func() { d.Close(ctx) })
 	return d

@@ -24,11 +24,24 @@ func CheckABI(m *packs.Manifest) error {
 	return nil
 }
 
-// PackLimits are a manifest's own limits (zero fields: the runtime's
-// defaults). Packs do not set the host-memory budget: the host's applies.
-func PackLimits(m *packs.Manifest) runtime.Limits {
+// ModuleLimits is the one place a module's limits are combined: the
+// manifest's own (m nil: a bare module, which has none) under override,
+// the request's (non-zero fields win; see runtime.Limits.Merge). The
+// runtime then fills the fields left zero from its defaults and clamps
+// all to its maxima. Packs do not set the host-memory budget: the host's
+// applies.
+func ModuleLimits(m *packs.Manifest, override runtime.Limits) runtime.Limits {
+	if m == nil {
+		return runtime.Limits{}.Merge(override)
+	}
 	l := m.Limits()
-	return runtime.Limits{MemoryBytes: l.MemoryBytes, Timeout: l.Timeout, OutputBytes: l.OutputBytes, HostCalls: l.HostCalls}
+	return runtime.Limits{MemoryBytes: l.MemoryBytes, Timeout: l.Timeout, OutputBytes: l.OutputBytes, HostCalls: l.HostCalls}.Merge(override)
+}
+
+// BareLoadOptions are the options a bare module (no pack) loads with:
+// its name and the request's limits over the runtime's defaults.
+func BareLoadOptions(name string, override runtime.Limits) runtime.LoadOptions {
+	return runtime.LoadOptions{Name: name, Limits: ModuleLimits(nil, override)}
 }
 
 // LoadOptions are the options one module of a pack loads with: the pack's
@@ -38,7 +51,7 @@ func PackLimits(m *packs.Manifest) runtime.Limits {
 func LoadOptions(m *packs.Manifest, mod packs.Module, override runtime.Limits) runtime.LoadOptions {
 	return runtime.LoadOptions{
 		Name:     m.Name + "@" + m.Version + "/" + mod.Path,
-		Limits:   PackLimits(m).Merge(override),
+		Limits:   ModuleLimits(m, override),
 		PackName: m.Name,
 		Exports:  m.Exports(mod.Path),
 		ABI:      m.ABI(),
