@@ -19,6 +19,7 @@ type coreTx struct {
 
 var (
 	_ storecore.TaskTx   = coreTx{}
+	_ storecore.SettleTx = coreTx{}
 	_ storecore.SensorTx = coreTx{}
 )
 
@@ -50,7 +51,7 @@ func (c coreTx) Event(typ, taskID, attemptID string, data any) error {
 func (coreTx) Dialect() *storecore.Dialect { return storecore.SQLiteDialect }
 
 func (c coreTx) InsertTask(_ context.Context, t *host.TaskRecord) error {
-	return c.s.insertTask(c.tx, t, "")
+	return storecore.InsertTask(bg, c, t, "")
 }
 
 func (c coreTx) SensorWorkflow(_ context.Context, ev *host.SensorEvent, tenant string, now time.Time) (*host.WorkflowRecord, bool, error) {
@@ -105,3 +106,43 @@ func (r sqlRow) Scan(dest ...any) error {
 type sqlRows struct{ *sql.Rows }
 
 func (r sqlRows) Close() { r.Rows.Close() }
+
+// The queue's rules (storecore.SettleTx).
+
+func (c coreTx) EventData(typ, taskID, attemptID string, d *storecore.EventData) error {
+	return c.s.appendEvent(c.tx, &host.Event{Type: typ, TaskID: taskID, AttemptID: attemptID, Data: d.Bytes()}, d.Tenant())
+}
+
+// LockTask reads the task (the single writer holds it); of a task whose
+// record the caller holds, only the columns queue operations change.
+func (c coreTx) LockTask(ctx context.Context, op, taskID string, held *host.TaskRecord) (*host.TaskRecord, error) {
+	if held != nil && held.TaskID == taskID {
+		return c.s.reloadTask(c.tx, op, held)
+	}
+	return c.s.loadTask(txq{c.tx}, ctx, op, taskID)
+}
+
+func (c coreTx) RecordAttempt(_ context.Context, prepared any) error {
+	return c.s.recordAttempt(c.tx, prepared.(*attemptRow))
+}
+
+func (c coreTx) ApplyStaged(_ context.Context, t *host.TaskRecord, in *host.FinishInput, now time.Time) (string, error) {
+	opts := host.SensorEventOptions{Tenant: t.Tenant, Origin: "task:" + t.TaskID}
+	if _, err := storecore.ApplyReported(bg, c, in.SensorEvents, opts, t.TaskID, in.AttemptID, now); err != nil {
+		return "", err
+	}
+	if err := c.s.applyPublished(c.tx, in.Messages, t.Tenant, t.TaskID, in.AttemptID, now); err != nil {
+		return "", err
+	}
+	if t.WorkflowRef == nil || in.Outcome.WorkflowSignal == "" {
+		return "", nil
+	}
+	return c.s.applyWorkflowSignal(c.tx, t, in.Outcome.WorkflowSignal, in.AttemptID, now)
+}
+
+// Leases: an SQLite claim holds no lease (a single host's runners).
+func (coreTx) Leases() bool { return false }
+
+func (c coreTx) Now() time.Time { return c.s.now() }
+
+func (c coreTx) Backoff(n int) time.Duration { return c.s.opts.Backoff(n) }
