@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -144,18 +143,6 @@ func (x *tx) lastAttemptSuspended(ctx context.Context, t *host.TaskRecord) (bool
 		return false, err
 	}
 	return a.Outcome == abi.Suspended, nil
-}
-
-// queueMessages puts a completed task's external messages in the outbox,
-// pending.
-func (x *tx) queueMessages(ctx context.Context, t *host.TaskRecord, attemptID string, msgs []json.RawMessage, now time.Time) error {
-	for _, m := range msgs {
-		if _, err := x.Exec(ctx, `INSERT INTO outbox_messages (message_id, task_id, attempt_id, tenant, message, status, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			host.NewID("msg"), t.TaskID, attemptID, t.Tenant, string(evidence.CompactJSON(m)), host.OutboxPending, ts(now)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // Outbox implements host.Queue.

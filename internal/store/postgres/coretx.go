@@ -18,6 +18,7 @@ type coreTx struct{ x *tx }
 
 var (
 	_ storecore.TaskTx   = coreTx{}
+	_ storecore.SettleTx = coreTx{}
 	_ storecore.SensorTx = coreTx{}
 )
 
@@ -42,7 +43,7 @@ func (c coreTx) Event(typ, taskID, attemptID string, data any) error {
 func (coreTx) Dialect() *storecore.Dialect { return storecore.PostgresDialect }
 
 func (c coreTx) InsertTask(ctx context.Context, t *host.TaskRecord) error {
-	return c.x.insertTask(ctx, t, "")
+	return storecore.InsertTask(ctx, c, t, "")
 }
 
 func (c coreTx) SensorWorkflow(ctx context.Context, ev *host.SensorEvent, tenant string, now time.Time) (*host.WorkflowRecord, bool, error) {
@@ -81,3 +82,34 @@ func (r pgRow) Scan(dest ...any) error {
 	}
 	return err
 }
+
+// The queue's rules (storecore.SettleTx).
+
+// EventData queues an event whose data is built already.
+func (c coreTx) EventData(typ, taskID, attemptID string, d *storecore.EventData) error {
+	e := &host.Event{Type: typ, TaskID: taskID, AttemptID: attemptID, Data: d.Bytes()}
+	c.x.pending = append(c.x.pending, pendingEntry{ev: e, tenant: d.Tenant()})
+	return nil
+}
+
+// LockTask reads the task FOR UPDATE.
+func (c coreTx) LockTask(ctx context.Context, op, taskID string, _ *host.TaskRecord) (*host.TaskRecord, error) {
+	return loadTask(ctx, c.x, op, taskID, true)
+}
+
+// RecordAttempt queues the prepared attempt (linked at the end, flush).
+func (c coreTx) RecordAttempt(_ context.Context, prepared any) error {
+	c.x.attempt(prepared.(*attemptRow))
+	return nil
+}
+
+func (c coreTx) ApplyStaged(ctx context.Context, t *host.TaskRecord, in *host.FinishInput, now time.Time) (string, error) {
+	return c.x.applyStaged(ctx, t, in, now)
+}
+
+// Leases: a PostgreSQL claim holds a lease other nodes reclaim.
+func (coreTx) Leases() bool { return true }
+
+func (c coreTx) Now() time.Time { return c.x.s.now() }
+
+func (c coreTx) Backoff(n int) time.Duration { return c.x.s.opts.Backoff(n) }

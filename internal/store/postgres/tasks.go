@@ -42,26 +42,10 @@ func scanTask(row pgx.Row) (*host.TaskRecord, error) {
 	return &t, storecore.DecodeTaskJSON(&t, skills, wf, evreq, out, resume)
 }
 
-// insertTask stores a new task and queues task_enqueued.
+// insertTask stores a new task and queues task_enqueued
+// (storecore.InsertTask).
 func (x *tx) insertTask(ctx context.Context, t *host.TaskRecord, attemptID string) error {
-	_, err := x.Exec(ctx, `INSERT INTO tasks (task_id, task_type, source, subject, description, priority, payload, requested_profile_id,
-		requested_adapter_id, requested_model, skill_ids, workflow_ref, evidence_requirements, status, max_attempts, attempt_count,
-		available_at, created_at, updated_at, last_error, parent_task_id, runner_id, cancel_requested, tenant)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 0, $16, $17, $18, '', $19, '', false, $20)`,
-		t.TaskID, t.TaskType, t.Source, t.Subject, t.Description, t.Priority, string(t.Payload), t.RequestedProfileID,
-		t.RequestedAdapterID, t.RequestedModel, storecore.JSONOrEmpty(t.SkillIDs, len(t.SkillIDs) == 0), storecore.JSONOrEmpty(t.WorkflowRef, t.WorkflowRef == nil),
-		storecore.JSONOrEmpty(t.EvidenceRequirements, t.EvidenceRequirements == nil), string(t.Status), t.MaxAttempts,
-		ts(t.AvailableAt), ts(t.CreatedAt), ts(t.UpdatedAt), t.ParentTaskID, t.Tenant)
-	if err != nil {
-		return err
-	}
-	d := map[string]any{"available_at": ts(t.AvailableAt), "max_attempts": t.MaxAttempts, "priority": t.Priority,
-		"source": t.Source, "task_type": t.TaskType}
-	if t.ParentTaskID != "" {
-		d["attempt_id"], d["parent_task_id"] = attemptID, t.ParentTaskID
-	}
-	_, err = x.event(host.EventTaskEnqueued, t.TaskID, attemptID, d)
-	return err
+	return storecore.InsertTask(ctx, coreTx{x}, t, attemptID)
 }
 
 // Enqueue implements host.Queue. An intent's workflow_ref must name a
