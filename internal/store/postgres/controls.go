@@ -13,38 +13,13 @@ import (
 	"github.com/packrun/packrun/internal/store/storecore"
 )
 
-// Cancel implements host.Queue.
+// Cancel implements host.Queue (storecore.CancelTask).
 func (s *Store) Cancel(ctx context.Context, taskID string) (*host.TaskRecord, error) {
 	const op = "cancel"
 	var out *host.TaskRecord
 	err := s.write(ctx, func(x *tx) error {
-		now := s.now()
-		t, err := loadTask(ctx, x, op, taskID, true)
-		if err != nil {
-			return err
-		}
-		switch t.Status {
-		case host.TaskPending, host.TaskRetryableFailure, host.TaskBlocked:
-			if _, err := x.Exec(ctx, `UPDATE tasks SET status = 'operator_canceled', last_error = 'canceled by the operator', finished_at = $1, updated_at = $1 WHERE task_id = $2`,
-				ts(now), taskID); err != nil {
-				return err
-			}
-			if _, err := x.event(host.EventTaskFinished, taskID, "", map[string]any{"status": host.TaskOperatorCanceled, "from": t.Status}); err != nil {
-				return err
-			}
-		case host.TaskRunning:
-			if !t.CancelRequested {
-				if _, err := x.Exec(ctx, `UPDATE tasks SET cancel_requested = true, updated_at = $1 WHERE task_id = $2`, ts(now), taskID); err != nil {
-					return err
-				}
-				if _, err := x.event(host.EventTaskCancelRequested, taskID, "", map[string]any{"runner_id": t.RunnerID, "attempt": t.AttemptCount}); err != nil {
-					return err
-				}
-			}
-		default:
-			return host.Errorf(op, taskID, host.ErrConflict, "task is %s; only pending, retryable_failure, blocked or running tasks can be canceled", t.Status)
-		}
-		out, err = loadTask(ctx, x, op, taskID, false)
+		var err error
+		out, err = storecore.CancelTask(ctx, coreTx{x}, op, taskID)
 		return err
 	})
 	if err != nil {

@@ -249,38 +249,13 @@ func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) 
 	return out, nil
 }
 
-// Cancel implements host.Queue.
+// Cancel implements host.Queue (storecore.CancelTask).
 func (s *Store) Cancel(ctx context.Context, taskID string) (*host.TaskRecord, error) {
 	const op = "cancel"
 	var out *host.TaskRecord
 	err := s.w.do(ctx, func(tx *wtx) error {
-		now := s.now()
-		t, err := s.loadTask(txq{tx}, ctx, op, taskID)
-		if err != nil {
-			return err
-		}
-		switch t.Status {
-		case host.TaskPending, host.TaskRetryableFailure, host.TaskBlocked:
-			if _, err := tx.Exec(`UPDATE tasks SET status = 'operator_canceled', last_error = 'canceled by the operator', finished_at = ?1, updated_at = ?1 WHERE task_id = ?2`,
-				ts(now), taskID); err != nil {
-				return err
-			}
-			if _, err := s.event(tx, host.EventTaskFinished, taskID, "", map[string]any{"status": host.TaskOperatorCanceled, "from": t.Status}); err != nil {
-				return err
-			}
-		case host.TaskRunning:
-			if !t.CancelRequested {
-				if _, err := tx.Exec(`UPDATE tasks SET cancel_requested = 1, updated_at = ? WHERE task_id = ?`, ts(now), taskID); err != nil {
-					return err
-				}
-				if _, err := s.event(tx, host.EventTaskCancelRequested, taskID, "", map[string]any{"runner_id": t.RunnerID, "attempt": t.AttemptCount}); err != nil {
-					return err
-				}
-			}
-		default:
-			return host.Errorf(op, taskID, host.ErrConflict, "task is %s; only pending, retryable_failure, blocked or running tasks can be canceled", t.Status)
-		}
-		out, err = s.loadTask(txq{tx}, ctx, op, taskID)
+		var err error
+		out, err = storecore.CancelTask(bg, coreTx{s, tx}, op, taskID)
 		return err
 	})
 	if err != nil {
@@ -289,7 +264,8 @@ func (s *Store) Cancel(ctx context.Context, taskID string) (*host.TaskRecord, er
 	return out, nil
 }
 
-// ReclaimRunning implements host.Queue.
+// ReclaimRunning implements host.Queue: every running task is settled by
+// storecore.ReclaimTask.
 func (s *Store) ReclaimRunning(ctx context.Context, now time.Time) (int, error) {
 	const op = "reclaim running tasks"
 	if now.IsZero() {
@@ -297,7 +273,6 @@ func (s *Store) ReclaimRunning(ctx context.Context, now time.Time) (int, error) 
 	}
 	n := 0
 	err := s.w.do(ctx, func(tx *wtx) error {
-		n = 0
 		rows, err := tx.Query(`SELECT ` + taskColumns + ` FROM tasks WHERE status = 'running' ORDER BY seq`)
 		if err != nil {
 			return err
@@ -315,30 +290,11 @@ func (s *Store) ReclaimRunning(ctx context.Context, now time.Time) (int, error) 
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		n = len(running)
 		for _, t := range running {
-			status := host.TaskRetryableFailure
-			msg := fmt.Sprintf("attempt %d was interrupted: runner %s stopped before finishing it", t.AttemptCount, t.RunnerID)
-			switch {
-			case t.CancelRequested:
-				status, msg = host.TaskOperatorCanceled, "canceled by the operator"
-			case t.AttemptCount >= t.MaxAttempts:
-				status = host.TaskPermanentFailure
-				msg += fmt.Sprintf("; no attempts left (%d of %d)", t.AttemptCount, t.MaxAttempts)
-			}
-			var finished any
-			avail := ts(now)
-			if status != host.TaskRetryableFailure {
-				finished, avail = ts(now), ts(t.AvailableAt)
-			}
-			if _, err := tx.Exec(`UPDATE tasks SET status = ?, last_error = ?, available_at = ?, finished_at = ?, updated_at = ? WHERE task_id = ?`,
-				string(status), msg, avail, finished, ts(now), t.TaskID); err != nil {
+			if err := storecore.ReclaimTask(bg, coreTx{s, tx}, t, now, "boot_sweep", ""); err != nil {
 				return err
 			}
-			if _, err := s.event(tx, host.EventBootSweepReclaimed, t.TaskID, "", map[string]any{
-				"runner_id": t.RunnerID, "attempt": t.AttemptCount, "status": status}); err != nil {
-				return err
-			}
-			n++
 		}
 		return nil
 	})
