@@ -13,19 +13,9 @@ import (
 	"github.com/packrun/packrun/internal/store/storecore"
 )
 
-// Cancel implements host.Queue (storecore.CancelTask).
+// Cancel implements host.Queue (storecore.Queue.Cancel).
 func (s *Store) Cancel(ctx context.Context, taskID string) (*host.TaskRecord, error) {
-	const op = "cancel"
-	var out *host.TaskRecord
-	err := s.write(ctx, func(x *tx) error {
-		var err error
-		out, err = storecore.CancelTask(ctx, coreTx{x}, op, taskID)
-		return err
-	})
-	if err != nil {
-		return nil, host.Wrap(op, taskID, err)
-	}
-	return out, nil
+	return s.queue().Cancel(ctx, taskID)
 }
 
 // Resume implements host.Queue.

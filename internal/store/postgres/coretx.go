@@ -113,3 +113,16 @@ func (coreTx) Leases() bool { return true }
 func (c coreTx) Now() time.Time { return c.x.s.now() }
 
 func (c coreTx) Backoff(n int) time.Duration { return c.x.s.opts.Backoff(n) }
+
+// queue is the store as the queue's operations written once see it.
+func (s *Store) queue() storecore.Queue {
+	return storecore.Queue{
+		Write: func(ctx context.Context, fn func(storecore.SettleTx) error) error {
+			return s.write(ctx, func(x *tx) error { return fn(coreTx{x}) })
+		},
+		Read:    corePool{s.pool},
+		Now:     s.now,
+		Prepare: func(a *host.Attempt) (any, error) { return s.prepareAttempt(a) },
+		Stored:  func(p any) { s.values.Stored(p.(*attemptRow).values) },
+	}
+}

@@ -48,43 +48,9 @@ func (x *tx) insertTask(ctx context.Context, t *host.TaskRecord, attemptID strin
 	return storecore.InsertTask(ctx, coreTx{x}, t, attemptID)
 }
 
-// Enqueue implements host.Queue. An intent's workflow_ref must name a
-// record of the tenant (see checkWorkflowRef).
+// Enqueue implements host.Queue (storecore.Queue.Enqueue).
 func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.EnqueueOptions) (*host.TaskRecord, error) {
-	const op = "enqueue"
-	t, err := storecore.NewTask(op, &intent, opts.MaxAttempts, s.now())
-	if err != nil {
-		return nil, err
-	}
-	t.Tenant = host.DefaultTenant
-	if opts.Tenant != "" {
-		if err := host.CheckTenant(op, opts.Tenant); err != nil {
-			return nil, err
-		}
-		t.Tenant = opts.Tenant
-	}
-	au := host.AuditFor(ctx, host.AuditTask)
-	if err := s.write(ctx, func(x *tx) error {
-		if t.WorkflowRef != nil {
-			if err := x.checkWorkflowRef(ctx, op, t.Tenant, t.WorkflowRef); err != nil {
-				return err
-			}
-		}
-		if err := x.insertTask(ctx, t, ""); err != nil {
-			return err
-		}
-		if au != nil {
-			_, err := x.event(au.Type, t.TaskID, "", au.Data)
-			return err
-		}
-		return nil
-	}); err != nil {
-		return nil, host.Wrap(op, intent.TaskType, err)
-	}
-	if au != nil {
-		au.MarkWritten()
-	}
-	return t, nil
+	return s.queue().Enqueue(ctx, intent, opts)
 }
 
 // loadTask reads one task; forUpdate locks its row until the transaction

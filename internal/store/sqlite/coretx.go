@@ -146,3 +146,16 @@ func (coreTx) Leases() bool { return false }
 func (c coreTx) Now() time.Time { return c.s.now() }
 
 func (c coreTx) Backoff(n int) time.Duration { return c.s.opts.Backoff(n) }
+
+// queue is the store as the queue's operations written once see it.
+func (s *Store) queue() storecore.Queue {
+	return storecore.Queue{
+		Write: func(ctx context.Context, fn func(storecore.SettleTx) error) error {
+			return s.w.do(ctx, func(tx *wtx) error { return fn(coreTx{s, tx}) })
+		},
+		Read:    coreDB{s},
+		Now:     s.now,
+		Prepare: func(a *host.Attempt) (any, error) { return s.prepareAttempt(a) },
+		Stored:  func(p any) { s.values.Stored(p.(*attemptRow).values) },
+	}
+}

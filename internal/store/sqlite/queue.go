@@ -41,43 +41,9 @@ func (s *Store) insertTask(tx *wtx, t *host.TaskRecord, attemptID string) error 
 	return storecore.InsertTask(bg, coreTx{s, tx}, t, attemptID)
 }
 
-// Enqueue implements host.Queue.
+// Enqueue implements host.Queue (storecore.Queue.Enqueue).
 func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.EnqueueOptions) (*host.TaskRecord, error) {
-	const op = "enqueue"
-	t, err := storecore.NewTask(op, &intent, opts.MaxAttempts, s.now())
-	if err != nil {
-		return nil, err
-	}
-	t.Tenant = host.DefaultTenant
-	if opts.Tenant != "" {
-		if err := host.CheckTenant(op, opts.Tenant); err != nil {
-			return nil, err
-		}
-		t.Tenant = opts.Tenant
-	}
-	au := host.AuditFor(ctx, host.AuditTask)
-	err = s.w.do(ctx, func(tx *wtx) error {
-		if t.WorkflowRef != nil {
-			if err := checkWorkflowRef(tx, op, t.Tenant, t.WorkflowRef); err != nil {
-				return err
-			}
-		}
-		if err := s.insertTask(tx, t, ""); err != nil {
-			return err
-		}
-		if au != nil {
-			_, err := s.event(tx, au.Type, t.TaskID, "", au.Data)
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, host.Wrap(op, intent.TaskType, err)
-	}
-	if au != nil {
-		au.MarkWritten()
-	}
-	return t, nil
+	return s.queue().Enqueue(ctx, intent, opts)
 }
 
 func (s *Store) loadTask(q queryer, ctx context.Context, op, id string) (*host.TaskRecord, error) {
@@ -211,57 +177,14 @@ func (s *Store) Claim(ctx context.Context, runnerID string, now time.Time) (*hos
 	return t, nil
 }
 
-// Finish implements host.Queue: storecore.Settle, fenced, in the
-// writer's transaction.
+// Finish implements host.Queue (storecore.Queue.Finish).
 func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) (*host.TaskRecord, error) {
-	const op = "finish"
-	f, err := storecore.CheckFinish(op, taskID, in, func(a *host.Attempt) (any, error) { return s.prepareAttempt(a) })
-	if err != nil {
-		return nil, err
-	}
-	var out *host.TaskRecord
-	var fenced error
-	err = s.w.do(ctx, func(tx *wtx) error {
-		// The writer may run this again.
-		var err error
-		out, fenced, err = storecore.Settle(bg, coreTx{s, tx}, op, f)
-		return err
-	})
-	if errors.Is(err, errAttemptExists) {
-		// Recorded before (a retried call): settle with the recorded one
-		// if it is the same attempt.
-		if err := s.sameAttempt(ctx, in.Record); err != nil {
-			return nil, host.Wrap(op, taskID, err)
-		}
-		in.Record = nil
-		in.AttemptID = f.AttemptID
-		return s.Finish(ctx, taskID, in)
-	}
-	if err == nil {
-		err = fenced
-	}
-	if err != nil {
-		return nil, host.Wrap(op, taskID, err)
-	}
-	if row, ok := f.Prepared.(*attemptRow); ok {
-		s.values.Stored(row.values)
-	}
-	return out, nil
+	return s.queue().Finish(ctx, taskID, in)
 }
 
-// Cancel implements host.Queue (storecore.CancelTask).
+// Cancel implements host.Queue (storecore.Queue.Cancel).
 func (s *Store) Cancel(ctx context.Context, taskID string) (*host.TaskRecord, error) {
-	const op = "cancel"
-	var out *host.TaskRecord
-	err := s.w.do(ctx, func(tx *wtx) error {
-		var err error
-		out, err = storecore.CancelTask(bg, coreTx{s, tx}, op, taskID)
-		return err
-	})
-	if err != nil {
-		return nil, host.Wrap(op, taskID, err)
-	}
-	return out, nil
+	return s.queue().Cancel(ctx, taskID)
 }
 
 // ReclaimRunning implements host.Queue: every running task is settled by

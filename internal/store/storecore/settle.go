@@ -40,6 +40,8 @@ type SettleTx interface {
 	// attempt of a caller whose claim was taken from it is recorded
 	// with EventTaskSettleRefused.
 	Leases() bool
+	// CheckWorkflowRef checks that ref names a record of tenant.
+	CheckWorkflowRef(ctx context.Context, op, tenant string, ref *host.WorkflowRef) error
 	Now() time.Time
 	// Backoff is the delay before retry number n.
 	Backoff(n int) time.Duration
