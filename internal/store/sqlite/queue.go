@@ -235,16 +235,8 @@ func (s *Store) CountTasks(ctx context.Context) (map[host.TaskStatus]int, error)
 		return nil, host.Wrap(op, "", err)
 	}
 	defer rows.Close()
-	out := map[host.TaskStatus]int{}
-	for rows.Next() {
-		var st string
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, host.Wrap(op, "", err)
-		}
-		out[host.TaskStatus(st)] = n
-	}
-	return out, host.Wrap(op, "", rows.Err())
+	out, err := storecore.ScanTaskCounts(rows)
+	return out, host.Wrap(op, "", err)
 }
 
 // TenantUsage implements host.UsageCounter.

@@ -165,3 +165,18 @@ func SameAttempt(ctx context.Context, q Querier, a *host.Attempt) error {
 	a.EventSeq = seq
 	return nil
 }
+
+// ScanTaskCounts reads the rows of a `SELECT status, count(*) FROM tasks
+// GROUP BY status` (host.Queue.CountTasks).
+func ScanTaskCounts(rows UsageRows) (map[host.TaskStatus]int, error) {
+	out := map[host.TaskStatus]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, err
+		}
+		out[host.TaskStatus(st)] = n
+	}
+	return out, rows.Err()
+}
