@@ -2,10 +2,14 @@ package storecore
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence"
 )
 
 // CancelTask cancels a task: a pending, retryable or blocked one at once
@@ -84,4 +88,97 @@ var reclaimUpdate = map[bool]string{
 	false: `UPDATE tasks SET status = $1, last_error = $2, available_at = $3, finished_at = $4, updated_at = $5 WHERE task_id = $6`,
 	true: `UPDATE tasks SET status = $1, last_error = $2, available_at = $3, finished_at = $4, updated_at = $5,
 		lease_expires_at = NULL WHERE task_id = $6`,
+}
+
+// Resume implements host.Queue: a blocked task whose last attempt
+// suspended goes back to pending with value added to its resume values.
+func (q Queue) Resume(ctx context.Context, taskID string, value json.RawMessage, by string) (*host.TaskRecord, error) {
+	const op = "resume"
+	if len(value) == 0 || !json.Valid(value) {
+		return nil, host.Invalid(op, "value", "must be a JSON value (null included)")
+	}
+	value = evidence.CompactJSON(value)
+	return q.requeue(ctx, op, taskID, host.EventTaskResumed, func(tx SettleTx, t *host.TaskRecord) (*EventData, error) {
+		if t.Status != host.TaskBlocked {
+			return nil, host.Errorf(op, taskID, host.ErrConflict, "task is %s; only a blocked task whose node suspended can be resumed", t.Status)
+		}
+		suspended, err := lastAttemptSuspended(ctx, tx, t)
+		if err != nil {
+			return nil, err
+		}
+		if !suspended {
+			return nil, host.Errorf(op, taskID, host.ErrConflict, "task is blocked but its last attempt did not suspend; retry it instead")
+		}
+		if err := AddResumeValue(op, t, value); err != nil {
+			return nil, err
+		}
+		return (&EventData{}).Str("by", by).Int("max_attempts", int64(t.MaxAttempts)).Int("resume_values", int64(len(t.ResumeValues))).Value("value", value), nil
+	})
+}
+
+// Retry implements host.Queue.
+func (q Queue) Retry(ctx context.Context, taskID string, by string) (*host.TaskRecord, error) {
+	const op = "retry"
+	return q.requeue(ctx, op, taskID, host.EventTaskRetryRequested, func(_ SettleTx, t *host.TaskRecord) (*EventData, error) {
+		if !t.Status.Retriable() {
+			return nil, host.Errorf(op, taskID, host.ErrConflict, "task is %s; only a permanent_failure, retryable_failure or blocked task can be retried", t.Status)
+		}
+		return (&EventData{}).Str("by", by).Str("from", string(t.Status)).Int("max_attempts", int64(t.MaxAttempts)), nil
+	})
+}
+
+// requeue is Resume and Retry: check (which may change the record's
+// resume values, and returns the event's data) decides, then the task
+// goes back to pending, available now, with one more attempt allowed if
+// it had none left.
+func (q Queue) requeue(ctx context.Context, op, taskID, event string, check func(SettleTx, *host.TaskRecord) (*EventData, error)) (*host.TaskRecord, error) {
+	if err := host.CheckID(op, "task_id", taskID); err != nil {
+		return nil, err
+	}
+	var out *host.TaskRecord
+	err := q.Write(ctx, func(tx SettleTx) error {
+		now := tx.Now()
+		t, err := tx.LockTask(ctx, op, taskID, nil)
+		if err != nil {
+			return err
+		}
+		if t.AttemptCount >= t.MaxAttempts {
+			t.MaxAttempts = t.AttemptCount + 1
+		}
+		d, err := check(tx, t)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE tasks SET status = 'pending', available_at = $1, updated_at = $1, finished_at = NULL,
+			max_attempts = $2, resume_values = $3 WHERE task_id = $4`,
+			host.FormatTime(now), t.MaxAttempts, JSONOrEmpty(t.ResumeValues, len(t.ResumeValues) == 0), taskID); err != nil {
+			return err
+		}
+		if err := AppendEventData(tx, event, taskID, "", d); err != nil {
+			return err
+		}
+		out, err = tx.LockTask(ctx, op, taskID, nil)
+		return err
+	})
+	if err != nil {
+		return nil, host.Wrap(op, taskID, err)
+	}
+	return out, nil
+}
+
+// lastAttemptSuspended reports whether t's latest attempt suspended.
+func lastAttemptSuspended(ctx context.Context, tx SettleTx, t *host.TaskRecord) (bool, error) {
+	var rec []byte
+	err := tx.QueryRow(ctx, `SELECT record FROM attempt_records WHERE task_id = $1 AND attempt = $2 ORDER BY seq DESC LIMIT 1`, t.TaskID, t.AttemptCount).Scan(&rec)
+	if errors.Is(err, ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	a, _, err := evidence.DecodeRecord(rec)
+	if err != nil {
+		return false, err
+	}
+	return a.Outcome == abi.Suspended, nil
 }
