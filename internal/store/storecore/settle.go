@@ -111,9 +111,9 @@ func CheckFinish(op, taskID string, in host.FinishInput, prepare func(*host.Atte
 
 // Settle settles f's task, fenced: the task must still be running on the
 // caller's claim, i.e. its attempt_count is the caller's attempt number
-// (Record.Attempt, the recorded AttemptID's, or Claimed's) and its
-// runner_id the caller's runner (Record.RunnerID or Claimed.RunnerID,
-// when given). Otherwise fenced says why (ErrConflict) and nothing about
+// (Record.Attempt, the recorded AttemptID's, or Claimed's) and, where
+// claims hold leases, its runner_id the caller's runner (Record.RunnerID
+// or Claimed.RunnerID, when given). Otherwise fenced says why (ErrConflict) and nothing about
 // the task changes (but see SettleTx.Leases); the caller commits what
 // the transaction did and returns fenced. Settling, recording the
 // attempt, applying the follow-ups and the outbox are the transaction's.
@@ -127,7 +127,7 @@ func Settle(ctx context.Context, tx SettleTx, op string, f *Finish) (out *host.T
 	if err != nil {
 		return nil, nil, err
 	}
-	if fenced = fence(t, f); fenced != nil {
+	if fenced = fence(t, f, tx.Leases()); fenced != nil {
 		return nil, fenced, refuseSettle(ctx, tx, t, f)
 	}
 	out, err = settle(ctx, tx, op, t, f, startedAt)
@@ -161,8 +161,10 @@ func finishingAttempt(ctx context.Context, tx SettleTx, op string, t *host.TaskR
 	return attStarted, nil
 }
 
-// fence reports why the caller may not settle t, or nil if it may.
-func fence(t *host.TaskRecord, f *Finish) error {
+// fence reports why the caller may not settle t, or nil if it may. The
+// runner is checked only where claims hold leases: under SQLite a task
+// claimed under one runner id may be run by a dispatcher of another.
+func fence(t *host.TaskRecord, f *Finish, leases bool) error {
 	if t.Status != host.TaskRunning {
 		return host.Errorf("finish", t.TaskID, host.ErrConflict, "task is %s, not running", t.Status)
 	}
@@ -182,7 +184,7 @@ func fence(t *host.TaskRecord, f *Finish) error {
 	if attempt >= 0 && attempt != t.AttemptCount {
 		return host.Errorf("finish", t.TaskID, host.ErrConflict, "%s is attempt %d but the task is on attempt %d (a stale runner?)", what, attempt, t.AttemptCount)
 	}
-	if runner != "" && runner != t.RunnerID {
+	if leases && runner != "" && runner != t.RunnerID {
 		return host.Errorf("finish", t.TaskID, host.ErrConflict, "runner %s does not hold the task: runner %s claimed attempt %d since (its lease was reclaimed)", runner, t.RunnerID, t.AttemptCount)
 	}
 	return nil

@@ -8,9 +8,11 @@ import (
 )
 
 // queueFinishFencesClaim: a settlement names the claim it settles (its
-// Claimed record, or its Record's runner); a claim the task is not on (an
-// earlier attempt, another runner) is refused with ErrConflict, on both
-// backends, and the task stays as it is.
+// Claimed record, or its Record); a claim the task is not on (an earlier
+// attempt; where claims hold leases, host.Leases, another runner) is
+// refused with ErrConflict, on both backends, and the task stays as it
+// is. Without leases a task claimed under one runner id may be run by a
+// dispatcher of another.
 func queueFinishFencesClaim(f *fixture) {
 	t := f.t
 	f.enqueue(intent("demo", nil), host.EnqueueOptions{})
@@ -18,13 +20,16 @@ func queueFinishFencesClaim(f *fixture) {
 	otherRunner, earlier := *task, *task
 	otherRunner.RunnerID, earlier.AttemptCount = "runner-2", task.AttemptCount-1
 	before := len(f.events(host.EventFilter{}))
-	for _, tt := range []struct {
+	type refusal struct {
 		name, why string
 		in        host.FinishInput
-	}{
-		{"another runner's claim", "runner runner-2 does not hold the task", host.FinishInput{Claimed: &otherRunner, Outcome: okOutcome()}},
-		{"an earlier claim", "the claim is attempt 0 but the task is on attempt 1", host.FinishInput{Claimed: &earlier, Outcome: okOutcome()}},
-	} {
+	}
+	refusals := []refusal{{"an earlier claim", "the claim is attempt 0 but the task is on attempt 1", host.FinishInput{Claimed: &earlier, Outcome: okOutcome()}}}
+	_, leases := f.b.(host.Leases)
+	if leases {
+		refusals = append(refusals, refusal{"another runner's claim", "runner runner-2 does not hold the task", host.FinishInput{Claimed: &otherRunner, Outcome: okOutcome()}})
+	}
+	for _, tt := range refusals {
 		_, err := f.b.Finish(ctx, task.TaskID, tt.in)
 		wantErr(t, err, host.ErrConflict)
 		if !strings.Contains(err.Error(), tt.why) {
@@ -34,9 +39,12 @@ func queueFinishFencesClaim(f *fixture) {
 	if after := len(f.events(host.EventFilter{})); after != before {
 		t.Fatalf("refused settlements appended %d events", after-before)
 	}
-	// A Record of another runner is refused too.
+	// A Record of another attempt (or, with leases, of another runner) is
+	// refused too.
 	a := newAttempt(task)
-	a.RunnerID = "runner-2"
+	if a.Attempt++; leases {
+		a.Attempt, a.RunnerID = task.AttemptCount, "runner-2"
+	}
 	_, err := f.b.Finish(ctx, task.TaskID, host.FinishInput{Record: a, Outcome: okOutcome()})
 	wantErr(t, err, host.ErrConflict)
 	if got := f.task(task.TaskID); !reflect.DeepEqual(got, task) {
