@@ -47,7 +47,7 @@ func (s *Store) readValues(ctx context.Context, keys []string) (map[string][]byt
 
 // errAttemptExists: the attempt id is taken (the unique index refused
 // the insert).
-var errAttemptExists = errors.New("attempt already recorded")
+var errAttemptExists = storecore.ErrAttemptExists
 
 // prepareAttempt normalizes a (storecore.NormalizeAttempt), encodes its record and sets its content
 // hash.
@@ -60,47 +60,9 @@ func (s *Store) prepareAttempt(a *host.Attempt) (*attemptRow, error) {
 	return &attemptRow{a: a, record: rec, values: vals}, nil
 }
 
-// RecordAttempt implements host.Evidence.
+// RecordAttempt implements host.Evidence (storecore.Queue.RecordAttempt).
 func (s *Store) RecordAttempt(ctx context.Context, a *host.Attempt) error {
-	const op = "record attempt"
-	row, err := s.prepareAttempt(a)
-	if err != nil {
-		return err
-	}
-	au := host.AuditFor(ctx, host.AuditAttempt)
-	err = s.write(ctx, func(x *tx) error {
-		x.attempt(row)
-		if au != nil {
-			_, err := x.event(au.Type, row.a.TaskID, row.a.AttemptID, au.Data)
-			return err
-		}
-		return nil
-	})
-	if err == nil {
-		s.values.Stored(row.values)
-	}
-	if err == nil && au != nil {
-		au.MarkWritten()
-	}
-	if errors.Is(err, errAttemptExists) {
-		err = s.sameAttempt(ctx, a)
-	}
-	return host.Wrap(op, a.AttemptID, err)
-}
-
-// sameAttempt decides a record of an attempt id that is already taken:
-// the same content recorded again is a no-op, anything else a conflict.
-func (s *Store) sameAttempt(ctx context.Context, a *host.Attempt) error {
-	var rec []byte
-	var seq int64
-	if err := s.pool.QueryRow(ctx, `SELECT record, seq FROM attempt_records WHERE attempt_id = $1`, a.AttemptID).Scan(&rec, &seq); err != nil {
-		return err
-	}
-	if len(rec) == 0 || rec[0] == evidence.RecordV1 || evidence.HashRecord(rec) != a.ContentHash {
-		return host.Errorf("record attempt", a.AttemptID, host.ErrConflict, "already recorded with different content; attempts are immutable")
-	}
-	a.EventSeq = seq
-	return nil
+	return s.queue().RecordAttempt(ctx, a)
 }
 
 // Attempt implements host.Evidence.

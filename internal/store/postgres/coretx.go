@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,6 +18,7 @@ type coreTx struct{ x *tx }
 
 var (
 	_ storecore.TaskTx   = coreTx{}
+	_ storecore.SettleTx = coreTx{}
 	_ storecore.SensorTx = coreTx{}
 )
 
@@ -41,7 +43,7 @@ func (c coreTx) Event(typ, taskID, attemptID string, data any) error {
 func (coreTx) Dialect() *storecore.Dialect { return storecore.PostgresDialect }
 
 func (c coreTx) InsertTask(ctx context.Context, t *host.TaskRecord) error {
-	return c.x.insertTask(ctx, t, "")
+	return storecore.InsertTask(ctx, c, t, "")
 }
 
 // corePool reads from the pool for the rules written once.
@@ -70,12 +72,6 @@ func (c coreTx) InsertTaskFor(ctx context.Context, t *host.TaskRecord, attemptID
 	return c.x.insertTask(ctx, t, attemptID)
 }
 
-var _ storecore.ControlTx = coreTx{}
-
-func (c coreTx) LoadTask(ctx context.Context, op, taskID string, lock bool) (*host.TaskRecord, error) {
-	return loadTask(ctx, c.x, op, taskID, lock)
-}
-
 // LockName takes a transaction-level advisory lock on name in space
 // (storecore.LockTx).
 func (c coreTx) LockName(ctx context.Context, space int64, name string) error {
@@ -86,4 +82,48 @@ func (c coreTx) LockName(ctx context.Context, space int64, name string) error {
 // WriteQuery runs a write statement with RETURNING (storecore.MemoryTx).
 func (c coreTx) WriteQuery(ctx context.Context, query string, args ...any) (storecore.Rows, error) {
 	return c.x.Query(ctx, query, args...)
+}
+
+// The queue's rules (storecore.SettleTx).
+
+// EventData queues an event whose data is built already.
+func (c coreTx) EventData(typ, taskID, attemptID string, d *storecore.EventData) error {
+	e := &host.Event{Type: typ, TaskID: taskID, AttemptID: attemptID, Data: d.Bytes()}
+	c.x.pending = append(c.x.pending, pendingEntry{ev: e, tenant: d.Tenant()})
+	return nil
+}
+
+// LockTask reads the task FOR UPDATE.
+func (c coreTx) LockTask(ctx context.Context, op, taskID string, _ *host.TaskRecord) (*host.TaskRecord, error) {
+	return loadTask(ctx, c.x, op, taskID, true)
+}
+
+// RecordAttempt queues the prepared attempt (linked at the end, flush).
+func (c coreTx) RecordAttempt(_ context.Context, prepared any) error {
+	c.x.attempt(prepared.(*attemptRow))
+	return nil
+}
+
+func (c coreTx) ApplyStaged(ctx context.Context, t *host.TaskRecord, in *host.FinishInput, now time.Time) (string, error) {
+	return c.x.applyStaged(ctx, t, in, now)
+}
+
+// Leases: a PostgreSQL claim holds a lease other nodes reclaim.
+func (coreTx) Leases() bool { return true }
+
+func (c coreTx) Now() time.Time { return c.x.s.now() }
+
+func (c coreTx) Backoff(n int) time.Duration { return c.x.s.opts.Backoff(n) }
+
+// queue is the store as the queue's operations written once see it.
+func (s *Store) queue() storecore.Queue {
+	return storecore.Queue{
+		Write: func(ctx context.Context, fn func(storecore.SettleTx) error) error {
+			return s.write(ctx, func(x *tx) error { return fn(coreTx{x}) })
+		},
+		Read:    corePool{s.pool},
+		Now:     s.now,
+		Prepare: func(a *host.Attempt) (any, error) { return s.prepareAttempt(a) },
+		Stored:  func(p any) { s.values.Stored(p.(*attemptRow).values) },
+	}
 }

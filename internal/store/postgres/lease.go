@@ -3,12 +3,12 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/store/storecore"
 )
 
 var _ host.Leases = (*Store)(nil)
@@ -105,7 +105,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, now time.Time) (int, error) 
 	if now.IsZero() {
 		now = s.now()
 	}
-	return s.reclaim(ctx, "reclaim expired leases", now, "lease_expired",
+	return s.reclaim(ctx, "reclaim expired leases", now, storecore.ReclaimLeaseExpired,
 		`status = 'running' AND lease_expires_at <= $1 ORDER BY seq LIMIT 1000 FOR UPDATE SKIP LOCKED`, ts(now))
 }
 
@@ -143,7 +143,7 @@ func (s *Store) reclaim(ctx context.Context, op string, now time.Time, reason, w
 		}
 		n = len(running)
 		for _, h := range running {
-			if err := x.reclaimOne(ctx, h.t, now, reason, h.lease); err != nil {
+			if err := storecore.ReclaimTask(ctx, coreTx{x}, h.t, now, reason, h.lease); err != nil {
 				return err
 			}
 		}
@@ -162,38 +162,6 @@ type leaseRow struct {
 }
 
 func (r leaseRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.lease)...) }
-
-// reclaimOne settles one interrupted running task.
-func (x *tx) reclaimOne(ctx context.Context, t *host.TaskRecord, now time.Time, reason, lease string) error {
-	status := host.TaskRetryableFailure
-	msg := fmt.Sprintf("attempt %d was interrupted: runner %s stopped before finishing it", t.AttemptCount, t.RunnerID)
-	if reason == "lease_expired" {
-		msg = fmt.Sprintf("attempt %d was interrupted: runner %s's lease expired at %s", t.AttemptCount, t.RunnerID, lease)
-	}
-	switch {
-	case t.CancelRequested:
-		status, msg = host.TaskOperatorCanceled, "canceled by the operator"
-	case t.AttemptCount >= t.MaxAttempts:
-		status = host.TaskPermanentFailure
-		msg += fmt.Sprintf("; no attempts left (%d of %d)", t.AttemptCount, t.MaxAttempts)
-	}
-	var finished *string
-	avail := ts(now)
-	if status != host.TaskRetryableFailure {
-		f := ts(now)
-		finished, avail = &f, ts(t.AvailableAt)
-	}
-	if _, err := x.Exec(ctx, `UPDATE tasks SET status = $1, last_error = $2, available_at = $3, finished_at = $4, updated_at = $5,
-		lease_expires_at = NULL WHERE task_id = $6`, string(status), msg, avail, finished, ts(now), t.TaskID); err != nil {
-		return err
-	}
-	d := map[string]any{"runner_id": t.RunnerID, "attempt": t.AttemptCount, "status": status}
-	if reason == "lease_expired" {
-		d["reason"], d["lease_expires_at"] = reason, lease
-	}
-	_, err := x.event(host.EventBootSweepReclaimed, t.TaskID, "", d)
-	return err
-}
 
 const dispatchLock = "dispatch"
 

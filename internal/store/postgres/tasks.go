@@ -42,65 +42,15 @@ func scanTask(row pgx.Row) (*host.TaskRecord, error) {
 	return &t, storecore.DecodeTaskJSON(&t, skills, wf, evreq, out, resume)
 }
 
-// insertTask stores a new task and queues task_enqueued.
+// insertTask stores a new task and queues task_enqueued
+// (storecore.InsertTask).
 func (x *tx) insertTask(ctx context.Context, t *host.TaskRecord, attemptID string) error {
-	_, err := x.Exec(ctx, `INSERT INTO tasks (task_id, task_type, source, subject, description, priority, payload, requested_profile_id,
-		requested_adapter_id, requested_model, skill_ids, workflow_ref, evidence_requirements, status, max_attempts, attempt_count,
-		available_at, created_at, updated_at, last_error, parent_task_id, runner_id, cancel_requested, tenant)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, 0, $16, $17, $18, '', $19, '', false, $20)`,
-		t.TaskID, t.TaskType, t.Source, t.Subject, t.Description, t.Priority, string(t.Payload), t.RequestedProfileID,
-		t.RequestedAdapterID, t.RequestedModel, storecore.JSONOrEmpty(t.SkillIDs, len(t.SkillIDs) == 0), storecore.JSONOrEmpty(t.WorkflowRef, t.WorkflowRef == nil),
-		storecore.JSONOrEmpty(t.EvidenceRequirements, t.EvidenceRequirements == nil), string(t.Status), t.MaxAttempts,
-		ts(t.AvailableAt), ts(t.CreatedAt), ts(t.UpdatedAt), t.ParentTaskID, t.Tenant)
-	if err != nil {
-		return err
-	}
-	d := map[string]any{"available_at": ts(t.AvailableAt), "max_attempts": t.MaxAttempts, "priority": t.Priority,
-		"source": t.Source, "task_type": t.TaskType}
-	if t.ParentTaskID != "" {
-		d["attempt_id"], d["parent_task_id"] = attemptID, t.ParentTaskID
-	}
-	_, err = x.event(host.EventTaskEnqueued, t.TaskID, attemptID, d)
-	return err
+	return storecore.InsertTask(ctx, coreTx{x}, t, attemptID)
 }
 
-// Enqueue implements host.Queue. An intent's workflow_ref must name a
-// record of the tenant (see storecore.CheckWorkflowRef).
+// Enqueue implements host.Queue (storecore.Queue.Enqueue).
 func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.EnqueueOptions) (*host.TaskRecord, error) {
-	const op = "enqueue"
-	t, err := storecore.NewTask(op, &intent, opts.MaxAttempts, s.now())
-	if err != nil {
-		return nil, err
-	}
-	t.Tenant = host.DefaultTenant
-	if opts.Tenant != "" {
-		if err := host.CheckTenant(op, opts.Tenant); err != nil {
-			return nil, err
-		}
-		t.Tenant = opts.Tenant
-	}
-	au := host.AuditFor(ctx, host.AuditTask)
-	if err := s.write(ctx, func(x *tx) error {
-		if t.WorkflowRef != nil {
-			if err := storecore.CheckWorkflowRef(ctx, coreTx{x}, op, t.Tenant, t.WorkflowRef); err != nil {
-				return err
-			}
-		}
-		if err := x.insertTask(ctx, t, ""); err != nil {
-			return err
-		}
-		if au != nil {
-			_, err := x.event(au.Type, t.TaskID, "", au.Data)
-			return err
-		}
-		return nil
-	}); err != nil {
-		return nil, host.Wrap(op, intent.TaskType, err)
-	}
-	if au != nil {
-		au.MarkWritten()
-	}
-	return t, nil
+	return s.queue().Enqueue(ctx, intent, opts)
 }
 
 // loadTask reads one task; forUpdate locks its row until the transaction
@@ -165,16 +115,8 @@ func (s *Store) CountTasks(ctx context.Context) (map[host.TaskStatus]int, error)
 		return nil, host.Wrap(op, "", err)
 	}
 	defer rows.Close()
-	out := map[host.TaskStatus]int{}
-	for rows.Next() {
-		var st string
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, host.Wrap(op, "", err)
-		}
-		out[host.TaskStatus(st)] = n
-	}
-	return out, host.Wrap(op, "", rows.Err())
+	out, err := storecore.ScanTaskCounts(rows)
+	return out, host.Wrap(op, "", err)
 }
 
 // TenantUsage implements host.UsageCounter.

@@ -23,41 +23,13 @@ func textRaw(s string) json.RawMessage {
 	return json.RawMessage(s)
 }
 
-// RecordAttempt implements host.Evidence.
+// RecordAttempt implements host.Evidence (storecore.Queue.RecordAttempt).
 func (s *Store) RecordAttempt(ctx context.Context, a *host.Attempt) error {
-	const op = "record attempt"
-	row, err := s.prepareAttempt(a)
-	if err != nil {
-		return err
-	}
-	au := host.AuditFor(ctx, host.AuditAttempt)
-	err = s.w.do(ctx, func(tx *wtx) error {
-		if err := s.recordAttempt(tx, row); err != nil {
-			return err
-		}
-		if au != nil {
-			_, err := s.event(tx, au.Type, row.a.TaskID, row.a.AttemptID, au.Data)
-			return err
-		}
-		return nil
-	})
-	if err == nil {
-		s.values.Stored(row.values)
-	}
-	if err == nil && au != nil {
-		au.MarkWritten()
-	}
-	if errors.Is(err, errAttemptExists) {
-		err = s.sameAttempt(ctx, a)
-	}
-	if err != nil {
-		return host.Wrap(op, a.AttemptID, err)
-	}
-	return nil
+	return s.queue().RecordAttempt(ctx, a)
 }
 
 // errAttemptExists: recordAttempt found the attempt id taken.
-var errAttemptExists = errors.New("attempt already recorded")
+var errAttemptExists = storecore.ErrAttemptExists
 
 // attemptRow is a normalized attempt with its record encoded and hashed by
 // the caller, so that the single writer, which every write of the store
@@ -121,7 +93,7 @@ func (s *Store) prepareAttempt(a *host.Attempt) (*attemptRow, error) {
 // inside a write transaction, setting its EventSeq. Recording is
 // optimistic: an attempt id is new almost always, so the row is inserted
 // without looking first, and a taken id (the unique index refuses it)
-// fails the operation with errAttemptExists for sameAttempt to examine. It
+// fails the operation with errAttemptExists for storecore.SameAttempt to examine. It
 // may run more than once for one row (see op).
 func (s *Store) recordAttempt(tx *wtx, row *attemptRow) error {
 	a := row.a
@@ -144,21 +116,6 @@ func (s *Store) recordAttempt(tx *wtx, row *attemptRow) error {
 		return err
 	}
 	tx.head = &eventHead{seq: seq, hash: link}
-	a.EventSeq = seq
-	return nil
-}
-
-// sameAttempt decides a record of an attempt id that is already taken:
-// the same content recorded again is a no-op, anything else a conflict.
-func (s *Store) sameAttempt(ctx context.Context, a *host.Attempt) error {
-	var rec []byte
-	var seq int64
-	if err := s.queryRow(ctx, `SELECT record, seq FROM attempt_records WHERE attempt_id = ?`, a.AttemptID).Scan(&rec, &seq); err != nil {
-		return err
-	}
-	if len(rec) == 0 || rec[0] == evidence.RecordV1 || evidence.HashRecord(rec) != a.ContentHash {
-		return host.Errorf("record attempt", a.AttemptID, host.ErrConflict, "already recorded with different content; attempts are immutable")
-	}
 	a.EventSeq = seq
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/store/storecore"
@@ -18,6 +19,7 @@ type coreTx struct {
 
 var (
 	_ storecore.TaskTx   = coreTx{}
+	_ storecore.SettleTx = coreTx{}
 	_ storecore.SensorTx = coreTx{}
 )
 
@@ -49,7 +51,7 @@ func (c coreTx) Event(typ, taskID, attemptID string, data any) error {
 func (coreTx) Dialect() *storecore.Dialect { return storecore.SQLiteDialect }
 
 func (c coreTx) InsertTask(_ context.Context, t *host.TaskRecord) error {
-	return c.s.insertTask(c.tx, t, "")
+	return storecore.InsertTask(bg, c, t, "")
 }
 
 // coreDB reads from the pool for the rules written once; one-row reads
@@ -87,12 +89,6 @@ func (c coreTx) InsertTaskFor(_ context.Context, t *host.TaskRecord, attemptID s
 	return c.s.insertTask(c.tx, t, attemptID)
 }
 
-var _ storecore.ControlTx = coreTx{}
-
-func (c coreTx) LoadTask(ctx context.Context, op, taskID string, _ bool) (*host.TaskRecord, error) {
-	return c.s.loadTask(txq{c.tx}, ctx, op, taskID)
-}
-
 // LockName needs no lock: the single writer runs one write transaction
 // at a time (storecore.LockTx).
 func (coreTx) LockName(context.Context, int64, string) error { return nil }
@@ -104,4 +100,57 @@ func (c coreTx) WriteQuery(_ context.Context, query string, args ...any) (storec
 		return nil, err
 	}
 	return sqlRows{rows}, nil
+}
+
+// The queue's rules (storecore.SettleTx).
+
+func (c coreTx) EventData(typ, taskID, attemptID string, d *storecore.EventData) error {
+	return c.s.appendEvent(c.tx, &host.Event{Type: typ, TaskID: taskID, AttemptID: attemptID, Data: d.Bytes()}, d.Tenant())
+}
+
+// LockTask reads the task (the single writer holds it); of a task whose
+// record the caller holds, only the columns queue operations change.
+func (c coreTx) LockTask(ctx context.Context, op, taskID string, held *host.TaskRecord) (*host.TaskRecord, error) {
+	if held != nil && held.TaskID == taskID {
+		return c.s.reloadTask(c.tx, op, held)
+	}
+	return c.s.loadTask(txq{c.tx}, ctx, op, taskID)
+}
+
+func (c coreTx) RecordAttempt(_ context.Context, prepared any) error {
+	return c.s.recordAttempt(c.tx, prepared.(*attemptRow))
+}
+
+func (c coreTx) ApplyStaged(_ context.Context, t *host.TaskRecord, in *host.FinishInput, now time.Time) (string, error) {
+	opts := host.SensorEventOptions{Tenant: t.Tenant, Origin: "task:" + t.TaskID}
+	if _, err := storecore.ApplyReported(bg, c, in.SensorEvents, opts, t.TaskID, in.AttemptID, now); err != nil {
+		return "", err
+	}
+	if err := c.s.applyPublished(c.tx, in.Messages, t.Tenant, t.TaskID, in.AttemptID, now); err != nil {
+		return "", err
+	}
+	if t.WorkflowRef == nil || in.Outcome.WorkflowSignal == "" {
+		return "", nil
+	}
+	return storecore.ApplyWorkflowSignal(bg, c, c.s.opts.Quotas, t, in.Outcome.WorkflowSignal, in.AttemptID, now)
+}
+
+// Leases: an SQLite claim holds no lease (a single host's runners).
+func (coreTx) Leases() bool { return false }
+
+func (c coreTx) Now() time.Time { return c.s.now() }
+
+func (c coreTx) Backoff(n int) time.Duration { return c.s.opts.Backoff(n) }
+
+// queue is the store as the queue's operations written once see it.
+func (s *Store) queue() storecore.Queue {
+	return storecore.Queue{
+		Write: func(ctx context.Context, fn func(storecore.SettleTx) error) error {
+			return s.w.do(ctx, func(tx *wtx) error { return fn(coreTx{s, tx}) })
+		},
+		Read:    coreDB{s},
+		Now:     s.now,
+		Prepare: func(a *host.Attempt) (any, error) { return s.prepareAttempt(a) },
+		Stored:  func(p any) { s.values.Stored(p.(*attemptRow).values) },
+	}
 }

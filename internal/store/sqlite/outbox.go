@@ -3,23 +3,9 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/evidence"
 )
-
-// queueMessages puts a completed task's external messages in the outbox,
-// pending.
-func queueMessages(tx *wtx, t *host.TaskRecord, attemptID string, msgs []json.RawMessage, now time.Time) error {
-	for _, m := range msgs {
-		if _, err := tx.Exec(`INSERT INTO outbox_messages (message_id, task_id, attempt_id, tenant, message, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			host.NewID("msg"), t.TaskID, attemptID, t.Tenant, string(evidence.CompactJSON(m)), host.OutboxPending, ts(now)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // Outbox implements host.Queue.
 func (s *Store) Outbox(ctx context.Context, taskID string) ([]*host.OutboxMessage, error) {

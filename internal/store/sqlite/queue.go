@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/packrun/packrun/host"
@@ -36,69 +35,15 @@ func scanTask(row interface{ Scan(...any) error }) (*host.TaskRecord, error) {
 	return &t, nil
 }
 
-// insertTask stores a new task and appends task_enqueued.
+// insertTask stores a new task and appends task_enqueued
+// (storecore.InsertTask).
 func (s *Store) insertTask(tx *wtx, t *host.TaskRecord, attemptID string) error {
-	_, err := tx.Exec(`INSERT OR FAIL INTO tasks (task_id, task_type, source, subject, description, priority, payload, requested_profile_id,
-		requested_adapter_id, requested_model, skill_ids, workflow_ref, evidence_requirements, status, max_attempts, attempt_count,
-		available_at, created_at, updated_at, last_error, parent_task_id, runner_id, cancel_requested, tenant)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, '', ?, '', 0, ?)`,
-		t.TaskID, t.TaskType, t.Source, t.Subject, t.Description, t.Priority, string(t.Payload), t.RequestedProfileID,
-		t.RequestedAdapterID, t.RequestedModel, storecore.JSONOrEmpty(t.SkillIDs, len(t.SkillIDs) == 0), storecore.JSONOrEmpty(t.WorkflowRef, t.WorkflowRef == nil),
-		storecore.JSONOrEmpty(t.EvidenceRequirements, t.EvidenceRequirements == nil), string(t.Status), t.MaxAttempts,
-		ts(t.AvailableAt), ts(t.CreatedAt), ts(t.UpdatedAt), t.ParentTaskID, t.Tenant)
-	if err != nil {
-		return err
-	}
-	d := &evData{}
-	if t.ParentTaskID != "" {
-		d.str("attempt_id", attemptID)
-	}
-	d.str("available_at", ts(t.AvailableAt)).int("max_attempts", int64(t.MaxAttempts))
-	if t.ParentTaskID != "" {
-		d.str("parent_task_id", t.ParentTaskID)
-	}
-	d.int("priority", int64(t.Priority)).str("source", t.Source).str("task_type", t.TaskType)
-	_, err = s.eventData(tx, host.EventTaskEnqueued, t.TaskID, attemptID, d)
-	return err
+	return storecore.InsertTask(bg, coreTx{s, tx}, t, attemptID)
 }
 
-// Enqueue implements host.Queue.
+// Enqueue implements host.Queue (storecore.Queue.Enqueue).
 func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.EnqueueOptions) (*host.TaskRecord, error) {
-	const op = "enqueue"
-	t, err := storecore.NewTask(op, &intent, opts.MaxAttempts, s.now())
-	if err != nil {
-		return nil, err
-	}
-	t.Tenant = host.DefaultTenant
-	if opts.Tenant != "" {
-		if err := host.CheckTenant(op, opts.Tenant); err != nil {
-			return nil, err
-		}
-		t.Tenant = opts.Tenant
-	}
-	au := host.AuditFor(ctx, host.AuditTask)
-	err = s.w.do(ctx, func(tx *wtx) error {
-		if t.WorkflowRef != nil {
-			if err := storecore.CheckWorkflowRef(ctx, coreTx{s, tx}, op, t.Tenant, t.WorkflowRef); err != nil {
-				return err
-			}
-		}
-		if err := s.insertTask(tx, t, ""); err != nil {
-			return err
-		}
-		if au != nil {
-			_, err := s.event(tx, au.Type, t.TaskID, "", au.Data)
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, host.Wrap(op, intent.TaskType, err)
-	}
-	if au != nil {
-		au.MarkWritten()
-	}
-	return t, nil
+	return s.queue().Enqueue(ctx, intent, opts)
 }
 
 func (s *Store) loadTask(q queryer, ctx context.Context, op, id string) (*host.TaskRecord, error) {
@@ -232,276 +177,18 @@ func (s *Store) Claim(ctx context.Context, runnerID string, now time.Time) (*hos
 	return t, nil
 }
 
-// Finish implements host.Queue.
+// Finish implements host.Queue (storecore.Queue.Finish).
 func (s *Store) Finish(ctx context.Context, taskID string, in host.FinishInput) (*host.TaskRecord, error) {
-	const op = "finish"
-	if err := host.CheckID(op, "task_id", taskID); err != nil {
-		return nil, err
-	}
-	var row *attemptRow
-	if a := in.Record; a != nil {
-		var err error
-		if row, err = s.prepareAttempt(a); err != nil {
-			return nil, err
-		}
-		if a.TaskID != taskID {
-			return nil, host.Invalid(op, "record.task_id", "is %q, not the task being finished", a.TaskID)
-		}
-		in.AttemptID = a.AttemptID
-	}
-	if in.AttemptID != "" {
-		if err := host.CheckID(op, "attempt_id", in.AttemptID); err != nil {
-			return nil, err
-		}
-	}
-	ms := in.Outcome.MachineStatus
-	switch ms {
-	case host.MachineOK, host.MachineNeedsRetry, host.MachineBlocked, host.MachineFailed, host.MachineCanceled:
-	default:
-		return nil, host.Invalid(op, "outcome.machine_status", "must be ok, needs_retry, blocked, failed or canceled")
-	}
-	rc := in.RetryClass
-	if rc == "" {
-		rc = host.RetryNone
-	}
-	if rc != host.RetryNone && rc != host.RetryRetryable && rc != host.RetryPermanent {
-		return nil, host.Invalid(op, "retry_class", "must be none, retryable or permanent")
-	}
-	// Follow-ups are attributed to their parent whatever source the skill
-	// claimed. Staging them is the guest's doing, so a problem with them
-	// fails the task instead of refusing to settle it.
-	followUps, refused := storecore.StageFollowUps(taskID, in.FollowUps)
-	if in.FollowUpsRefused != "" {
-		followUps, refused = nil, in.FollowUpsRefused
-	}
-	if err := storecore.CheckExternalMessages(op, in.Outcome.ExternalMessage); err != nil {
-		return nil, err
-	}
-
-	var out *host.TaskRecord
-	err := s.w.do(ctx, func(tx *wtx) error {
-		// The writer may run this again: start from the caller's values.
-		ms, rc, errMsg := ms, rc, in.Error
-		now := s.now()
-		var t *host.TaskRecord
-		var err error
-		if in.Claimed != nil && in.Claimed.TaskID == taskID {
-			t, err = s.reloadTask(tx, op, in.Claimed)
-		} else {
-			t, err = s.loadTask(txq{tx}, ctx, op, taskID)
-		}
-		if err != nil {
-			return err
-		}
-		if t.Status != host.TaskRunning {
-			return host.Errorf(op, taskID, host.ErrConflict, "task is %s, not running", t.Status)
-		}
-		if a := in.Record; a != nil {
-			if a.Attempt != t.AttemptCount {
-				return host.Errorf(op, taskID, host.ErrConflict, "attempt %s is attempt %d but the task is on attempt %d (a stale runner?)", a.AttemptID, a.Attempt, t.AttemptCount)
-			}
-			if len(in.Bundle) > 0 {
-				if _, err := s.event(tx, host.EventBundleCompiled, taskID, a.AttemptID, in.Bundle); err != nil {
-					return err
-				}
-			}
-			if err := s.taskStarted(tx, t, a.AttemptID, ts(a.StartedAt)); err != nil {
-				return err
-			}
-			if err := s.recordAttempt(tx, row); err != nil {
-				return err
-			}
-		} else if in.AttemptID != "" {
-			var attTask, attStarted string
-			var attNum int
-			err = tx.QueryRow(`SELECT task_id, attempt, started_at FROM attempt_records WHERE attempt_id = ?`, in.AttemptID).Scan(&attTask, &attNum, &attStarted)
-			if errors.Is(err, sql.ErrNoRows) {
-				return host.Invalid(op, "attempt_id", "no attempt %s is recorded; record the attempt before finishing the task", in.AttemptID)
-			}
-			if err != nil {
-				return err
-			}
-			if attTask != taskID {
-				return host.Invalid(op, "attempt_id", "attempt %s was not recorded for task %s", in.AttemptID, taskID)
-			}
-			if attNum != t.AttemptCount {
-				return host.Errorf(op, taskID, host.ErrConflict, "attempt %s is attempt %d but the task is on attempt %d (a stale runner?)", in.AttemptID, attNum, t.AttemptCount)
-			}
-			if err := s.taskStarted(tx, t, in.AttemptID, attStarted); err != nil {
-				return err
-			}
-		}
-
-		canceled := t.CancelRequested || ms == host.MachineCanceled
-		var missing []string
-		switch {
-		case canceled:
-		case refused != "":
-			ms, rc = host.MachineFailed, host.RetryPermanent
-			errMsg = strings.TrimPrefix(errMsg+"; "+refused, "; ")
-		case ms != host.MachineOK:
-		case in.AttemptID == "":
-			missing = []string{"recorded attempt"}
-		default:
-			if missing, err = missingEvidence(tx, t, in); err != nil {
-				return err
-			}
-		}
-		status, lastErr := storecore.SettleStatus(t, ms, rc, errMsg, missing)
-		outcome := in.Outcome
-		outcome.Status, outcome.MachineStatus = status, ms
-		outJSON, err := json.Marshal(outcome)
-		if err != nil {
-			return err
-		}
-
-		avail := t.AvailableAt
-		var backoff time.Duration
-		var finished any
-		if status == host.TaskRetryableFailure {
-			backoff = s.opts.Backoff(t.AttemptCount)
-			avail = now.Add(backoff)
-		} else {
-			finished = ts(now)
-		}
-		if _, err := tx.Exec(`UPDATE OR FAIL tasks SET status = ?, outcome = ?, last_error = ?, available_at = ?, finished_at = ?, updated_at = ? WHERE task_id = ?`,
-			string(status), string(outJSON), lastErr, ts(avail), finished, ts(now), taskID); err != nil {
-			return err
-		}
-
-		applied, wfResult := []string{}, ""
-		if status == host.TaskCompleted {
-			for i := range followUps {
-				ft, err := storecore.NewTask(op, &followUps[i], 0, now)
-				if err != nil {
-					return err
-				}
-				ft.ParentTaskID, ft.Tenant = taskID, t.Tenant
-				if err := s.insertTask(tx, ft, in.AttemptID); err != nil {
-					return err
-				}
-				applied = append(applied, ft.TaskID)
-			}
-			if _, err := tx.Exec(`UPDATE OR FAIL artifacts SET verified_at = ? WHERE attempt_id = ? AND verified_at IS NULL`, ts(now), in.AttemptID); err != nil {
-				return err
-			}
-			if err := queueMessages(tx, t, in.AttemptID, in.Outcome.ExternalMessage, now); err != nil {
-				return err
-			}
-			opts := host.SensorEventOptions{Tenant: t.Tenant, Origin: "task:" + taskID}
-			if _, err := storecore.ApplyReported(bg, coreTx{s, tx}, in.SensorEvents, opts, taskID, in.AttemptID, now); err != nil {
-				return err
-			}
-			if err := s.applyPublished(tx, in.Messages, t.Tenant, taskID, in.AttemptID, now); err != nil {
-				return err
-			}
-			if t.WorkflowRef != nil && in.Outcome.WorkflowSignal != "" {
-				if wfResult, err = storecore.ApplyWorkflowSignal(bg, coreTx{s, tx}, s.opts.Quotas, t, in.Outcome.WorkflowSignal, in.AttemptID, now); err != nil {
-					return err
-				}
-			}
-		}
-		d := (&evData{}).int("attempt", int64(t.AttemptCount))
-		if n := len(in.Outcome.ExternalMessage); n > 0 {
-			d.int("external_messages", int64(n))
-		}
-		if len(followUps) > 0 {
-			d.value("follow_ups", followUps)
-		}
-		d.value("follow_ups_applied", applied)
-		if refused != "" {
-			d.str("follow_ups_refused", refused)
-		}
-		d.int("follow_ups_staged", int64(len(in.FollowUps))).str("machine_status", string(ms))
-		if len(missing) > 0 {
-			d.value("missing_evidence", missing)
-		}
-		d.str("retry_class", string(rc)).str("status", string(status))
-		if wfResult != "" {
-			d.str("workflow", wfResult)
-		}
-		if in.Outcome.WorkflowSignal != "" {
-			d.str("workflow_signal", in.Outcome.WorkflowSignal)
-		}
-		if _, err := s.eventData(tx, host.EventTaskAttemptFinished, taskID, in.AttemptID, d); err != nil {
-			return err
-		}
-		if status == host.TaskRetryableFailure {
-			_, err = s.eventData(tx, host.EventTaskRetryScheduled, taskID, in.AttemptID, (&evData{}).
-				int("attempt", int64(t.AttemptCount)).str("available_at", ts(avail)).int("backoff_ms", backoff.Milliseconds()).int("max_attempts", int64(t.MaxAttempts)))
-		} else {
-			_, err = s.eventData(tx, host.EventTaskFinished, taskID, in.AttemptID, (&evData{}).
-				int("attempt_count", int64(t.AttemptCount)).str("status", string(status)))
-		}
-		if err != nil {
-			return err
-		}
-		// The record as the UPDATE left it, without reading it back.
-		t.Status, t.Outcome, t.LastError = status, &outcome, lastErr
-		t.AvailableAt, t.UpdatedAt = storecore.Stored(avail), storecore.Stored(now)
-		if finished != nil {
-			f := storecore.Stored(now)
-			t.FinishedAt = &f
-		}
-		out = t
-		return nil
-	})
-	if errors.Is(err, errAttemptExists) {
-		// Recorded before (a retried call): settle with the recorded one
-		// if it is the same attempt.
-		if err := s.sameAttempt(ctx, in.Record); err != nil {
-			return nil, host.Wrap(op, taskID, err)
-		}
-		in.Record = nil
-		return s.Finish(ctx, taskID, in)
-	}
-	if err != nil {
-		return nil, host.Wrap(op, taskID, err)
-	}
-	if row != nil {
-		s.values.Stored(row.values)
-	}
-	return out, nil
+	return s.queue().Finish(ctx, taskID, in)
 }
 
-// taskStarted appends task_started for the attempt that settles t. It is
-// written with the settlement rather than when the node starts: a claimed
-// task then costs no extra durable commit, and a node that never started
-// (no route, pack refused) has no task_started. The event's own time is
-// when it was appended; data.started_at is when the node started.
-func (s *Store) taskStarted(tx *wtx, t *host.TaskRecord, attemptID, startedAt string) error {
-	_, err := s.eventData(tx, host.EventTaskStarted, t.TaskID, attemptID, (&evData{}).
-		int("attempt", int64(t.AttemptCount)).str("runner_id", t.RunnerID).str("started_at", startedAt))
-	return err
+// Cancel implements host.Queue (storecore.Queue.Cancel).
+func (s *Store) Cancel(ctx context.Context, taskID string) (*host.TaskRecord, error) {
+	return s.queue().Cancel(ctx, taskID)
 }
 
-// missingEvidence lists what the task's evidence requirements and the
-// outcome's artifact_paths ask for that the attempt did not store.
-func missingEvidence(tx *wtx, t *host.TaskRecord, in host.FinishInput) ([]string, error) {
-	if !storecore.WantsArtifacts(t, &in.Outcome) {
-		return nil, nil // nothing to look for
-	}
-	rows, err := tx.Query(`SELECT relative_path, role FROM artifacts WHERE attempt_id = ?`, in.AttemptID)
-	if err != nil {
-		return nil, err
-	}
-	names, roles := map[string]bool{}, map[string]bool{}
-	for rows.Next() {
-		var name, role string
-		if err := rows.Scan(&name, &role); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		names[name], roles[role] = true, true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return storecore.MissingEvidence(t, &in.Outcome, names, roles), nil
-}
-
-// ReclaimRunning implements host.Queue.
+// ReclaimRunning implements host.Queue: every running task is settled by
+// storecore.ReclaimTask.
 func (s *Store) ReclaimRunning(ctx context.Context, now time.Time) (int, error) {
 	const op = "reclaim running tasks"
 	if now.IsZero() {
@@ -509,7 +196,6 @@ func (s *Store) ReclaimRunning(ctx context.Context, now time.Time) (int, error) 
 	}
 	n := 0
 	err := s.w.do(ctx, func(tx *wtx) error {
-		n = 0
 		rows, err := tx.Query(`SELECT ` + taskColumns + ` FROM tasks WHERE status = 'running' ORDER BY seq`)
 		if err != nil {
 			return err
@@ -527,30 +213,11 @@ func (s *Store) ReclaimRunning(ctx context.Context, now time.Time) (int, error) 
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		n = len(running)
 		for _, t := range running {
-			status := host.TaskRetryableFailure
-			msg := fmt.Sprintf("attempt %d was interrupted: runner %s stopped before finishing it", t.AttemptCount, t.RunnerID)
-			switch {
-			case t.CancelRequested:
-				status, msg = host.TaskOperatorCanceled, "canceled by the operator"
-			case t.AttemptCount >= t.MaxAttempts:
-				status = host.TaskPermanentFailure
-				msg += fmt.Sprintf("; no attempts left (%d of %d)", t.AttemptCount, t.MaxAttempts)
-			}
-			var finished any
-			avail := ts(now)
-			if status != host.TaskRetryableFailure {
-				finished, avail = ts(now), ts(t.AvailableAt)
-			}
-			if _, err := tx.Exec(`UPDATE tasks SET status = ?, last_error = ?, available_at = ?, finished_at = ?, updated_at = ? WHERE task_id = ?`,
-				string(status), msg, avail, finished, ts(now), t.TaskID); err != nil {
+			if err := storecore.ReclaimTask(bg, coreTx{s, tx}, t, now, "boot_sweep", ""); err != nil {
 				return err
 			}
-			if _, err := s.event(tx, host.EventBootSweepReclaimed, t.TaskID, "", map[string]any{
-				"runner_id": t.RunnerID, "attempt": t.AttemptCount, "status": status}); err != nil {
-				return err
-			}
-			n++
 		}
 		return nil
 	})
@@ -568,16 +235,8 @@ func (s *Store) CountTasks(ctx context.Context) (map[host.TaskStatus]int, error)
 		return nil, host.Wrap(op, "", err)
 	}
 	defer rows.Close()
-	out := map[host.TaskStatus]int{}
-	for rows.Next() {
-		var st string
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, host.Wrap(op, "", err)
-		}
-		out[host.TaskStatus(st)] = n
-	}
-	return out, host.Wrap(op, "", rows.Err())
+	out, err := storecore.ScanTaskCounts(rows)
+	return out, host.Wrap(op, "", err)
 }
 
 // TenantUsage implements host.UsageCounter.

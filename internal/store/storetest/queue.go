@@ -32,6 +32,7 @@ func Queue(t *testing.T, open Opener) {
 		{"FinishWithoutAttempt", queueFinishWithoutAttempt},
 		{"FinishRecordsAttempt", queueFinishRecordsAttempt},
 		{"FinishWithClaimedRecord", queueFinishWithClaimedRecord},
+		{"FinishFencesClaim", queueFinishFencesClaim},
 		{"FollowUps", queueFollowUps},
 		{"FollowUpsRefused", queueFollowUpsRefused},
 		{"Outbox", queueOutbox},
