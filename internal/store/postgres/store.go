@@ -14,6 +14,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/evidence/tlog"
 	"github.com/packrun/packrun/internal/store/storecore"
 )
 
@@ -75,6 +76,13 @@ type Options struct {
 	// Give each node its own (root stores.go: evidence-head.json in the
 	// node's home). Empty: no checkpoint, and VerifyChain reports none.
 	CheckpointFile string
+	// LogSigner signs the evidence log's checkpoints (evidencelog.go);
+	// give every node of a cluster the same. Default: HostKey under
+	// LogOrigin; with neither, checkpoints are stored unsigned.
+	LogSigner *tlog.Signer
+	// LogOrigin is the origin line of the log's checkpoints when HostKey
+	// signs them. Default: storecore.LogOrigin of HostKey.
+	LogOrigin string
 	// Reanchor opens a store whose anchor (this node's checkpoint or host
 	// key) is lost, which Open otherwise refuses with host.ErrUnanchored,
 	// for Reanchor and AnchorState only: the operator's re-anchoring.
@@ -122,6 +130,10 @@ type Store struct {
 	// closeOnce makes Close idempotent; closeErr is the first Close's.
 	closeOnce sync.Once
 	closeErr  error
+	// logSeq integrates the evidence log, signed by logSign
+	// (evidencelog.go).
+	logSeq  *storecore.Sequencer
+	logSign logSigner
 }
 
 // Open connects to the database dsn names (a postgres:// URL or a
@@ -167,6 +179,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 	}
 	s.w = startWriters(s, opts.Writers)
+	s.logSeq = storecore.NewSequencer(s.integrateLog, logGather, logPoll)
 	return s, nil
 }
 
@@ -179,6 +192,7 @@ const idleInTx = "idle_in_transaction_session_timeout"
 // pool. Writes submitted afterwards fail.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.logSeq.Close()
 		s.w.close()
 		if s.anchor != nil {
 			if err := s.anchor.Close(); err != nil {

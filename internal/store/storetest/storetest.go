@@ -66,6 +66,7 @@ var Areas = []Area{
 	{"Schedules", Schedules}, {"Sensors", Sensors}, {"Messages", Messages},
 	{"TaskTypes", TaskTypes}, {"TaskTypeSpecs", TaskTypeSpecs}, {"Agents", Agents},
 	{"Packs", Packs}, {"Workflows", Workflows}, {"Runs", Runs},
+	{"EvidenceLog", EvidenceLog},
 }
 
 // All runs every area of the contract, each as a subtest.
