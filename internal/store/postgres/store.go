@@ -166,6 +166,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
 	s := &Store{pool: pool, opts: opts, secret: secret}
+	s.logSeq = storecore.NewSequencer(s.integrateLog, logGather, logPoll)
 	if err := migrate(ctx, s); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
@@ -179,7 +180,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 	}
 	s.w = startWriters(s, opts.Writers)
-	s.logSeq = storecore.NewSequencer(s.integrateLog, logGather, logPoll)
+	// The entries not integrated yet (a database's chain from before the
+	// log, what a crash left pending) are integrated before Open returns;
+	// a failure is LogSync's to report, not Open's.
+	s.logSeq.Start()
+	s.logSeq.Sync(ctx)
 	return s, nil
 }
 

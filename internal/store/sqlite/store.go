@@ -203,7 +203,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	hk := evidence.NewHostKey(opts.HostKeyFile)
 	cp := evidence.NewAnchor(opts.CheckpointFile, hk, opts.Now)
-	var logSeq *storecore.Sequencer
+	s := &Store{}
+	logSeq := storecore.NewSequencer(s.integrateLog, logGather, 0)
 	onHead := func(h eventHead) {
 		cp.Offer(h.seq, h.hash)
 		logSeq.Appended(h.seq)
@@ -215,12 +216,18 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
-	s := &Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), config: newConfigCache(gens.routes), subs: newSubsCache(gens.routes), tokens: newTokenCache(gens.routes), keys: keys, hostKey: hk, cp: cp}
-	logSeq = storecore.NewSequencer(s.integrateLog, logGather, 0)
-	s.logSeq = logSeq
+	*s = Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), config: newConfigCache(gens.routes), subs: newSubsCache(gens.routes), tokens: newTokenCache(gens.routes), keys: keys, hostKey: hk, cp: cp, logSeq: logSeq}
 	if err := s.openAnchor(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
+	}
+	// The chain's entries not integrated yet (a home's chain from before
+	// the log, or what a crash left pending) are integrated before Open
+	// returns; a failure is LogSync's to report, not Open's (VerifyChain
+	// must still run on a damaged chain).
+	logSeq.Start()
+	if !opts.Reanchor {
+		logSeq.Sync(ctx)
 	}
 	s.sweepTemp()
 	s.sweepPackTemp()

@@ -22,6 +22,7 @@ type Sequencer struct {
 	wake, stop   chan struct{}
 	done         chan struct{}
 	closeOnce    sync.Once
+	started      bool
 	run          sync.Mutex // one integration at a time in this store
 
 	mu      sync.Mutex
@@ -39,14 +40,21 @@ type logMark struct {
 // maxDelays is how many integration delays a Sequencer keeps.
 const maxDelays = 1 << 14
 
-// NewSequencer starts a sequencer: integrate runs IntegrateLog for up to
-// max entries in one write transaction and returns what it did.
+// NewSequencer returns a sequencer, not started: integrate runs
+// IntegrateLog for up to max entries in one write transaction and
+// returns what it did.
 func NewSequencer(integrate func(ctx context.Context, max int) (int, uint64, error), gather, poll time.Duration) *Sequencer {
 	q := &Sequencer{integrate: integrate, gather: gather, poll: poll,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	q.wake <- struct{}{} // the backlog
-	go q.loop()
 	return q
+}
+
+// Start starts the sequencer's goroutine; call it once, from the
+// goroutine that calls Close.
+func (q *Sequencer) Start() {
+	q.started = true
+	go q.loop()
 }
 
 // Appended tells the sequencer the store's writes made the chain entries
@@ -142,6 +150,9 @@ func (q *Sequencer) Err() error {
 // Close integrates what is pending and stops the sequencer; the store's
 // writer must still take writes until it returns.
 func (q *Sequencer) Close() {
+	if !q.started {
+		return
+	}
 	q.closeOnce.Do(func() { close(q.stop) })
 	<-q.done
 }

@@ -71,9 +71,28 @@ func chainHashes(evs []*host.Event) []string {
 	return out
 }
 
-// checkLog checks the newest checkpoint against the chain and every
-// checkpointed size against each other; it returns the newest.
-func checkLog(t testing.TB, b host.Backend, hashes []string, sizes []uint64) *host.LogCheckpoint {
+// ChainHashes is the chain hashes of every entry of b's chain, in seq
+// order.
+func ChainHashes(t testing.TB, b host.Backend) []string {
+	t.Helper()
+	evs, err := b.Events(ctx, host.EventFilter{Limit: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d is number %d in the chain", e.Seq, i+1)
+		}
+	}
+	return chainHashes(evs)
+}
+
+// CheckLog integrates what is pending (LogSync) and checks the log
+// against the chain whose entries' hashes are hashes: the root against a
+// tree built independently, the signed note of the newest checkpoint
+// and of each of sizes, inclusion proofs of every entry in each, and
+// consistency proofs between them. It returns the newest checkpoint.
+func CheckLog(t testing.TB, b host.Backend, hashes []string, sizes []uint64) *host.LogCheckpoint {
 	t.Helper()
 	cp, err := b.LogSync(ctx)
 	if err != nil {
@@ -149,7 +168,7 @@ func evidenceLogMatchesChain(f *fixture) {
 		}
 		sizes = append(sizes, cp.Size)
 	}
-	checkLog(f.t, f.b, chainHashes(f.checkEvents()), sizes)
+	CheckLog(f.t, f.b, chainHashes(f.checkEvents()), sizes)
 }
 
 // evidenceLogConcurrent: entries appended by several goroutines at once
@@ -174,7 +193,7 @@ func evidenceLogConcurrent(f *fixture) {
 		})
 	}
 	wg.Wait()
-	checkLog(f.t, f.b, chainHashes(f.checkEvents()), nil)
+	CheckLog(f.t, f.b, chainHashes(f.checkEvents()), nil)
 }
 
 // evidenceLogBadInput: proofs of entries or sizes the log does not have
@@ -234,6 +253,6 @@ func nodesLog(f *fixture, nodes []host.Backend) {
 	f.b = nodes[0]
 	hashes := chainHashes(f.checkEvents())
 	for _, b := range nodes {
-		checkLog(f.t, b, hashes, nil)
+		CheckLog(f.t, b, hashes, nil)
 	}
 }
