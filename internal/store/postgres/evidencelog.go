@@ -53,6 +53,9 @@ func (s *Store) logSigner() (*tlog.Signer, error) {
 }
 
 func (s *Store) integrateLog(ctx context.Context, max int) (int, uint64, error) {
+	if pending, size, err := storecore.LogPending(ctx, corePool{s.pool}); err != nil || !pending {
+		return 0, size, err
+	}
 	var sign func(tlog.Checkpoint) ([]byte, error)
 	if signer, err := s.logSigner(); err != nil {
 		return 0, 0, err

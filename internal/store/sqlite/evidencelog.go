@@ -57,6 +57,9 @@ func (s *Store) logSigner() (*tlog.Signer, error) {
 // integrateLog integrates up to max pending entries in one write
 // transaction of the writer.
 func (s *Store) integrateLog(ctx context.Context, max int) (int, uint64, error) {
+	if pending, size, err := storecore.LogPending(ctx, coreDB{s}); err != nil || !pending {
+		return 0, size, err
+	}
 	var (
 		n    int
 		size uint64

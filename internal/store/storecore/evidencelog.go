@@ -162,20 +162,23 @@ func IntegrateLog(ctx context.Context, tx Tx, sign func(tlog.Checkpoint) ([]byte
 	return len(leaves), in.Size, nil
 }
 
-// LogPending reports whether chain entries wait to be integrated.
-func LogPending(ctx context.Context, q Querier) (bool, error) {
+// LogPending reports whether chain entries wait to be integrated, and
+// the integrated size: a driver reads it before it opens a write
+// transaction for IntegrateLog, so that an idle sequencer writes (and
+// syncs, and locks) nothing.
+func LogPending(ctx context.Context, q Querier) (bool, uint64, error) {
 	st, err := readLog(ctx, q, "")
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	var n int64
 	err = q.QueryRow(ctx, `SELECT COUNT(*) FROM (
 		SELECT seq FROM runtime_events WHERE seq = $1
 		UNION ALL SELECT seq FROM attempt_records WHERE seq = $1) e`, int64(st.Size)+1).Scan(&n)
 	if err != nil {
-		return false, fmt.Errorf("read the evidence chain: %w", err)
+		return false, 0, fmt.Errorf("read the evidence chain: %w", err)
 	}
-	return n > 0, nil
+	return n > 0, st.Size, nil
 }
 
 // LogCheckpoint is host.EvidenceLog.LogCheckpoint over q.
