@@ -93,3 +93,20 @@ func TestEvidenceLogTablesAppendOnly(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkLogDelay: as internal/store/sqlite's, on one node.
+func BenchmarkLogDelay(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		par  int
+	}{{"sequential", 0}, {"concurrent", 32}} {
+		b.Run(c.name, func(b *testing.B) {
+			s, err := Open(ctx, pgtest.DSN(b), Options{HostKey: testHostKey})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			storetest.BenchLogDelay(b, s, s.LogDelays, c.par)
+		})
+	}
+}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"database/sql"
 	"fmt"
+	"path/filepath"
 	"testing"
 
 	"github.com/packrun/packrun/host"
@@ -112,5 +113,24 @@ func TestEvidenceLogTablesAppendOnly(t *testing.T) {
 		if _, err := f.db.Exec(q); err == nil {
 			t.Errorf("%s: allowed", q)
 		}
+	}
+}
+
+// BenchmarkLogDelay: how long an entry waits between being durable and
+// being provable (integrated into the log by the sequencer), appended
+// by one caller and by 32 callers per CPU.
+func BenchmarkLogDelay(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		par  int
+	}{{"sequential", 0}, {"concurrent", 32}} {
+		b.Run(c.name, func(b *testing.B) {
+			s, err := Open(ctx, filepath.Join(b.TempDir(), "packrun.db"), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			storetest.BenchLogDelay(b, s, s.LogDelays, c.par)
+		})
 	}
 }
