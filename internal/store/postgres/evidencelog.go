@@ -21,6 +21,7 @@ import (
 
 const (
 	logGather = 2 * time.Millisecond
+	logEvery  = 10 * time.Millisecond
 	logPoll   = 50 * time.Millisecond
 )
 

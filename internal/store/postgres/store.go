@@ -166,7 +166,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
 	s := &Store{pool: pool, opts: opts, secret: secret}
-	s.logSeq = storecore.NewSequencer(s.integrateLog, logGather, logPoll)
+	s.logSeq = storecore.NewSequencer(s.integrateLog, logGather, logEvery, logPoll)
 	if err := migrate(ctx, s); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)

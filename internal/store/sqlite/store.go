@@ -204,7 +204,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	hk := evidence.NewHostKey(opts.HostKeyFile)
 	cp := evidence.NewAnchor(opts.CheckpointFile, hk, opts.Now)
 	s := &Store{}
-	logSeq := storecore.NewSequencer(s.integrateLog, logGather, 0)
+	logSeq := storecore.NewSequencer(s.integrateLog, logGather, logEvery, 0)
 	onHead := func(h eventHead) {
 		cp.Offer(h.seq, h.hash)
 		logSeq.Appended(h.seq)

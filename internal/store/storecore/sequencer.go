@@ -10,20 +10,23 @@ import (
 // Sequencer runs a driver's evidence log integration (IntegrateLog in a
 // write transaction of its own) in the background: woken when the
 // driver's writes appended chain entries (Appended), after gathering
-// for a moment, and every poll interval (for the entries other nodes
+// for a moment (at least gather, and at least every since the last
+// integration began, so that under load a batch, and its signature, is
+// paid for by many entries), and every poll interval (for the entries other nodes
 // appended on a shared database). It integrates everything pending in
 // batches of LogBatch, the backlog of a home's chain from before the log
 // first, right after the store opens. It measures how long an entry of
 // this store waited between being durable (Appended) and provable (its
 // batch integrated): Delays.
 type Sequencer struct {
-	integrate    func(ctx context.Context, max int) (n int, size uint64, err error)
-	gather, poll time.Duration
-	wake, stop   chan struct{}
-	done         chan struct{}
-	closeOnce    sync.Once
-	started      bool
-	run          sync.Mutex // one integration at a time in this store
+	integrate           func(ctx context.Context, max int) (n int, size uint64, err error)
+	gather, every, poll time.Duration
+	last                time.Time // when the loop's last integration began
+	wake, stop          chan struct{}
+	done                chan struct{}
+	closeOnce           sync.Once
+	started             bool
+	run                 sync.Mutex // one integration at a time in this store
 
 	mu      sync.Mutex
 	marks   []logMark       // entries appended, not yet integrated
@@ -43,8 +46,8 @@ const maxDelays = 1 << 14
 // NewSequencer returns a sequencer, not started: integrate runs
 // IntegrateLog for up to max entries in one write transaction and
 // returns what it did.
-func NewSequencer(integrate func(ctx context.Context, max int) (int, uint64, error), gather, poll time.Duration) *Sequencer {
-	q := &Sequencer{integrate: integrate, gather: gather, poll: poll,
+func NewSequencer(integrate func(ctx context.Context, max int) (int, uint64, error), gather, every, poll time.Duration) *Sequencer {
+	q := &Sequencer{integrate: integrate, gather: gather, every: every, poll: poll,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	q.wake <- struct{}{} // the backlog
 	return q
@@ -83,8 +86,8 @@ func (q *Sequencer) loop() {
 			q.Sync(context.Background())
 			return
 		case <-q.wake:
-			if q.gather > 0 {
-				t := time.NewTimer(q.gather)
+			if wait := max(q.gather, q.every-time.Since(q.last)); wait > 0 {
+				t := time.NewTimer(wait)
 				select {
 				case <-t.C:
 				case <-q.stop:
@@ -93,6 +96,7 @@ func (q *Sequencer) loop() {
 			}
 		case <-tick:
 		}
+		q.last = time.Now()
 		q.Sync(context.Background())
 	}
 }

@@ -33,7 +33,7 @@ func TestSequencer(t *testing.T) {
 		return int(n), log, nil
 	}
 	chain = LogBatch + 5 // a backlog of more than one batch
-	q := NewSequencer(integrate, time.Millisecond, 0)
+	q := NewSequencer(integrate, time.Millisecond, 0, 0)
 	q.Start()
 	if err := q.Sync(context.Background()); err != nil {
 		t.Fatal(err)
