@@ -1,6 +1,7 @@
 package packrun
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
 	"github.com/packrun/packrun/internal/blobs"
+	"github.com/packrun/packrun/internal/evidence/tlog"
 	"github.com/packrun/packrun/internal/message/messagetest"
 	"github.com/packrun/packrun/internal/testing/pgtest"
 )
@@ -29,6 +31,14 @@ func TestMigrateStore(t *testing.T) {
 	f := newFixture(t)
 	fillHome(t, f)
 	want := storeView(t, f.Host)
+	homeLog, err := f.EvidenceLog().LogSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	homeKey, err := f.LogVerifierKey()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := f.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +75,15 @@ func TestMigrateStore(t *testing.T) {
 	// copied chain on PostgreSQL too (same seqs and hashes, same key).
 	if chain, err := pg.VerifyChain(ctx, nil); err != nil || !chain.OK || chain.Head != rep.Chain.Head || chain.Checkpoint == nil || chain.Checkpoint.Seq != chain.HeadSeq {
 		t.Fatalf("chain on PostgreSQL: %+v %v", chain, err)
+	}
+	// The evidence log is not copied but rebuilt from the copied chain:
+	// the same tree, signed under the same origin by the same host key.
+	pgLog, err := pg.EvidenceLog().LogSync(ctx)
+	if err != nil || pgLog.Size != homeLog.Size || !bytes.Equal(pgLog.Root, homeLog.Root) {
+		t.Fatalf("log on PostgreSQL: %+v %v; in the home: %+v", pgLog, err, homeLog)
+	}
+	if _, err := tlog.OpenCheckpoint([]byte(pgLog.Note), homeKey); err != nil {
+		t.Fatalf("the PostgreSQL log's checkpoint does not open with the home's key: %v", err)
 	}
 	sum, err := pg.ReplayAll(ctx, ReplayFilter{}, ReplayOptions{}, nil)
 	if err != nil || sum.Total != 2 || sum.Identical != 2 {

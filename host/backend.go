@@ -5,6 +5,7 @@ package host
 // implement the same interfaces.
 type Backend interface {
 	Evidence
+	EvidenceLog
 	Memory
 	Queue
 	Locker

@@ -452,3 +452,52 @@ func snake(s string) string {
 	}
 	return b.String()
 }
+
+// EvidenceLog is the Merkle-tree log over the evidence chain (issue 33):
+// leaf i is the chain entry of seq i+1 (its entry bytes the 32 bytes of
+// the entry's chain hash), integrated in batches by the store's
+// sequencer. An entry is durable when its write commits and provable
+// once its batch is integrated; LogSync integrates what is pending now.
+// Every integration writes a checkpoint (C2SP tlog-checkpoint) signed by
+// the host key as a C2SP signed note; LogVerifierKey is the note
+// verifier key that opens it.
+type EvidenceLog interface {
+	// LogCheckpoint returns the checkpoint of the given size (0: the
+	// newest); ErrNotFound when the log has none of that size.
+	LogCheckpoint(ctx context.Context, size uint64) (*LogCheckpoint, error)
+	// LogInclusion proves that the entry of seq is in the log of the
+	// given size (0: the newest). An entry not yet integrated, or a size
+	// never checkpointed, is ErrNotFound; a seq below 1 ErrValidation.
+	LogInclusion(ctx context.Context, seq int64, size uint64) (*LogProof, error)
+	// LogConsistency proves that the log of size from is a prefix of
+	// the log of size to (0: the newest). from > to is ErrValidation; a
+	// size never checkpointed is ErrNotFound.
+	LogConsistency(ctx context.Context, from, to uint64) (*LogProof, error)
+	// LogSync integrates every entry committed before it was called and
+	// returns the newest checkpoint.
+	LogSync(ctx context.Context) (*LogCheckpoint, error)
+	// LogVerifierKey is the signed-note verifier key of the log's
+	// checkpoints ("origin+hash+base64key"); "" when the store has no
+	// key to sign them with (its checkpoints then carry no signature).
+	LogVerifierKey() (string, error)
+}
+
+// LogCheckpoint is one integrated size of the evidence log: its root
+// hash and the signed checkpoint note saying so.
+type LogCheckpoint struct {
+	Size uint64    `json:"size"`
+	Root []byte    `json:"root"`
+	Note string    `json:"note"`
+	Time time.Time `json:"time"`
+}
+
+// LogProof is an inclusion proof (Index: the leaf index, seq-1; LeafHash
+// its leaf hash; Size the log's size) or a consistency proof (From and
+// Size the two sizes), Hashes the proof's hashes in RFC 6962 order.
+type LogProof struct {
+	Index    uint64   `json:"index,omitempty"`
+	Size     uint64   `json:"size"`
+	From     uint64   `json:"from,omitempty"`
+	LeafHash []byte   `json:"leaf_hash,omitempty"`
+	Hashes   [][]byte `json:"hashes"`
+}

@@ -44,6 +44,9 @@ func (s *Store) committed(head *host.ChainHead) {
 	if s.anchor != nil && head != nil {
 		s.anchor.Offer(head.Seq, head.Hash)
 	}
+	if head != nil && s.logSeq != nil {
+		s.logSeq.Appended(head.Seq)
+	}
 }
 
 // checkAnchor reads this node's checkpoint and checks its signature; nil,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/evidence/tlog"
 	"github.com/packrun/packrun/internal/store/storecore"
 )
 
@@ -75,6 +76,13 @@ type Options struct {
 	// Give each node its own (root stores.go: evidence-head.json in the
 	// node's home). Empty: no checkpoint, and VerifyChain reports none.
 	CheckpointFile string
+	// LogSigner signs the evidence log's checkpoints (evidencelog.go);
+	// give every node of a cluster the same. Default: HostKey under
+	// LogOrigin; with neither, checkpoints are stored unsigned.
+	LogSigner *tlog.Signer
+	// LogOrigin is the origin line of the log's checkpoints when HostKey
+	// signs them. Default: storecore.LogOrigin of HostKey.
+	LogOrigin string
 	// Reanchor opens a store whose anchor (this node's checkpoint or host
 	// key) is lost, which Open otherwise refuses with host.ErrUnanchored,
 	// for Reanchor and AnchorState only: the operator's re-anchoring.
@@ -124,6 +132,10 @@ type Store struct {
 	closeErr  error
 	// Configs implements host.Agents and host.TaskTypeSpecs (agents.go).
 	storecore.Configs
+	// logSeq integrates the evidence log, signed by logSign
+	// (evidencelog.go).
+	logSeq  *storecore.Sequencer
+	logSign logSigner
 }
 
 // Open connects to the database dsn names (a postgres:// URL or a
@@ -157,6 +169,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, opts: opts, secret: secret}
 	s.Configs.Driver = configDriver{s}
+	s.logSeq = storecore.NewSequencer(s.integrateLog, logGather, logEvery, logPoll)
 	if err := migrate(ctx, s); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
@@ -170,6 +183,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 	}
 	s.w = startWriters(s, opts.Writers)
+	// The entries not integrated yet (a database's chain from before the
+	// log, what a crash left pending) are integrated before Open returns;
+	// a failure is LogSync's to report, not Open's.
+	s.logSeq.Start()
+	s.logSeq.Sync(ctx)
 	return s, nil
 }
 
@@ -182,6 +200,7 @@ const idleInTx = "idle_in_transaction_session_timeout"
 // pool. Writes submitted afterwards fail.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.logSeq.Close()
 		s.w.close()
 		if s.anchor != nil {
 			if err := s.anchor.Close(); err != nil {

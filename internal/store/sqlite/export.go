@@ -48,7 +48,11 @@ var _ storemove.Source = (*Export)(nil)
 // key the home anchored its chain with (each node records its own when
 // it opens: the home's checkpoint, signed by the same host key, carries
 // the anchor over).
-var notExported = map[string]bool{"schema_migrations": true, "dispatch_locks": true, "sqlite_sequence": true, "evidence_anchors": true}
+var notExported = map[string]bool{"schema_migrations": true, "dispatch_locks": true, "sqlite_sequence": true, "evidence_anchors": true,
+	// The evidence log is derived from the chain: the target's sequencer
+	// integrates the copied chain into the same tree (same roots), and
+	// signs its checkpoints with its own key.
+	"evidence_tiles": true, "evidence_log": true, "evidence_checkpoints": true}
 
 // OpenExport opens the SQLite store files name for an export. Close it
 // when done.

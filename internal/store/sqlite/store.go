@@ -11,6 +11,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/evidence/tlog"
 	"github.com/packrun/packrun/internal/store/storecore"
 )
 
@@ -82,6 +83,13 @@ type Options struct {
 	// (BEGIN to COMMIT, before the WAL is synced). It runs on the writer's
 	// goroutine, so it must be quick: metrics, not I/O.
 	OnCommit func(ops int, took time.Duration)
+	// LogSigner signs the evidence log's checkpoints (evidencelog.go).
+	// Default: the host key (HostKeyFile) under LogOrigin.
+	LogSigner *tlog.Signer
+	// LogOrigin is the origin line of the log's checkpoints when the
+	// host key signs them. Default: packrun.local/ and 16 hex digits of
+	// the host key's public half's SHA-256 (storecore.LogOrigin).
+	LogOrigin string
 }
 
 func (o Options) withDefaults(path string) Options {
@@ -141,6 +149,10 @@ type Store struct {
 	// (checkpoint.go).
 	hostKey *evidence.HostKey
 	cp      *evidence.Anchor
+	// logSeq integrates the evidence log, signed by logSign
+	// (evidencelog.go).
+	logSeq  *storecore.Sequencer
+	logSign logSigner
 	// values: the attempt values this Store hashed and stored lately
 	// (evidence.Values), so a repeated value is hashed and written once.
 	values evidence.Values
@@ -193,7 +205,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	hk := evidence.NewHostKey(opts.HostKeyFile)
 	cp := evidence.NewAnchor(opts.CheckpointFile, hk, opts.Now)
-	onHead := func(h eventHead) { cp.Offer(h.seq, h.hash) }
+	s := &Store{}
+	logSeq := storecore.NewSequencer(s.integrateLog, logGather, logEvery, 0)
+	onHead := func(h eventHead) {
+		cp.Offer(h.seq, h.hash)
+		logSeq.Appended(h.seq)
+	}
 	w, err := startWriter(ctx, d, path+"-wal", opts.MaxBatchOps, opts.BatchDelay, onHead, opts.OnCommit)
 	if err != nil {
 		cp.Close()
@@ -201,11 +218,19 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		d.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
-	s := &Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), config: newConfigCache(gens.routes), subs: newSubsCache(gens.routes), tokens: newTokenCache(gens.routes), keys: keys, hostKey: hk, cp: cp}
+	*s = Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), config: newConfigCache(gens.routes), subs: newSubsCache(gens.routes), tokens: newTokenCache(gens.routes), keys: keys, hostKey: hk, cp: cp, logSeq: logSeq}
 	s.Configs.Driver = configDriver{s}
 	if err := s.openAnchor(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
+	}
+	// The chain's entries not integrated yet (a home's chain from before
+	// the log, or what a crash left pending) are integrated before Open
+	// returns; a failure is LogSync's to report, not Open's (VerifyChain
+	// must still run on a damaged chain).
+	logSeq.Start()
+	if !opts.Reanchor {
+		logSeq.Sync(ctx)
 	}
 	s.sweepTemp()
 	s.sweepPackTemp()
@@ -227,6 +252,9 @@ func sameDir(a, b string) bool {
 // closes the database. Operations submitted afterwards fail with
 // host.ErrClosed. Close is idempotent.
 func (s *Store) Close() error {
+	if s.logSeq != nil {
+		s.logSeq.Close()
+	}
 	werr := s.w.close()
 	if werr == errAlreadyClosed {
 		return nil

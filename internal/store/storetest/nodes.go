@@ -43,6 +43,7 @@ var nodeScenarios = []nodeScenario{
 	{"ChainAcrossNodes", nodesChain},
 	{"RunClaimsAcrossNodes", nodesRunClaims},
 	{"ReadsSeeOtherNodesWrites", nodesReadsSeeWrites},
+	{"LogAcrossNodes", nodesLog},
 }
 
 // NodesOnly runs the scenarios of Nodes named (none: all of them), for a

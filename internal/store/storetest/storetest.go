@@ -67,6 +67,7 @@ var Areas = []Area{
 	{"TaskTypes", TaskTypes}, {"TaskTypeSpecs", TaskTypeSpecs}, {"Agents", Agents},
 	{"Packs", Packs}, {"Workflows", Workflows}, {"Runs", Runs},
 	{"Tokens", Tokens},
+	{"EvidenceLog", EvidenceLog},
 }
 
 // All runs every area of the contract, each as a subtest.
