@@ -283,3 +283,26 @@ func TestParseLog(t *testing.T) {
 		}
 	}
 }
+
+// TestNewLogKeyKeepsHistory: a witness restarted with a new key for a log
+// (its operator accepted a replaced host key) still holds the old root,
+// so a rewritten history signed by the new key fails the proof; before
+// the operator accepts the key, its checkpoints are refused outright.
+func TestNewLogKeyKeepsHistory(t *testing.T) {
+	l := newTestLog(t, "example.com/log").grow(12, "a")
+	w, state := newTestWitness(t, l)
+	if _, err := w.Add(l.body(0, 8)); err != nil {
+		t.Fatal(err)
+	}
+	replaced := newTestLog(t, l.origin).grow(2, "a").grow(12, "b") // new key, entry 2 rewritten
+	if _, err := w.Add(replaced.body(8, 12)); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("new key before the operator accepts it: %v", err)
+	}
+	w2, err := New(w.Key(), []Log{replaced.logConfig()}, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w2.Add(replaced.body(8, 12)); !errors.Is(err, ErrInconsistent) {
+		t.Fatalf("rewritten history under the accepted new key: %v", err)
+	}
+}
