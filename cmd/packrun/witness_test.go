@@ -179,7 +179,7 @@ func TestWitnessCommandErrors(t *testing.T) {
 		{[]string{"--key", key, "--state", state, "--log", "example.com/log=bad"}, exitUsage, "verifier key \"bad\""},
 		{[]string{"--state", state, "--log", logFlag}, exitUsage, "required flag(s) \"key\""},
 		{[]string{"--key", open, "--state", state, "--log", logFlag}, exitOther, "lets others read it"},
-		{[]string{"--key", garbage, "--state", state, "--log", logFlag}, exitOther, "garbage.key: witness key: malformed"},
+		{[]string{"--key", garbage, "--state", state, "--log", logFlag}, exitOther, "garbage.key: witness key: malformed signer id"},
 		{[]string{"--key", key, "--state", state, "--log", logFlag, "--listen", busy.Addr().String()}, exitUnavail, "address already in use"},
 	} {
 		code, _, errs := runCLI(t, append([]string{"witness"}, c.args...)...)

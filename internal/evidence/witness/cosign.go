@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -65,7 +64,11 @@ func LoadOrCreateKey(path, name string) (k *Key, created bool, err error) {
 		if err != nil {
 			return nil, false, fmt.Errorf("witness key %s: %w", path, err)
 		}
-		if err := writeFileDurably(path, []byte(skey+"\n"), 0o600); err != nil {
+		err = createFileDurably(path, []byte(skey+"\n"), 0o600)
+		if errors.Is(err, fs.ErrExist) { // created meanwhile by another process: use it
+			return LoadOrCreateKey(path, name)
+		}
+		if err != nil {
 			return nil, false, fmt.Errorf("witness key %s: %w", path, err)
 		}
 		k, err := NewKey(skey)
@@ -83,7 +86,7 @@ func LoadOrCreateKey(path, name string) (k *Key, created bool, err error) {
 	}
 	k, err = NewKey(string(b))
 	if err != nil {
-		return nil, false, fmt.Errorf("%s: %w", filepath.Base(path), err)
+		return nil, false, fmt.Errorf("%s: %w", path, err)
 	}
 	return k, false, nil
 }

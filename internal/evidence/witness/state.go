@@ -57,13 +57,23 @@ func (d stateDir) store(cp log.Checkpoint) error {
 // directory is written and fsynced, renamed over path, and the directory
 // fsynced, so path holds either the old or the new bytes after any crash.
 func writeFileDurably(path string, data []byte, perm fs.FileMode) error {
+	return putFileDurably(path, data, perm, os.Rename)
+}
+
+// createFileDurably is writeFileDurably that never replaces an existing
+// path (fs.ErrExist): two processes creating it at once keep one.
+func createFileDurably(path string, data []byte, perm fs.FileMode) error {
+	return putFileDurably(path, data, perm, os.Link)
+}
+
+func putFileDurably(path string, data []byte, perm fs.FileMode, put func(tmp, path string) error) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename: nothing to remove
+	defer os.Remove(tmp) // after a rename: nothing to remove; after a link: the extra name
 	if err := f.Chmod(perm); err != nil {
 		f.Close()
 		return err
@@ -79,7 +89,7 @@ func writeFileDurably(path string, data []byte, perm fs.FileMode) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := put(tmp, path); err != nil {
 		return err
 	}
 	d, err := os.Open(dir)
