@@ -93,8 +93,8 @@ func (c *Client) add(ctx context.Context, witnessURL string, oldSize uint64, pro
 		return answer, nil
 	case http.StatusConflict:
 		size, err := parseSize(bytes.TrimSuffix(answer, []byte("\n")))
-		if err != nil || !bytes.HasSuffix(answer, []byte("\n")) {
-			return nil, fmt.Errorf("witness %s: %w 409 answer: want the size it holds", witnessURL, ErrMalformed)
+		if err != nil || !bytes.HasSuffix(answer, []byte("\n")) || resp.Header.Get("Content-Type") != sizeContentType {
+			return nil, fmt.Errorf("witness %s: %w 409 answer: want the size it holds as %s", witnessURL, ErrMalformed, sizeContentType)
 		}
 		return nil, &ConflictError{Size: size}
 	}

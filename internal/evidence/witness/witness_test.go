@@ -223,6 +223,7 @@ func TestClientRefusesBadAnswers(t *testing.T) {
 		{200, "hello\n", "malformed cosignature"},
 		{200, "", "malformed answer"},
 		{409, "eight\n", "409 answer"},
+		{409, "8\n", "409 answer: want the size it holds as text/x.tlog.size"}, // no Content-Type
 		{500, "boom\nmore", "witness refused (500): boom"},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
