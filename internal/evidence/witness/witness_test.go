@@ -307,3 +307,35 @@ func TestNewLogKeyKeepsHistory(t *testing.T) {
 		t.Fatalf("rewritten history under the accepted new key: %v", err)
 	}
 }
+
+// TestConcurrentAddsCosignOnce: requests racing from one old size get one
+// cosignature between them; the others get the 409 of the size it moved
+// to (the check and the update are one step).
+func TestConcurrentAddsCosignOnce(t *testing.T) {
+	l := newTestLog(t, "example.com/log").grow(20, "a")
+	w, state := newTestWitness(t, l)
+	if _, err := w.Add(l.body(0, 4)); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	errs := make(chan error, n)
+	for i := uint64(1); i <= n; i++ {
+		body := l.body(4, 4+i)
+		go func() { _, err := w.Add(body); errs <- err }()
+	}
+	ok := 0
+	for range n {
+		err := <-errs
+		var conflict *ConflictError
+		switch {
+		case err == nil:
+			ok++
+		case !errors.As(err, &conflict) || conflict.Size == 4:
+			t.Errorf("racing add: %v", err)
+		}
+	}
+	got, err := stateDir(state).load(l.origin)
+	if ok != 1 || err != nil || got.Size <= 4 {
+		t.Fatalf("%d cosigned (want 1); state %d %v", ok, got.Size, err)
+	}
+}
