@@ -37,6 +37,12 @@ verify its cosignatures, is printed on stdout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if keyFile == "" {
+				return usageError("--key FILE: the witness's own key file is required (created on first use)")
+			}
+			if stateDir == "" {
+				return usageError("--state DIR: the directory of the witness's state is required")
+			}
 			if len(logSpecs) == 0 {
 				return usageError("--log ORIGIN=VKEY: at least one log to witness")
 			}
@@ -86,7 +92,5 @@ verify its cosignatures, is printed on stdout.`,
 	cmd.Flags().StringVar(&stateDir, "state", "", "directory of the last checkpoint cosigned for each log (created if missing)")
 	cmd.Flags().StringArrayVar(&logSpecs, "log", nil, "a log to witness: ORIGIN=VKEY (repeatable)")
 	cmd.Flags().StringVar(&name, "name", "packrun-witness", "the name of a key --key creates (cosignature lines carry it)")
-	cmd.MarkFlagRequired("key")
-	cmd.MarkFlagRequired("state")
 	return cmd
 }

@@ -100,7 +100,7 @@ func (w *Witness) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	rw.Write(cosig)
+	_, _ = rw.Write(cosig) // a client gone now finds the state moved: its retry gets a 409
 }
 
 // errOldAboveSize: a request whose old size is above its checkpoint's.
