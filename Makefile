@@ -9,8 +9,9 @@ GOLANGCI_LINT_VERSION := v2.15.0
 TOOLBIN ?= $(HOME)/.cache/packrun-ci/bin
 GOLANGCI_LINT := $(TOOLBIN)/golangci-lint
 # The packages whose tests run under the race detector: the root (the Host
-# and its goroutines), the dispatcher and both stores.
-RACE_PKGS := . ./internal/dispatch ./internal/store/sqlite ./internal/store/postgres
+# and its goroutines), the dispatcher, both stores and the witness (one lock
+# over check and update).
+RACE_PKGS := . ./internal/dispatch ./internal/store/sqlite ./internal/store/postgres ./internal/evidence/witness
 
 # The dupl build golangci-lint v2.15.0 uses, run as a program (dupl-stores).
 DUPL_VERSION := v0.0.0-20260401084720-c99c5cf5c202

@@ -131,6 +131,7 @@ file in the home.`,
 		a.replayCommand(), a.traceCommand(), a.demoCommand(), a.initCommand(), a.buildCommand(), a.devCommand(), a.tokensCommand(), a.eventsCommand(),
 		a.schedulesCommand(), a.sensorsCommand(), a.taskTypesCommand(), a.agentsCommand(), a.profilesCommand(), a.skillsCommand(), a.workflowsCommand(),
 		a.messagesCommand(), a.storeCommand(), a.sdkCommand(), a.homeCommand())
+	root.AddCommand(a.witnessCommand())
 	root.AddCommand(a.openapiCommand())
 	root.AddCommand(a.ociCommands()...)
 	return root
