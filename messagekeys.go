@@ -10,7 +10,6 @@ import (
 	"errors"
 	"os"
 
-	"github.com/packrun/packrun/internal/bus"
 	"github.com/packrun/packrun/internal/message"
 )
 
@@ -112,20 +111,20 @@ type SignedMessage struct {
 // and the signature travels beside the document in the publish form
 // ({"format","message","signature"}, SignedMessage's JSON).
 func SignMessage(key ed25519.PrivateKey, format string, doc []byte) (*SignedMessage, error) {
-	f, ok := bus.ParseFormat(format)
+	f, ok := message.ParseFormat(format)
 	if !ok {
 		return nil, usageErr("sign message: format %q: want agent-envelope, agent-message or bus-envelope", format)
 	}
-	if _, err := bus.Codec(f).Decode(doc); err != nil {
+	if _, err := message.CodecOf(f).Decode(doc); err != nil {
 		return nil, err
 	}
-	sig, err := bus.Sign(key, doc)
+	sig, err := message.Sign(key, doc)
 	if err != nil {
 		return nil, err
 	}
 	out := &SignedMessage{Format: format, Message: doc, Signature: sig}
 	if f == message.FormatEnvelope {
-		if out.Message, err = bus.SignEnvelope(key, doc); err != nil {
+		if out.Message, err = message.SignEnvelope(key, doc); err != nil {
 			return nil, err
 		}
 	}

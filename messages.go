@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/bus"
 	"github.com/packrun/packrun/internal/message"
 )
 
@@ -24,11 +23,11 @@ func (h *Host) PublishMessage(ctx context.Context, tenant, origin, contentType s
 	if origin == "" {
 		origin = "api"
 	}
-	r, err := bus.ParseRequest(contentType, body)
+	r, err := message.ParseRequest(contentType, body)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := bus.Accept(ctx, h.limited, r, bus.Options{Tenant: tenant, Origin: origin, Now: time.Now(), Direction: "received"})
+	rec, err := message.Accept(ctx, h.limited, r, message.Options{Tenant: tenant, Origin: origin, Now: time.Now(), Direction: "received"})
 	if err != nil {
 		return nil, err
 	}
@@ -63,11 +62,11 @@ func RenderMessage(rec *host.MessageRecord, format string) (*RenderedMessage, er
 	if format == "" {
 		format = rec.Format
 	}
-	f, ok := bus.ParseFormat(format)
+	f, ok := message.ParseFormat(format)
 	if !ok {
-		return nil, &message.RuleError{Path: "format", Rule: bus.RuleFormat, Reason: "unknown format " + format + ": want agent-envelope, agent-message or bus-envelope"}
+		return nil, &message.RuleError{Path: "format", Rule: message.RuleFormat, Reason: "unknown format " + format + ": want agent-envelope, agent-message or bus-envelope"}
 	}
-	doc, lost, err := bus.Render(rec, f)
+	doc, lost, err := message.Render(rec, f)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 
 // Agent messages (issue 20): the bus that carries the messages of seeds
 // 000–002. The wire formats, their codecs and the signature check live in
-// internal/message and internal/bus; the store sees a message already
+// internal/message; the store sees a message already
 // decoded, validated and (where it is signed) verified: a MessageInput.
 
 // Message events. Each accepted message is one message_accepted event in

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/bus"
 	"github.com/packrun/packrun/internal/message"
 )
 
@@ -50,14 +49,14 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	req, err := bus.ParseRequest(r.Header.Get("Content-Type"), b)
+	req, err := message.ParseRequest(r.Header.Get("Content-Type"), b)
 	if err != nil {
 		return messageError(err)
 	}
 	// The message's own event (message_accepted or message_duplicate)
 	// names the caller: it is this call's audit record, in the same write,
 	// instead of a separate api_call event.
-	rec, err := bus.Accept(r.Context(), s.cfg.Backend, req, bus.Options{
+	rec, err := message.Accept(r.Context(), s.cfg.Backend, req, message.Options{
 		Tenant: tenantOf(r, ""), Origin: "api", By: callerOf(r), Now: time.Now(), Direction: "received",
 	})
 	if err != nil {
@@ -88,7 +87,7 @@ func messageError(err error) error {
 	if re, ok := errors.AsType[*message.RuleError](err); ok {
 		status, code := http.StatusUnprocessableEntity, CodeMessageRefused
 		switch re.Rule {
-		case bus.RuleTopic:
+		case message.RuleTopic:
 			status, code = http.StatusForbidden, CodeTopicNotAllowed
 		case message.RuleTooLarge:
 			status, code = http.StatusRequestEntityTooLarge, CodeTooLarge
@@ -202,11 +201,11 @@ func (s *server) getMessage(w http.ResponseWriter, r *http.Request) error {
 	if format == "" {
 		format = rec.Format
 	}
-	f, ok := bus.ParseFormat(format)
+	f, ok := message.ParseFormat(format)
 	if !ok {
 		return refuse(http.StatusBadRequest, CodeInvalid, "format", fmt.Sprintf("format: %q is not a message format; want %s", host.ShortName(format), formatNames()))
 	}
-	doc, lost, err := bus.Render(rec, f)
+	doc, lost, err := message.Render(rec, f)
 	if err != nil {
 		return messageError(err)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
-	"github.com/packrun/packrun/internal/bus"
 	"github.com/packrun/packrun/internal/message"
 	"github.com/packrun/packrun/internal/message/messagetest"
 )
@@ -156,9 +155,9 @@ func TestPostMessageRefused(t *testing.T) {
 	}
 
 	// No format: refused, saying how to name one.
-	wantRefused(t, e.post("/v1/messages", crisis), http.StatusUnprocessableEntity, CodeMessageRefused, "$.metadata", bus.RuleRequest, "profile=")
-	wantRefused(t, e.post("/v1/messages", `{"message":`+crisis+`}`), http.StatusUnprocessableEntity, CodeMessageRefused, "$.format", bus.RuleFormat, "profile=")
-	wantRefused(t, e.do(http.MethodPost, "/v1/messages", "application/json; profile=json", crisis), http.StatusUnprocessableEntity, CodeMessageRefused, "", bus.RuleFormat, "json")
+	wantRefused(t, e.post("/v1/messages", crisis), http.StatusUnprocessableEntity, CodeMessageRefused, "$.metadata", message.RuleRequest, "profile=")
+	wantRefused(t, e.post("/v1/messages", `{"message":`+crisis+`}`), http.StatusUnprocessableEntity, CodeMessageRefused, "$.format", message.RuleFormat, "profile=")
+	wantRefused(t, e.do(http.MethodPost, "/v1/messages", "application/json; profile=json", crisis), http.StatusUnprocessableEntity, CodeMessageRefused, "", message.RuleFormat, "json")
 
 	// Too large for a message (the body limit is larger).
 	huge := `{"format":"bus-envelope","message":{"pad":"` + strings.Repeat("x", host.MaxMessageBytes+8<<10) + `"}}`
@@ -192,17 +191,17 @@ func TestPostMessageSigned(t *testing.T) {
 	doc := messagetest.Envelope(20, "signer", "flag", messagetest.ZeroHash)
 
 	r := e.do(http.MethodPost, "/v1/messages", profileEnvelope, string(doc))
-	wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", bus.RuleSigRequired, "signer")
+	wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", message.RuleSigRequired, "signer")
 
 	_, otherKey, _ := ed25519.GenerateKey(nil)
-	forged, err := bus.SignEnvelope(otherKey, doc)
+	forged, err := message.SignEnvelope(otherKey, doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r = e.do(http.MethodPost, "/v1/messages", profileEnvelope, string(forged))
-	wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", bus.RuleSigInvalid)
+	wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", message.RuleSigInvalid)
 
-	signed, err := bus.SignEnvelope(priv, doc)
+	signed, err := message.SignEnvelope(priv, doc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +213,7 @@ func TestPostMessageSigned(t *testing.T) {
 
 	// The signature beside the document, in the publish form.
 	doc2 := messagetest.Envelope(21, "signer", "flag", decode[messageReceipt](t, r).Message.Hash)
-	sig, err := bus.Sign(priv, doc2)
+	sig, err := message.Sign(priv, doc2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +223,7 @@ func TestPostMessageSigned(t *testing.T) {
 	// An agent limited to ops.* may not publish crisis.detection: 403.
 	registerAgent(t, b, "opsbot", &host.MessagingIdentity{Topics: []string{"ops.*"}})
 	r = e.do(http.MethodPost, "/v1/messages", profileBus, string(messagetest.Crisis(messagetest.BusID(3), "opsbot")))
-	wantRefused(t, r, http.StatusForbidden, CodeTopicNotAllowed, "$.metadata.message_type", bus.RuleTopic, "crisis.detection")
+	wantRefused(t, r, http.StatusForbidden, CodeTopicNotAllowed, "$.metadata.message_type", message.RuleTopic, "crisis.detection")
 }
 
 // uuid4 is a UUID v4 made from n: an id every format can carry (seed
@@ -309,11 +308,11 @@ func TestListAndGetMessages(t *testing.T) {
 	wantError(t, e.get("/v1/messages/"+id+"?view=all"), http.StatusBadRequest, CodeInvalid, "view")
 
 	// Another tenant's message answers as a missing one.
-	req, err := bus.ParseRequest(profileBus, messagetest.Crisis(messagetest.BusID(900), "sensor.other"))
+	req, err := message.ParseRequest(profileBus, messagetest.Crisis(messagetest.BusID(900), "sensor.other"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bus.Accept(t.Context(), b, req, bus.Options{Tenant: "other", Origin: "api"}); err != nil {
+	if _, err := message.Accept(t.Context(), b, req, message.Options{Tenant: "other", Origin: "api"}); err != nil {
 		t.Fatal(err)
 	}
 	wantError(t, e.get("/v1/messages/"+messagetest.BusID(900)), http.StatusNotFound, CodeNotFound, "")
@@ -390,7 +389,7 @@ func TestPostMessageLookAlikeSenders(t *testing.T) {
 	query["id"], query["from"] = uuid4(799), map[string]any{"agentId": "signer", "instanceId": "i-1"}
 	am, _ := json.Marshal(query)
 	wantRefused(t, e.do(http.MethodPost, "/v1/messages", "application/json; profile=agent-message", string(am)),
-		http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", bus.RuleSigRequired, "signer")
+		http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", message.RuleSigRequired, "signer")
 	if page := decode[host.MessagePage](t, e.get("/v1/messages")); len(page.Messages) != 0 {
 		t.Fatalf("%d messages stored after refusals, the first from %q", len(page.Messages), page.Messages[0].Sender)
 	}
@@ -406,22 +405,22 @@ func TestPostMessageUnverifiableSignature(t *testing.T) {
 	e := newEnv(t, b, nil)
 	doc := strings.Replace(string(messagetest.Envelope(40, "nobody", "flag", messagetest.ZeroHash)), `"from"`, `"signature":"SGVsbG8gV29ybGQ=","from"`, 1)
 	r := e.do(http.MethodPost, "/v1/messages", profileEnvelope, doc)
-	wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", bus.RuleSigMalformed, "64-byte", "11 bytes")
+	wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", message.RuleSigMalformed, "64-byte", "11 bytes")
 
 	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	unsigned := messagetest.Envelope(40, "nobody", "flag", messagetest.ZeroHash)
-	signed, err := bus.SignEnvelope(key, unsigned)
+	signed, err := message.SignEnvelope(key, unsigned)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r = e.do(http.MethodPost, "/v1/messages", profileEnvelope, string(signed))
-	wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", bus.RuleSigUnverifiable, "nobody", "messaging.public_key")
-	sig, _ := bus.Sign(key, messagetest.Crisis(uuid4(41), "nobody"))
+	wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", message.RuleSigUnverifiable, "nobody", "messaging.public_key")
+	sig, _ := message.Sign(key, messagetest.Crisis(uuid4(41), "nobody"))
 	r = e.post("/v1/messages", fmt.Sprintf(`{"format":"bus-envelope","message":%s,"signature":%q}`, messagetest.Crisis(uuid4(41), "nobody"), sig))
-	wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", bus.RuleSigUnverifiable, "nobody")
+	wantRefused(t, r, http.StatusUnprocessableEntity, CodeMessageRefused, "$.signature", message.RuleSigUnverifiable, "nobody")
 	if page := decode[host.MessagePage](t, e.get("/v1/messages")); len(page.Messages) != 0 {
 		t.Fatalf("%d messages stored after refusals", len(page.Messages))
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/packrun/packrun"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/auth"
-	"github.com/packrun/packrun/internal/bus"
 	"github.com/packrun/packrun/internal/console"
+	"github.com/packrun/packrun/internal/message"
 	"github.com/packrun/packrun/internal/message/messagetest"
 )
 
@@ -47,11 +47,11 @@ func TestMessagesPages(t *testing.T) {
 	if _, err := h.PublishMessage(ctx, defaultTenant, "", "application/json; profile=agent-envelope", messagetest.Envelope(3, "arc", "query", messagetest.ZeroHash)); err != nil {
 		t.Fatal(err)
 	}
-	r, err := bus.ParseRequest("application/json; profile=bus-envelope", messagetest.Crisis(messagetest.BusID(4), "sensor.other"))
+	r, err := message.ParseRequest("application/json; profile=bus-envelope", messagetest.Crisis(messagetest.BusID(4), "sensor.other"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bus.Accept(ctx, st, r, bus.Options{Tenant: "other", Origin: "api"}); err != nil {
+	if _, err := message.Accept(ctx, st, r, message.Options{Tenant: "other", Origin: "api"}); err != nil {
 		t.Fatal(err)
 	}
 

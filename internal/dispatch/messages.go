@@ -10,7 +10,6 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/bus"
 	"github.com/packrun/packrun/internal/message"
 	"github.com/packrun/packrun/packs"
 )
@@ -53,7 +52,7 @@ var (
 // prepareMessage checks and decodes one publish-form request of the
 // attempt, as origin: the pack needs the messages grant, the task's
 // profile must allow external messages, and the topic must match one of
-// the grant's topics (bus.RuleTopic otherwise). Like a message from
+// the grant's topics (message.RuleTopic otherwise). Like a message from
 // outside, it is checked against its sender's registered agent: a keyed
 // agent's message must carry that agent's signature (a module holds no
 // key, so it cannot speak for one unless it relays a message the agent
@@ -65,7 +64,7 @@ func (s *services) prepareMessage(ctx context.Context, req []byte, origin string
 	if !s.b.ExternalMessagesAllowed() {
 		return nil, errProfileForbids
 	}
-	r, err := bus.ParseRequest("", req)
+	r, err := message.ParseRequest("", req)
 	if err != nil {
 		return nil, err
 	}
@@ -73,11 +72,11 @@ func (s *services) prepareMessage(ctx context.Context, req []byte, origin string
 	if topics == nil {
 		topics = []string{} // no topic granted: every topic is refused
 	}
-	o := bus.Options{Tenant: s.b.tenant, Origin: origin, Now: time.Now(), Direction: "sent", Topics: topics}
+	o := message.Options{Tenant: s.b.tenant, Origin: origin, Now: time.Now(), Direction: "sent", Topics: topics}
 	if s.b.backend != nil {
-		o.Identity = bus.AgentIdentity(s.b.backend)
+		o.Identity = message.AgentIdentity(s.b.backend)
 	}
-	return bus.Prepare(ctx, r, o)
+	return message.Prepare(ctx, r, o)
 }
 
 // publishStatus is the ABI status of a publication refused with err.
@@ -86,7 +85,7 @@ func publishStatus(err error) abi.Status {
 	switch {
 	case errors.Is(err, host.ErrAccessDenied):
 		return abi.StatusAccessDenied
-	case errors.As(err, &re) && re.Rule == bus.RuleTopic:
+	case errors.As(err, &re) && re.Rule == message.RuleTopic:
 		return abi.StatusAccessDenied
 	case errors.As(err, &re):
 		return abi.StatusValidation
@@ -106,7 +105,7 @@ func isPublishForm(raw json.RawMessage) bool {
 	if json.Unmarshal(raw, &probe) != nil || probe.Format == nil || probe.Message == nil {
 		return false
 	}
-	_, ok := bus.ParseFormat(*probe.Format)
+	_, ok := message.ParseFormat(*probe.Format)
 	return ok
 }
 

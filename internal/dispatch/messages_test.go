@@ -12,7 +12,7 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/bus"
+	"github.com/packrun/packrun/internal/message"
 	"github.com/packrun/packrun/internal/replay"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
@@ -202,15 +202,15 @@ func TestMessagePublishChecksAgentSignatures(t *testing.T) {
 	withSig := func(doc []byte, sig string) string {
 		return fmt.Sprintf(`{"format":"bus-envelope","message":%s,"signature":%q}`, doc, sig)
 	}
-	sig, _ := bus.Sign(priv, form.Message)
+	sig, _ := message.Sign(priv, form.Message)
 	_, stranger, _ := ed25519.GenerateKey(nil)
 	other := []byte(strings.Replace(string(form.Message), `"source":"probe"`, `"source":"someone"`, 1))
-	strangerSig, _ := bus.Sign(stranger, other)
+	strangerSig, _ := message.Sign(stranger, other)
 	for _, tc := range []struct{ name, req, want string }{
-		{"keyed agent, unsigned", opsAlert, bus.RuleSigRequired},
-		{"keyed agent, another key", withSig(form.Message, strangerSig), bus.RuleSigInvalid},
-		{"unregistered sender, signed", withSig(other, strangerSig), bus.RuleSigUnverifiable},
-		{"malformed", withSig(other, "SGVsbG8gV29ybGQ="), bus.RuleSigMalformed},
+		{"keyed agent, unsigned", opsAlert, message.RuleSigRequired},
+		{"keyed agent, another key", withSig(form.Message, strangerSig), message.RuleSigInvalid},
+		{"unregistered sender, signed", withSig(other, strangerSig), message.RuleSigUnverifiable},
+		{"malformed", withSig(other, "SGVsbG8gV29ybGQ="), message.RuleSigMalformed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newServices(granted)

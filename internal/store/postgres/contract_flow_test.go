@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/bus"
 	"github.com/packrun/packrun/internal/message"
 	"github.com/packrun/packrun/internal/message/messagetest"
 )
@@ -101,8 +100,8 @@ func race(stores []*Store, fn func(i int, s *Store)) {
 func TestSenderChainRaceTwoStores(t *testing.T) {
 	stores := nodes(t, 2, newClock())
 	prepare := func(n int, prev string) *host.MessageInput {
-		in, err := bus.Prepare(ctx, &bus.Request{Format: message.FormatEnvelope, Document: messagetest.Envelope(n, "alice", "flag", prev)},
-			bus.Options{Origin: "api", Now: time.Now()})
+		in, err := message.Prepare(ctx, &message.Request{Format: message.FormatEnvelope, Document: messagetest.Envelope(n, "alice", "flag", prev)},
+			message.Options{Origin: "api", Now: time.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,8 +242,8 @@ func TestExpireMessagesRaceTwoStores(t *testing.T) {
 	}
 	const msgs = 20
 	for i := range msgs {
-		in, err := bus.Prepare(ctx, &bus.Request{Format: message.FormatBus, Document: messagetest.Crisis(messagetest.BusID(i), "emotion_recognition")},
-			bus.Options{Origin: "api", Now: clk.Now()})
+		in, err := message.Prepare(ctx, &message.Request{Format: message.FormatBus, Document: messagetest.Crisis(messagetest.BusID(i), "emotion_recognition")},
+			message.Options{Origin: "api", Now: clk.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/bus"
 	"github.com/packrun/packrun/internal/message"
 	"github.com/packrun/packrun/internal/message/messagetest"
 )
@@ -19,8 +18,8 @@ func TestVerifyChainMessages(t *testing.T) {
 		var out []*host.MessageRecord
 		prev := messagetest.ZeroHash
 		for n := 1; n <= 3; n++ {
-			in, err := bus.Prepare(ctx, &bus.Request{Format: message.FormatEnvelope, Document: messagetest.Envelope(n, "alice", "flag", prev)},
-				bus.Options{Origin: "api", Now: time.Now()})
+			in, err := message.Prepare(ctx, &message.Request{Format: message.FormatEnvelope, Document: messagetest.Envelope(n, "alice", "flag", prev)},
+				message.Options{Origin: "api", Now: time.Now()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,8 +75,8 @@ func TestPublishSameMessageAtOnce(t *testing.T) {
 	const callers = 16
 	receipts := make([]*host.MessageReceipt, callers)
 	race(repeatStore(s, callers), func(i int, s *Store) {
-		in, err := bus.Prepare(ctx, &bus.Request{Format: message.FormatBus, Document: messagetest.Crisis(messagetest.BusID(1), "emotion_recognition")},
-			bus.Options{Origin: "api", Now: time.Now()})
+		in, err := message.Prepare(ctx, &message.Request{Format: message.FormatBus, Document: messagetest.Crisis(messagetest.BusID(1), "emotion_recognition")},
+			message.Options{Origin: "api", Now: time.Now()})
 		if err == nil {
 			receipts[i], err = s.PublishMessage(ctx, in)
 		}

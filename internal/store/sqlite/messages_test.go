@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/bus"
 	"github.com/packrun/packrun/internal/message"
 	"github.com/packrun/packrun/internal/message/messagetest"
 )
@@ -16,7 +15,7 @@ import (
 // prepare decodes doc in format f as the API would.
 func prepare(t testing.TB, f message.Format, doc []byte) *host.MessageInput {
 	t.Helper()
-	in, err := bus.Prepare(ctx, &bus.Request{Format: f, Document: doc}, bus.Options{Origin: "api", Now: time.Now()})
+	in, err := message.Prepare(ctx, &message.Request{Format: f, Document: doc}, message.Options{Origin: "api", Now: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/bus"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/message"
 )
 
 // The rules of schedules, sensors, workflows, runs and messages that do
@@ -386,8 +386,8 @@ func CheckAcceptedMessage(e *host.Event, m *host.MessageRecord) *host.ChainBreak
 		brk.Problem, brk.Detail = host.BreakMessageMissing, fmt.Sprintf("message %s, accepted at event %d, is no longer stored", d.MessageID, e.Seq)
 		return brk
 	}
-	canon, err := bus.Canonical(m.Document)
-	if err != nil || bus.Hash(canon) != d.Hash || m.Hash != d.Hash || host.ContentHash(m.Model) != d.ModelHash || m.EventSeq != e.Seq {
+	canon, err := message.Canonical(m.Document)
+	if err != nil || message.Hash(canon) != d.Hash || m.Hash != d.Hash || host.ContentHash(m.Model) != d.ModelHash || m.EventSeq != e.Seq {
 		brk.Problem, brk.Detail = host.BreakMessageHash, fmt.Sprintf("message %s no longer matches what event %d recorded", d.MessageID, e.Seq)
 		return brk
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/bus"
 	"github.com/packrun/packrun/internal/message"
 	"github.com/packrun/packrun/internal/message/messagetest"
 )
@@ -35,7 +34,7 @@ func Messages(t *testing.T, open Opener) {
 // prepare decodes doc in format fm as the API would, for tenant.
 func prepare(t testing.TB, fm message.Format, doc []byte, tenant string) *host.MessageInput {
 	t.Helper()
-	in, err := bus.Prepare(ctx, &bus.Request{Format: fm, Document: doc}, bus.Options{Tenant: tenant, Origin: "api", Now: Epoch})
+	in, err := message.Prepare(ctx, &message.Request{Format: fm, Document: doc}, message.Options{Tenant: tenant, Origin: "api", Now: Epoch})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,11 +2,11 @@
 // their typed wrappers keep out of modules that do not call them,
 // sensor_emit (ABI 1.1) and message_publish (ABI 1.2): a runtime.Services
 // that serves both as internal/dispatch does (host.DecodeSensorEvent
-// checks an event, internal/bus the publish form), the events and
+// checks an event, internal/message the publish form), the events and
 // messages the SDK test modules send, and the checks their tests share.
 // Only tests import it (the SDK tests under abi/guest, which
 // abi/layout_test.go does not let a non-test package there import
-// internal/bus).
+// internal/message).
 package guesttest
 
 import (
@@ -19,7 +19,6 @@ import (
 
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/bus"
 	"github.com/packrun/packrun/internal/message"
 	"github.com/packrun/packrun/internal/testing/hosttest"
 	"github.com/packrun/packrun/runtime"
@@ -45,7 +44,7 @@ var (
 
 // Services is hosttest.Services (which records every call) with
 // sensor_emit served as sensorEmit says and message_publish served as internal/dispatch serves it to a pack granted
-// messages on Topics: internal/bus decodes and checks the publish form;
+// messages on Topics: internal/message decodes and checks the publish form;
 // a topic outside the grant is access denied, another rule a validation
 // error (both with {"error":...}); an accepted message is staged and
 // answered {"message_id","hash","status":"staged","staged":n}.
@@ -70,16 +69,16 @@ func (s *Services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 		return st, resp
 	}
 	in, err := func() (*host.MessageInput, error) {
-		r, err := bus.ParseRequest("", req)
+		r, err := message.ParseRequest("", req)
 		if err != nil {
 			return nil, err
 		}
-		return bus.Prepare(ctx, r, bus.Options{Tenant: "t", Origin: "task:test", Direction: "sent", Topics: Topics})
+		return message.Prepare(ctx, r, message.Options{Tenant: "t", Origin: "task:test", Direction: "sent", Topics: Topics})
 	}()
 	if err != nil {
 		st = abi.StatusValidation
 		var re *message.RuleError
-		if errors.As(err, &re) && re.Rule == bus.RuleTopic {
+		if errors.As(err, &re) && re.Rule == message.RuleTopic {
 			st = abi.StatusAccessDenied
 		}
 		b, _ := json.Marshal(map[string]string{"error": err.Error()})

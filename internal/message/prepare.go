@@ -1,11 +1,12 @@
-// Package bus prepares agent messages for the host's bus (issue 20): it
-// reads a request (which format, which document, which signature),
-// decodes the document with its seed's codec (internal/message), checks
-// the topic against the publisher's patterns, computes the message's
-// canonical form and hash, verifies the signature against the sender's
-// registered key, and hands the store a host.MessageInput. It also renders
-// a stored message in any format. No storage of its own.
-package bus
+// Prepare readies an agent message for the host's bus: it reads a
+// request (which format, which document, which signature), decodes the
+// document with its format's codec, checks the topic against the
+// publisher's patterns, computes the message's canonical form (JCS, jcs.go)
+// and hash, verifies the signature against the sender's registered key,
+// and hands the store a host.MessageInput. Render writes a stored message
+// in any format. No storage of its own.
+
+package message
 
 import (
 	"bytes"
@@ -24,7 +25,6 @@ import (
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
-	"github.com/packrun/packrun/internal/message"
 	"github.com/packrun/packrun/internal/strictjson"
 )
 
@@ -44,19 +44,19 @@ const (
 
 // Profiles are the Content-Type profile values naming each format (the
 // format's own name), e.g. "application/json; profile=bus-envelope".
-func parseFormat(s string) (message.Format, bool) {
-	f := message.Format(s)
-	return f, slices.Contains(message.Formats, f)
+func parseFormat(s string) (Format, bool) {
+	f := Format(s)
+	return f, slices.Contains(Formats, f)
 }
 
-func codec(f message.Format) message.Codec {
+func codec(f Format) Codec {
 	switch f {
-	case message.FormatEnvelope:
-		return message.Envelope{}
-	case message.FormatAgentMessage:
-		return message.AgentMessage{}
-	case message.FormatBus:
-		return message.Bus{}
+	case FormatEnvelope:
+		return Envelope{}
+	case FormatAgentMessage:
+		return AgentMessage{}
+	case FormatBus:
+		return Bus{}
 	}
 	return nil
 }
@@ -65,7 +65,7 @@ func codec(f message.Format) message.Codec {
 // over: its format, its wire document and (for formats that cannot carry
 // one) its signature.
 type Request struct {
-	Format    message.Format
+	Format    Format
 	Document  json.RawMessage
 	Signature string
 }
@@ -77,8 +77,8 @@ type wrapper struct {
 	Signature string          `json:"signature,omitempty"`
 }
 
-func fail(f message.Format, path, rule, reason string) *message.RuleError {
-	return &message.RuleError{Format: f, Path: path, Rule: rule, Reason: reason}
+func fail(f Format, path, rule, reason string) *RuleError {
+	return &RuleError{Format: f, Path: path, Rule: rule, Reason: reason}
 }
 
 // formatHelp says how a request names its format.
@@ -89,8 +89,8 @@ const formatHelp = `name the format: Content-Type: application/json; profile=age
 // body is the publish form {"format":F,"message":{…},"signature":"…"}.
 // The format is never guessed from the document.
 func ParseRequest(contentType string, body []byte) (*Request, error) {
-	if len(body) > message.MaxBytes+4<<10 {
-		return nil, fail("", "", message.RuleTooLarge, "request is larger than the message limit")
+	if len(body) > MaxBytes+4<<10 {
+		return nil, fail("", "", RuleTooLarge, "request is larger than the message limit")
 	}
 	if contentType != "" {
 		_, params, err := mime.ParseMediaType(contentType)
@@ -103,7 +103,7 @@ func ParseRequest(contentType string, body []byte) (*Request, error) {
 		}
 	}
 	if err := strictjson.Check(body, 64); err != nil {
-		return nil, fail("", "", message.RuleJSON, "not one JSON document: "+formatHelp)
+		return nil, fail("", "", RuleJSON, "not one JSON document: "+formatHelp)
 	}
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()
@@ -159,7 +159,7 @@ type Options struct {
 // Sender is the identity a message's chain and signature key belong to:
 // seed 000's agent://<name> is <name>, seed 001's agentId/instanceId is
 // agentId, seed 002's source is itself.
-func Sender(m *message.Message) string { return m.Sender() }
+func Sender(m *Message) string { return m.Sender() }
 
 // Hash is the lowercase hex SHA-256 of a canonical form.
 func Hash(canonical []byte) string {
@@ -192,7 +192,7 @@ func SignEnvelope(key ed25519.PrivateKey, doc []byte) ([]byte, error) {
 }
 
 // Prepare decodes r with its format's codec and makes it a MessageInput:
-// a refusal is a *message.RuleError naming the JSON path and the rule.
+// a refusal is a *RuleError naming the JSON path and the rule.
 // A message with a signature is accepted only when the signature
 // verifies against its sender's registered key (SignedBy names it): a
 // malformed one, or one no registered key can check, is refused. The
@@ -214,7 +214,7 @@ func Prepare(ctx context.Context, r *Request, o Options) (*host.MessageInput, er
 	}
 	canon, err := Canonical(r.Document)
 	if err != nil {
-		return nil, fail(r.Format, "", message.RuleJSON, err.Error())
+		return nil, fail(r.Format, "", RuleJSON, err.Error())
 	}
 	sig := m.Signature
 	if r.Signature != "" {
@@ -281,7 +281,7 @@ func Prepare(ctx context.Context, r *Request, o Options) (*host.MessageInput, er
 	return in, nil
 }
 
-func verify(f message.Format, key ed25519.PublicKey, sig string, canon []byte, sender string) error {
+func verify(f Format, key ed25519.PublicKey, sig string, canon []byte, sender string) error {
 	if sig == "" {
 		return fail(f, "$.signature", RuleSigRequired, "agent "+sender+" has a registered key: its messages must be signed (Ed25519 over the JCS form without signature)")
 	}
@@ -307,11 +307,11 @@ func sigBytes(sig string) ([]byte, error) {
 	return raw, nil
 }
 
-func topicPath(f message.Format) string {
+func topicPath(f Format) string {
 	switch f {
-	case message.FormatEnvelope:
+	case FormatEnvelope:
 		return "$.intent"
-	case message.FormatAgentMessage:
+	case FormatAgentMessage:
 		return "$.type"
 	}
 	return "$.metadata.message_type"
@@ -320,7 +320,7 @@ func topicPath(f message.Format) string {
 // messageLog fills seed 001's MessageLog fields: latency from the
 // message's time to now, the evidence count and confidence its payload or
 // evidence carries.
-func messageLog(m *message.Message, o Options) host.MessageLog {
+func messageLog(m *Message, o Options) host.MessageLog {
 	l := host.MessageLog{Direction: o.Direction, Status: "success"}
 	if l.Direction == "" {
 		l.Direction = "received"
@@ -357,7 +357,7 @@ func messageLog(m *message.Message, o Options) host.MessageLog {
 // Render writes a stored message in format f: its own format gives back
 // the document as accepted; another is converted from the model, and lost
 // lists what f cannot carry.
-func Render(rec *host.MessageRecord, f message.Format) (doc []byte, lost []string, err error) {
+func Render(rec *host.MessageRecord, f Format) (doc []byte, lost []string, err error) {
 	if string(f) == rec.Format {
 		return rec.Document, nil, nil
 	}
@@ -365,18 +365,18 @@ func Render(rec *host.MessageRecord, f message.Format) (doc []byte, lost []strin
 	if c == nil {
 		return nil, nil, fail(f, "", RuleFormat, "unknown format: want agent-envelope, agent-message or bus-envelope")
 	}
-	var m message.Message
+	var m Message
 	if err := json.Unmarshal(rec.Model, &m); err != nil {
 		return nil, nil, err
 	}
 	return c.Encode(&m)
 }
 
-// Codec returns the codec of f (nil for an unknown format).
-func Codec(f message.Format) message.Codec { return codec(f) }
+// CodecOf returns the codec of f (nil for an unknown format).
+func CodecOf(f Format) Codec { return codec(f) }
 
 // ParseFormat names a format by its name.
-func ParseFormat(s string) (message.Format, bool) { return parseFormat(s) }
+func ParseFormat(s string) (Format, bool) { return parseFormat(s) }
 
 // Store is what Accept needs of a backend: the bus's store and the
 // registered agents (their messaging identities).

@@ -1,4 +1,4 @@
-package bus
+package message
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/message"
 	"github.com/packrun/packrun/internal/message/messagetest"
 )
 
@@ -38,14 +37,14 @@ func unsigned(t *testing.T, doc []byte) []byte {
 // signature, the 11 bytes of "Hello World": it is sent without it, see
 // TestUnverifiableSignatures.)
 func TestSeedExamplesPrepare(t *testing.T) {
-	for name, f := range map[string]message.Format{
-		"seed000/example1.json": message.FormatEnvelope, "seed001/query.json": message.FormatAgentMessage,
-		"seed001/response.json": message.FormatAgentMessage, "seed001/error.json": message.FormatAgentMessage,
-		"bus/crisis.detection.jsonc": message.FormatBus, "bus/agency.initiative.jsonc": message.FormatBus,
-		"bus/llm.conversation.events.jsonc": message.FormatBus,
+	for name, f := range map[string]Format{
+		"seed000/example1.json": FormatEnvelope, "seed001/query.json": FormatAgentMessage,
+		"seed001/response.json": FormatAgentMessage, "seed001/error.json": FormatAgentMessage,
+		"bus/crisis.detection.jsonc": FormatBus, "bus/agency.initiative.jsonc": FormatBus,
+		"bus/llm.conversation.events.jsonc": FormatBus,
 	} {
 		doc := messagetest.Seed(name)
-		if f == message.FormatEnvelope {
+		if f == FormatEnvelope {
 			doc = unsigned(t, doc)
 		}
 		form, _ := json.Marshal(map[string]any{"format": f, "message": json.RawMessage(doc)})
@@ -70,9 +69,9 @@ func TestSeedExamplesPrepare(t *testing.T) {
 			if c, _ := Canonical(back); string(c) != string(canon) {
 				t.Fatalf("%s: rendered back differs:\n%s\n%s", name, c, canon)
 			}
-			for _, other := range message.Formats {
+			for _, other := range Formats {
 				if _, _, err := Render(rec, other); err != nil {
-					var re *message.RuleError
+					var re *RuleError
 					if !errors.As(err, &re) {
 						t.Fatalf("%s → %s: %v", name, other, err)
 					}
@@ -92,10 +91,10 @@ func TestParseRequestNeedsAFormat(t *testing.T) {
 		{"application/json; profile=seed-zero", doc, RuleFormat},
 		{"", `{"format":"agent-envelope","message":[1]}`, RuleRequest},
 		{"", `{"format":"agent-envelope","message":{},"extra":1}`, RuleRequest},
-		{"", `{"format":"agent-envelope","format":"bus-envelope","message":{}}`, message.RuleJSON},
+		{"", `{"format":"agent-envelope","format":"bus-envelope","message":{}}`, RuleJSON},
 	} {
 		_, err := ParseRequest(c.ct, []byte(c.body))
-		var re *message.RuleError
+		var re *RuleError
 		if !errors.As(err, &re) || re.Rule != c.rule {
 			t.Errorf("%q %.60s: %v, want rule %s", c.ct, c.body, err, c.rule)
 		}
@@ -119,7 +118,7 @@ func TestSignatures(t *testing.T) {
 	opts := Options{Identity: identity(pub)}
 	rule := func(r *Request) string {
 		_, err := Prepare(ctx, r, opts)
-		var re *message.RuleError
+		var re *RuleError
 		if errors.As(err, &re) {
 			return re.Rule
 		}
@@ -128,38 +127,38 @@ func TestSignatures(t *testing.T) {
 		}
 		return ""
 	}
-	if got := rule(&Request{Format: message.FormatEnvelope, Document: doc}); got != RuleSigRequired {
+	if got := rule(&Request{Format: FormatEnvelope, Document: doc}); got != RuleSigRequired {
 		t.Fatalf("unsigned: %s", got)
 	}
 	signed, err := SignEnvelope(priv, doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rule(&Request{Format: message.FormatEnvelope, Document: signed}); got != "" {
+	if got := rule(&Request{Format: FormatEnvelope, Document: signed}); got != "" {
 		t.Fatalf("signed: %s", got)
 	}
-	in, _ := Prepare(ctx, &Request{Format: message.FormatEnvelope, Document: signed}, opts)
-	if unsignedIn, _ := Prepare(ctx, &Request{Format: message.FormatEnvelope, Document: doc}, Options{}); in.SignedBy != "alice" || in.Hash != unsignedIn.Hash {
+	in, _ := Prepare(ctx, &Request{Format: FormatEnvelope, Document: signed}, opts)
+	if unsignedIn, _ := Prepare(ctx, &Request{Format: FormatEnvelope, Document: doc}, Options{}); in.SignedBy != "alice" || in.Hash != unsignedIn.Hash {
 		t.Fatalf("the signature is part of the hash, or not recorded: %+v", in)
 	}
 	tampered := []byte(strings.Replace(string(signed), `"n":1`, `"n":2`, 1))
-	if got := rule(&Request{Format: message.FormatEnvelope, Document: tampered}); got != RuleSigInvalid {
+	if got := rule(&Request{Format: FormatEnvelope, Document: tampered}); got != RuleSigInvalid {
 		t.Fatalf("tampered: %s", got)
 	}
 	_, other, _ := ed25519.GenerateKey(nil)
 	wrong, _ := SignEnvelope(other, doc)
-	if got := rule(&Request{Format: message.FormatEnvelope, Document: wrong}); got != RuleSigInvalid {
+	if got := rule(&Request{Format: FormatEnvelope, Document: wrong}); got != RuleSigInvalid {
 		t.Fatalf("another key: %s", got)
 	}
-	if got := rule(&Request{Format: message.FormatEnvelope, Document: doc, Signature: "bm90IGEgc2lnbmF0dXJl"}); got != RuleSigMalformed {
+	if got := rule(&Request{Format: FormatEnvelope, Document: doc, Signature: "bm90IGEgc2lnbmF0dXJl"}); got != RuleSigMalformed {
 		t.Fatalf("short signature: %s", got)
 	}
 	sig, _ := Sign(priv, doc)
-	if got := rule(&Request{Format: message.FormatEnvelope, Document: doc, Signature: sig}); got != "" {
+	if got := rule(&Request{Format: FormatEnvelope, Document: doc, Signature: sig}); got != "" {
 		t.Fatalf("signature beside the document: %s", got)
 	}
 	// Another sender has no key: its messages need none.
-	if got := rule(&Request{Format: message.FormatEnvelope, Document: messagetest.Envelope(2, "bob", "flag", messagetest.ZeroHash)}); got != "" {
+	if got := rule(&Request{Format: FormatEnvelope, Document: messagetest.Envelope(2, "bob", "flag", messagetest.ZeroHash)}); got != "" {
 		t.Fatalf("unregistered sender: %s", got)
 	}
 }
@@ -189,16 +188,16 @@ func TestUnverifiableSignatures(t *testing.T) {
 		rule    string
 		mention string
 	}{
-		{"seed 000's placeholder (11 bytes)", &Request{Format: message.FormatEnvelope, Document: seed}, Options{Identity: keyless}, RuleSigMalformed, "11 bytes"},
-		{"not base64 beside the document", &Request{Format: message.FormatBus, Document: busDoc, Signature: "%%%"}, Options{Identity: keyless}, RuleSigMalformed, "not base64"},
-		{"well-formed, unregistered sender", &Request{Format: message.FormatEnvelope, Document: wellFormed}, Options{Identity: keyless}, RuleSigUnverifiable, "agent nobody"},
-		{"well-formed, agent without a key", &Request{Format: message.FormatEnvelope, Document: keylessSigned}, Options{Identity: keyless}, RuleSigUnverifiable, "agent keyless"},
-		{"beside a bus message, unregistered sender", &Request{Format: message.FormatBus, Document: busDoc, Signature: busSig}, Options{Identity: keyless}, RuleSigUnverifiable, "unsigned"},
-		{"no identity lookup", &Request{Format: message.FormatEnvelope, Document: wellFormed}, Options{Topics: []string{"*"}}, RuleSigUnverifiable, "checks no agent keys"},
+		{"seed 000's placeholder (11 bytes)", &Request{Format: FormatEnvelope, Document: seed}, Options{Identity: keyless}, RuleSigMalformed, "11 bytes"},
+		{"not base64 beside the document", &Request{Format: FormatBus, Document: busDoc, Signature: "%%%"}, Options{Identity: keyless}, RuleSigMalformed, "not base64"},
+		{"well-formed, unregistered sender", &Request{Format: FormatEnvelope, Document: wellFormed}, Options{Identity: keyless}, RuleSigUnverifiable, "agent nobody"},
+		{"well-formed, agent without a key", &Request{Format: FormatEnvelope, Document: keylessSigned}, Options{Identity: keyless}, RuleSigUnverifiable, "agent keyless"},
+		{"beside a bus message, unregistered sender", &Request{Format: FormatBus, Document: busDoc, Signature: busSig}, Options{Identity: keyless}, RuleSigUnverifiable, "unsigned"},
+		{"no identity lookup", &Request{Format: FormatEnvelope, Document: wellFormed}, Options{Topics: []string{"*"}}, RuleSigUnverifiable, "checks no agent keys"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			in, err := Prepare(ctx, c.r, c.o)
-			var re *message.RuleError
+			var re *RuleError
 			if !errors.As(err, &re) || re.Rule != c.rule || re.Path != "$.signature" || !strings.Contains(re.Reason, c.mention) {
 				t.Fatalf("got %+v, %v; want %s at $.signature naming %q", in, err, c.rule, c.mention)
 			}
@@ -206,7 +205,7 @@ func TestUnverifiableSignatures(t *testing.T) {
 	}
 	// Without the signature, the same messages are accepted, unsigned.
 	for _, doc := range [][]byte{unsigned(t, seed), unsigned(t, wellFormed)} {
-		in, err := Prepare(ctx, &Request{Format: message.FormatEnvelope, Document: doc}, Options{Identity: keyless})
+		in, err := Prepare(ctx, &Request{Format: FormatEnvelope, Document: doc}, Options{Identity: keyless})
 		if err != nil || in.SignedBy != "" || strings.Contains(string(in.Model), `"signature"`) {
 			t.Fatalf("unsigned: %+v %v", in, err)
 		}
@@ -216,13 +215,13 @@ func TestUnverifiableSignatures(t *testing.T) {
 // Topics outside the publisher's grant or the agent's topics are refused
 // with the topic named.
 func TestTopicACL(t *testing.T) {
-	crisis := &Request{Format: message.FormatBus, Document: messagetest.Crisis(messagetest.BusID(1), "alice")}
+	crisis := &Request{Format: FormatBus, Document: messagetest.Crisis(messagetest.BusID(1), "alice")}
 	opsOnly := func(context.Context, string) (*host.MessagingIdentity, error) {
 		return &host.MessagingIdentity{Topics: []string{"ops.*"}}, nil
 	}
 	for _, o := range []Options{{Topics: []string{"ops.*"}}, {Topics: []string{}}, {Identity: opsOnly}} {
 		_, err := Prepare(ctx, crisis, o)
-		var re *message.RuleError
+		var re *RuleError
 		if !errors.As(err, &re) || re.Rule != RuleTopic || !strings.Contains(re.Reason, "crisis.detection") {
 			t.Fatalf("%+v: %v", o, err)
 		}
@@ -235,7 +234,7 @@ func TestTopicACL(t *testing.T) {
 // seed 001's evidence gives the MessageLog its evidence count and
 // confidence.
 func TestMessageLog(t *testing.T) {
-	in, err := Prepare(ctx, &Request{Format: message.FormatAgentMessage, Document: messagetest.Seed("seed001/response.json")}, Options{Direction: "sent"})
+	in, err := Prepare(ctx, &Request{Format: FormatAgentMessage, Document: messagetest.Seed("seed001/response.json")}, Options{Direction: "sent"})
 	if err != nil {
 		t.Fatal(err)
 	}
