@@ -49,7 +49,8 @@ const oneWay = 250 * time.Microsecond
 // BenchmarkPGRoundTrip: the durable round trip on one PostgreSQL server,
 // River v0.51.1 beside packrun with 1, 2 and 3 nodes, first with the
 // clients on the server's port, then each through its own delaying proxy
-// (net=0.5ms). -count 2 interleaves the two sets. packrun's round trip:
+// (net=0.5ms). Run the test binary several times for interleaved
+// figures (-count repeats each sub-benchmark back to back). packrun's round trip:
 // enqueue (its own transaction) → claim → run the C hello node through
 // the dispatcher → settle with its attempt recorded. River's: Insert (its
 // own transaction) → fetched by a worker → no-op → completed (seen on a
@@ -60,7 +61,8 @@ const oneWay = 250 * time.Microsecond
 // processes; and from pg_stat_activity sampled every 10 ms, the mean
 // number of the database's backends active, waiting on an advisory lock
 // (packrun's chain lock), waiting for the client (ClientRead: the round
-// trips) and waiting on WAL I/O.
+// trips) and waiting on WAL I/O; for packrun, empty-claims/job: claims
+// that found the queue empty and polled again.
 func BenchmarkPGRoundTrip(b *testing.B) {
 	heapfloor.Raise(dispatch.HeapFloor) // as packrun serve does
 	arch := helloPack(b)
@@ -135,6 +137,7 @@ func benchNodes(b *testing.B, arch *packs.Archive, n int, delay time.Duration) {
 	if err := stores[0].SetPackTaskTypes(ctx, "local.hello.c", route); err != nil {
 		b.Fatal(err)
 	}
+	var empty atomic.Int64
 	run(b, dsn, func(w int) error {
 		st, d, runner := stores[w%n], disps[w%n], runners[w%n]
 		if _, err := st.Enqueue(ctx, host.TaskIntent{TaskType: "hello.c", Source: "bench", Payload: json.RawMessage(`{"name":"bench"}`)}, host.EnqueueOptions{}); err != nil {
@@ -144,6 +147,7 @@ func benchNodes(b *testing.B, arch *packs.Archive, n int, delay time.Duration) {
 		// others hold them all: then it polls, as the dispatcher does.
 		t, err := st.Claim(ctx, runner, time.Now())
 		for errors.Is(err, host.ErrEmpty) {
+			empty.Add(1)
 			time.Sleep(100 * time.Microsecond)
 			t, err = st.Claim(ctx, runner, time.Now())
 		}
@@ -153,6 +157,7 @@ func benchNodes(b *testing.B, arch *packs.Archive, n int, delay time.Duration) {
 		d.RunTask(ctx, t)
 		return nil
 	})
+	b.ReportMetric(float64(empty.Load())/float64(b.N), "empty-claims/job")
 	// Every task ran the node and settled completed, its attempt recorded.
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {

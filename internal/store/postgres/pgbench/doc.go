@@ -4,5 +4,7 @@
 // proxy that puts a simulated network round trip between each node and
 // the database. River is linked into this package's test binary alone.
 //
-//	PGTEST_DURABLE=1 go test ./internal/store/postgres/pgbench -run '^$' -bench PGRoundTrip -benchtime 3000x -count 2
+//	go test -c -o /tmp/pgbench.test ./internal/store/postgres/pgbench
+//	cd internal/store/postgres/pgbench
+//	for i in 1 2 3; do PGTEST_DURABLE=1 /tmp/pgbench.test -test.run '^$' -test.bench PGRoundTrip -test.benchtime 2000x; done
 package pgbench
