@@ -61,7 +61,9 @@ const oneWay = 250 * time.Microsecond
 // processes; and from pg_stat_activity sampled every 10 ms, the mean
 // number of the database's backends active, waiting on an advisory lock
 // (packrun's chain lock), waiting for the client (ClientRead: the round
-// trips) and waiting on WAL I/O; for packrun, empty-claims/job: claims
+// trips) and waiting on WAL I/O, and chainlock-held, the share of samples
+// in which a transaction held the chain lock (packrun's ChainLock, from
+// pg_locks: near 1 means the lock is the limit); for packrun, empty-claims/job: claims
 // that found the queue empty and polled again.
 func BenchmarkPGRoundTrip(b *testing.B) {
 	heapfloor.Raise(dispatch.HeapFloor) // as packrun serve does
@@ -304,7 +306,7 @@ func run(b *testing.B, dsn string, roundTrip func(w int) error) {
 	if pg > 0 {
 		b.ReportMetric(float64(pg.Microseconds())/float64(b.N), "pg-cpu-µs/job")
 	}
-	for _, k := range []string{"active", "advisory", "clientread", "wal"} {
+	for _, k := range []string{"active", "advisory", "clientread", "wal", "chainlock-held"} {
 		b.ReportMetric(waits[k], k)
 	}
 }
@@ -320,13 +322,18 @@ func mustURL(b *testing.B, s string) *url.URL {
 // sampleWaits samples pg_stat_activity for database db every 10 ms until
 // the returned function is called, which returns the mean number of its
 // backends active, waiting on an advisory lock, waiting to read from
-// their client, and waiting on WAL I/O.
+// their client, and waiting on WAL I/O, and how often the chain lock was
+// held.
 func sampleWaits(b *testing.B, adminDSN, db string) func() map[string]float64 {
 	ctx, cancel := context.WithCancel(context.Background())
 	conn, err := pgx.Connect(ctx, adminDSN)
 	if err != nil {
 		b.Fatal(err)
 	}
+	// pg_locks shows a bigint advisory key as classid (high 32 bits) and
+	// objid (low 32 bits), objsubid 1.
+	key := postgres.ChainLock
+	chainHi, chainLo := int64(uint64(key)>>32), int64(uint64(key)&0xffffffff)
 	sums := map[string]float64{}
 	samples := 0
 	done := make(chan struct{})
@@ -340,12 +347,15 @@ func sampleWaits(b *testing.B, adminDSN, db string) func() map[string]float64 {
 				return
 			case <-tick.C:
 			}
-			var active, advisory, clientRead, wal int
+			var active, advisory, clientRead, wal, held int
 			err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state <> 'idle'),
 				count(*) FILTER (WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'),
 				count(*) FILTER (WHERE state <> 'idle' AND wait_event = 'ClientRead'),
-				count(*) FILTER (WHERE wait_event LIKE 'WAL%')
-				FROM pg_stat_activity WHERE datname = $1`, db).Scan(&active, &advisory, &clientRead, &wal)
+				count(*) FILTER (WHERE wait_event LIKE 'WAL%'),
+				(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+					AND classid::bigint = $2 AND objid::bigint = $3
+					AND database = (SELECT oid FROM pg_database WHERE datname = $1))
+				FROM pg_stat_activity WHERE datname = $1`, db, chainHi, chainLo).Scan(&active, &advisory, &clientRead, &wal, &held)
 			if err != nil {
 				return
 			}
@@ -354,6 +364,7 @@ func sampleWaits(b *testing.B, adminDSN, db string) func() map[string]float64 {
 			sums["advisory"] += float64(advisory)
 			sums["clientread"] += float64(clientRead)
 			sums["wal"] += float64(wal)
+			sums["chainlock-held"] += float64(held)
 		}
 	}()
 	return func() map[string]float64 {
