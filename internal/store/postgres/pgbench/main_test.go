@@ -1,0 +1,11 @@
+//go:build linux
+
+package pgbench
+
+import (
+	"testing"
+
+	"github.com/packrun/packrun/internal/testing/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
