@@ -262,3 +262,30 @@ func TestServices(t *testing.T) {
 		`{"strings":["plain","q\"b\\s/\u0001\n\t","😀\ud83d\ude00","lone \ud800 x","\u00e9é"],"big":9007199254740993,"half":0.5}`)})
 	hosttest.Completed(t, res, `{"strings":["plain","q\"b\\s/\u0001\n\t","😀😀","lone \ud800 x","éé"],"big":9007199254740993,"half":0.5,"nan":null,"invalid":true}`)
 }
+
+// TestHTTP builds testdata/http.ts, which makes the requests of
+// guesttest.HTTPRequests through Context.httpRequest, and checks the JSON
+// each request sent (method, URL, header order, body or body_base64) and
+// what each canned answer or refusal decoded to; responses that do not
+// decode are Status.HostError.
+func TestHTTP(t *testing.T) {
+	t.Parallel()
+	wasm := hosttest.Build(t, "http.wasm", asc(t, "testdata/http.ts"))
+	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: guesttest.ABI13})
+	svc := guesttest.NewServices()
+	res := hosttest.Invoke(t, m, runtime.Invocation{Node: "test.http", Services: svc})
+	if res.Outcome != abi.Completed {
+		t.Fatalf("%s %v", res.Outcome, res.Error)
+	}
+	guesttest.CheckHTTP(t, svc, res.Output)
+	hosttest.Completed(t, hosttest.Invoke(t, m, runtime.Invocation{Node: "test.http_decode"}), `[99,99,99,99,99,99,99,500,2,1,"1"]`)
+}
+
+// TestFetchExample checks example/fetch.ts, the outbound HTTP example
+// skill: it rebuilds byte-identically and behaves as
+// guesttest.CheckFetchExample says against the http_request fake.
+func TestFetchExample(t *testing.T) {
+	t.Parallel()
+	hosttest.CheckReproducible(t, "example/fetch/fetch.wasm", "run ./build.sh, update example/fetch/pack.json", asc(t, "example/fetch.ts"))
+	guesttest.CheckFetchExample(t, "example/fetch")
+}

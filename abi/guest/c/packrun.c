@@ -55,6 +55,8 @@ HOSTV1("message_publish") extern int32_t h_message_publish(const char *req, int3
 /* ABI 1.1: not in the table either, so only a module calling
  * packrun_sensor_emit imports it. */
 HOSTV1("sensor_emit") extern int32_t h_sensor_emit(const char *req, int32_t n, uint32_t *out);
+/* ABI 1.3: likewise, only a module calling packrun_http_send imports it. */
+HOSTV1("http_request") extern int32_t h_http_request(const char *req, int32_t n, uint32_t *out);
 
 /* Defined by PACKRUN_PACK in the node's source. */
 extern const char packrun__pack_name[];
@@ -1626,6 +1628,224 @@ int packrun_sensor_emit(const char *event_json, packrun_str *event_id, long long
         packrun_json_string(v.data, v.len, copy, r.len + 1, &v.len) == PACKRUN_OK) {
         event_id->data = copy;
         event_id->len = v.len;
+    }
+    return PACKRUN_OK;
+}
+
+/* ==================================================== http_request (ABI 1.3) */
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static void buf_base64(packrun_buf *b, const uchar *p, size_t n) {
+    size_t i;
+    char q[4];
+    for (i = 0; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+        q[0] = B64[v >> 18], q[1] = B64[v >> 12 & 63], q[2] = B64[v >> 6 & 63], q[3] = B64[v & 63];
+        packrun_buf_rawn(b, q, 4);
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
+        q[0] = B64[v >> 18], q[1] = B64[v >> 12 & 63];
+        q[2] = i + 1 < n ? B64[v >> 6 & 63] : '=';
+        q[3] = '=';
+        packrun_buf_rawn(b, q, 4);
+    }
+}
+
+/* Decodes standard padded base64 [p, p+n) into out (room for n/4*3 bytes);
+ * returns the length or -1. */
+static long b64_decode(const uchar *p, size_t n, uchar *out) {
+    size_t i, o = 0;
+    if (n % 4)
+        return -1;
+    for (i = 0; i < n; i += 4) {
+        int v[4], k;
+        for (k = 0; k < 4; k++) {
+            const char *c = p[i + k] ? strchr(B64, p[i + k]) : NULL;
+            v[k] = c ? (int)(c - B64) : (p[i + k] == '=' && i + 4 == n && k >= 2) ? -2 : -1;
+            if (v[k] == -1)
+                return -1;
+        }
+        if (v[2] == -2 && v[3] != -2)
+            return -1;
+        out[o++] = (uchar)(v[0] << 2 | v[1] >> 4);
+        if (v[2] != -2)
+            out[o++] = (uchar)((v[1] & 15) << 4 | v[2] >> 2);
+        if (v[3] != -2)
+            out[o++] = (uchar)((v[2] & 3) << 6 | v[3]);
+    }
+    return (long)o;
+}
+
+static int utf8_valid(const uchar *p, size_t n) {
+    const uchar *end = p + n;
+    while (p < end) {
+        size_t k = *p < 0x80 ? 1 : utf8_len(p, end);
+        if (k == 0)
+            return 0;
+        p += k;
+    }
+    return 1;
+}
+
+/* Decodes the JSON string value [v, v+n) into a scope buffer. */
+static int scope_string(const char *v, size_t n, packrun_str *out) {
+    scanner s = {(const uchar *)v, (const uchar *)v + n};
+    const uchar *a, *b;
+    char *buf;
+    size_t full;
+    if (n == 0 || *v != '"' || !scan_string(&s, &a, &b))
+        return PACKRUN_E_JSON;
+    if (!(buf = scope_alloc(n + 1)))
+        return PACKRUN_E_NOMEM;
+    decode_string(a, b, buf, n + 1, &full);
+    out->data = buf;
+    out->len = full;
+    return PACKRUN_OK;
+}
+
+/* Decodes [[name,value],...] into a scope array of headers. */
+static int decode_headers(const char *v, size_t n, packrun_http_header **out, size_t *count) {
+    scanner s = {(const uchar *)v, (const uchar *)v + n};
+    size_t c = 0, i;
+    char *space;
+    packrun_http_header *h;
+    if (is_null(v, n))
+        return PACKRUN_OK;
+    if (n == 0 || *v != '[' || !skip_value(&s, 0))
+        return PACKRUN_E_JSON;
+    /* count the elements (the array is valid JSON now) */
+    s.p = (const uchar *)v + 1;
+    skip_ws(&s);
+    while (s.p < s.end && *s.p != ']') {
+        skip_value(&s, 0);
+        c++;
+        skip_ws(&s);
+        if (s.p < s.end && *s.p == ',')
+            s.p++;
+        skip_ws(&s);
+    }
+    if (c == 0)
+        return PACKRUN_OK;
+    h = scope_alloc(c * sizeof *h);
+    space = scope_alloc(n + 1);
+    if (!h || !space)
+        return PACKRUN_E_NOMEM;
+    s.p = (const uchar *)v + 1;
+    for (i = 0; i < c; i++) {
+        const char **dst[2] = {&h[i].name, &h[i].value};
+        int k;
+        skip_ws(&s);
+        if (*s.p != '[')
+            return PACKRUN_E_JSON;
+        s.p++;
+        for (k = 0; k < 2; k++) {
+            const uchar *a, *b;
+            size_t full;
+            skip_ws(&s);
+            if (s.p >= s.end || *s.p != '"' || !scan_string(&s, &a, &b))
+                return PACKRUN_E_JSON;
+            decode_string(a, b, space, (size_t)(b - a) + 1, &full);
+            *dst[k] = space;
+            space += full + 1;
+            skip_ws(&s);
+            if (s.p >= s.end || *s.p != (k == 0 ? ',' : ']'))
+                return PACKRUN_E_JSON;
+            s.p++;
+        }
+        skip_ws(&s);
+        if (s.p < s.end && *s.p == ',')
+            s.p++;
+    }
+    *out = h;
+    *count = c;
+    return PACKRUN_OK;
+}
+
+int packrun_http_send(const packrun_http_request *req, packrun_http_response *resp) {
+    packrun_buf b = {0};
+    packrun_str r, v;
+    size_t i;
+    int st, hs;
+    long long status;
+    if (resp) {
+        memset(resp, 0, sizeof *resp);
+        clear(&resp->body);
+        clear(&resp->error);
+        clear(&resp->kind);
+    }
+    if (!req || !req->url || !resp || (req->header_count && !req->headers) || (req->body_len && !req->body))
+        return PACKRUN_E_ARG;
+    packrun_buf_raw(&b, "{\"method\":");
+    packrun_buf_cstring(&b, req->method && *req->method ? req->method : "GET");
+    packrun_buf_raw(&b, ",\"url\":");
+    packrun_buf_cstring(&b, req->url);
+    if (req->header_count) {
+        packrun_buf_raw(&b, ",\"headers\":[");
+        for (i = 0; i < req->header_count; i++) {
+            if (!req->headers[i].name || !req->headers[i].value) {
+                packrun_buf_free(&b);
+                return PACKRUN_E_ARG;
+            }
+            packrun_buf_raw(&b, i ? ",[" : "[");
+            packrun_buf_cstring(&b, req->headers[i].name);
+            packrun_buf_raw(&b, ",");
+            packrun_buf_cstring(&b, req->headers[i].value);
+            packrun_buf_raw(&b, "]");
+        }
+        packrun_buf_raw(&b, "]");
+    }
+    if (req->body_len) {
+        if (utf8_valid(req->body, req->body_len)) {
+            packrun_buf_raw(&b, ",\"body\":");
+            packrun_buf_string(&b, req->body, req->body_len);
+        } else {
+            packrun_buf_raw(&b, ",\"body_base64\":\"");
+            buf_base64(&b, req->body, req->body_len);
+            packrun_buf_raw(&b, "\"");
+        }
+    }
+    if (req->timeout_ms > 0) {
+        packrun_buf_raw(&b, ",\"timeout_ms\":");
+        packrun_buf_int(&b, req->timeout_ms);
+    }
+    packrun_buf_raw(&b, "}");
+    hs = hostv1_buf(h_http_request, &b, &r);
+    if (hs < 0)
+        return hs;
+    if (hs != PACKRUN_OK) {
+        if (r.len && packrun_json_get(r.data, r.len, "error", &v.data, &v.len) == PACKRUN_OK)
+            scope_string(v.data, v.len, &resp->error);
+        if (r.len && packrun_json_get(r.data, r.len, "kind", &v.data, &v.len) == PACKRUN_OK)
+            scope_string(v.data, v.len, &resp->kind);
+        return hs;
+    }
+    if (r.len == 0 || packrun_json_get_int(r.data, r.len, "status", &status) != PACKRUN_OK)
+        return PACKRUN_E_JSON;
+    resp->status = (int)status;
+    if (packrun_json_get_bool(r.data, r.len, "truncated", &resp->truncated) == PACKRUN_E_TYPE)
+        return PACKRUN_E_JSON;
+    if (packrun_json_get(r.data, r.len, "headers", &v.data, &v.len) == PACKRUN_OK &&
+        (st = decode_headers(v.data, v.len, &resp->headers, &resp->header_count)) != PACKRUN_OK)
+        return st;
+    if (packrun_json_get(r.data, r.len, "body", &v.data, &v.len) == PACKRUN_OK) {
+        if ((st = scope_string(v.data, v.len, &resp->body)) != PACKRUN_OK)
+            return st;
+    } else if (packrun_json_get(r.data, r.len, "body_base64", &v.data, &v.len) == PACKRUN_OK) {
+        scanner s = {(const uchar *)v.data, (const uchar *)v.data + v.len};
+        const uchar *a, *e;
+        uchar *out;
+        long n;
+        if (v.len == 0 || *v.data != '"' || !scan_string(&s, &a, &e))
+            return PACKRUN_E_JSON;
+        if (!(out = scope_alloc(v.len + 1)))
+            return PACKRUN_E_NOMEM;
+        if ((n = b64_decode(a, (size_t)(e - a), out)) < 0)
+            return PACKRUN_E_JSON;
+        out[n] = 0;
+        resp->body.data = (const char *)out;
+        resp->body.len = (size_t)n;
     }
     return PACKRUN_OK;
 }

@@ -330,6 +330,52 @@ typedef enum packrun_message_format {
 int packrun_message_publish(packrun_message_format format, const char *message_json, const char *signature,
                             packrun_str *message_id, packrun_str *hash, long long *staged);
 
+/* ------------------------------------------- packrun:host/v1, ABI 1.3 call */
+
+/* One HTTP header: a name and its value (NUL-terminated). */
+typedef struct packrun_http_header {
+    const char *name;
+    const char *value;
+} packrun_http_header;
+
+/* An outbound request for packrun_http_send. */
+typedef struct packrun_http_request {
+    const char *method;                 /* NULL or "" for "GET" */
+    const char *url;                    /* absolute http:// or https:// URL within the http grant */
+    const packrun_http_header *headers; /* sent in this order; a name may repeat */
+    size_t header_count;
+    const void *body;                   /* NULL (or body_len 0) for no body; sent as "body" when */
+    size_t body_len;                    /* it is valid UTF-8, else as "body_base64" */
+    long long timeout_ms;               /* <= 0: the host's default (the host caps it) */
+} packrun_http_request;
+
+/* What packrun_http_send got back. Every pointer belongs to the SDK and
+ * stays valid until the handler returns. */
+typedef struct packrun_http_response {
+    int status;                   /* the HTTP status: 404 or 500 are responses, not errors */
+    packrun_http_header *headers; /* in the order received */
+    size_t header_count;
+    packrun_str body;             /* the body bytes (NUL-terminated at len; may hold NULs) */
+    int truncated;                /* the host cut the body at its limit (when the grant says so) */
+    packrun_str error;            /* on a refusal: the host's one-line reason ("" if none) */
+    packrun_str kind;             /* on PACKRUN_CAPABILITY_BREACH: the limit, e.g. "http-timeout" */
+} packrun_http_response;
+
+/* Makes an outbound HTTP request through the host and fills *resp. Needs
+ * ABI 1.3 ("abi":{"version":1,"minor":3}) and an http grant naming the
+ * destination; the host adds the grant's secrets (bearer token, header,
+ * query parameter) on the way out and strips them from what the module
+ * sees. Returns PACKRUN_OK for any HTTP answer, else the host's status with
+ * resp->error (and resp->kind) set: PACKRUN_ACCESS_DENIED (no grant for the
+ * destination or method, a refused address range, a redirect outside the
+ * grant), PACKRUN_VALIDATION (malformed request), PACKRUN_CAPABILITY_BREACH
+ * (kind "http-requests", "http-request-bytes", "http-response-bytes",
+ * "http-timeout"), PACKRUN_HOST_ERROR (connection, DNS or TLS failure);
+ * PACKRUN_E_ARG (not sent) without req, url or resp, PACKRUN_E_JSON for a
+ * response that does not decode. Only a module that calls it imports
+ * http_request (the linker drops it otherwise). */
+int packrun_http_send(const packrun_http_request *req, packrun_http_response *resp);
+
 #ifdef __cplusplus
 }
 #endif

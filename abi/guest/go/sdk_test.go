@@ -281,3 +281,31 @@ func TestStatusCodes(t *testing.T) {
 		t.Error("log levels differ from the ABI's")
 	}
 }
+
+// TestHTTP builds testdata/http, which makes the requests of
+// guesttest.HTTPRequests through Context.HTTPRequest, and checks the JSON
+// each request sent (method, URL, header order, body or body_base64) and
+// what each canned answer or refusal decoded to.
+func TestHTTP(t *testing.T) {
+	t.Parallel()
+	wasm := hosttest.Build(t, "http.wasm", build("testdata/http"))
+	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: guesttest.ABI13})
+	svc := guesttest.NewServices()
+	res := hosttest.Invoke(t, m, runtime.Invocation{Node: "test.http", Services: svc})
+	if res.Outcome != abi.Completed {
+		t.Fatalf("%s %v", res.Outcome, res.Error)
+	}
+	guesttest.CheckHTTP(t, svc, res.Output)
+}
+
+// TestFetchExample checks fetch/, the outbound HTTP example skill, against
+// the http_request fake (the run through the real host and a loopback
+// server comes with the host side of issue 34).
+func TestFetchExample(t *testing.T) {
+	t.Parallel()
+	rebuilt, committed := hosttest.Rebuild(t, "fetch/fetch.wasm", build("fetch"))
+	if !bytes.Equal(rebuilt, committed) {
+		t.Errorf("fetch/fetch.wasm is stale: rebuilding it from source gives different bytes; run ./build.sh and update pack.json")
+	}
+	guesttest.CheckFetchExample(t, "fetch")
+}

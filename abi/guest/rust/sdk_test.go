@@ -330,3 +330,46 @@ func TestCargoBuildsTheExample(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTP builds testdata/http.rs, which makes the requests of
+// guesttest.HTTPRequests through packrun::http::request, and checks the
+// JSON each request sent (method, URL, header order, body or body_base64)
+// and what each canned answer or refusal decoded to.
+func TestHTTP(t *testing.T) {
+	wasm := buildTestModule(t, "http")
+	m := hosttest.Load(t, wasm, runtime.LoadOptions{ABI: guesttest.ABI13})
+	svc := guesttest.NewServices()
+	res := hosttest.Invoke(t, m, runtime.Invocation{Node: "test.http", Services: svc})
+	if res.Outcome != abi.Completed {
+		t.Fatalf("%s %v", res.Outcome, res.Error)
+	}
+	guesttest.CheckHTTP(t, svc, res.Output)
+}
+
+// TestFetchExample checks example/fetch, the outbound HTTP example skill:
+// it rebuilds byte-identically (as example/build.sh builds it, with the
+// same relative source paths) and behaves as guesttest.CheckFetchExample
+// says against the http_request fake.
+func TestFetchExample(t *testing.T) {
+	probeRustc(t, "wasm32-unknown-unknown")
+	hosttest.CheckReproducible(t, "example/fetch/fetch.wasm", "run example/build.sh, update example/fetch/pack.json and commit", func(out string) error {
+		out, err := filepath.Abs(out)
+		if err != nil {
+			return err
+		}
+		rlib := filepath.Join(filepath.Dir(out), "libpackrun.rlib")
+		flags := []string{"--edition", "2021", "--target", "wasm32-unknown-unknown", "-C", "opt-level=s", "-C", "codegen-units=1"}
+		for _, args := range [][]string{
+			append(flags, "--crate-type", "rlib", "--crate-name", "packrun", "-o", rlib, "../packrun/src/lib.rs"),
+			append(flags, "--crate-type", "cdylib", "--crate-name", "fetch", "-C", "strip=symbols", "--extern", "packrun="+rlib, "-o", out, "fetch/fetch.rs"),
+		} {
+			cmd := exec.Command(rustc(), args...)
+			cmd.Dir = "example"
+			if err := hosttest.Run(cmd); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	guesttest.CheckFetchExample(t, "example/fetch")
+}

@@ -64,6 +64,11 @@ func (s *Services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 	switch fn {
 	case abi.HostSensorEmit:
 		return s.sensorEmit(req)
+	case abi.HostHTTPRequest:
+		if s.Granted(fn) {
+			return s.httpRequest(req)
+		}
+		return st, resp
 	case abi.HostMessagePublish:
 	default:
 		return st, resp

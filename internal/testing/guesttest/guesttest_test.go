@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/internal/testing/hosttest"
 )
 
 // TestPublishServices checks the fake itself.
@@ -52,5 +53,31 @@ func TestSensorServices(t *testing.T) {
 	}
 	if n := len(s.CallsOf(abi.HostSensorEmit)); n != 5 {
 		t.Errorf("recorded %d sensor_emit calls, want 5", n)
+	}
+}
+
+// TestHTTPServices checks the http_request fake: canned answers by URL,
+// refusals with their {"error","kind"}, nothing when not granted.
+func TestHTTPServices(t *testing.T) {
+	s := NewServices()
+	for _, c := range []struct {
+		url    string
+		status abi.Status
+		resp   string
+	}{
+		{HTTPBase + "/json", abi.StatusOK, `"status":200`},
+		{HTTPBase + "/echo", abi.StatusOK, `"status":404`},
+		{HTTPBase + "/denied", abi.StatusAccessDenied, `{"error":`},
+		{HTTPBase + "/big", abi.StatusCapabilityBreach, `"kind":"http-response-bytes"`},
+		{HTTPBase + "/nothing", abi.StatusValidation, `{"error":`},
+	} {
+		st, resp := s.Serve(context.Background(), abi.HostHTTPRequest, []byte(`{"method":"GET","url":"`+c.url+`"}`))
+		if st != c.status || !strings.Contains(string(resp), c.resp) {
+			t.Errorf("%s: %d %s, want %d with %s", c.url, st, resp, c.status, c.resp)
+		}
+	}
+	s = NewServices(hosttest.Grant(abi.HostMemoryGet))
+	if st, resp := s.Serve(context.Background(), abi.HostHTTPRequest, []byte(`{"url":"`+HTTPBase+`/json"}`)); st != abi.StatusAccessDenied || resp != nil {
+		t.Errorf("not granted: %d %s", st, resp)
 	}
 }

@@ -101,6 +101,14 @@ func RequireMemoryKeys() Option {
 	return func(s *Services) { s.requireKeys = true }
 }
 
+// Granted reports whether fn is served (every function unless Grant
+// narrowed the set).
+func (s *Services) Granted(fn string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.granted == nil || s.granted[fn]
+}
+
 // NewServices returns empty Services configured by opts.
 func NewServices(opts ...Option) *Services {
 	s := &Services{

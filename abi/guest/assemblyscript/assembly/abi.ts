@@ -47,6 +47,9 @@ export declare function host_message_publish(req: usize, len: i32, out: usize): 
 // ABI 1.1: called only by Context.sensorEmit, likewise.
 @external("packrun:host/v1", "sensor_emit")
 export declare function host_sensor_emit(req: usize, len: i32, out: usize): i32;
+// ABI 1.3: called only by Context.httpRequest, likewise.
+@external("packrun:host/v1", "http_request")
+export declare function host_http_request(req: usize, len: i32, out: usize): i32;
 
 /** Status code returned by a host function. Any unknown non-zero value is a
  * failure too. */

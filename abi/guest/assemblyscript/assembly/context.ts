@@ -1,3 +1,4 @@
+import { HttpRequest, HttpResult, httpRequest } from "./http";
 import {
   Level, Status, statusName, takePacked, takeString, respSlot,
   openwop_log, openwop_now_ms, openwop_random, openwop_variable_get, openwop_variable_set,
@@ -284,6 +285,20 @@ export class Context {
     const body = takeString(<usize>load<u32>(respSlot), load<u32>(respSlot, 4));
     return new HostResult("packrun:host/v1.message_publish", <Status>s, s == 0 ? body : null);
   }
+
+  // ---- packrun:host/v1, ABI 1.3 ----
+
+  /** Makes an outbound HTTP request through the host. Needs ABI 1.3
+   * ("abi":{"version":1,"minor":3}) and an http grant naming the
+   * destination; the host adds the grant's secrets (a bearer token, a
+   * header, a query parameter) on the way out and strips them from what the
+   * module sees. Any HTTP status is a response (result.ok); a refusal is the
+   * host's status with its reason in result.error: Status.AccessDenied (no
+   * grant for the destination or method, a refused address range, a
+   * redirect outside the grant), Status.Validation, Status.CapabilityBreach
+   * (result.kind names the limit), Status.HostError (connection, DNS or TLS
+   * failure). Only a module that calls it imports http_request. */
+  httpRequest(req: HttpRequest): HttpResult { return httpRequest(req); }
 }
 
 function artifactRequest(name: string, role: string, contentType: string): JsonObject {

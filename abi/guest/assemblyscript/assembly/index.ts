@@ -13,3 +13,4 @@ export { Status, Level, statusName } from "./abi";
 export { Context, HostResult, HostFn, hostFnName, MessageFormat, messageFormatName } from "./context";
 export { Result, Handler, node, pack } from "./node";
 export { JsonKind, JsonValue, JsonObject, JsonArray, parseJson, isValidJson, quote, numberJson, base64 } from "./json";
+export { HttpRequest, HttpResponse, HttpResult } from "./http";

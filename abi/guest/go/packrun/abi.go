@@ -80,6 +80,12 @@ func hostMessagePublish(req string, out *[2]uint32) int32
 //go:wasmimport packrun:host/v1 sensor_emit
 func hostSensorEmit(req string, out *[2]uint32) int32
 
+// ABI 1.3, likewise: only a module that calls Context.HTTPRequest imports
+// http_request.
+//
+//go:wasmimport packrun:host/v1 http_request
+func hostHTTPRequest(req string, out *[2]uint32) int32
+
 // Memory ownership.
 //
 // Go's collector frees what the program no longer references and cannot see

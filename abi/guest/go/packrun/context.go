@@ -364,3 +364,27 @@ func statusErr(fn string, s Status) error {
 	}
 	return &StatusError{Func: fn, Status: s}
 }
+
+// HTTPRequest makes an outbound HTTP request through the host. It needs ABI
+// 1.3 (the pack declares "abi":{"version":1,"minor":3}) and an http grant
+// naming the destination: the host resolves and checks the address, adds
+// the grant's secrets (a bearer token, a header, a query parameter) on the
+// way out and strips them from what the module sees. Any HTTP status is a
+// response; a refusal is a *StatusError whose Message is the host's one-line
+// reason: StatusAccessDenied (no grant for the destination or method, a
+// refused address range, a redirect outside the grant), StatusValidation (a
+// malformed request), StatusCapabilityBreach with Kind "http-requests",
+// "http-request-bytes", "http-response-bytes" or "http-timeout", and
+// StatusHostError (connection refused, DNS or TLS failure). Only a module
+// that calls it imports http_request.
+func (c *Context) HTTPRequest(req HTTPRequest) (*HTTPResponse, error) {
+	b, err := encodeHTTPRequest(&req)
+	if err != nil {
+		return nil, fmt.Errorf("packrun: http_request: %w", err)
+	}
+	s, out := callHost(hostHTTPRequest, b)
+	if s != StatusOK {
+		return nil, httpError(s, out)
+	}
+	return decodeHTTPResponse(out)
+}

@@ -44,13 +44,24 @@ type StatusError struct {
 	// Func names the host function, e.g. "packrun:host/v1.memory_get".
 	Func   string
 	Status Status
+	// Message and Kind are the host's {"error","kind"} when it explains a
+	// refusal (http_request does; Kind names the limit of a
+	// StatusCapabilityBreach, e.g. "http-timeout").
+	Message, Kind string
 }
 
 func (e *StatusError) Error() string {
+	s := e.Func + ": " + e.Status.String()
 	if e.Func == "" {
-		return "packrun: " + e.Status.String()
+		s = "packrun: " + e.Status.String()
 	}
-	return e.Func + ": " + e.Status.String()
+	if e.Kind != "" {
+		s += " (" + e.Kind + ")"
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
 }
 
 // Is matches a *StatusError with the same status whose Func is empty or

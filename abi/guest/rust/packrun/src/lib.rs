@@ -1558,3 +1558,285 @@ mod tests {
         assert!(__rt::alloc(-1).is_null());
     }
 }
+
+// ------------------------------------------ packrun:host/v1, ABI 1.3 call
+//
+// Appended after everything else for the same reason as above: only a
+// module calling http_request imports it.
+
+#[cfg(target_arch = "wasm32")]
+mod sys13 {
+    #[link(wasm_import_module = "packrun:host/v1")]
+    extern "C" {
+        #[link_name = "http_request"]
+        pub fn http_request(req: *const u8, len: i32, out: *mut u32) -> i32;
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod sys13 {
+    pub unsafe extern "C" fn http_request(_: *const u8, _: i32, _: *mut u32) -> i32 {
+        panic!("packrun host calls are only available in wasm32")
+    }
+}
+
+/// Outbound HTTP through the host ([`http::request`], ABI 1.3).
+pub mod http {
+    use super::{json, Status};
+    use std::fmt;
+
+    /// An outbound request. Build it with [`Request::get`] or
+    /// [`Request::new`] and the `header`, `body`, `text` and `timeout_ms`
+    /// methods.
+    #[derive(Clone, Debug, Default, PartialEq, Eq)]
+    pub struct Request {
+        /// The method; empty means `GET`.
+        pub method: String,
+        /// An absolute http:// or https:// URL within the pack's http grant.
+        pub url: String,
+        /// Headers in the order sent; a name may repeat.
+        pub headers: Vec<(String, String)>,
+        /// The body: sent as text when it is valid UTF-8, else base64-encoded.
+        pub body: Vec<u8>,
+        /// A timeout in milliseconds (the host caps it); `None` for the host's.
+        pub timeout_ms: Option<u64>,
+    }
+
+    impl Request {
+        /// A request with `method` to `url`.
+        pub fn new(method: &str, url: &str) -> Request {
+            Request { method: method.to_string(), url: url.to_string(), ..Request::default() }
+        }
+        /// A GET of `url`.
+        pub fn get(url: &str) -> Request {
+            Request::new("GET", url)
+        }
+        /// Appends a header.
+        pub fn header(mut self, name: &str, value: &str) -> Request {
+            self.headers.push((name.to_string(), value.to_string()));
+            self
+        }
+        /// Sets the body bytes.
+        pub fn body(mut self, body: impl Into<Vec<u8>>) -> Request {
+            self.body = body.into();
+            self
+        }
+        /// Sets a text body.
+        pub fn text(self, body: &str) -> Request {
+            self.body(body.as_bytes())
+        }
+        /// Sets the timeout in milliseconds.
+        pub fn timeout_ms(mut self, ms: u64) -> Request {
+            self.timeout_ms = Some(ms);
+            self
+        }
+    }
+
+    /// The host's answer: any HTTP status (404, 500, ...) is a response.
+    #[derive(Clone, Debug, Default, PartialEq, Eq)]
+    pub struct Response {
+        /// The HTTP status code.
+        pub status: u16,
+        /// Headers in the order received.
+        pub headers: Vec<(String, String)>,
+        /// The body bytes.
+        pub body: Vec<u8>,
+        /// The host cut the body at its limit (only when the grant says so).
+        pub truncated: bool,
+    }
+
+    impl Response {
+        /// The body as text (invalid UTF-8 replaced by U+FFFD).
+        pub fn text(&self) -> String {
+            String::from_utf8_lossy(&self.body).into_owned()
+        }
+        /// The value of the first header named `name` (case-insensitive).
+        pub fn header(&self, name: &str) -> Option<&str> {
+            self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        }
+    }
+
+    /// A refused request: the host's status and its `{"error","kind"}`.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Error {
+        /// `AccessDenied` (no grant for the destination or method, a refused
+        /// address range, a redirect outside the grant), `Validation`,
+        /// `CapabilityBreach` (see `kind`), `HostError` (connection, DNS or
+        /// TLS failure), or `InvalidJson` for a response that does not decode.
+        pub status: Status,
+        /// The host's one-line reason ("" if none).
+        pub message: String,
+        /// For `CapabilityBreach`: "http-requests", "http-request-bytes",
+        /// "http-response-bytes" or "http-timeout".
+        pub kind: String,
+    }
+
+    impl fmt::Display for Error {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "http_request: {}", self.status)?;
+            if !self.kind.is_empty() {
+                write!(f, " ({})", self.kind)?;
+            }
+            if !self.message.is_empty() {
+                write!(f, ": {}", self.message)?;
+            }
+            Ok(())
+        }
+    }
+
+    impl std::error::Error for Error {}
+
+    impl From<Error> for super::Error {
+        /// Fails with the status name as code, the host's reason as
+        /// message and `{"status","kind"}` as details.
+        fn from(e: Error) -> super::Error {
+            let details = json::object([("status", json::Value::from(e.status.code())), ("kind", json::Value::from(e.kind.as_str()))]);
+            super::Error::new(e.status.name(), if e.message.is_empty() { e.to_string() } else { e.message }).with_details(details.to_string())
+        }
+    }
+
+    /// Makes an outbound HTTP request through the host. Needs ABI 1.3
+    /// (`"abi":{"version":1,"minor":3}`) and an http grant naming the
+    /// destination; the host adds the grant's secrets (a bearer token, a
+    /// header, a query parameter) on the way out and strips them from what
+    /// the module sees. Only a module that calls it imports `http_request`.
+    pub fn request(req: &Request) -> Result<Response, Error> {
+        let body = encode(req);
+        let mut out = [0u32; 2];
+        // SAFETY: as in call_raw.
+        let status = unsafe { super::sys13::http_request(body.as_ptr(), body.len() as i32, out.as_mut_ptr()) };
+        let resp = super::__rt::take(out[0], out[1]);
+        match Status::check(status) {
+            Ok(()) => decode(resp.as_deref().unwrap_or("")),
+            Err(s) => Err(refusal(s, resp.as_deref())),
+        }
+    }
+
+    fn refusal(status: Status, body: Option<&str>) -> Error {
+        let v = body.and_then(|b| json::parse(b).ok()).unwrap_or(json::Value::Null);
+        let s = |k: &str| v.get(k).and_then(json::Value::as_str).unwrap_or("").to_string();
+        Error { status, message: s("error"), kind: s("kind") }
+    }
+
+    /// The request JSON of http_request.
+    pub(crate) fn encode(req: &Request) -> String {
+        let method = if req.method.is_empty() { "GET" } else { &req.method };
+        let mut m = vec![("method".to_string(), json::Value::from(method)), ("url".to_string(), json::Value::from(req.url.as_str()))];
+        if !req.headers.is_empty() {
+            let hs = req.headers.iter().map(|(n, v)| json::Value::Array(vec![n.as_str().into(), v.as_str().into()])).collect();
+            m.push(("headers".to_string(), json::Value::Array(hs)));
+        }
+        if !req.body.is_empty() {
+            match std::str::from_utf8(&req.body) {
+                Ok(t) => m.push(("body".to_string(), t.into())),
+                Err(_) => m.push(("body_base64".to_string(), base64_encode(&req.body).into())),
+            }
+        }
+        if let Some(ms) = req.timeout_ms {
+            m.push(("timeout_ms".to_string(), ms.into()));
+        }
+        json::Value::Object(m).to_string()
+    }
+
+    /// Decodes the response JSON of http_request.
+    pub(crate) fn decode(resp: &str) -> Result<Response, Error> {
+        let bad = || Error { status: Status::InvalidJson, message: "http_request: response does not decode".to_string(), kind: String::new() };
+        let v = json::parse(resp).map_err(|_| bad())?;
+        let status = v.get("status").and_then(json::Value::as_i64).filter(|s| (0..=999).contains(s)).ok_or_else(bad)? as u16;
+        let mut r = Response { status, truncated: v.get("truncated").and_then(json::Value::as_bool).unwrap_or(false), ..Response::default() };
+        match v.get("headers") {
+            None | Some(json::Value::Null) => {}
+            Some(json::Value::Array(hs)) => {
+                for h in hs {
+                    match (h.at(0).and_then(json::Value::as_str), h.at(1).and_then(json::Value::as_str), h.at(2)) {
+                        (Some(n), Some(val), None) => r.headers.push((n.to_string(), val.to_string())),
+                        _ => return Err(bad()),
+                    }
+                }
+            }
+            Some(_) => return Err(bad()),
+        }
+        match (v.get("body"), v.get("body_base64")) {
+            (Some(_), Some(_)) => return Err(bad()),
+            (Some(b), None) => r.body = b.as_str().ok_or_else(bad)?.as_bytes().to_vec(),
+            (None, Some(b)) => r.body = base64_decode(b.as_str().ok_or_else(bad)?).ok_or_else(bad)?,
+            (None, None) => {}
+        }
+        Ok(r)
+    }
+
+    const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+    fn base64_encode(b: &[u8]) -> String {
+        let mut s = String::with_capacity((b.len() + 2) / 3 * 4);
+        for c in b.chunks(3) {
+            let v = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+            for i in 0..4 {
+                s.push(if i <= c.len() { B64[(v >> (18 - 6 * i) & 63) as usize] as char } else { '=' });
+            }
+        }
+        s
+    }
+
+    fn base64_decode(s: &str) -> Option<Vec<u8>> {
+        let b = s.as_bytes();
+        if b.len() % 4 != 0 {
+            return None;
+        }
+        let mut out = Vec::with_capacity(b.len() / 4 * 3);
+        for (n, c) in b.chunks(4).enumerate() {
+            let last = n + 1 == b.len() / 4;
+            let pad = c.iter().rev().take_while(|&&x| x == b'=').count();
+            if pad > 2 || (pad > 0 && !last) {
+                return None;
+            }
+            let mut v = 0u32;
+            for &x in &c[..4 - pad] {
+                v = v << 6 | B64.iter().position(|&y| y == x)? as u32;
+            }
+            v <<= 6 * pad as u32;
+            out.extend_from_slice(&[(v >> 16) as u8, (v >> 8) as u8, v as u8][..3 - pad]);
+        }
+        Some(out)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn encodes() {
+            let r = Request::new("POST", "http://h/").header("B", "2").header("A", "1").header("B", "3").text("hé").timeout_ms(1500);
+            assert_eq!(encode(&r), r#"{"method":"POST","url":"http://h/","headers":[["B","2"],["A","1"],["B","3"]],"body":"hé","timeout_ms":1500}"#);
+            assert_eq!(encode(&Request { url: "https://a/".into(), ..Request::default() }), r#"{"method":"GET","url":"https://a/"}"#);
+            assert_eq!(encode(&Request::new("PUT", "http://h/").body(vec![0xff, 0])), r#"{"method":"PUT","url":"http://h/","body_base64":"/wA="}"#);
+        }
+
+        #[test]
+        fn decodes() {
+            let r = decode(r#"{"status":500,"headers":[["X","1"],["x","2"]],"body_base64":"AAE=","truncated":true}"#).unwrap();
+            assert_eq!((r.status, r.body.clone(), r.truncated, r.header("x")), (500, vec![0, 1], true, Some("1")));
+            assert_eq!(decode(r#"{"status":200,"body":"ok"}"#).unwrap().text(), "ok");
+            for bad in [r#"{}"#, "[", r#"{"status":200,"body":"a","body_base64":"YQ=="}"#, r#"{"status":200,"body_base64":"!"}"#, r#"{"status":200,"headers":[["a"]]}"#, r#"{"status":200,"headers":[1]}"#] {
+                assert_eq!(decode(bad).unwrap_err().status, Status::InvalidJson, "{}", bad);
+            }
+        }
+
+        #[test]
+        fn base64_round_trip() {
+            for n in 0..8u8 {
+                let b: Vec<u8> = (0..n).map(|i| i.wrapping_mul(97)).collect();
+                assert_eq!(base64_decode(&base64_encode(&b)), Some(b));
+            }
+            assert_eq!(base64_decode("AA=A"), None);
+        }
+
+        #[test]
+        fn refusals() {
+            let e = refusal(Status::CapabilityBreach, Some(r#"{"error":"took over 2s","kind":"http-timeout"}"#));
+            assert_eq!(e.to_string(), "http_request: capability_breach (20) (http-timeout): took over 2s");
+            let f: super::super::Error = e.into();
+            assert_eq!((f.code.as_str(), f.message.as_str(), f.details.as_deref()), ("capability_breach", "took over 2s", Some(r#"{"status":20,"kind":"http-timeout"}"#)));
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//go:build !unix
+
+package packrun
+
+import "testing"
+
+func reportCPU(*testing.B) {}
