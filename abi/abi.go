@@ -16,7 +16,7 @@ type Version struct {
 func (v Version) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
 
 // served lists the ABI versions this contract defines, newest first.
-var served = []Version{{Major: 1, Minor: 2}}
+var served = []Version{{Major: 1, Minor: 3}}
 
 // Served returns the ABI versions this contract defines, newest first (a
 // copy: the set is fixed at build time).
@@ -42,7 +42,7 @@ func ServedList() string {
 
 // ServedMajorsList renders the served majors with the newest minor of
 // each, for messages about a module's openwop_abi_version (which names a
-// major only, as openwop counts it): "1 (packrun:host/v1 up to 1.2)".
+// major only, as openwop counts it): "1 (packrun:host/v1 up to 1.3)".
 func ServedMajorsList() string {
 	s := make([]string, len(served))
 	for i, v := range served {
@@ -217,6 +217,8 @@ const (
 	HostAssetRead  = "asset_read"
 	// Added in 1.2.
 	HostMessagePublish = "message_publish"
+	// Added in 1.3.
+	HostHTTPRequest = "http_request"
 )
 
 // hostV1Imports is the packrun:host/v1 namespace. Every function has the
@@ -248,6 +250,12 @@ const (
 //	                -> {"message_id","hash","status":"staged","staged":n}; published only if the attempt
 //	                completes; needs the messages grant and a topic within its topics (else 1, naming the topic)
 //
+// Since 1.3:
+//
+//	http_request    {"method","url","headers"?:[[name,value],...],"body"?:"text"|"body_base64"?:"...","timeout_ms"?}
+//	                -> {"status":n,"headers":[[name,value],...],"body":"text"|"body_base64":"...","truncated"?:true};
+//	                needs an http grant naming the destination (else 1 with {"error"}); limits hit are 20 with {"error","kind"}
+//
 // A function the pack's manifest does not grant returns StatusAccessDenied.
 var hostV1Imports = []Func{
 	{Name: HostMemoryGet, Params: i32x3, Results: ResultsI32, Doc: "read a memory entry"},
@@ -262,6 +270,7 @@ var hostV1Imports = []Func{
 	{Name: HostSensorEmit, Params: i32x3, Results: ResultsI32, Doc: "report a SensorEvent (sensors grant)", Minor: 1},
 	{Name: HostAssetRead, Params: i32x3, Results: ResultsI32, Doc: "read a file of the pack's own assets/", Minor: 1},
 	{Name: HostMessagePublish, Params: i32x3, Results: ResultsI32, Doc: "publish an agent message (messages grant)", Minor: 2},
+	{Name: HostHTTPRequest, Params: i32x3, Results: ResultsI32, Doc: "make an outbound HTTP request (http grant)", Minor: 3},
 }
 
 // Lookup finds a function by name in set.
