@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/packrun/packrun/packs"
+	"github.com/packrun/packrun/runtime"
 )
 
 func TestPrintPermissions(t *testing.T) {
@@ -22,5 +24,22 @@ func TestPrintPermissions(t *testing.T) {
 	printPermissions(&b, packs.Grants{})
 	if b.Len() != 0 {
 		t.Errorf("a pack without an http grant prints %q", b.String())
+	}
+}
+
+func TestPrintHTTPCalls(t *testing.T) {
+	trace, _ := json.Marshal([]runtime.Call{
+		{Fn: "packrun:host/v1.config_get", Args: []byte(`{"key":"req"}`)},
+		{Fn: "packrun:host/v1.http_request", Args: []byte(`{"url":"https://api.example.com/v1/x"}`), Result: []byte(`{"status":404,"headers":[],"body":""}`)},
+		{Fn: "packrun:host/v1.http_request", Args: []byte(`{"method":"POST","url":"http://127.0.0.1/"}`), Status: 1, Result: []byte(`{"error":"no http grant allows POST http://127.0.0.1/"}`)},
+		{Fn: "packrun:host/v1.http_request", Args: []byte("sha256:00"), Status: 20, Result: []byte(`{"error":"too big","kind":"http-response-bytes"}`)},
+	})
+	var b strings.Builder
+	printHTTPCalls(&b, trace)
+	want := "http_request: GET https://api.example.com/v1/x -> HTTP 404, 37 bytes\n" +
+		"http_request: POST http://127.0.0.1/ -> access_denied: no http grant allows POST http://127.0.0.1/\n" +
+		"http_request: (request recorded by digest) -> capability_breach: http-response-bytes\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }

@@ -208,9 +208,9 @@ func (nopObserver) WriterCommit(int, time.Duration) {}
 
 // observeAttempt tells the observer of an attempt; it allocates only for
 // an attempt that breached a limit.
-func (d *Dispatcher) observeAttempt(l *loaded, res *runtime.Result) {
+func (d *Dispatcher) observeAttempt(l *loaded, res *runtime.Result, svc *services) {
 	st := host.AttemptStats{Pack: l.manifest.Name, Outcome: string(res.Outcome), Duration: res.Duration}
-	for _, e := range res.Events {
+	for _, e := range append(svc.httpBreaches(), res.Events...) {
 		if e.Type == runtime.EventCapBreached {
 			st.Breaches = append(st.Breaches, e.Kind)
 		}
@@ -486,7 +486,7 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	d.observeAttempt(l, res)
+	d.observeAttempt(l, res, svc)
 	att := attemptOf(res, svc)
 	att.AttemptID, att.TaskID, att.RunnerID = attemptID, taskID, d.cfg.RunnerID
 	att.Pack, att.ModuleSHA256, att.Node = l.pack, l.module.SHA256, res.Node

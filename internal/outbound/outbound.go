@@ -150,6 +150,9 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Msg }
 
+// CapKind is the breach's cap kind ("" when it is not a breach).
+func (e *Error) CapKind() string { return e.Kind }
+
 func denied(format string, args ...any) *Error {
 	return &Error{Status: abi.StatusAccessDenied, Msg: fmt.Sprintf(format, args...)}
 }
