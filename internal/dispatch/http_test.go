@@ -312,3 +312,35 @@ func BenchmarkHTTPRequest(b *testing.B) {
 		})
 	})
 }
+
+// outboundSpy is an Observer that also sees outbound requests.
+type outboundSpy struct {
+	nopObserver
+	mu    sync.Mutex
+	hosts []string
+}
+
+func (s *outboundSpy) OutboundRequest(grantHost string, sent, received int64, _ time.Duration, _ error) {
+	s.mu.Lock()
+	s.hosts = append(s.hosts, fmt.Sprintf("%s %d/%d", grantHost, sent, received))
+	s.mu.Unlock()
+}
+
+// Without a client of its own, the dispatcher's outbound client reports
+// each request to an Observer that has OutboundRequest (the metrics).
+func TestDefaultOutboundReportsToTheObserver(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("hello")) }))
+	defer srv.Close()
+	_, p, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	spy := &outboundSpy{}
+	d := New(Config{Observer: spy})
+	var port int
+	fmt.Sscan(p, &port)
+	s := d.cfg.Outbound.Session([]packs.HTTPGrant{{Scheme: "http", Host: "127.0.0.1", Port: port, AllowRanges: []string{"loopback"}}}, nil)
+	if _, err := s.Do(context.Background(), outbound.Request{URL: "http://127.0.0.1:" + p + "/"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(spy.hosts) != 1 || spy.hosts[0] != "127.0.0.1 0/5" {
+		t.Fatalf("observer saw %q", spy.hosts)
+	}
+}
