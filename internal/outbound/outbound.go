@@ -228,6 +228,18 @@ func (s *Session) match(method string, u *url.URL) *packs.HTTPGrant {
 	return nil
 }
 
+// dotSegment reports whether an escaped path has a "." or ".." segment,
+// spelt out or percent-encoded.
+func dotSegment(p string) bool {
+	for _, seg := range strings.Split(p, "/") {
+		seg = strings.ReplaceAll(strings.ToLower(seg), "%2e", ".")
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
 func hostMatches(pattern, host string) bool {
 	if rest, ok := strings.CutPrefix(pattern, "*"); ok {
 		return strings.HasSuffix(host, rest) && len(host) > len(rest)
@@ -262,6 +274,9 @@ func (s *Session) checkRequest(r *Request) (*url.URL, *Error) {
 		return nil, invalid("url %q is not an absolute http or https URL without user information", clip(r.URL))
 	}
 	u.Fragment, u.RawFragment = "", ""
+	if dotSegment(u.EscapedPath()) {
+		return nil, invalid("url %q has a . or .. path segment: a server resolving it could leave the granted path prefix", clip(redactURL(u)))
+	}
 	for _, h := range r.Headers {
 		switch {
 		case !packs.ValidToken(h[0]):

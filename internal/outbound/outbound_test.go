@@ -264,6 +264,8 @@ func TestRequestValidationAndCaps(t *testing.T) {
 		{"relative url", Request{URL: "/x"}, "not an absolute"},
 		{"ftp url", Request{URL: "ftp://example.com/"}, "not an absolute"},
 		{"user info", Request{URL: "https://u:p@example.com:" + p + "/"}, "user information"},
+		{"dot segments leaving the prefix", Request{URL: u + "v1/../admin"}, ". or .. path segment"},
+		{"encoded dot segments", Request{URL: u + "v1/%2E%2e/admin"}, ". or .. path segment"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.Session(g, nil).Do(context.Background(), tc.req)
