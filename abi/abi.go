@@ -16,7 +16,7 @@ type Version struct {
 func (v Version) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
 
 // served lists the ABI versions this contract defines, newest first.
-var served = []Version{{Major: 1, Minor: 2}}
+var served = []Version{{Major: 1, Minor: 3}}
 
 // Served returns the ABI versions this contract defines, newest first (a
 // copy: the set is fixed at build time).
@@ -42,7 +42,7 @@ func ServedList() string {
 
 // ServedMajorsList renders the served majors with the newest minor of
 // each, for messages about a module's openwop_abi_version (which names a
-// major only, as openwop counts it): "1 (packrun:host/v1 up to 1.2)".
+// major only, as openwop counts it): "1 (packrun:host/v1 up to 1.3)".
 func ServedMajorsList() string {
 	s := make([]string, len(served))
 	for i, v := range served {

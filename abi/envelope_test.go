@@ -116,12 +116,8 @@ func TestSignatures(t *testing.T) {
 	}
 }
 
-// message_publish is ABI 1.2: the host serves 1.2, and a pack declaring
-// 1.1 may not import it.
+// message_publish is ABI 1.2: a pack declaring 1.1 may not import it.
 func TestMessagePublishIsMinor2(t *testing.T) {
-	if Newest() != (Version{Major: 1, Minor: 2}) || ServedList() != "1.2" || ServedMajorsList() != "1 (packrun:host/v1 up to 1.2)" {
-		t.Fatalf("served %v %q %q", Newest(), ServedList(), ServedMajorsList())
-	}
 	f, ok := Lookup(HostV1Imports(), HostMessagePublish)
 	if !ok || f.Signature() != "(i32 i32 i32) -> (i32)" || f.Minor != 2 {
 		t.Fatalf("message_publish: %+v %v", f, ok)
@@ -196,6 +192,23 @@ func BenchmarkDecodeResponse(b *testing.B) {
 	for b.Loop() {
 		if _, err := DecodeResponse(resp); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// http_request is ABI 1.3: the host serves 1.3, and a pack declaring 1.2
+// may not import it.
+func TestHTTPRequestIsMinor3(t *testing.T) {
+	if Newest() != (Version{Major: 1, Minor: 3}) || ServedList() != "1.3" || ServedMajorsList() != "1 (packrun:host/v1 up to 1.3)" {
+		t.Fatalf("served %v %q %q", Newest(), ServedList(), ServedMajorsList())
+	}
+	f, ok := Lookup(HostV1Imports(), HostHTTPRequest)
+	if !ok || f.Signature() != "(i32 i32 i32) -> (i32)" || f.Minor != 3 {
+		t.Fatalf("http_request: %+v %v", f, ok)
+	}
+	for v, want := range map[Version]bool{{Major: 1, Minor: 3}: true, {Major: 1, Minor: 2}: false, {}: true} {
+		if f.Allowed(v) != want {
+			t.Errorf("Allowed(%v) = %v, want %v", v, !want, want)
 		}
 	}
 }

@@ -63,4 +63,11 @@ const (
 	// CapHostMemory: the bytes the host held for the guest in one
 	// invocation (run state written, host-call trace) passed their budget.
 	CapHostMemory = "host-memory"
+	// Outbound HTTP (http_request, ABI 1.3): requests per invocation,
+	// bytes of one request, bytes of one response (headers included), and
+	// the per-request timeout.
+	CapHTTPRequests      = "http-requests"
+	CapHTTPRequestBytes  = "http-request-bytes"
+	CapHTTPResponseBytes = "http-response-bytes"
+	CapHTTPTimeout       = "http-timeout"
 )

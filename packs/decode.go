@@ -269,16 +269,60 @@ func (c *checker) manifest(v any) *Manifest {
 		m.Nodes = append(m.Nodes, c.node(indexPath(np, i), nv))
 	}
 	if gv, p, ok := c.field(o, "$", "grants", false); ok {
-		if g, ok := c.object(p, gv, "services", "adapters", "memoryNamespaces", "topics"); ok {
+		if g, ok := c.object(p, gv, "services", "adapters", "memoryNamespaces", "topics", "http"); ok {
 			for _, s := range c.strs(g, p, "services") {
 				m.Grants.Services = append(m.Grants.Services, Service(s))
 			}
 			m.Grants.Adapters = c.strs(g, p, "adapters")
 			m.Grants.MemoryNamespaces = c.strs(g, p, "memoryNamespaces")
 			m.Grants.Topics = c.strs(g, p, "topics")
+			hs, hp := c.array(g, p, "http", false)
+			for i, hv := range hs {
+				m.Grants.HTTP = append(m.Grants.HTTP, c.httpGrant(indexPath(hp, i), hv))
+			}
 		}
 	}
 	return m
+}
+
+// httpGrant reads one entry of grants.http; Manifest.check does the rest.
+func (c *checker) httpGrant(p string, v any) HTTPGrant {
+	var g HTTPGrant
+	o, ok := c.object(p, v, "scheme", "host", "port", "pathPrefix", "methods", "allowRanges", "secrets")
+	if !ok {
+		return g
+	}
+	g.Scheme = c.str(o, p, "scheme", false)
+	g.Host = c.str(o, p, "host", true)
+	g.Port = int(c.integer(o, p, "port", false, 1, 65535))
+	g.PathPrefix = c.str(o, p, "pathPrefix", false)
+	g.Methods = c.strs(o, p, "methods")
+	g.AllowRanges = c.strs(o, p, "allowRanges")
+	ss, sp := c.array(o, p, "secrets", false)
+	for i, sv := range ss {
+		ip := indexPath(sp, i)
+		var s HTTPSecret
+		if so, ok := c.object(ip, sv, "name", "bearer", "header", "query"); ok {
+			s.Name = c.str(so, ip, "name", true)
+			s.Bearer = c.boolean(so, ip, "bearer")
+			s.Header = c.str(so, ip, "header", false)
+			s.Query = c.str(so, ip, "query", false)
+		}
+		g.Secrets = append(g.Secrets, s)
+	}
+	return g
+}
+
+func (c *checker) boolean(o map[string]any, path, key string) bool {
+	v, p, ok := c.field(o, path, key, false)
+	if !ok {
+		return false
+	}
+	b, ok := v.(bool)
+	if !ok {
+		c.add(p, "must be a boolean, not %s", typeName(v))
+	}
+	return b
 }
 
 // identity reads the members packrun and openwop manifests share: name,

@@ -224,6 +224,9 @@ type Grants struct {
 	// pack may publish (message_publish, its outcomes' external_messages)
 	// and its nodes may subscribe to; requires ServiceMessages.
 	Topics []string `json:"topics,omitempty"`
+	// HTTP lists the destinations the pack may reach with http_request;
+	// an empty list grants nothing.
+	HTTP []HTTPGrant `json:"http,omitempty"`
 }
 
 // Allows reports whether service s is granted.

@@ -256,6 +256,17 @@ func TestDecodeManifestInvalid(t *testing.T) {
 			[]string{"$.grants.topics"}, false},
 		{"bad topic patterns", r(`"nodes":`, `"grants": {"services": ["messages"], "topics": ["crisis.*", "crisis.*", "a..b", "a.*.b", "", "*.x"]}, "nodes":`),
 			[]string{"$.grants.topics[1]", "$.grants.topics[2]", "$.grants.topics[3]", "$.grants.topics[4]", "$.grants.topics[5]"}, true},
+		{"http grants", r(`"nodes":`, `"grants": {"http": [
+			  {"scheme": "ftp", "host": "api.example.com/v1"}, {"host": "api.example.com:8443"}, {"host": "a.*.example.com"},
+			  {"host": "*.com"}, {"host": "Api.Example.com"}, {"host": "[::1"}, {"host": "x.example", "port": 70000}, {"port": 1}]}, "nodes":`),
+			[]string{"$.grants.http[6].port", "$.grants.http[7].host", "$.grants.http[0].scheme", "$.grants.http[0].host", "$.grants.http[1].host",
+				"$.grants.http[2].host", "$.grants.http[3].host", "$.grants.http[4].host", "$.grants.http[5].host"}, false},
+		{"http grant methods, ranges, secrets", r(`"nodes":`, `"grants": {"http": [
+			  {"host": "x.example", "methods": ["GET", "GE T", "get", "GET"]}, {"host": "x.example", "allowRanges": ["loopback", "metadata"]},
+			  {"host": "x.example", "secrets": [{"name": "tok", "bearer": true, "header": "X-Key"}, {"name": "tok"}, {"name": "t", "header": "Host"}]},
+			  {"host": "x.example", "pathPrefix": "v1/../x"}]}, "nodes":`),
+			[]string{"$.grants.http[0].methods[1]", "$.grants.http[0].methods[2]", "$.grants.http[0].methods[3]", "$.grants.http[1].allowRanges[1]",
+				"$.grants.http[2].secrets[0]", "$.grants.http[2].secrets[1]", "$.grants.http[2].secrets[2].header", "$.grants.http[3].pathPrefix"}, false},
 		{"subscriptions outside the grant", r(node0,
 			`[{"typeId": "a", "kind": "node", "subscribes": ["ops.disk", "crisis.*", "*"]}, {"typeId": "b", "kind": "node", "subscribes": ["a b"]}],
 			 "grants": {"services": ["messages"], "topics": ["ops.*"]}`),
@@ -487,5 +498,32 @@ func TestCheckerCovered(t *testing.T) {
 		if got := c.covered(path); got != want {
 			t.Errorf("covered(%s) = %v, want %v", path, got, want)
 		}
+	}
+}
+
+func TestHTTPGrantDecodeAndDescribe(t *testing.T) {
+	js := strings.Replace(valid, `"nodes":`, `"grants": {"http": [
+	  {"host": "api.example.com", "pathPrefix": "/v1/", "methods": ["GET", "POST"], "secrets": [{"name": "github_token", "bearer": true}]},
+	  {"scheme": "http", "host": "127.0.0.1", "port": 8080, "allowRanges": ["loopback"], "secrets": [{"name": "k", "query": "key"}]},
+	  {"host": "*.example.org"}, {"host": "[::1]", "allowRanges": ["loopback"]}]}, "nodes":`, 1)
+	m, err := DecodeManifest([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, g := range m.Grants.HTTP {
+		got = append(got, g.Describe())
+	}
+	want := []string{
+		"may reach https://api.example.com:443/v1/ (GET, POST) with secret github_token as a bearer token",
+		"may reach http://127.0.0.1:8080/ (GET) including loopback addresses with secret k as query parameter key",
+		"may reach https://*.example.org:443/ (GET)",
+		"may reach https://[::1]:443/ (GET) including loopback addresses",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got\n%q\nwant\n%q", got, want)
+	}
+	if !schemaAccepts(compilePackSchema(t), []byte(js)) {
+		t.Error("the published schema refuses a valid http grant")
 	}
 }

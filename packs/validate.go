@@ -189,6 +189,7 @@ func (m *Manifest) check(c *checker) {
 	if len(g.Topics) > 0 && !g.Allows(ServiceMessages) {
 		c.add("$.grants.topics", "lists topics but the %q service is not granted", ServiceMessages)
 	}
+	checkHTTP(c, g.HTTP)
 }
 
 // checkPatterns checks a list of topic patterns: each valid, none twice.

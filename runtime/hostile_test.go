@@ -46,8 +46,8 @@ func TestHostileLoad(t *testing.T) {
 		mentions []string
 		breach   string
 	}{
-		{"abi_version_999", CodeUnsupportedABI, []string{"999", "1.2"}, ""},
-		{"unknown_import", CodeUnknownImport, []string{"env.launch_missiles", "openwop.openwop_teleport", "ABI 1.2"}, ""},
+		{"abi_version_999", CodeUnsupportedABI, []string{"999", "1.3"}, ""},
+		{"unknown_import", CodeUnknownImport, []string{"env.launch_missiles", "openwop.openwop_teleport", "ABI 1.3"}, ""},
 		{"missing_export", CodeMissingExport, []string{"openwop_node_invoke"}, ""},
 		{"invalid_utf8_pack_name", CodeInvalidPackName, []string{"UTF-8"}, ""},
 		{"start_memory_min_too_big", CodeMemoryTooLarge, []string{"4000 pages"}, ""},

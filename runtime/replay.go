@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 
 	"github.com/packrun/packrun/abi"
@@ -53,7 +54,7 @@ func (a *activity) replayed(fn string, args []byte) *Call {
 	case want.Fn != fn:
 		a.diverge(&Divergence{Index: i, Expected: want, Got: got, Reason: fmt.Sprintf("expected %s, the module called %s", want.Fn, fn)})
 	case !bytes.Equal(want.Args, got.Args):
-		a.diverge(&Divergence{Index: i, Expected: want, Got: got, Reason: fmt.Sprintf("%s called with different arguments", fn)})
+		a.diverge(&Divergence{Index: i, Expected: want, Got: got, Reason: fmt.Sprintf("%s called with different arguments%s", fn, requestNamed(fn, args))})
 	}
 	a.replayAt++
 	return want
@@ -93,4 +94,25 @@ func (a *activity) finishReplay(res *Result) {
 	}
 	next := a.replay[a.replayAt]
 	a.divergence = &Divergence{Index: a.replayAt, Expected: &next, Reason: fmt.Sprintf("the module made %d host calls, the recording has %d (next expected %s)", a.replayAt, len(a.replay), next.Fn)}
+}
+
+// requestNamed names the request of an http_request call that diverged
+// (" (the module asked for GET https://...)"): its arguments may be
+// recorded by digest only. It names the guest's own request, which never
+// holds an injected secret.
+func requestNamed(fn string, args []byte) string {
+	if fn != abi.ModuleHostV1+"."+abi.HostHTTPRequest {
+		return ""
+	}
+	var r struct {
+		Method string `json:"method"`
+		URL    string `json:"url"`
+	}
+	if json.Unmarshal(args, &r) != nil || r.URL == "" {
+		return ""
+	}
+	if r.Method == "" {
+		r.Method = "GET"
+	}
+	return fmt.Sprintf(" (the module asked for %.16s %.512s)", r.Method, r.URL)
 }

@@ -46,7 +46,7 @@ func TestExitCodes(t *testing.T) {
 		{"start loop", []string{"invoke", h + "loop_in_start.wasm", "--timeout", "50ms"}, 4, "did not finish within 50ms"},
 		{"host calls cap", []string{"invoke", h + "log_flood.wasm", "--max-host-calls", "1000"}, 4, "host-calls"},
 		{"output cap", []string{"invoke", h + "output_100mib.wasm"}, 4, "output-size"},
-		{"abi 999", []string{"invoke", h + "abi_version_999.wasm"}, 5, "unsupported_abi_version: module is built for ABI version 999 (its openwop_abi_version); this host serves ABI version 1 (packrun:host/v1 up to 1.2)"},
+		{"abi 999", []string{"invoke", h + "abi_version_999.wasm"}, 5, "unsupported_abi_version: module is built for ABI version 999 (its openwop_abi_version); this host serves ABI version 1 (packrun:host/v1 up to 1.3)"},
 		{"unknown import", []string{"invoke", h + "unknown_import.wasm"}, 5, "env.launch_missiles, openwop.openwop_teleport"},
 		{"missing export", []string{"invoke", h + "missing_export.wasm"}, 5, "missing_export"},
 		{"not wasm", []string{"invoke", "cli.go"}, 5, "invalid_module"},
@@ -160,7 +160,7 @@ func TestInspect(t *testing.T) {
 		Engine      string
 		Namespaces  []struct{ Name string }
 	}
-	if err := json.Unmarshal([]byte(out), &host); code != 0 || err != nil || host.ABIVersions[0] != "1.2" || !strings.HasPrefix(host.Engine, "wazero") || host.Namespaces[0].Name != "openwop" {
+	if err := json.Unmarshal([]byte(out), &host); code != 0 || err != nil || host.ABIVersions[0] != "1.3" || !strings.HasPrefix(host.Engine, "wazero") || host.Namespaces[0].Name != "openwop" {
 		t.Fatalf("exit %d %v: %s", code, err, out)
 	}
 	if code, _, errs := runCLI(t, "inspect", "--host", "x.wasm"); code != 64 {

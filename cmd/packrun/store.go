@@ -68,8 +68,11 @@ referrers from an OCI registry (see 'packrun pull') and installs it the same way
 			} else {
 				fmt.Fprintf(a.stdout, "installed %s (sha256 %s), signed by %s\n", p.Ref(), p.SHA256, p.Signer)
 			}
-			if _, m, err := h.Pack(ctx, p.Ref()); err == nil && m.Openwop != nil {
-				printOpenwop(a.stdout, m.Openwop)
+			if _, m, err := h.Pack(ctx, p.Ref()); err == nil {
+				printPermissions(a.stdout, m.Grants)
+				if m.Openwop != nil {
+					printOpenwop(a.stdout, m.Openwop)
+				}
 			}
 			return nil
 		},
@@ -150,10 +153,19 @@ func (a *app) inspectInstalled(ctx context.Context, ref string, asJSON bool) err
 	for _, s := range m.Skills() {
 		printSkill(w, s)
 	}
+	printPermissions(w, m.Grants)
 	if m.Openwop != nil {
 		printOpenwop(w, m.Openwop)
 	}
 	return nil
+}
+
+// printPermissions lists the network destinations a pack's grant lets it
+// reach, one a line, the way a phone lists an app's permissions.
+func printPermissions(w io.Writer, g packs.Grants) {
+	for _, d := range g.HTTP {
+		fmt.Fprintf(w, "permission: %s\n", d.Describe())
+	}
 }
 
 // printOpenwop prints how an openwop pack.json was translated.

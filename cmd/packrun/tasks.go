@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	packrun "github.com/packrun/packrun"
+	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 )
 
@@ -335,7 +338,9 @@ func (a *app) attemptsCommand() *cobra.Command {
 				fmt.Fprintf(w, "time:     %s .. %s (%s)\n", at.StartedAt.Format(time.RFC3339Nano), at.EndedAt.Format(time.RFC3339Nano), at.EndedAt.Sub(at.StartedAt))
 				var trace []json.RawMessage
 				json.Unmarshal(at.Trace, &trace)
-				fmt.Fprintf(w, "trace:    %d host calls\nhash:     %s\n", len(trace), at.ContentHash)
+				fmt.Fprintf(w, "trace:    %d host calls\n", len(trace))
+				printHTTPCalls(w, at.Trace)
+				fmt.Fprintf(w, "hash:     %s\n", at.ContentHash)
 				return nil
 			})
 		},
@@ -689,3 +694,39 @@ func (a *app) memoryCommand() *cobra.Command {
 
 // hostBackend narrows the store to what memory commands use.
 type hostBackend struct{ host.Memory }
+
+// printHTTPCalls prints one line per http_request of a trace: the guest's
+// request (method and URL, when the trace keeps it verbatim) and what it
+// got (the HTTP status, or the refusal).
+func printHTTPCalls(w io.Writer, trace []byte) {
+	var calls []struct {
+		Fn     string `json:"fn"`
+		Args   []byte `json:"args"` // as runtime.Call records them
+		Status int32  `json:"status"`
+		Result []byte `json:"result"`
+	}
+	if json.Unmarshal(trace, &calls) != nil {
+		return
+	}
+	for _, c := range calls {
+		if c.Fn != abi.ModuleHostV1+"."+abi.HostHTTPRequest {
+			continue
+		}
+		var req struct{ Method, URL string }
+		what := "(request recorded by digest)"
+		if json.Unmarshal(c.Args, &req) == nil && req.URL != "" {
+			what = cmp.Or(req.Method, "GET") + " " + req.URL
+		}
+		var resp struct {
+			Status int    `json:"status"`
+			Error  string `json:"error"`
+			Kind   string `json:"kind"`
+		}
+		json.Unmarshal(c.Result, &resp)
+		got := fmt.Sprintf("HTTP %d, %d bytes", resp.Status, len(c.Result))
+		if c.Status != 0 {
+			got = fmt.Sprintf("%s: %s", abi.Status(c.Status), cmp.Or(resp.Kind, resp.Error))
+		}
+		fmt.Fprintf(w, "http_request: %s -> %s\n", what, got)
+	}
+}

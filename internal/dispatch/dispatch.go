@@ -15,6 +15,7 @@ import (
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/adapters"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/outbound"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )
@@ -89,6 +90,16 @@ type Config struct {
 	// Observer is told of every attempt, task start and finish, and change
 	// of the dispatch lock (metrics, logs); may be nil.
 	Observer host.Observer
+	// Outbound performs http_request calls; nil: a client with the
+	// default limits, the system resolver and roots, reporting to
+	// Observer if it has an OutboundRequest method.
+	Outbound *outbound.Client
+}
+
+// outboundObserver is what an Observer implements to see outbound
+// requests (per-destination metrics).
+type outboundObserver interface {
+	OutboundRequest(grantHost string, sent, received int64, d time.Duration, err error)
 }
 
 // Dispatcher runs tasks from the queue. It is also what serves direct
@@ -171,6 +182,13 @@ func New(cfg Config) *Dispatcher {
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
+	if cfg.Outbound == nil {
+		oc := outbound.Config{}
+		if o, ok := cfg.Observer.(outboundObserver); ok {
+			oc.Observe = o.OutboundRequest
+		}
+		cfg.Outbound = outbound.New(oc)
+	}
 	return &Dispatcher{cfg: cfg, wake: make(chan struct{}, 1), retryWait: 100 * time.Millisecond, modules: map[loadKey]*loaded{}}
 }
 
@@ -190,9 +208,9 @@ func (nopObserver) WriterCommit(int, time.Duration) {}
 
 // observeAttempt tells the observer of an attempt; it allocates only for
 // an attempt that breached a limit.
-func (d *Dispatcher) observeAttempt(l *loaded, res *runtime.Result) {
+func (d *Dispatcher) observeAttempt(l *loaded, res *runtime.Result, svc *services) {
 	st := host.AttemptStats{Pack: l.manifest.Name, Outcome: string(res.Outcome), Duration: res.Duration}
-	for _, e := range res.Events {
+	for _, e := range append(svc.httpBreaches(), res.Events...) {
 		if e.Type == runtime.EventCapBreached {
 			st.Breaches = append(st.Breaches, e.Kind)
 		}
@@ -453,6 +471,7 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 	svc := newServices(binding{
 		backend: d.cfg.Backend, adapters: d.cfg.Adapters, grants: l.manifest.Grants, config: cfg, archive: l.arch,
 		tenant: inv.TenantID, taskID: taskID, attemptID: attemptID, node: node, bundle: b, checkIntent: d.cfg.CheckIntent,
+		outbound: d.cfg.Outbound,
 	})
 	if b != nil {
 		inv.Agent = b.agent
@@ -467,7 +486,7 @@ func (d *Dispatcher) run(ctx context.Context, l *loaded, node string, inv runtim
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	d.observeAttempt(l, res)
+	d.observeAttempt(l, res, svc)
 	att := attemptOf(res, svc)
 	att.AttemptID, att.TaskID, att.RunnerID = attemptID, taskID, d.cfg.RunnerID
 	att.Pack, att.ModuleSHA256, att.Node = l.pack, l.module.SHA256, res.Node
@@ -544,8 +563,8 @@ func attemptOf(res *runtime.Result, svc *services) *host.Attempt {
 	a.ExitStatus, a.RetryClass = classify(res)
 	logs, _ := json.Marshal(res.Logs)
 	a.Logs = r.Bytes(logs)
-	if len(res.Events) > 0 {
-		a.Events, _ = json.Marshal(res.Events)
+	if events := append(svc.httpBreaches(), res.Events...); len(events) > 0 {
+		a.Events, _ = json.Marshal(events)
 	}
 	trace, _ := json.Marshal(res.Trace)
 	a.Trace = r.Bytes(trace)

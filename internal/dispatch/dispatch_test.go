@@ -89,13 +89,13 @@ const echoAdapter = `{"adapters":[{"adapter_id":"echo","kind":"script","command"
 
 // newEnvWith is a dispatcher serving arch over a new store, with one
 // adapter, "echo" (/bin/cat).
-func newEnvWith(t *testing.T, arch *packs.Archive) env {
+func newEnvWith(t testing.TB, arch *packs.Archive) env {
 	t.Helper()
 	return newEnvAdapters(t, arch, echoAdapter)
 }
 
 // newEnvAdapters is newEnvWith with the adapters of adaptersJSON.
-func newEnvAdapters(t *testing.T, arch *packs.Archive, adaptersJSON string) env {
+func newEnvAdapters(t testing.TB, arch *packs.Archive, adaptersJSON string) env {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -109,7 +109,7 @@ func newEnvAdapters(t *testing.T, arch *packs.Archive, adaptersJSON string) env 
 
 // newDispatcherOn is a dispatcher configured as cfg serving arch, with
 // the adapters of adaptersJSON.
-func newDispatcherOn(t *testing.T, cfg Config, arch *packs.Archive, adaptersJSON string) *Dispatcher {
+func newDispatcherOn(t testing.TB, cfg Config, arch *packs.Archive, adaptersJSON string) *Dispatcher {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -38,7 +38,7 @@ func sensorEnv(t *testing.T, kind, grants string) env {
 // wasmPack packs testdata/modules/<module> with the manifest members
 // members (a format whose one %q is the module's sha256), and returns the
 // archive and the module's bytes.
-func wasmPack(t *testing.T, module, members string) (*packs.Archive, []byte) {
+func wasmPack(t testing.TB, module, members string) (*packs.Archive, []byte) {
 	t.Helper()
 	wasm, err := os.ReadFile("../../testdata/modules/" + module)
 	if err != nil {

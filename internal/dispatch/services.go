@@ -15,6 +15,7 @@ import (
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/adapters"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/outbound"
 	"github.com/packrun/packrun/packs"
 	"github.com/packrun/packrun/runtime"
 )
@@ -36,6 +37,8 @@ type binding struct {
 	bundle *bundle
 	// checkIntent checks a follow-up against the home (Config.CheckIntent).
 	checkIntent func(context.Context, *host.TaskIntent) error
+	// outbound performs http_request (Config.Outbound).
+	outbound *outbound.Client
 }
 
 // followUpsAllowed reports whether the task's profile lets it stage
@@ -78,6 +81,11 @@ type services struct {
 	// refused is set when the node's inputSchema refused the input, so
 	// the guest never ran.
 	refused *Violation
+
+	// http is the invocation's outbound session, started by its first
+	// http_request; breaches are the limits its requests hit.
+	http     *outbound.Session
+	breaches []runtime.Event
 }
 
 var _ runtime.Services = (*services)(nil)
@@ -295,6 +303,8 @@ func (s *services) Serve(ctx context.Context, fn string, req []byte) (abi.Status
 		return abi.StatusOK, mustJSON(map[string]json.RawMessage{"value": v})
 	case abi.HostAssetRead:
 		return s.assetRead(req)
+	case abi.HostHTTPRequest:
+		return s.httpRequest(ctx, req)
 	}
 	return abi.StatusNotFound, nil
 }

@@ -28,6 +28,12 @@ const (
 	MetricBuildInfo       = "packrun_build_info"                    // 1, {version, revision, go, wazero}
 	MetricQuotaUsage      = "packrun_quota_usage_ratio"             // {quota}: the highest usage/limit among the tenants, at scrape time
 	MetricQuotaRefusals   = "packrun_quota_refusals_total"          // {quota}: refusals since the host opened
+	// Outbound HTTP (http_request), by the granted host as the pack's
+	// http grant names it (exact or *.wildcard): never a tenant, never a
+	// name the guest chose outside a grant.
+	MetricOutboundRequests = "packrun_outbound_requests_total"           // {host, result}
+	MetricOutboundBytes    = "packrun_outbound_bytes_total"              // {host, direction}
+	MetricOutboundDuration = "packrun_outbound_request_duration_seconds" // {host}
 )
 
 // scrapeTimeout bounds the store reads a scrape makes.
@@ -44,6 +50,9 @@ type metrics struct {
 	requests        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
 	lock            prometheus.Gauge
+	outRequests     *prometheus.CounterVec
+	outBytes        *prometheus.CounterVec
+	outDuration     *prometheus.HistogramVec
 }
 
 func newMetrics(o *Observer) *metrics {
@@ -67,13 +76,19 @@ func newMetrics(o *Observer) *metrics {
 			Help: "How long HTTP requests took to answer, by route pattern.", Buckets: prometheus.DefBuckets}, []string{"route"}),
 		lock: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricDispatchLock,
 			Help: "1 while this process holds the store's dispatch lock, 0 while it waits as a standby (on PostgreSQL, where every node dispatches, the lock elects the node running the singleton chores)."}),
+		outRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricOutboundRequests,
+			Help: "Outbound HTTP requests guests made (http_request) that reached the network, by granted host and result (ok, or the refusal kind)."}, []string{"host", "result"}),
+		outBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricOutboundBytes,
+			Help: "Body bytes of outbound HTTP requests, by granted host and direction (sent, received)."}, []string{"host", "direction"}),
+		outDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricOutboundDuration,
+			Help: "How long outbound HTTP requests took, by granted host.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}, []string{"host"}),
 	}
 	b := buildinfo.Read()
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricBuildInfo, Help: "The build of this packrun (always 1).",
 		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "go": b.Go, "wazero": b.Wazero}})
 	info.Set(1)
 	m.reg.MustRegister(m.attempts, m.attemptDuration, m.breaches, m.lag, m.commitOps, m.commitDuration,
-		m.requests, m.requestDuration, m.lock, info, newStoreCollector(o),
+		m.requests, m.requestDuration, m.lock, m.outRequests, m.outBytes, m.outDuration, info, newStoreCollector(o),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

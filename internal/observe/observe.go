@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -102,6 +103,25 @@ func (o *Observer) AttemptDone(a host.AttemptStats) {
 	for _, k := range a.Breaches {
 		o.m.breaches.WithLabelValues(k).Inc()
 	}
+}
+
+// OutboundRequest counts one outbound HTTP request that reached the
+// network, under the host its grant names (the dispatcher wires it to
+// internal/outbound). result is "ok", or the error's kind ("error" when it
+// has none).
+func (o *Observer) OutboundRequest(grantHost string, sent, received int64, d time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+		var k interface{ CapKind() string }
+		if errors.As(err, &k) && k.CapKind() != "" {
+			result = k.CapKind()
+		}
+	}
+	o.m.outRequests.WithLabelValues(grantHost, result).Inc()
+	o.m.outBytes.WithLabelValues(grantHost, "sent").Add(float64(sent))
+	o.m.outBytes.WithLabelValues(grantHost, "received").Add(float64(received))
+	o.m.outDuration.WithLabelValues(grantHost).Observe(d.Seconds())
 }
 
 // TaskStarted implements host.Observer.

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -81,5 +82,38 @@ func TestReadyzAndMethods(t *testing.T) {
 	h.ServeHTTP(w, httptest.NewRequest("GET", "/readyz", nil))
 	if w.Code != 200 || w.Body.String() != `{"status":"ready","role":"dispatcher"}`+"\n" {
 		t.Errorf("/readyz: %d %s", w.Code, w.Body.String())
+	}
+}
+
+type capErr string
+
+func (e capErr) Error() string   { return string(e) }
+func (e capErr) CapKind() string { return string(e) }
+
+// Outbound requests are counted by the granted host, with bytes and
+// latency, and never a tenant label.
+func TestOutboundRequestMetrics(t *testing.T) {
+	o := New(Config{})
+	o.OutboundRequest("api.example.com", 10, 1000, 3*time.Millisecond, nil)
+	o.OutboundRequest("api.example.com", 0, 0, time.Millisecond, capErr("http-timeout"))
+	o.OutboundRequest("*.example.org", 0, 5, time.Millisecond, errors.New("connection refused"))
+	h := o.Handler(Source{})
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	body := w.Body.String()
+	for _, want := range []string{
+		`packrun_outbound_requests_total{host="api.example.com",result="ok"} 1`,
+		`packrun_outbound_requests_total{host="api.example.com",result="http-timeout"} 1`,
+		`packrun_outbound_requests_total{host="*.example.org",result="error"} 1`,
+		`packrun_outbound_bytes_total{direction="received",host="api.example.com"} 1000`,
+		`packrun_outbound_bytes_total{direction="sent",host="api.example.com"} 10`,
+		`packrun_outbound_request_duration_seconds_count{host="api.example.com"} 2`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "tenant") {
+		t.Error("/metrics has a tenant label")
 	}
 }
