@@ -84,16 +84,16 @@ func (s *Store) ListTasks(ctx context.Context, f host.TaskFilter) ([]*host.TaskR
 		if !f.Status.Valid() {
 			return nil, host.Invalid(op, "status", "unknown status %q", f.Status)
 		}
-		q += ` AND status = ` + a.add(string(f.Status))
+		q += ` AND status = ` + a.Add(string(f.Status))
 	}
 	if f.TaskType != "" {
-		q += ` AND task_type = ` + a.add(f.TaskType)
+		q += ` AND task_type = ` + a.Add(f.TaskType)
 	}
 	if f.Tenant != "" {
-		q += ` AND tenant = ` + a.add(f.Tenant)
+		q += ` AND tenant = ` + a.Add(f.Tenant)
 	}
 	if f.After != "" {
-		q += fmt.Sprintf(storecore.TasksAfter, a.add(f.After))
+		q += fmt.Sprintf(storecore.TasksAfter, a.Add(f.After))
 	}
 	limit := f.Limit
 	if limit <= 0 {

@@ -96,12 +96,7 @@ func walkChain(ctx context.Context, tx pgx.Tx, rep *host.ChainReport, anchor *ho
 
 // verifier is VerifyAttempt's and EachVerifiedAttempt's view of the store.
 func (s *Store) verifier() storecore.Verifier {
-	return storecore.Verifier{Q: corePool{s.pool}, Dialect: storecore.PostgresDialect, Checkpoint: s.checkAnchor, Read: s.readValues,
-		Page: func(ctx context.Context, f host.AttemptFilter, limit int) (storecore.Rows, error) {
-			var a args
-			where := attemptWhere(f, &a)
-			return s.pool.Query(ctx, `SELECT `+storecore.AttemptEntryColumns+` FROM attempt_records`+where+` ORDER BY seq DESC`+storecore.LimitClause(limit), a...)
-		}}
+	return storecore.Verifier{Q: corePool{s.pool}, Dialect: storecore.PostgresDialect, Checkpoint: s.checkAnchor, Read: s.readValues}
 }
 
 // VerifyAttempt implements host.Evidence (storecore.Verifier).

@@ -213,7 +213,7 @@ func (s *Store) walkConn(ctx context.Context, conn *sqlite3.SQLiteConn, rep *hos
 		return nil, err
 	}
 	defer tx.Rollback()
-	evRows, err := conn.QueryContext(ctx, `SELECT `+eventColumns+` FROM runtime_events ORDER BY seq`, nil)
+	evRows, err := conn.QueryContext(ctx, `SELECT `+storecore.EventColumns+` FROM runtime_events ORDER BY seq`, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -267,15 +267,7 @@ func (s *Store) walkConn(ctx context.Context, conn *sqlite3.SQLiteConn, rep *hos
 
 // verifier is VerifyAttempt's and EachVerifiedAttempt's view of the store.
 func (s *Store) verifier() storecore.Verifier {
-	return storecore.Verifier{Q: coreDB{s}, Dialect: storecore.SQLiteDialect, Checkpoint: s.checkCheckpoint, Read: s.readValues,
-		Page: func(ctx context.Context, f host.AttemptFilter, limit int) (storecore.Rows, error) {
-			where, args := attemptWhere(f)
-			rows, err := s.db.QueryContext(ctx, `SELECT `+storecore.AttemptEntryColumns+` FROM attempt_records`+where+` ORDER BY seq DESC`+storecore.LimitClause(limit), args...)
-			if err != nil {
-				return nil, err
-			}
-			return sqlRows{rows}, nil
-		}}
+	return storecore.Verifier{Q: coreDB{s}, Dialect: storecore.SQLiteDialect, Checkpoint: s.checkCheckpoint, Read: s.readValues}
 }
 
 // VerifyAttempt implements host.Evidence (storecore.Verifier).

@@ -46,6 +46,10 @@ func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.E
 	return s.queue().Enqueue(ctx, intent, opts)
 }
 
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
 func (s *Store) loadTask(q queryer, ctx context.Context, op, id string) (*host.TaskRecord, error) {
 	t, err := scanTask(q.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE task_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {

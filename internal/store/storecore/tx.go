@@ -68,6 +68,9 @@ type Dialect struct {
 	// InList is the condition "is one of seqs" with its argument (as $1):
 	// "= ANY($1)" on PostgreSQL, json_each of a JSON array on SQLite.
 	InList func(seqs []int64) (cond string, arg any, err error)
+	// HasPrefix is the condition "col starts with prefix", its arguments
+	// added to a: starts_with on PostgreSQL, substr on SQLite.
+	HasPrefix func(col, prefix string, a *Args) string
 }
 
 // Dialects of the two backends.
@@ -75,12 +78,16 @@ var (
 	PostgresDialect = &Dialect{LockRows: " FOR UPDATE", SkipLocked: " FOR UPDATE SKIP LOCKED", True: "TRUE", RunOrder: "seq",
 		DataField: func(expr, key string) string { return "(" + expr + "::jsonb ->> '" + key + "')" },
 		InList:    func(seqs []int64) (string, any, error) { return "= ANY($1)", seqs, nil },
+		HasPrefix: func(col, prefix string, a *Args) string { return "starts_with(" + col + ", " + a.Add(prefix) + ")" },
 	}
 	SQLiteDialect = &Dialect{True: "1", RunOrder: "rowid",
 		DataField: func(expr, key string) string { return "json_extract(" + expr + ", '$." + key + "')" },
 		InList: func(seqs []int64) (string, any, error) {
 			b, err := json.Marshal(seqs)
 			return "IN (SELECT value FROM json_each($1))", string(b), err
+		},
+		HasPrefix: func(col, prefix string, a *Args) string {
+			return "substr(" + col + ", 1, " + a.Add(len(prefix)) + ") = " + a.Add(prefix)
 		},
 	}
 )

@@ -197,9 +197,6 @@ type Verifier struct {
 	Dialect    *Dialect
 	Checkpoint func() (*host.ChainHead, *host.ChainBreak)
 	Read       ValueReader
-	// Page reads a page of attempts' rows (AttemptEntryColumns) matching
-	// f, newest first, at most limit.
-	Page func(ctx context.Context, f host.AttemptFilter, limit int) (Rows, error)
 }
 
 // VerifyAttempt checks the attempt's row against its link, and the entry
@@ -261,7 +258,9 @@ func (v Verifier) EachVerifiedAttempt(ctx context.Context, f host.AttemptFilter,
 	anchor, _ := v.Checkpoint()
 	for {
 		size := VerifyPageSize
-		rows, err := v.Page(ctx, f, size)
+		var a Args
+		where := AttemptWhere(f, &a, v.Dialect)
+		rows, err := v.Q.Query(ctx, `SELECT `+AttemptEntryColumns+` FROM attempt_records`+where+` ORDER BY seq DESC`+LimitClause(size), a...)
 		if err != nil {
 			return host.Wrap(op, "", err)
 		}
