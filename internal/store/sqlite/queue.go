@@ -243,28 +243,14 @@ func (s *Store) CountTasks(ctx context.Context) (map[host.TaskStatus]int, error)
 	return out, host.Wrap(op, "", err)
 }
 
-// TenantUsage implements host.UsageCounter.
+// TenantUsage implements host.UsageCounter (storecore.Queue).
 func (s *Store) TenantUsage(ctx context.Context) (map[string]host.TenantUsage, error) {
-	const op = "count tenant usage"
-	rows, err := s.query(ctx, storecore.TenantUsageQuery)
-	if err != nil {
-		return nil, host.Wrap(op, "", err)
-	}
-	defer rows.Close()
-	out, err := storecore.ScanUsage(rows)
-	return out, host.Wrap(op, "", err)
+	return s.queue().TenantUsage(ctx)
 }
 
 var _ host.TenantCounter = (*Store)(nil)
 
-// TenantCounts implements host.TenantCounter.
+// TenantCounts implements host.TenantCounter (storecore.Queue).
 func (s *Store) TenantCounts(ctx context.Context, tenant string) (*host.TenantCounts, error) {
-	const op = "count tenant rows"
-	rows, err := s.query(ctx, storecore.TenantCountsQuery("?1"), storecore.TenantOr(tenant))
-	if err != nil {
-		return nil, host.Wrap(op, tenant, err)
-	}
-	defer rows.Close()
-	out, err := storecore.ScanTenantCounts(rows)
-	return out, host.Wrap(op, tenant, err)
+	return s.queue().TenantCounts(ctx, tenant)
 }
