@@ -163,75 +163,12 @@ type leaseRow struct {
 
 func (r leaseRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.lease)...) }
 
-const dispatchLock = "dispatch"
-
-// AcquireDispatchLock implements host.Locker. With several nodes on one
-// database the lock no longer guards claiming (each claim holds its own
-// lease): it elects the node that runs singleton chores.
+// AcquireDispatchLock implements host.Locker (storecore.Queue).
 func (s *Store) AcquireDispatchLock(ctx context.Context, holder string, ttl time.Duration) (*host.DispatchLock, error) {
-	const op = "acquire dispatch lock"
-	if err := host.CheckID(op, "holder", holder); err != nil {
-		return nil, err
-	}
-	if ttl <= 0 {
-		return nil, host.Invalid(op, "ttl", "must be positive")
-	}
-	var l host.DispatchLock
-	err := s.write(ctx, func(x *tx) error {
-		now := s.now()
-		// The row, present or not, is decided under a lock of its own:
-		// a transaction-level advisory lock on the name.
-		if _, err := x.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('packrun.dispatch_lock.' || $1, 0))`, dispatchLock); err != nil {
-			return err
-		}
-		var cur host.DispatchLock
-		var acq, exp string
-		err := x.QueryRow(ctx, `SELECT holder, acquired_at, expires_at FROM dispatch_locks WHERE name = $1`, dispatchLock).Scan(&cur.Holder, &acq, &exp)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-		case err != nil:
-			return err
-		case cur.Holder == holder:
-			l = host.DispatchLock{Holder: holder, AcquiredAt: parseTS(acq), ExpiresAt: now.Add(ttl)}
-			_, err := x.Exec(ctx, `UPDATE dispatch_locks SET expires_at = $1 WHERE name = $2`, ts(l.ExpiresAt), dispatchLock)
-			return err
-		case exp > ts(now):
-			return host.Errorf(op, "", host.ErrLocked, "held by %s until %s", cur.Holder, exp)
-		default:
-			if _, err := x.Exec(ctx, `DELETE FROM dispatch_locks WHERE name = $1`, dispatchLock); err != nil {
-				return err
-			}
-			if _, err := x.event(host.EventDispatchLockStale, "", "", map[string]any{"holder": cur.Holder, "acquired_at": acq, "expired_at": exp}); err != nil {
-				return err
-			}
-		}
-		l = host.DispatchLock{Holder: holder, AcquiredAt: now, ExpiresAt: now.Add(ttl)}
-		if _, err := x.Exec(ctx, `INSERT INTO dispatch_locks (name, holder, acquired_at, expires_at) VALUES ($1, $2, $3, $4)`,
-			dispatchLock, holder, ts(l.AcquiredAt), ts(l.ExpiresAt)); err != nil {
-			return err
-		}
-		_, err = x.event(host.EventDispatchLocked, "", "", map[string]any{"holder": holder, "expires_at": ts(l.ExpiresAt)})
-		return err
-	})
-	if err != nil {
-		return nil, host.Wrap(op, "", err)
-	}
-	return &l, nil
+	return s.queue().AcquireDispatchLock(ctx, holder, ttl)
 }
 
-// ReleaseDispatchLock implements host.Locker.
+// ReleaseDispatchLock implements host.Locker (storecore.Queue).
 func (s *Store) ReleaseDispatchLock(ctx context.Context, holder string) error {
-	const op = "release dispatch lock"
-	err := s.write(ctx, func(x *tx) error {
-		tag, err := x.Exec(ctx, `DELETE FROM dispatch_locks WHERE name = $1 AND holder = $2`, dispatchLock, holder)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return host.Errorf(op, "", host.ErrNotFound, "%s does not hold the dispatch lock", holder)
-		}
-		_, err = x.event(host.EventDispatchLockReleased, "", "", map[string]any{"holder": holder})
-		return err
-	})
-	return host.Wrap(op, "", err)
+	return s.queue().ReleaseDispatchLock(ctx, holder)
 }
