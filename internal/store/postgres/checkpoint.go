@@ -90,13 +90,3 @@ func (s *Store) anchoring() storecore.Anchoring {
 func (s *Store) openAnchor(ctx context.Context) error {
 	return s.anchoring().Open(ctx, s.opts.Reanchor)
 }
-
-// AnchorState implements host.Anchoring (storecore.Anchoring).
-func (s *Store) AnchorState(ctx context.Context) (*host.AnchorState, error) {
-	return s.anchoring().AnchorState(ctx)
-}
-
-// Reanchor implements host.Anchoring (storecore.Anchoring).
-func (s *Store) Reanchor(ctx context.Context, e host.Event) (*host.Event, error) {
-	return s.anchoring().Reanchor(ctx, e)
-}

@@ -162,13 +162,3 @@ type leaseRow struct {
 }
 
 func (r leaseRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.lease)...) }
-
-// AcquireDispatchLock implements host.Locker (storecore.Queue).
-func (s *Store) AcquireDispatchLock(ctx context.Context, holder string, ttl time.Duration) (*host.DispatchLock, error) {
-	return s.queue().AcquireDispatchLock(ctx, holder, ttl)
-}
-
-// ReleaseDispatchLock implements host.Locker (storecore.Queue).
-func (s *Store) ReleaseDispatchLock(ctx context.Context, holder string) error {
-	return s.queue().ReleaseDispatchLock(ctx, holder)
-}

@@ -119,14 +119,4 @@ func (s *Store) CountTasks(ctx context.Context) (map[host.TaskStatus]int, error)
 	return out, host.Wrap(op, "", err)
 }
 
-// TenantUsage implements host.UsageCounter (storecore.Queue).
-func (s *Store) TenantUsage(ctx context.Context) (map[string]host.TenantUsage, error) {
-	return s.queue().TenantUsage(ctx)
-}
-
 var _ host.TenantCounter = (*Store)(nil)
-
-// TenantCounts implements host.TenantCounter (storecore.Queue).
-func (s *Store) TenantCounts(ctx context.Context, tenant string) (*host.TenantCounts, error) {
-	return s.queue().TenantCounts(ctx, tenant)
-}

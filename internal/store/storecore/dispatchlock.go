@@ -15,7 +15,8 @@ const dispatchLock = "dispatch"
 // lease): it elects the node that runs singleton chores. The row,
 // present or not, is decided under a lock of its own (LockName: an
 // advisory lock on PostgreSQL; SQLite's single writer on SQLite).
-func (q Queue) AcquireDispatchLock(ctx context.Context, holder string, ttl time.Duration) (*host.DispatchLock, error) {
+func (o Ops) AcquireDispatchLock(ctx context.Context, holder string, ttl time.Duration) (*host.DispatchLock, error) {
+	q := o.queue()
 	const op = "acquire dispatch lock"
 	if err := host.CheckID(op, "holder", holder); err != nil {
 		return nil, err
@@ -64,7 +65,8 @@ func (q Queue) AcquireDispatchLock(ctx context.Context, holder string, ttl time.
 }
 
 // ReleaseDispatchLock implements host.Locker.
-func (q Queue) ReleaseDispatchLock(ctx context.Context, holder string) error {
+func (o Ops) ReleaseDispatchLock(ctx context.Context, holder string) error {
+	q := o.queue()
 	const op = "release dispatch lock"
 	err := q.Write(ctx, func(tx SettleTx) error {
 		n, err := tx.Exec(ctx, `DELETE FROM dispatch_locks WHERE name = $1 AND holder = $2`, dispatchLock, holder)

@@ -7,14 +7,48 @@ import (
 	"github.com/packrun/packrun/host"
 )
 
-// The host.Sensors, host.Schedules and tenant counts operations of a
-// store, each a rule of this package run in the driver's write
-// transaction (Queue.Write) or on its pool (Queue.Read): a driver's
-// methods only hand them on. A driver's write transaction is a SensorTx
-// as well as a SettleTx.
+// Ops are the host.Sensors, host.Schedules, host.Locker, host.Anchoring
+// and tenant counts methods of a store, which a driver's Store embeds:
+// each runs a rule of this package in the driver's write transaction
+// (Queue.Write) or on its pool (Queue.Read). The Queue and Anchoring are
+// built on each call, so what they close over of the driver is current.
+// A driver's write transaction is a SensorTx and a LockTx as well as a
+// SettleTx.
+type Ops struct {
+	queue     func() Queue
+	dialect   *Dialect
+	quotas    host.StoreQuotas
+	anchoring func() Anchoring
+}
+
+// NewOps are the Ops of a driver's store.
+func NewOps(queue func() Queue, d *Dialect, quotas host.StoreQuotas, anchoring func() Anchoring) Ops {
+	return Ops{queue: queue, dialect: d, quotas: quotas, anchoring: anchoring}
+}
+
+// AnchorState implements host.Anchoring (Anchoring).
+func (o Ops) AnchorState(ctx context.Context) (*host.AnchorState, error) {
+	return o.anchoring().AnchorState(ctx)
+}
+
+// Reanchor implements host.Anchoring (Anchoring).
+func (o Ops) Reanchor(ctx context.Context, e host.Event) (*host.Event, error) {
+	return o.anchoring().Reanchor(ctx, e)
+}
+
+// CreateSchedule implements host.Schedules.
+func (o Ops) CreateSchedule(ctx context.Context, spec host.ScheduleSpec) (*host.RecurringSchedule, error) {
+	return o.saveSchedule(ctx, "create schedule", spec, false)
+}
+
+// PutSchedule implements host.Schedules.
+func (o Ops) PutSchedule(ctx context.Context, spec host.ScheduleSpec) (*host.RecurringSchedule, error) {
+	return o.saveSchedule(ctx, "put schedule", spec, true)
+}
 
 // RecordSensorEvent implements host.Sensors.
-func (q Queue) RecordSensorEvent(ctx context.Context, ev host.SensorEvent, opts host.SensorEventOptions) (*host.SensorEventRecord, error) {
+func (o Ops) RecordSensorEvent(ctx context.Context, ev host.SensorEvent, opts host.SensorEventOptions) (*host.SensorEventRecord, error) {
+	q := o.queue()
 	const op = "record sensor event"
 	tenant, origin, err := CheckSensorEvent(op, &ev, opts)
 	if err != nil {
@@ -33,7 +67,8 @@ func (q Queue) RecordSensorEvent(ctx context.Context, ev host.SensorEvent, opts 
 }
 
 // ApplySensorEvents implements host.Sensors.
-func (q Queue) ApplySensorEvents(ctx context.Context, evs []host.SensorEvent, opts host.SensorEventOptions, attemptID string) ([]*host.SensorEventRecord, error) {
+func (o Ops) ApplySensorEvents(ctx context.Context, evs []host.SensorEvent, opts host.SensorEventOptions, attemptID string) ([]*host.SensorEventRecord, error) {
+	q := o.queue()
 	const op = "apply sensor events"
 	opts, err := CheckApplyOptions(op, opts, attemptID)
 	if err != nil {
@@ -49,14 +84,14 @@ func (q Queue) ApplySensorEvents(ctx context.Context, evs []host.SensorEvent, op
 }
 
 // ListSensorEvents implements host.Sensors.
-func (q Queue) ListSensorEvents(ctx context.Context, f host.SensorEventFilter) ([]*host.SensorEventRecord, error) {
+func (o Ops) ListSensorEvents(ctx context.Context, f host.SensorEventFilter) ([]*host.SensorEventRecord, error) {
+	q := o.queue()
 	out, err := ListSensorEvents(ctx, q.Read, f)
 	return out, host.Wrap("list sensor events", "", err)
 }
 
-// PutSchedule implements host.Schedules' CreateSchedule (replace false)
-// and PutSchedule (replace true).
-func (q Queue) PutSchedule(ctx context.Context, op string, spec host.ScheduleSpec, replace bool) (*host.RecurringSchedule, error) {
+func (o Ops) saveSchedule(ctx context.Context, op string, spec host.ScheduleSpec, replace bool) (*host.RecurringSchedule, error) {
+	q := o.queue()
 	if err := CheckScheduleSpec(op, &spec); err != nil {
 		return nil, err
 	}
@@ -70,7 +105,8 @@ func (q Queue) PutSchedule(ctx context.Context, op string, spec host.ScheduleSpe
 }
 
 // UpdateSchedule implements host.Schedules.
-func (q Queue) UpdateSchedule(ctx context.Context, tenant, ref string, u host.ScheduleUpdate) (*host.RecurringSchedule, error) {
+func (o Ops) UpdateSchedule(ctx context.Context, tenant, ref string, u host.ScheduleUpdate) (*host.RecurringSchedule, error) {
+	q := o.queue()
 	const op = "update schedule"
 	if err := CheckScheduleUpdate(op, u); err != nil {
 		return nil, err
@@ -85,19 +121,22 @@ func (q Queue) UpdateSchedule(ctx context.Context, tenant, ref string, u host.Sc
 }
 
 // Schedule implements host.Schedules.
-func (q Queue) Schedule(ctx context.Context, tenant, ref string) (*host.RecurringSchedule, error) {
+func (o Ops) Schedule(ctx context.Context, tenant, ref string) (*host.RecurringSchedule, error) {
+	q := o.queue()
 	r, err := LoadSchedule(ctx, q.Read, "", "get schedule", tenant, ref)
 	return r, host.Wrap("get schedule", ref, err)
 }
 
 // ListSchedules implements host.Schedules.
-func (q Queue) ListSchedules(ctx context.Context, tenant string) ([]*host.RecurringSchedule, error) {
+func (o Ops) ListSchedules(ctx context.Context, tenant string) ([]*host.RecurringSchedule, error) {
+	q := o.queue()
 	out, err := ListSchedules(ctx, q.Read, tenant)
 	return out, host.Wrap("list schedules", "", err)
 }
 
 // DeleteSchedule implements host.Schedules.
-func (q Queue) DeleteSchedule(ctx context.Context, tenant, ref string) error {
+func (o Ops) DeleteSchedule(ctx context.Context, tenant, ref string) error {
+	q := o.queue()
 	const op = "delete schedule"
 	err := q.Write(ctx, func(tx SettleTx) error {
 		return DeleteSchedule(ctx, tx, op, tenant, ref)
@@ -106,14 +145,15 @@ func (q Queue) DeleteSchedule(ctx context.Context, tenant, ref string) error {
 }
 
 // NextScheduleRun implements host.Schedules.
-func (q Queue) NextScheduleRun(ctx context.Context, d *Dialect) (time.Time, bool, error) {
-	next, ok, err := NextScheduleRun(ctx, q.Read, d)
+func (o Ops) NextScheduleRun(ctx context.Context) (time.Time, bool, error) {
+	next, ok, err := NextScheduleRun(ctx, o.queue().Read, o.dialect)
 	return next, ok, host.Wrap("next schedule run", "", err)
 }
 
 // FireDueSchedules implements host.Schedules; a zero now is the store's
 // clock.
-func (q Queue) FireDueSchedules(ctx context.Context, quotas host.StoreQuotas, now time.Time) ([]*host.TaskRecord, error) {
+func (o Ops) FireDueSchedules(ctx context.Context, now time.Time) ([]*host.TaskRecord, error) {
+	q := o.queue()
 	if now.IsZero() {
 		now = q.Now()
 	}
@@ -121,7 +161,7 @@ func (q Queue) FireDueSchedules(ctx context.Context, quotas host.StoreQuotas, no
 	var out []*host.TaskRecord
 	err := q.Write(ctx, func(tx SettleTx) error {
 		var err error
-		out, err = FireDueSchedules(ctx, tx, quotas, now)
+		out, err = FireDueSchedules(ctx, tx, o.quotas, now)
 		return err
 	})
 	if err != nil {
@@ -131,7 +171,8 @@ func (q Queue) FireDueSchedules(ctx context.Context, quotas host.StoreQuotas, no
 }
 
 // TenantUsage implements host.UsageCounter.
-func (q Queue) TenantUsage(ctx context.Context) (map[string]host.TenantUsage, error) {
+func (o Ops) TenantUsage(ctx context.Context) (map[string]host.TenantUsage, error) {
+	q := o.queue()
 	const op = "count tenant usage"
 	rows, err := q.Read.Query(ctx, TenantUsageQuery)
 	if err != nil {
@@ -143,7 +184,8 @@ func (q Queue) TenantUsage(ctx context.Context) (map[string]host.TenantUsage, er
 }
 
 // TenantCounts implements host.TenantCounter.
-func (q Queue) TenantCounts(ctx context.Context, tenant string) (*host.TenantCounts, error) {
+func (o Ops) TenantCounts(ctx context.Context, tenant string) (*host.TenantCounts, error) {
+	q := o.queue()
 	const op = "count tenant rows"
 	rows, err := q.Read.Query(ctx, TenantCountsQuery("$1"), TenantOr(tenant))
 	if err != nil {
