@@ -8,6 +8,7 @@ import (
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/store/storecore"
 	"github.com/packrun/packrun/internal/testing/pgtest"
 )
 
@@ -93,7 +94,7 @@ func recordedAttemptID(t *testing.T, s *Store, taskID string) string {
 // says of it, a page at a time, newest first.
 func TestEachVerifiedAttempt(t *testing.T) {
 	s := nodes(t, 1, nil)[0]
-	const n = verifyPage + 5
+	n := storecore.VerifyPageSize + 5
 	for range n {
 		if err := s.RecordAttempt(ctx, &host.Attempt{Node: "n", Pack: "p@1.0.0", Outcome: abi.Completed}); err != nil {
 			t.Fatal(err)

@@ -2,11 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"strconv"
-	"strings"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
@@ -65,90 +60,17 @@ func (s *Store) RecordAttempt(ctx context.Context, a *host.Attempt) error {
 	return s.queue().RecordAttempt(ctx, a)
 }
 
-// Attempt implements host.Evidence.
+// Attempt implements host.Evidence (storecore.GetAttempt).
 func (s *Store) Attempt(ctx context.Context, attemptID string) (*host.Attempt, error) {
-	var seq int64
-	var rec []byte
-	err := s.pool.QueryRow(ctx, `SELECT seq, record FROM attempt_records WHERE attempt_id = $1`, attemptID).Scan(&seq, &rec)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, host.Errorf("get attempt", attemptID, host.ErrNotFound, "")
-	}
-	if err != nil {
-		return nil, host.Wrap("get attempt", attemptID, err)
-	}
-	a, err := storecore.DecodeAttempt(ctx, s.readValues, seq, rec)
-	return a, host.Wrap("get attempt", attemptID, err)
+	return storecore.GetAttempt(ctx, corePool{s.pool}, s.readValues, attemptID)
 }
 
-// attemptWhere is the WHERE clause of f, its arguments added to a.
-func attemptWhere(f host.AttemptFilter, a *args) string {
-	q := ` WHERE true`
-	if f.TaskID != "" {
-		q += ` AND task_id = ` + a.add(f.TaskID)
-	}
-	if f.TaskType != "" {
-		q += ` AND task_id IN (SELECT task_id FROM tasks WHERE task_type = ` + a.add(f.TaskType) + `)`
-	}
-	if f.BeforeSeq != 0 {
-		q += ` AND seq < ` + a.add(f.BeforeSeq)
-	}
-	if f.Pack != "" {
-		if strings.Contains(f.Pack, "@") {
-			q += ` AND pack = ` + a.add(f.Pack)
-		} else {
-			q += ` AND starts_with(pack, ` + a.add(f.Pack+"@") + `)`
-		}
-	}
-	if f.Tenant != "" {
-		q += ` AND tenant = ` + a.add(f.Tenant)
-	}
-	if !f.Since.IsZero() {
-		q += ` AND started_at >= ` + a.add(ts(f.Since))
-	}
-	return q
-}
-
-// CountAttempts implements host.Evidence.
+// CountAttempts implements host.Evidence (storecore.CountAttempts).
 func (s *Store) CountAttempts(ctx context.Context, f host.AttemptFilter) (int, error) {
-	var a args
-	where := attemptWhere(f, &a)
-	var n int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM attempt_records`+where, a...).Scan(&n); err != nil {
-		return 0, host.Wrap("count attempts", "", err)
-	}
-	return n, nil
+	return storecore.CountAttempts(ctx, corePool{s.pool}, storecore.PostgresDialect, f)
 }
 
-// ListAttempts implements host.Evidence.
+// ListAttempts implements host.Evidence (storecore.ListAttempts).
 func (s *Store) ListAttempts(ctx context.Context, f host.AttemptFilter) ([]*host.Attempt, error) {
-	var a args
-	where := attemptWhere(f, &a)
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	rows, err := s.pool.Query(ctx, `SELECT seq, record FROM attempt_records`+where+` ORDER BY seq DESC LIMIT `+strconv.Itoa(limit), a...)
-	if err != nil {
-		return nil, host.Wrap("list attempts", "", err)
-	}
-	type row struct {
-		seq int64
-		rec []byte
-	}
-	page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-		var x row
-		return x, r.Scan(&x.seq, &x.rec)
-	})
-	if err != nil {
-		return nil, host.Wrap("list attempts", "", err)
-	}
-	out := make([]*host.Attempt, 0, len(page))
-	for _, r := range page {
-		a, err := storecore.DecodeAttempt(ctx, s.readValues, r.seq, r.rec)
-		if err != nil {
-			return nil, host.Wrap("list attempts", "", err)
-		}
-		out = append(out, a)
-	}
-	return out, nil
+	return storecore.ListAttempts(ctx, corePool{s.pool}, storecore.PostgresDialect, s.readValues, f)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -128,96 +127,10 @@ func (s *Store) AppendEvent(ctx context.Context, e host.Event) (*host.Event, err
 	return out, nil
 }
 
-const eventColumns = `seq, time, type, task_id, attempt_id, data, prev_hash, hash`
-
 // args numbers a query's arguments as they are added ($1, $2, ...).
-type args []any
+type args = storecore.Args
 
-func (a *args) add(v any) string {
-	*a = append(*a, v)
-	return "$" + strconv.Itoa(len(*a))
-}
-
-// Events implements host.Evidence. The attempt_recorded events are not
-// rows of their own: each is built from its attempt's record (see
-// evidence.AttemptEvent), and merged with the stored events in seq order.
+// Events implements host.Evidence (storecore.Events).
 func (s *Store) Events(ctx context.Context, f host.EventFilter) ([]*host.Event, error) {
-	const op = "list events"
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 1000
-	}
-	after := f.AfterSeq
-	if !f.Since.IsZero() {
-		var seq int64
-		err := s.pool.QueryRow(ctx, `SELECT seq FROM runtime_events WHERE time < $1 ORDER BY seq DESC LIMIT 1`, ts(f.Since)).Scan(&seq)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return nil, host.Wrap(op, "", err)
-		}
-		after = max(after, seq)
-	}
-	stored, err := s.storedEvents(ctx, f, after, limit)
-	if err != nil {
-		return nil, host.Wrap(op, "", err)
-	}
-	var recorded []*host.Event
-	if f.Type == "" || f.Type == host.EventAttemptRecorded {
-		if recorded, err = s.recordedEvents(ctx, f, after, limit); err != nil {
-			return nil, host.Wrap(op, "", err)
-		}
-	}
-	return storecore.MergeEvents(stored, recorded, limit), nil
-}
-
-// storedEvents reads the runtime_events rows f selects.
-func (s *Store) storedEvents(ctx context.Context, f host.EventFilter, after int64, limit int) ([]*host.Event, error) {
-	var a args
-	where := ` WHERE seq > ` + a.add(after)
-	if f.TaskID != "" {
-		where += ` AND task_id = ` + a.add(f.TaskID)
-	}
-	if f.AttemptID != "" {
-		where += ` AND attempt_id = ` + a.add(f.AttemptID)
-	}
-	if f.Tenant != "" {
-		// Set as each event was appended (storecore.DataTenant).
-		where += ` AND tenant = ` + a.add(f.Tenant)
-	}
-	if f.Type != "" {
-		where += ` AND type = ` + a.add(f.Type)
-	}
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM runtime_events`+where+` ORDER BY seq LIMIT `+a.add(limit), a...)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*host.Event, error) { return storecore.ScanEvent(r) })
-}
-
-// recordedEvents builds the attempt_recorded events of the attempts f
-// selects.
-func (s *Store) recordedEvents(ctx context.Context, f host.EventFilter, after int64, limit int) ([]*host.Event, error) {
-	var a args
-	where := ` WHERE seq > ` + a.add(after)
-	if f.TaskID != "" {
-		where += ` AND task_id = ` + a.add(f.TaskID)
-	}
-	if f.AttemptID != "" {
-		where += ` AND attempt_id = ` + a.add(f.AttemptID)
-	}
-	if f.Tenant != "" {
-		where += ` AND tenant = ` + a.add(f.Tenant)
-	}
-	rows, err := s.pool.Query(ctx, `SELECT seq, record, prev_hash, hash FROM attempt_records`+where+` ORDER BY seq LIMIT `+a.add(limit), a...)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*host.Event, error) {
-		var seq int64
-		var rec []byte
-		var prev, hash string
-		if err := r.Scan(&seq, &rec, &prev, &hash); err != nil {
-			return nil, err
-		}
-		return storecore.AttemptEvent(seq, rec, prev, hash)
-	})
+	return storecore.Events(ctx, corePool{s.pool}, f)
 }

@@ -5,12 +5,12 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/store/storecore"
 )
 
 // The signed head checkpoint, as internal/store/sqlite writes it (the format,
@@ -81,36 +81,12 @@ func (s *Store) anchorState(ctx context.Context) (evidence.OpenState, error) {
 	return st, nil
 }
 
-// openAnchor checks this node's evidence anchor as the store opens
-// (refusing a lost one unless Options.Reanchor) and anchors a chain this
-// node never anchored.
+// anchoring is host.Anchoring's view of the store (storecore.Anchoring).
+func (s *Store) anchoring() storecore.Anchoring {
+	return storecore.Anchoring{Anchor: s.anchor, State: s.anchorState, Append: s.AppendEvent}
+}
+
+// openAnchor checks the evidence anchor as the store opens.
 func (s *Store) openAnchor(ctx context.Context) error {
-	st, err := s.anchorState(ctx)
-	if err != nil {
-		return fmt.Errorf("read the evidence anchor: %w", err)
-	}
-	return s.anchor.Open(st, s.opts.Reanchor)
+	return s.anchoring().Open(ctx, s.opts.Reanchor)
 }
-
-// AnchorState implements host.Anchoring.
-func (s *Store) AnchorState(ctx context.Context) (*host.AnchorState, error) {
-	if s.anchor == nil {
-		return nil, host.Wrap("anchor state", "", errNoCheckpointFile)
-	}
-	st, err := s.anchorState(ctx)
-	if err != nil {
-		return nil, host.Wrap("anchor state", "", err)
-	}
-	return s.anchor.State(st), nil
-}
-
-// Reanchor implements host.Anchoring.
-func (s *Store) Reanchor(ctx context.Context, e host.Event) (*host.Event, error) {
-	if s.anchor == nil {
-		return nil, host.Wrap("reanchor", "", errNoCheckpointFile)
-	}
-	return s.anchor.Reanchor(ctx, e, s.AppendEvent)
-}
-
-// errNoCheckpointFile: the store was opened without Options.CheckpointFile.
-var errNoCheckpointFile = errors.New("this store keeps no head checkpoint (Options.CheckpointFile)")

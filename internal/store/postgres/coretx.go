@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/store/storecore"
@@ -46,8 +45,14 @@ func (c coreTx) InsertTask(ctx context.Context, t *host.TaskRecord) error {
 	return storecore.InsertTask(ctx, c, t, "")
 }
 
-// corePool reads from the pool for the rules written once.
-type corePool struct{ p *pgxpool.Pool }
+// corePool reads from the pool (or a read transaction) for the rules
+// written once.
+type corePool struct {
+	p interface {
+		Query(ctx context.Context, query string, args ...any) (pgx.Rows, error)
+		QueryRow(ctx context.Context, query string, args ...any) pgx.Row
+	}
+}
 
 func (c corePool) Query(ctx context.Context, query string, args ...any) (storecore.Rows, error) {
 	return c.p.Query(ctx, query, args...)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/store/storecore"
 )
 
 // errNoHostKey: ExportAttempt needs Options.HostKey.
@@ -19,23 +20,28 @@ var errNoHostKey = errors.New("no host key to seal the bundle with (Options.Host
 // key: each node seals with its own, and a reader decides which keys it
 // trusts).
 func (s *Store) ExportAttempt(ctx context.Context, attemptID string) (*host.Bundle, error) {
-	const op = "export attempt"
 	if len(s.opts.HostKey) != ed25519.PrivateKeySize {
-		return nil, host.Wrap(op, attemptID, errNoHostKey)
+		return nil, host.Wrap("export attempt", attemptID, errNoHostKey)
 	}
-	a, err := s.Attempt(ctx, attemptID)
+	return storecore.Exporter{Evidence: s, Now: s.now, Artifacts: s.bundleArtifacts,
+		Seal: func(kind, digest string) (*host.Seal, error) {
+			return evidence.SealDigest(s.opts.HostKey, kind, digest), nil
+		},
+	}.ExportAttempt(ctx, attemptID)
+}
+
+// bundleArtifacts are an attempt's artifacts with their bytes, in the
+// order they were recorded.
+func (s *Store) bundleArtifacts(ctx context.Context, a *host.Attempt) ([]host.BundleArtifact, error) {
+	rows, err := s.pool.Query(ctx, `SELECT artifact_id FROM artifacts WHERE attempt_id = $1 ORDER BY event_seq`, a.AttemptID)
 	if err != nil {
-		return nil, err
-	}
-	b := &host.Bundle{Format: host.BundleFormat, ExportedAt: s.now(), Attempt: a, Artifacts: []host.BundleArtifact{}}
-	rows, err := s.pool.Query(ctx, `SELECT artifact_id FROM artifacts WHERE attempt_id = $1 ORDER BY event_seq`, attemptID)
-	if err != nil {
-		return nil, host.Wrap(op, attemptID, err)
+		return nil, host.Wrap("export attempt", a.AttemptID, err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, host.Wrap(op, attemptID, err)
+		return nil, host.Wrap("export attempt", a.AttemptID, err)
 	}
+	out := make([]host.BundleArtifact, 0, len(ids))
 	for _, id := range ids {
 		art, err := s.Artifact(ctx, id)
 		if err != nil {
@@ -45,23 +51,7 @@ func (s *Store) ExportAttempt(ctx context.Context, attemptID string) (*host.Bund
 		if err != nil {
 			return nil, err
 		}
-		b.Artifacts = append(b.Artifacts, host.BundleArtifact{Artifact: *art, Content: data})
+		out = append(out, host.BundleArtifact{Artifact: *art, Content: data})
 	}
-	for after := int64(0); ; {
-		evs, err := s.Events(ctx, host.EventFilter{AttemptID: attemptID, AfterSeq: after, Limit: 1000})
-		if err != nil {
-			return nil, err
-		}
-		b.Events = append(b.Events, evs...)
-		if len(evs) < 1000 {
-			break
-		}
-		after = evs[len(evs)-1].Seq
-	}
-	digest, err := evidence.BundleDigest(b)
-	if err != nil {
-		return nil, host.Wrap(op, attemptID, err)
-	}
-	b.Seal = evidence.SealDigest(s.opts.HostKey, host.BundleFormat, digest)
-	return b, nil
+	return out, nil
 }

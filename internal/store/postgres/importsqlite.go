@@ -410,7 +410,7 @@ func (im *importer) verify() error {
 	rep := &host.ChainReport{Head: evidence.GenesisHash}
 	brk, err := walkChain(im.ctx, im.tx, rep, nil)
 	if err == nil && brk == nil {
-		brk, err = findUnchained(im.ctx, im.tx)
+		brk, err = storecore.FindUnchained(im.ctx, corePool{im.tx}, storecore.PostgresDialect)
 	}
 	if err == nil && brk == nil {
 		brk, err = checkValues(im.ctx, im.tx) // evidence_values is copied as any table

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -193,21 +192,4 @@ func (j *joinedMessage) record() *host.MessageRecord {
 	m := j.m
 	m.Document, m.Model = json.RawMessage(j.doc), json.RawMessage(j.model)
 	return &m
-}
-
-// findUnchainedMessage reports the first message no message_accepted
-// event chains (inserted behind the chain's back).
-func findUnchainedMessage(ctx context.Context, q pgx.Tx) (*host.ChainBreak, error) {
-	var id string
-	err := q.QueryRow(ctx, `SELECT m.message_id FROM messages m
-		LEFT JOIN runtime_events e ON e.seq = m.event_seq AND e.type = 'message_accepted'
-		WHERE e.seq IS NULL OR (e.data::jsonb ->> 'message_id') IS DISTINCT FROM m.message_id
-			OR (e.data::jsonb ->> 'tenant') IS DISTINCT FROM m.tenant LIMIT 1`).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return storecore.UnchainedMessage(id), nil
 }

@@ -116,6 +116,9 @@ func (o Options) withDefaults() Options {
 
 // Store is the PostgreSQL backend of the host services.
 type Store struct {
+	// Ops are the methods written once in storecore (sensors,
+	// schedules, the dispatch lock, anchoring, tenant counts).
+	storecore.Ops
 	pool *pgxpool.Pool
 	opts Options
 	w    *writers
@@ -168,6 +171,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
 	s := &Store{pool: pool, opts: opts, secret: secret}
+	s.Ops = storecore.NewOps(s.queue, storecore.PostgresDialect, opts.Quotas, s.anchoring)
 	s.Configs.Driver = configDriver{s}
 	s.logSeq = storecore.NewSequencer(s.integrateLog, logGather, logEvery, logPoll)
 	if err := migrate(ctx, s); err != nil {

@@ -84,16 +84,16 @@ func (s *Store) ListTasks(ctx context.Context, f host.TaskFilter) ([]*host.TaskR
 		if !f.Status.Valid() {
 			return nil, host.Invalid(op, "status", "unknown status %q", f.Status)
 		}
-		q += ` AND status = ` + a.add(string(f.Status))
+		q += ` AND status = ` + a.Add(string(f.Status))
 	}
 	if f.TaskType != "" {
-		q += ` AND task_type = ` + a.add(f.TaskType)
+		q += ` AND task_type = ` + a.Add(f.TaskType)
 	}
 	if f.Tenant != "" {
-		q += ` AND tenant = ` + a.add(f.Tenant)
+		q += ` AND tenant = ` + a.Add(f.Tenant)
 	}
 	if f.After != "" {
-		q += fmt.Sprintf(storecore.TasksAfter, a.add(f.After))
+		q += fmt.Sprintf(storecore.TasksAfter, a.Add(f.After))
 	}
 	limit := f.Limit
 	if limit <= 0 {
@@ -119,28 +119,4 @@ func (s *Store) CountTasks(ctx context.Context) (map[host.TaskStatus]int, error)
 	return out, host.Wrap(op, "", err)
 }
 
-// TenantUsage implements host.UsageCounter.
-func (s *Store) TenantUsage(ctx context.Context) (map[string]host.TenantUsage, error) {
-	const op = "count tenant usage"
-	rows, err := s.pool.Query(ctx, storecore.TenantUsageQuery)
-	if err != nil {
-		return nil, host.Wrap(op, "", err)
-	}
-	defer rows.Close()
-	out, err := storecore.ScanUsage(rows)
-	return out, host.Wrap(op, "", err)
-}
-
 var _ host.TenantCounter = (*Store)(nil)
-
-// TenantCounts implements host.TenantCounter.
-func (s *Store) TenantCounts(ctx context.Context, tenant string) (*host.TenantCounts, error) {
-	const op = "count tenant rows"
-	rows, err := s.pool.Query(ctx, storecore.TenantCountsQuery("$1"), storecore.TenantOr(tenant))
-	if err != nil {
-		return nil, host.Wrap(op, tenant, err)
-	}
-	defer rows.Close()
-	out, err := storecore.ScanTenantCounts(rows)
-	return out, host.Wrap(op, tenant, err)
-}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"strings"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
 
@@ -127,225 +126,37 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-const attemptColumns = `seq, record`
-
-func (s *Store) attempt(ctx context.Context, q queryer, id string) (*host.Attempt, error) {
-	var seq int64
-	var rec []byte
-	err := q.QueryRowContext(ctx, `SELECT `+attemptColumns+` FROM attempt_records WHERE attempt_id = ?`, id).Scan(&seq, &rec)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, host.Errorf("get attempt", id, host.ErrNotFound, "")
-	}
-	if err != nil {
-		return nil, host.Wrap("get attempt", id, err)
-	}
-	a, err := storecore.DecodeAttempt(ctx, s.readValues, seq, rec)
-	return a, host.Wrap("get attempt", id, err)
-}
-
-type queryer interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// Attempt implements host.Evidence.
+// Attempt implements host.Evidence (storecore.GetAttempt).
 func (s *Store) Attempt(ctx context.Context, attemptID string) (*host.Attempt, error) {
-	return s.attempt(ctx, s.db, attemptID)
+	return storecore.GetAttempt(ctx, coreDB{s}, s.readValues, attemptID)
 }
 
-// ListAttempts implements host.Evidence.
-// attemptWhere is the WHERE clause of f and its arguments.
-func attemptWhere(f host.AttemptFilter) (string, []any) {
-	q := ` WHERE 1`
-	var args []any
-	if f.TaskID != "" {
-		q += ` AND task_id = ?`
-		args = append(args, f.TaskID)
-	}
-	if f.TaskType != "" {
-		q += ` AND task_id IN (SELECT task_id FROM tasks WHERE task_type = ?)`
-		args = append(args, f.TaskType)
-	}
-	if f.BeforeSeq != 0 {
-		q += ` AND seq < ?`
-		args = append(args, f.BeforeSeq)
-	}
-	if f.Pack != "" {
-		if strings.Contains(f.Pack, "@") {
-			q += ` AND pack = ?`
-			args = append(args, f.Pack)
-		} else {
-			q += ` AND substr(pack, 1, ?) = ?`
-			args = append(args, len(f.Pack)+1, f.Pack+"@")
-		}
-	}
-	if f.Tenant != "" {
-		q += ` AND tenant = ?`
-		args = append(args, f.Tenant)
-	}
-	if !f.Since.IsZero() {
-		q += ` AND started_at >= ?`
-		args = append(args, ts(f.Since))
-	}
-	return q, args
-}
-
-// CountAttempts implements host.Evidence.
+// CountAttempts implements host.Evidence (storecore.CountAttempts).
 func (s *Store) CountAttempts(ctx context.Context, f host.AttemptFilter) (int, error) {
-	where, args := attemptWhere(f)
-	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM attempt_records`+where, args...).Scan(&n); err != nil {
-		return 0, host.Wrap("count attempts", "", err)
-	}
-	return n, nil
+	return storecore.CountAttempts(ctx, coreDB{s}, storecore.SQLiteDialect, f)
 }
 
-// ListAttempts implements host.Evidence.
+// ListAttempts implements host.Evidence (storecore.ListAttempts).
 func (s *Store) ListAttempts(ctx context.Context, f host.AttemptFilter) ([]*host.Attempt, error) {
-	where, args := attemptWhere(f)
-	q := `SELECT ` + attemptColumns + ` FROM attempt_records` + where
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	q += ` ORDER BY seq DESC LIMIT ?`
-	args = append(args, limit)
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, host.Wrap("list attempts", "", err)
-	}
-	defer rows.Close()
-	type row struct {
-		seq int64
-		rec []byte
-	}
-	var page []row
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.seq, &r.rec); err != nil {
-			return nil, host.Wrap("list attempts", "", err)
-		}
-		page = append(page, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, host.Wrap("list attempts", "", err)
-	}
-	rows.Close()
-	// Values are read once the page is: not while its rows are open.
-	out := make([]*host.Attempt, 0, len(page))
-	for _, r := range page {
-		a, err := storecore.DecodeAttempt(ctx, s.readValues, r.seq, r.rec)
-		if err != nil {
-			return nil, host.Wrap("list attempts", "", err)
-		}
-		out = append(out, a)
-	}
-	return out, nil
+	return storecore.ListAttempts(ctx, coreDB{s}, storecore.SQLiteDialect, s.readValues, f)
 }
 
-// verifyPage is how many attempts EachVerifiedAttempt reads at once.
-var verifyPage = 256
-
-// EachVerifiedAttempt implements host.Evidence. Each page is one query of
-// the attempts' rows and one of the links around their places; each
-// attempt's place is then checked as VerifyAttempt does, against the
-// checkpoint read once for the pass (storecore.VerifyPage).
-func (s *Store) EachVerifiedAttempt(ctx context.Context, f host.AttemptFilter, fn func(*host.Attempt, error) error) error {
-	const op = "verify attempts"
-	anchor, _ := s.checkCheckpoint()
-	for {
-		where, args := attemptWhere(f)
-		rows, err := s.db.QueryContext(ctx, `SELECT `+attemptEntryColumns+` FROM attempt_records`+where+` ORDER BY seq DESC LIMIT ?`, append(args, verifyPage)...)
-		if err != nil {
-			return host.Wrap(op, "", err)
-		}
-		var page []*storecore.AttemptRow
-		for rows.Next() {
-			e, err := scanAttemptEntry(rows)
-			if err != nil {
-				rows.Close()
-				return host.Wrap(op, "", err)
-			}
-			page = append(page, e.at)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return host.Wrap(op, "", err)
-		}
-		links, err := s.pageLinks(ctx, page)
-		if err != nil {
-			return host.Wrap(op, "", err)
-		}
-		if err := storecore.VerifyPage(ctx, page, links, anchor, s.readValues, fn); err != nil {
-			return err
-		}
-		if len(page) < verifyPage {
-			return nil
-		}
-		f.BeforeSeq = page[len(page)-1].Seq
-	}
-}
-
-// pageLinks reads, in one statement, the links of both tables around
-// every attempt of a page (linksAround, for a page).
-func (s *Store) pageLinks(ctx context.Context, page []*storecore.AttemptRow) (*storecore.PageLinks, error) {
-	links := storecore.NewPageLinks(page)
-	seqs, err := json.Marshal(links.Seqs())
-	if err != nil {
-		return nil, err
-	}
-	rows, err := s.query(ctx, `SELECT seq, type, prev_hash, hash FROM runtime_events WHERE seq IN (SELECT value FROM json_each(?1))
-		UNION ALL SELECT seq, '', prev_hash, hash FROM attempt_records WHERE seq IN (SELECT value FROM json_each(?1))`, string(seqs))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var at int64
-		var l storecore.ChainLink
-		if err := rows.Scan(&at, &l.Kind, &l.Prev, &l.Hash); err != nil {
-			return nil, err
-		}
-		links.Add(at, l)
-	}
-	return links, rows.Err()
-}
-
-// ExportAttempt implements host.Evidence.
+// ExportAttempt implements host.Evidence (storecore.Exporter).
 func (s *Store) ExportAttempt(ctx context.Context, attemptID string) (*host.Bundle, error) {
-	const op = "export attempt"
-	a, err := s.Attempt(ctx, attemptID)
-	if err != nil {
-		return nil, err
-	}
-	b := &host.Bundle{Format: host.BundleFormat, ExportedAt: s.now(), Attempt: a, Artifacts: []host.BundleArtifact{}}
-	arts, err := s.artifactsOf(ctx, s.db, a.TaskID, attemptID)
-	if err != nil {
-		return nil, host.Wrap(op, attemptID, err)
-	}
-	for _, art := range arts {
-		data, err := s.readBlob(art.SHA256)
-		if err != nil {
-			return nil, host.Wrap(op, attemptID, err)
-		}
-		b.Artifacts = append(b.Artifacts, host.BundleArtifact{Artifact: *art, Content: data})
-	}
-	for after := int64(0); ; {
-		evs, err := s.Events(ctx, host.EventFilter{AttemptID: attemptID, AfterSeq: after, Limit: 1000})
-		if err != nil {
-			return nil, err
-		}
-		b.Events = append(b.Events, evs...)
-		if len(evs) < 1000 {
-			break
-		}
-		after = evs[len(evs)-1].Seq
-	}
-	digest, err := evidence.BundleDigest(b)
-	if err != nil {
-		return nil, host.Wrap(op, attemptID, err)
-	}
-	if b.Seal, err = s.SealDigest(host.BundleFormat, digest); err != nil {
-		return nil, host.Wrap(op, attemptID, err)
-	}
-	return b, nil
+	return storecore.Exporter{Evidence: s, Seal: s.SealDigest, Now: s.now,
+		Artifacts: func(ctx context.Context, a *host.Attempt) ([]host.BundleArtifact, error) {
+			arts, err := s.artifactsOf(ctx, s.db, a.TaskID, a.AttemptID)
+			if err != nil {
+				return nil, host.Wrap("export attempt", a.AttemptID, err)
+			}
+			out := make([]host.BundleArtifact, 0, len(arts))
+			for _, art := range arts {
+				data, err := s.readBlob(art.SHA256)
+				if err != nil {
+					return nil, host.Wrap("export attempt", a.AttemptID, err)
+				}
+				out = append(out, host.BundleArtifact{Artifact: *art, Content: data})
+			}
+			return out, nil
+		}}.ExportAttempt(ctx, attemptID)
 }

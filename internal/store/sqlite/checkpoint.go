@@ -6,11 +6,11 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"os"
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/store/storecore"
 )
 
 // The signed head checkpoint (evidence.Anchor) anchors the chain outside
@@ -70,26 +70,12 @@ func (s *Store) anchorState(ctx context.Context) (evidence.OpenState, error) {
 	return st, nil
 }
 
-// openAnchor checks the evidence anchor as the store opens (refusing a
-// lost one unless Options.Reanchor) and anchors a chain never anchored.
+// anchoring is host.Anchoring's view of the store (storecore.Anchoring).
+func (s *Store) anchoring() storecore.Anchoring {
+	return storecore.Anchoring{Anchor: s.cp, State: s.anchorState, Append: s.AppendEvent}
+}
+
+// openAnchor checks the evidence anchor as the store opens.
 func (s *Store) openAnchor(ctx context.Context) error {
-	st, err := s.anchorState(ctx)
-	if err != nil {
-		return fmt.Errorf("read the evidence anchor: %w", err)
-	}
-	return s.cp.Open(st, s.opts.Reanchor)
-}
-
-// AnchorState implements host.Anchoring.
-func (s *Store) AnchorState(ctx context.Context) (*host.AnchorState, error) {
-	st, err := s.anchorState(ctx)
-	if err != nil {
-		return nil, host.Wrap("anchor state", "", err)
-	}
-	return s.cp.State(st), nil
-}
-
-// Reanchor implements host.Anchoring.
-func (s *Store) Reanchor(ctx context.Context, e host.Event) (*host.Event, error) {
-	return s.cp.Reanchor(ctx, e, s.AppendEvent)
+	return s.anchoring().Open(ctx, s.opts.Reanchor)
 }

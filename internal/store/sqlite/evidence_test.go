@@ -15,6 +15,7 @@ import (
 	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/store/storecore"
 )
 
 // seedEvidence fills a store with a bit of everything and returns the
@@ -410,8 +411,8 @@ func TestVerifyAttempt(t *testing.T) {
 // EachVerifiedAttempt reads pages (here of 2) through attempts outside the
 // chain too (negative seqs), each once, newest first, each with its check.
 func TestEachVerifiedAttemptPages(t *testing.T) {
-	defer func(n int) { verifyPage = n }(verifyPage)
-	verifyPage = 2
+	defer func(n int) { storecore.VerifyPageSize = n }(storecore.VerifyPageSize)
+	storecore.VerifyPageSize = 2
 	f := newFixture(t, Options{})
 	for i := range 5 {
 		a := &host.Attempt{AttemptID: fmt.Sprintf("att-%d", i), Pack: "local.demo@1.0.0", ModuleSHA256: strings.Repeat("ab", 32), Node: "n",

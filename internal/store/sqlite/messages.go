@@ -177,36 +177,14 @@ func (s *Store) ExpireMessages(ctx context.Context, now time.Time) (int, error) 
 	return n, nil
 }
 
-// checkMessage checks the message a message_accepted event chained: it is
-// still stored, points back at the event, and its document still has the
-// hash the event recorded (its canonical form re-hashed) and its model
-// the model hash.
-func (s *Store) checkMessage(ctx context.Context, e *host.Event) (*host.ChainBreak, error) {
+// chainedMessage reads the message a message_accepted event names, nil
+// if none is stored.
+func (s *Store) chainedMessage(ctx context.Context, e *host.Event) (*host.MessageRecord, error) {
 	var d storecore.AcceptedRef
 	json.Unmarshal(e.Data, &d)
 	m, err := storecore.ScanMessage(s.db.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE tenant = ? AND message_id = ?`, d.Tenant, d.MessageID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return storecore.CheckAcceptedMessage(e, nil), nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return storecore.CheckAcceptedMessage(e, m), nil
-}
-
-// findUnchainedMessage reports the first message no message_accepted
-// event chains (inserted behind the chain's back).
-func (s *Store) findUnchainedMessage(ctx context.Context) (*host.ChainBreak, error) {
-	var id string
-	err := s.db.QueryRowContext(ctx, `SELECT m.message_id FROM messages m
-		LEFT JOIN runtime_events e ON e.seq = m.event_seq AND e.type = 'message_accepted'
-		WHERE e.seq IS NULL OR json_extract(e.data, '$.message_id') IS NOT m.message_id
-			OR json_extract(e.data, '$.tenant') IS NOT m.tenant LIMIT 1`).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	return storecore.UnchainedMessage(id), nil
+	return m, err
 }

@@ -46,6 +46,10 @@ func (s *Store) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.E
 	return s.queue().Enqueue(ctx, intent, opts)
 }
 
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
 func (s *Store) loadTask(q queryer, ctx context.Context, op, id string) (*host.TaskRecord, error) {
 	t, err := scanTask(q.QueryRowContext(ctx, `SELECT `+taskColumns+` FROM tasks WHERE task_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -239,28 +243,4 @@ func (s *Store) CountTasks(ctx context.Context) (map[host.TaskStatus]int, error)
 	return out, host.Wrap(op, "", err)
 }
 
-// TenantUsage implements host.UsageCounter.
-func (s *Store) TenantUsage(ctx context.Context) (map[string]host.TenantUsage, error) {
-	const op = "count tenant usage"
-	rows, err := s.query(ctx, storecore.TenantUsageQuery)
-	if err != nil {
-		return nil, host.Wrap(op, "", err)
-	}
-	defer rows.Close()
-	out, err := storecore.ScanUsage(rows)
-	return out, host.Wrap(op, "", err)
-}
-
 var _ host.TenantCounter = (*Store)(nil)
-
-// TenantCounts implements host.TenantCounter.
-func (s *Store) TenantCounts(ctx context.Context, tenant string) (*host.TenantCounts, error) {
-	const op = "count tenant rows"
-	rows, err := s.query(ctx, storecore.TenantCountsQuery("?1"), storecore.TenantOr(tenant))
-	if err != nil {
-		return nil, host.Wrap(op, tenant, err)
-	}
-	defer rows.Close()
-	out, err := storecore.ScanTenantCounts(rows)
-	return out, host.Wrap(op, tenant, err)
-}

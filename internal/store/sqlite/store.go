@@ -135,6 +135,9 @@ func DefaultBackoff(n int) time.Duration { return storecore.DefaultBackoff(n) }
 
 // Store is the SQLite backend of the host services.
 type Store struct {
+	// Ops are the methods written once in storecore (sensors,
+	// schedules, the dispatch lock, anchoring, tenant counts).
+	storecore.Ops
 	db     *sql.DB
 	w      *writer
 	opts   Options
@@ -219,6 +222,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
 	*s = Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), config: newConfigCache(gens.routes), subs: newSubsCache(gens.routes), tokens: newTokenCache(gens.routes), keys: keys, hostKey: hk, cp: cp, logSeq: logSeq}
+	s.Ops = storecore.NewOps(s.queue, storecore.SQLiteDialect, opts.Quotas, s.anchoring)
 	s.Configs.Driver = configDriver{s}
 	if err := s.openAnchor(ctx); err != nil {
 		s.Close()

@@ -2,6 +2,7 @@ package storecore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -61,12 +62,34 @@ type Dialect struct {
 	// were inserted: "seq" on PostgreSQL, "rowid" on SQLite (whose
 	// table has no seq column).
 	RunOrder string
+	// DataField is the text of a JSON column's field (an event's data):
+	// "(expr::jsonb ->> 'key')" on PostgreSQL, json_extract on SQLite.
+	DataField func(expr, key string) string
+	// InList is the condition "is one of seqs" with its argument (as $1):
+	// "= ANY($1)" on PostgreSQL, json_each of a JSON array on SQLite.
+	InList func(seqs []int64) (cond string, arg any, err error)
+	// HasPrefix is the condition "col starts with prefix", its arguments
+	// added to a: starts_with on PostgreSQL, substr on SQLite.
+	HasPrefix func(col, prefix string, a *Args) string
 }
 
 // Dialects of the two backends.
 var (
-	PostgresDialect = &Dialect{LockRows: " FOR UPDATE", SkipLocked: " FOR UPDATE SKIP LOCKED", True: "TRUE", RunOrder: "seq"}
-	SQLiteDialect   = &Dialect{True: "1", RunOrder: "rowid"}
+	PostgresDialect = &Dialect{LockRows: " FOR UPDATE", SkipLocked: " FOR UPDATE SKIP LOCKED", True: "TRUE", RunOrder: "seq",
+		DataField: func(expr, key string) string { return "(" + expr + "::jsonb ->> '" + key + "')" },
+		InList:    func(seqs []int64) (string, any, error) { return "= ANY($1)", seqs, nil },
+		HasPrefix: func(col, prefix string, a *Args) string { return "starts_with(" + col + ", " + a.Add(prefix) + ")" },
+	}
+	SQLiteDialect = &Dialect{True: "1", RunOrder: "rowid",
+		DataField: func(expr, key string) string { return "json_extract(" + expr + ", '$." + key + "')" },
+		InList: func(seqs []int64) (string, any, error) {
+			b, err := json.Marshal(seqs)
+			return "IN (SELECT value FROM json_each($1))", string(b), err
+		},
+		HasPrefix: func(col, prefix string, a *Args) string {
+			return "substr(" + col + ", 1, " + a.Add(len(prefix)) + ") = " + a.Add(prefix)
+		},
+	}
 )
 
 var rebound sync.Map // query text -> its ?N form
