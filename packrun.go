@@ -278,7 +278,7 @@ func (h *Host) engine(ctx context.Context) (*runtime.Runtime, *dispatch.Dispatch
 			CheckIntent: h.CheckIntent,
 			Reclaim:     h.runs.Continue,
 			Chores:      h.chores,
-			BeforeFire:  func(ctx context.Context) { h.quotas.Refresh(ctx) },
+			BeforeFire:  func(ctx context.Context) { _ = h.quotas.Refresh(ctx) }, // on failure, the counts last read
 			CheckFollowUps: func(ctx context.Context, tenant string, n int) error {
 				return h.quotas.Tasks(ctx, tenant, n)
 			},

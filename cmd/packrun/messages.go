@@ -261,7 +261,7 @@ last line says which --cursor gives the next one (--json: {"messages":[...],"nex
 	f.flags(cmd)
 	cursorVar(cmd.Flags(), &cursor)
 	cmd.Flags().Int64Var(&after, "after", 0, "deprecated: --cursor")
-	cmd.Flags().MarkHidden("after")
+	_ = cmd.Flags().MarkHidden("after") // fails only for an undefined flag: defined just above
 	cmd.Flags().IntVar(&limit, "limit", host.DefaultMessageLimit, "at most this many")
 	outputVar(cmd.Flags(), &asJSON)
 	return cmd
@@ -380,7 +380,7 @@ cursor --after N (0: every message from the first).`,
 	durationVar(cmd.Flags(), &interval, "interval", time.Second, "how often to look for new messages")
 	cmd.Flags().Int64Var(&after, "after", 0, "start after this SEQ instead of now")
 	cmd.Flags().IntVar(&max, "max", 0, "stop after this many messages (0: never)")
-	cmd.Flags().MarkHidden("max")
+	_ = cmd.Flags().MarkHidden("max") // fails only for an undefined flag: defined just above
 	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
