@@ -35,7 +35,7 @@ lint: $(GOLANGCI_LINT)
 # Copies between the two store drivers. golangci-lint's dupl sees one package
 # at a time, so this runs dupl over both directories at once and prints only
 # the pairs with one side in each (threshold as in .golangci.yml). It
-# informs (issue 32 item 1 removes the copies); it does not fail.
+# informs (the store rules written once remove the copies); it does not fail.
 dupl-stores:
 	@$(GO) run github.com/golangci/dupl@$(DUPL_VERSION) -plumbing -t 100 internal/store/sqlite internal/store/postgres \
 	  | grep -E '^internal/store/sqlite/[^:]+:[0-9-]+: duplicate of internal/store/postgres/|^internal/store/postgres/[^:]+:[0-9-]+: duplicate of internal/store/sqlite/' \
@@ -76,8 +76,9 @@ fmt:
 vet:
 	$(GO) vet ./...
 
-# What CI checks before the tests.
-ci-checks: rebuild fmt vet fuzz
+# What CI checks before the tests (lint installs its pinned golangci-lint
+# into TOOLBIN on first use).
+ci-checks: rebuild fmt vet lint fuzz
 
 # What .ci/run runs after installing packages: the checks, the README's test
 # command, the race detector, then the benchmark comparison (informational,

@@ -11,7 +11,7 @@ import (
 
 // AddAgent registers the agent FILE holds: {"agent": AgentIdentity,
 // "wallets": [WalletIdentity...], "constitution": AgentConstitution}
-// (seed 003 §1, §1a, §1b; field names as written), replacing the agent
+// (the agent runtime schema §1, §1a, §1b; field names as written), replacing the agent
 // with the same agent_id. The constitution's soul_path and purpose_path
 // are files relative to FILE's directory (or absolute); their content
 // hashes ("sha256:<hex>") are computed here, and a soul_hash or
@@ -87,7 +87,7 @@ func (h *Host) Agent(ctx context.Context, id string) (*host.AgentRecord, error) 
 	return h.store.Agent(ctx, id)
 }
 
-// AddProfile registers the SubagentProfile FILE holds (seed 003 §3),
+// AddProfile registers the SubagentProfile FILE holds (the agent runtime schema §3),
 // replacing the one with the same profile_id. Its default_adapter_id must
 // be a configured adapter, its default_model one that adapter offers, and
 // its skill_ids installed skills. A malformed FILE is refused with one

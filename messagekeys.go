@@ -13,7 +13,7 @@ import (
 	"github.com/packrun/packrun/internal/message"
 )
 
-// An agent's messaging key (issue 20) is an Ed25519 key pair written in
+// An agent's messaging key is an Ed25519 key pair written in
 // the file format of the pack signing keys `packrun keys generate` writes
 // (ECDSA there): PEM PKCS#8 "PRIVATE KEY" (mode 0600) and PKIX
 // "PUBLIC KEY". The public half goes
@@ -99,14 +99,14 @@ func LoadMessageKey(path string) (ed25519.PrivateKey, error) {
 // SignedMessage is a message document with its signature.
 type SignedMessage struct {
 	Format string `json:"format"`
-	// Message is the document; a seed 000 envelope carries its signature
+	// Message is the document; a BlackRoad envelope carries its signature
 	// in its signature property.
 	Message   json.RawMessage `json:"message"`
 	Signature string          `json:"signature"`
 }
 
 // SignMessage signs doc, a message in format, with key: the Ed25519
-// signature over its canonical form (JCS without signature). A seed 000
+// signature over its canonical form (JCS without signature). A BlackRoad
 // envelope gets its signature property set; the other formats have none,
 // and the signature travels beside the document in the publish form
 // ({"format","message","signature"}, SignedMessage's JSON).

@@ -14,7 +14,7 @@ import (
 // format with a profile ("application/json; profile=bus-envelope") and
 // body is the document, or contentType is "" and body the publish form
 // {"format":…,"message":{…},"signature":"…"}. The message is decoded and
-// checked by its seed's rules, its signature verified where its sender is
+// checked by its spec's rules, its signature verified where its sender is
 // a registered agent with a key, and it is accepted as
 // host.Messages.PublishMessage says: one task per subscribed node. A
 // refusal is a *message.RuleError naming the JSON path and the rule, or a

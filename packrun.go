@@ -56,7 +56,7 @@ type Config struct {
 	// Store is where the host's store lives: "" (the default, and
 	// $PACKRUN_STORE unset) for the home's own SQLite database,
 	// packrun.db; or a PostgreSQL URL (postgres://user@host:port/db) that
-	// several `packrun serve` nodes share (issue 18). Either way the home
+	// several `packrun serve` nodes share (RATIONALE.md, "PostgreSQL"). Either way the home
 	// keeps the trust policy, the configuration and the key files; with
 	// PostgreSQL, every node must be given the same secret key file.
 	Store string
@@ -126,7 +126,7 @@ type Host struct {
 // host, and the home's own records — API tokens, the host key that seals
 // checkpoints and exports, the installed packs' integrity. internal/store/sqlite
 // implements it (the embedded default); the PostgreSQL store will too
-// (issue 18).
+// (RATIONALE.md, "PostgreSQL").
 type backend interface {
 	host.Backend
 	host.Anchoring
@@ -278,7 +278,7 @@ func (h *Host) engine(ctx context.Context) (*runtime.Runtime, *dispatch.Dispatch
 			CheckIntent: h.CheckIntent,
 			Reclaim:     h.runs.Continue,
 			Chores:      h.chores,
-			BeforeFire:  func(ctx context.Context) { h.quotas.Refresh(ctx) },
+			BeforeFire:  func(ctx context.Context) { _ = h.quotas.Refresh(ctx) }, // on failure, the counts last read
 			CheckFollowUps: func(ctx context.Context, tenant string, n int) error {
 				return h.quotas.Tasks(ctx, tenant, n)
 			},

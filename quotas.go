@@ -65,7 +65,7 @@ type QuotaUsage struct {
 // QuotaUsage reports each quota's usage, reading the store's counts if
 // they are older than a second.
 func (h *Host) QuotaUsage(ctx context.Context) []QuotaUsage {
-	h.quotas.Refresh(ctx) // on failure, the counts last read
+	_ = h.quotas.Refresh(ctx) // on failure, the counts last read
 	var out []QuotaUsage
 	for _, u := range h.quotas.Usage() {
 		out = append(out, QuotaUsage{Quota: u.Quota, Limit: u.Limit, Ratio: u.Ratio, Refusals: u.Refusals})

@@ -8,7 +8,7 @@ import (
 
 // Skills lists the installed skills: the skill nodes of every installed
 // pack's newest version (the version its task types route to), with their
-// SkillManifest (seed 003 §4), by pack name then node order.
+// SkillManifest (the agent runtime schema §4), by pack name then node order.
 func (h *Host) Skills(ctx context.Context) ([]packs.InstalledSkill, error) {
 	all, err := h.index.List(ctx)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/packrun/packrun/host"
 )
 
-// AddWorkflow registers the WorkflowDefinition FILE holds (seed 003 §10,
+// AddWorkflow registers the WorkflowDefinition FILE holds (the agent runtime schema §10,
 // field names as written), replacing the definition of the same
 // workflow_type; see PutWorkflow.
 func (h *Host) AddWorkflow(ctx context.Context, file string) (def *host.WorkflowDefinition, replaced bool, err error) {

@@ -240,7 +240,7 @@ const (
 //
 // Since 1.1:
 //
-//	sensor_emit     a SensorEvent (seed 003 §5; sensor_id defaults to the node's typeId) -> {"event_id","status":"staged","staged":n}
+//	sensor_emit     a SensorEvent (the agent runtime schema §5; sensor_id defaults to the node's typeId) -> {"event_id","status":"staged","staged":n}
 //	                applied only if the attempt completes; needs the sensors grant
 //	asset_read      {"path"} (relative to the pack's assets/) -> {"text"}|{"base64"}  11 when absent
 //

@@ -11,8 +11,8 @@ import (
 
 // TaskOutcome is what a node may add to a completed response envelope,
 // beside "output", as its top-level "taskOutcome" object: the fields of
-// the agent runtime's TaskOutcome (seed 003 §9) that only the node knows,
-// named as the seed writes them. Every field is optional:
+// the agent runtime's TaskOutcome (the agent runtime schema §9) that only the node knows,
+// named as the spec writes them. Every field is optional:
 //
 //	{"outcome":"completed","output":{...},
 //	 "taskOutcome":{"operator_summary":"3 files formatted",

@@ -5,9 +5,9 @@ import (
 	"strings"
 )
 
-// Message topics (issue 20). A topic is one or more dot-separated
+// Message topics. A topic is one or more dot-separated
 // segments of ASCII letters, digits, '_' and '-' ("crisis.detection",
-// "llm.prompt.conditioning", seed 001's "query"), at most MaxTopicBytes.
+// "llm.prompt.conditioning", the AgentOS message schema's "query"), at most MaxTopicBytes.
 // A topic pattern, as a manifest's messages grant, a node's subscriptions
 // and an agent's topics write them, is a topic, a topic prefix followed by
 // ".*" (any topic below the prefix, at any depth: "crisis.*" matches

@@ -16,7 +16,7 @@ import (
 	"github.com/packrun/packrun/host/schema"
 )
 
-// AgentIdentity is the seed's AgentIdentity (003 §1), field names as
+// AgentIdentity is the agent runtime schema's AgentIdentity (§1), field names as
 // written: the durable top-level agent. AgentID equals InternalName.
 type AgentIdentity struct {
 	AgentID           string           `json:"agent_id"`
@@ -48,7 +48,7 @@ type OnchainIdentity struct {
 	ReputationRef string `json:"reputation_ref,omitempty"`
 }
 
-// WalletIdentity is the seed's WalletIdentity (003 §1a).
+// WalletIdentity is the agent runtime schema's WalletIdentity (§1a).
 type WalletIdentity struct {
 	AgentID                 string          `json:"agent_id"`
 	Chain                   string          `json:"chain"`
@@ -62,7 +62,7 @@ type WalletIdentity struct {
 	Metadata                json.RawMessage `json:"metadata,omitempty"`
 }
 
-// AgentConstitution is the seed's AgentConstitution (003 §1b). The hashes
+// AgentConstitution is the agent runtime schema's AgentConstitution (§1b). The hashes
 // are "sha256:" and the hex SHA-256 of the files' content.
 type AgentConstitution struct {
 	AgentID     string `json:"agent_id"`
@@ -97,17 +97,17 @@ type AgentRecord struct {
 	Wallets      []WalletIdentity   `json:"wallets,omitempty"`
 	Constitution *AgentConstitution `json:"constitution,omitempty"`
 	// Messaging, when set, is how the agent's messages are checked on the
-	// bus (issue 20): its key and the topics it may publish.
+	// bus: its key and the topics it may publish.
 	Messaging *MessagingIdentity `json:"messaging,omitempty"`
 }
 
 // MessagingIdentity is an agent's identity on the message bus. The
-// agent's messages are those whose sender (seed 000's agent://<name>,
-// seed 001's from.agentId, seed 002's metadata.source) is its agent_id.
+// agent's messages are those whose sender (the BlackRoad envelope schema's agent://<name>,
+// the AgentOS message schema's from.agentId, the AICO message formats' metadata.source) is its agent_id.
 type MessagingIdentity struct {
 	// PublicKey is the agent's Ed25519 public key: "ed25519:" and the
 	// standard base64 of its 32 bytes. Every message of an agent with a
-	// key must carry a valid signature (seed 000's Ed25519 signature over
+	// key must carry a valid signature (the BlackRoad envelope schema's Ed25519 signature over
 	// the message's canonical form).
 	PublicKey string `json:"public_key,omitempty"`
 	// Topics are the topic patterns the agent may publish ("crisis.*",
@@ -143,7 +143,7 @@ type ResultPolicy struct {
 	AllowExternalMessages bool `json:"allow_external_messages"`
 }
 
-// SubagentProfile is the seed's SubagentProfile (003 §3).
+// SubagentProfile is the agent runtime schema's SubagentProfile (§3).
 type SubagentProfile struct {
 	ProfileID         string            `json:"profile_id"`
 	Style             string            `json:"style"`
@@ -158,7 +158,7 @@ type SubagentProfile struct {
 }
 
 // Agents stores the home's agents and subagent profiles: configuration,
-// not engine code (seed 003 rule 4).
+// not engine code (the agent runtime schema, principle 4).
 type Agents interface {
 	// PutAgent registers rec, replacing the agent with the same agent_id
 	// (event agent_registered; data.replaced says which).
@@ -218,7 +218,7 @@ const MaxConfigRecordBytes = 1 << 20
 
 // DecodeAgentRecord decodes an agent FILE ({"agent","wallets",
 // "constitution"}) from untrusted bytes: each part is validated against
-// its published schema, then the seed's invariants are checked (agent_id
+// its published schema, then the spec's invariants are checked (agent_id
 // is internal_name; every wallet and the constitution belong to the agent;
 // a wallet's onchain_identity_contract matches the agent's
 // onchain_identity.contract). The constitution's hashes are checked
@@ -322,7 +322,7 @@ func DecodeProfile(b []byte) (*SubagentProfile, error) {
 	return p, nil
 }
 
-// DecodeTaskTypeSpec decodes a TaskTypeSpec (seed 003 §13) from untrusted
+// DecodeTaskTypeSpec decodes a TaskTypeSpec (the agent runtime schema §13) from untrusted
 // bytes, validated against its published schema.
 func DecodeTaskTypeSpec(b []byte) (*TaskTypeSpec, error) {
 	const op = "task type"

@@ -1,4 +1,4 @@
-// Package host holds the domain types of seed 003 and the store
+// Package host holds the domain types of the agent runtime schema and the store
 // interfaces: the services a pack reaches through packrun:host/v1 (task
 // queue, key-value memory, evidence recording, the task type registry and
 // the dispatch lock) as small interfaces, together with their domain types,

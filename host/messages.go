@@ -7,14 +7,14 @@ import (
 	"time"
 )
 
-// Agent messages (issue 20): the bus that carries the messages of seeds
-// 000–002. The wire formats, their codecs and the signature check live in
-// internal/message; the store sees a message already
+// Agent messages: the bus that carries the messages of the three message
+// specs (BlackRoad envelope, AgentOS, AICO). The wire formats, their
+// codecs and the signature check live in internal/message; the store sees a message already
 // decoded, validated and (where it is signed) verified: a MessageInput.
 
 // Message events. Each accepted message is one message_accepted event in
 // the hash chain; its data carries the message's hash (re-checked by
-// evidence verify against the stored message) and seed 001's MessageLog
+// evidence verify against the stored message) and the AgentOS message schema's MessageLog
 // fields (direction, status, latency_ms, evidence_count, confidence).
 const (
 	// EventMessageAccepted: a message was accepted (data.message_id,
@@ -48,7 +48,7 @@ const (
 	MaxSubscriptions = 32
 )
 
-// Message priority (seed 000's 0–10, highest first) maps onto the queue
+// Message priority (the BlackRoad envelope schema's 0–10, highest first) maps onto the queue
 // (lowest number first): queue priority = 10 - message priority, so the
 // default message priority 5 is the queue's default 5. Crisis topics
 // (CrisisTopicPrefix) go ahead of everything, at CrisisQueuePriority.
@@ -66,7 +66,7 @@ func MessageQueuePriority(topic string, priority int) int {
 	return 10 - min(max(priority, 0), 10)
 }
 
-// MessageLog is seed 001's MessageLog, as the runtime events carry it.
+// MessageLog is the AgentOS message schema's MessageLog, as the runtime events carry it.
 type MessageLog struct {
 	Direction     string   `json:"direction"` // "received" (from outside) or "sent" (by a task)
 	Status        string   `json:"status"`    // "success" or "error"
@@ -100,7 +100,7 @@ type MessageInput struct {
 	Hash      string
 	MessageID string
 	// Sender is the chain's key: the sender identity the format names
-	// (seed 000's agent://name, seed 001's agentId, seed 002's source).
+	// (the BlackRoad envelope schema's agent://name, the AgentOS message schema's agentId, the AICO message formats' source).
 	Sender  string
 	To      string
 	Topic   string
@@ -146,7 +146,7 @@ type Delivery struct {
 	TaskID     string         `json:"task_id"`
 	Status     DeliveryStatus `json:"status"`
 	// TaskStatus is the task's status, RetryCount its redeliveries (the
-	// attempts after the first: seed 001's retryCount).
+	// attempts after the first: the AgentOS message schema's retryCount).
 	TaskStatus TaskStatus `json:"task_status,omitempty"`
 	RetryCount int        `json:"retry_count"`
 	DeadAt     *time.Time `json:"dead_at,omitempty"`

@@ -10,7 +10,7 @@ import (
 // An openwop run (openwop's run API, served by `packrun serve` under
 // /v1/runs) executes an openwop workflow definition: an ordered list of
 // nodes, each naming an installed pack's node typeId. It is a different
-// thing from seed 003's workflow records (state machines driven by task
+// thing from the agent runtime schema's workflow records (state machines driven by task
 // outcomes); the two are kept apart so the latter can later back the
 // former.
 

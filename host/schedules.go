@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Schedule events (seed 003 §14).
+// Schedule events (the agent runtime schema §14).
 const (
 	// EventScheduleUpserted: a schedule was created, changed, paused,
 	// resumed or deleted (data.change says which).
@@ -22,7 +22,7 @@ const (
 const MaxIntervalSeconds = 366 * 24 * 3600
 
 // RecurringSchedule is a runtime-owned row that enqueues a normal task
-// intent every interval (seed 003 §11b, field names as written there).
+// intent every interval (the agent runtime schema §11b, field names as written there).
 // It decides when work should exist; it never runs work itself.
 type RecurringSchedule struct {
 	ScheduleID      string     `json:"schedule_id"`
@@ -87,7 +87,7 @@ type Schedules interface {
 	// fire schedules only when one is due.
 	NextScheduleRun(ctx context.Context) (next time.Time, ok bool, err error)
 	// FireDueSchedules enqueues one task for each enabled schedule due at
-	// now and returns them. Catch-up is coalesced (seed §11b): however
+	// now and returns them. Catch-up is coalesced (the agent runtime schema §11b): however
 	// many intervals were missed, one evaluation creates at most one task
 	// per schedule, whose slot is the schedule's next_run_at, then
 	// next_run_at becomes now + interval. The task is a normal task

@@ -10,7 +10,7 @@ import (
 	"github.com/packrun/packrun/host/schema"
 )
 
-// Sensor events (seed 003 §14), and packrun's own for an expired or
+// Sensor events (the agent runtime schema §14), and packrun's own for an expired or
 // refused one.
 const (
 	// EventSensorEventRecorded: an event was accepted (data.record_id,
@@ -44,7 +44,7 @@ const MaxSensorEvents = 100
 // existed (status workflow_unsupported); no new event gets it.
 const WorkflowsNotSupported = "proposed_workflow not supported yet: workflows arrive with issue 17"
 
-// SensorEvent is what a sensor reports (seed 003 §5, field names as
+// SensorEvent is what a sensor reports (the agent runtime schema §5, field names as
 // written there): grounded work pushed into the queue. Times are RFC 3339.
 type SensorEvent struct {
 	SensorID          string            `json:"sensor_id"`

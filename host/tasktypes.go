@@ -27,7 +27,7 @@ type TaskTypes interface {
 }
 
 // TaskTypeSpecs stores the operator's TaskTypeSpec of each task type
-// (seed 003 §13), apart from its route: a spec applies whichever pack
+// (the agent runtime schema §13), apart from its route: a spec applies whichever pack
 // serves the type. The dispatcher and the Host apply it (defaults, allowed
 // skills, artifact roles, success policy); the store only keeps it.
 type TaskTypeSpecs interface {

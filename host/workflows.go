@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Workflow events (seed 003 §14, and the ones packrun adds).
+// Workflow events (the agent runtime schema §14, and the ones packrun adds).
 const (
 	// EventWorkflowTransitioned: a signal moved a record from one state
 	// to another (data.workflow_id, from_state, to_state, signal).
@@ -48,7 +48,7 @@ const (
 	WorkflowRecordSchema     = "agent-runtime/workflow.record/v1"
 )
 
-// GoalLoop is the workflow_type of the built-in goal loop (seed 003 §10):
+// GoalLoop is the workflow_type of the built-in goal loop (the agent runtime schema §10):
 // plan → execute → verify → complete, verify able to send the work back
 // to execute. Every store registers it when it is created.
 const GoalLoop = "goal-loop"
@@ -73,7 +73,7 @@ type WorkflowTransition struct {
 	NextState string `json:"next_state"`
 }
 
-// WorkflowDefinition is data-backed workflow logic (seed 003 §10, field
+// WorkflowDefinition is data-backed workflow logic (the agent runtime schema §10, field
 // names as written there). Definitions are shared by every tenant, like
 // task types.
 type WorkflowDefinition struct {
@@ -114,7 +114,7 @@ func (s *WorkflowState) Completes(signal string) bool {
 }
 
 // WorkflowStatus is a record's status. Canceled is packrun's addition to
-// the seed's three: an operator's cancel.
+// the spec's three: an operator's cancel.
 type WorkflowStatus string
 
 const (
@@ -124,7 +124,7 @@ const (
 	WorkflowCanceled  WorkflowStatus = "canceled"
 )
 
-// WorkflowRecord is one running instance of a workflow (seed 003 §11,
+// WorkflowRecord is one running instance of a workflow (the agent runtime schema §11,
 // field names as written there), unique per (tenant, workflow_type,
 // instance_key).
 type WorkflowRecord struct {
@@ -165,7 +165,7 @@ type WorkflowRecordFilter struct {
 	Limit        int    // 0: 100
 }
 
-// Workflows stores workflow definitions and records (seed 003 §10, §11)
+// Workflows stores workflow definitions and records (the agent runtime schema §10, §11)
 // and applies verified signals to records.
 //
 // Progression happens inside the queue: when Finish completes a task

@@ -113,7 +113,7 @@ type Node struct {
 	// Only sensor nodes have one; a sensor without one runs only when
 	// asked (packrun sensors run).
 	Cadence string `json:"cadence,omitempty"`
-	// Skill is a skill node's SkillManifest (seed 003 §4); only skills
+	// Skill is a skill node's SkillManifest (the agent runtime schema §4); only skills
 	// carry one, and it is optional (see Node.SkillManifest).
 	Skill *Skill `json:"skill,omitempty"`
 	// Subscribes are the message topic patterns (abi.CheckTopicPattern:
@@ -128,7 +128,7 @@ type Node struct {
 // store's host.MaxSubscriptions; packs does not import host).
 const MaxSubscriptions = 32
 
-// Skill is the seed's SkillManifest (003 §4), field names as written. Its
+// Skill is the agent runtime schema's SkillManifest (§4), field names as written. Its
 // paths are relative to the pack's assets/ directory and must name files
 // the pack holds.
 type Skill struct {

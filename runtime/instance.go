@@ -296,11 +296,13 @@ func (w captureWriter) Write(p []byte) (int, error) {
 	if w.stderr {
 		a.replayed(fnStderr, p)
 		a.record(fnStderr, p, 0, nil)
-		a.stderr.Write(p)
+		// The guest sees the write succeed, as recorded: the caller's
+		// writer failing must not change the run (replay would diverge).
+		_, _ = a.stderr.Write(p)
 	} else {
 		a.replayed(fnStdout, p)
 		a.record(fnStdout, p, 0, nil)
-		a.stdout.Write(p)
+		_, _ = a.stdout.Write(p) // as stderr above
 	}
 	return len(p), nil
 }

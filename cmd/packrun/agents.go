@@ -14,8 +14,8 @@ func (a *app) agentsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agents",
 		Short: "Register, list and show agents (identity, wallets, constitution)",
-		Long: `An agent is configuration, not engine code (seed 003 §1, §1a, §1b). A FILE holds one
-agent, its wallets and its constitution, field names as the seed writes them:
+		Long: `An agent is configuration, not engine code (the agent runtime schema §1, §1a, §1b). A FILE holds one
+agent, its wallets and its constitution, field names as the schema writes them:
 
   {"agent": {"agent_id": "arc", "internal_name": "arc", "display_name": "Arc", ...},
    "wallets": [{"agent_id": "arc", "chain": "stacks", "address": "SP...", ...}],
@@ -77,8 +77,8 @@ func (a *app) profilesCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "profiles",
 		Short: "Register, list and show subagent profiles",
-		Long: `A subagent profile (seed 003 §3) says how a task runs: its adapter and model, skills,
-prompt framing and policies. A FILE holds one SubagentProfile, field names as the seed writes
+		Long: `A subagent profile (the agent runtime schema §3) says how a task runs: its adapter and model, skills,
+prompt framing and policies. A FILE holds one SubagentProfile, field names as the schema writes
 them. default_adapter_id must be a configured adapter, default_model one it offers, skill_ids
 installed skills. Applied at claim: context_policy.max_prompt_chars bounds the prompt handed to
 the node (prompt_parts, then the task's subject and description), include_recent_memory adds

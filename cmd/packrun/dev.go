@@ -158,7 +158,7 @@ func (s *devSession) round(ctx context.Context) error {
 	if err != nil {
 		if _, ok := errors.AsType[*buildError](err); ok {
 			fmt.Fprintf(s.prints, "build failed: %s exited non-zero; fix the source and save (compiler output below)\n", filepath.Join(s.dir, "build.sh"))
-			s.prints.Write(buildOut.Bytes())
+			_, _ = s.prints.Write(buildOut.Bytes()) // terminal text, as fmt.Fprint* (.golangci.yml)
 			return withCode(exitOther, nil)
 		}
 		return err

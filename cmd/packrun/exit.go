@@ -42,13 +42,13 @@ var exitCodes = []struct {
 		runtime.ErrUnknownNode, registry.ErrNotFound)},
 	{exitUsage, isAny(packrun.ErrUsage, host.ErrValidation, host.ErrTooLarge)},
 	{exitConfig, isAny(packrun.ErrConfig)},
-	{exitRefused, isRuleError}, // an agent message its seed's or the bus's rules refuse
+	{exitRefused, isRuleError}, // an agent message its spec's or the bus's rules refuse
 	{exitRefused, isAny(runtime.ErrRefused, registry.ErrUntrusted, packs.ErrInvalidPack, packs.ErrInvalidManifest,
 		host.ErrPackConflict, host.ErrConflict, host.ErrTampered, packrun.ErrRegistryRefused, host.ErrUnanchored, packrun.ErrInvalidTrace, packrun.ErrInvalidBundle, packrun.ErrInputRefused)},
 }
 
 // isRuleError reports whether err is an agent message refused by a rule
-// of its seed or of the bus (internal/message.RuleError).
+// of its spec or of the bus (internal/message.RuleError).
 func isRuleError(err error) bool {
 	_, ok := errors.AsType[*message.RuleError](err)
 	return ok

@@ -24,11 +24,11 @@ func (a *app) messagesCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "messages",
 		Short: "Agent messages on the bus: send, list, show, tail, subscriptions, keys and signatures",
-		Long: `The bus carries the agent messages of seeds 000–002 in three formats:
+		Long: `The bus carries the agent messages of the three message specs (BlackRoad envelope, AgentOS, AICO) in three formats:
 
-  agent-envelope   seed 000's envelope (ULID id, agent:// URIs, intent, prev_truth_state, signature)
-  agent-message    seed 001's AgentMessage ({agentId, instanceId} routing, eleven types, evidence)
-  bus-envelope     seed 002's metadata + payload (crisis.detection, agency.initiative, ...)
+  agent-envelope   the BlackRoad envelope schema's envelope (ULID id, agent:// URIs, intent, prev_truth_state, signature)
+  agent-message    the AgentOS message schema's AgentMessage ({agentId, instanceId} routing, eleven types, evidence)
+  bus-envelope     the AICO message formats' metadata + payload (crisis.detection, agency.initiative, ...)
 
 An accepted message creates one task per installed node that subscribes to its
 topic (the manifest's subscriptions, e.g. "crisis.*"); a message resent with the
@@ -88,7 +88,7 @@ The format is never guessed. --signature carries the signature of a format that 
 no field for one (agent-message, bus-envelope); see packrun messages sign.
 
 Prints the message's id, topic and the tasks it created; a message sent before
-creates nothing and says so. A message its seed's rules, its signature, its
+creates nothing and says so. A message its spec's rules, its signature, its
 sender's chain or its topic refuse exits 5 with one line naming the JSON path
 and the rule.`,
 		Example: `  packrun messages send crisis.json --format bus-envelope
@@ -261,7 +261,7 @@ last line says which --cursor gives the next one (--json: {"messages":[...],"nex
 	f.flags(cmd)
 	cursorVar(cmd.Flags(), &cursor)
 	cmd.Flags().Int64Var(&after, "after", 0, "deprecated: --cursor")
-	cmd.Flags().MarkHidden("after")
+	_ = cmd.Flags().MarkHidden("after") // fails only for an undefined flag: defined just above
 	cmd.Flags().IntVar(&limit, "limit", host.DefaultMessageLimit, "at most this many")
 	outputVar(cmd.Flags(), &asJSON)
 	return cmd
@@ -380,7 +380,7 @@ cursor --after N (0: every message from the first).`,
 	durationVar(cmd.Flags(), &interval, "interval", time.Second, "how often to look for new messages")
 	cmd.Flags().Int64Var(&after, "after", 0, "start after this SEQ instead of now")
 	cmd.Flags().IntVar(&max, "max", 0, "stop after this many messages (0: never)")
-	cmd.Flags().MarkHidden("max")
+	_ = cmd.Flags().MarkHidden("max") // fails only for an undefined flag: defined just above
 	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
@@ -504,7 +504,7 @@ func (a *app) messagesSignCommand() *cobra.Command {
 		Use:   "sign FILE --key KEYFILE [--format F]",
 		Short: "Sign a message with an agent's Ed25519 key (the JCS form without signature)",
 		Long: `Sign the message in FILE (- for standard input) with KEYFILE (packrun messages
-keygen's PREFIX.key). A seed 000 envelope (--format agent-envelope, the default) is
+keygen's PREFIX.key). A BlackRoad envelope (--format agent-envelope, the default) is
 printed with its signature property set, ready for messages send --format
 agent-envelope. The other formats have no signature field: their document is
 printed in the publish form {"format","message","signature"}, ready for messages

@@ -285,7 +285,7 @@ pattern matches is refused with pack_namespace_unauthorized.`,
 			for _, e := range entries {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", e.Kind, e.Name, e.ID, strings.Join(e.Namespaces, ","))
 			}
-			w.Flush()
+			_ = w.Flush() // terminal text, as fmt.Fprint* (.golangci.yml)
 			fmt.Fprintf(a.stdout, "provenance required: %v\n", p.RequireProvenance)
 			return nil
 		},

@@ -187,7 +187,7 @@ func (a *app) replayAll(ctx context.Context, h *packrun.Host, filter packrun.Rep
 		w := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintf(w, "identical\tdiverged\tcould not run\ttotal\ttime\n%d\t%d\t%d\t%d\t%s\n", sum.Identical, sum.Diverged, sum.CouldNotRun, sum.Total,
 			(time.Duration(sum.DurationMs*1000) * time.Microsecond).Round(time.Millisecond))
-		w.Flush()
+		_ = w.Flush() // terminal text, as fmt.Fprint* (.golangci.yml)
 		for _, v := range sum.Divergences {
 			printVerdict(a.stdout, v)
 		}

@@ -199,7 +199,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			// in-flight tasks finish before the host is closed under them.
 			stopDispatch()
 			if dispatching {
-				<-dispatchDone
+				<-dispatchDone //nolint:errcheck // stopped by serve; a failure before that was taken above
 			}
 			if ctx.Err() != nil {
 				return nil

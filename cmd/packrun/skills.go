@@ -15,7 +15,7 @@ func (a *app) skillsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "skills [--json]",
 		Short: "List the installed skills (their SkillManifest, pack, node and task types)",
-		Long: `A skill is a skill node of an installed pack's newest version. Its SkillManifest (seed 003
+		Long: `A skill is a skill node of an installed pack's newest version. Its SkillManifest (the agent runtime schema
 §4) is the node's "skill" object in pack.json: skill_id (default: the typeId), description,
 tags, instruction_path (SKILL.md), subagent_path, cli_commands, sensor_path, schema ids; paths
 are files under the pack's assets/. Intents name skills by skill_id (skill_ids).`,

@@ -17,7 +17,7 @@ func (a *app) taskTypesCommand() *cobra.Command {
 		Use:   "task-types",
 		Short: "List, show, set and unset task types (their spec and the route that serves them)",
 		Long: `A task type is routed to the skill node that serves it (from the installed packs'
-manifests, or an operator route that wins) and may carry a spec (seed 003 §13), applied to
+manifests, or an operator route that wins) and may carry a spec (the agent runtime schema §13), applied to
 every task of the type:
 
   default_profile_id    the profile a task runs under unless it requests one

@@ -14,9 +14,9 @@ func (a *app) workflowsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "workflows",
 		Short: "Workflows: register definitions, start, list and cancel records",
-		Long: `A workflow (seed 003 §10, §11) is data: states, the signals that move a record between
+		Long: `A workflow (the agent runtime schema §10, §11) is data: states, the signals that move a record between
 them, and the signals that complete it. A FILE holds one definition, field names as the
-seed writes them:
+schema writes them:
 
   {"workflow_type": "goal-loop", "initial_state": "plan",
    "states": [{"state_id": "plan", "task_type": "goal.plan", "emits_task_intent": true,

@@ -1,4 +1,4 @@
-// Package schema publishes the JSON Schemas of seed 003's records
+// Package schema publishes the JSON Schemas of the agent runtime schema's records
 // (agent-runtime/<record>/v1: task.intent, task.record, sensor.event, ...)
 // and validates documents against them. The schema files live in
 // agent-runtime/ beside this file, one per record, named

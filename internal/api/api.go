@@ -153,7 +153,7 @@ const maxBodyDepth = 10000
 //	DELETE /v1/schedules/{id}                   tasks:write    the deleted RecurringSchedule (the tasks it created stay)
 //	POST /v1/sensor-events                      tasks:write    a SensorEvent → 201 SensorEventRecord (task_id: its proposed_task),
 //	                                                           200 a duplicate's record (status deduped), 422 invalid or expired
-//	POST /v1/messages                           messages:write an agent message (seeds 000–002), its format named by
+//	POST /v1/messages                           messages:write an agent message (the three message specs: BlackRoad envelope, AgentOS, AICO), its format named by
 //	                                                           Content-Type: application/json; profile=agent-envelope|agent-message|
 //	                                                           bus-envelope (the body is the document) or by the publish form
 //	                                                           {"format","message","signature"?} → 201 {"message":MessageRecord,

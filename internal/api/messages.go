@@ -14,7 +14,7 @@ import (
 
 // Error codes of the message routes.
 const (
-	// CodeMessageRefused (422): the message breaks a rule of its seed, of
+	// CodeMessageRefused (422): the message breaks a rule of its spec, of
 	// the bus (format, signature) or of its sender's chain; "rule" names
 	// the rule and "path" the JSON path at fault.
 	CodeMessageRefused = "message_refused"
@@ -79,7 +79,7 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// messageError maps a refused message to its answer: a rule of the seed,
+// messageError maps a refused message to its answer: a rule of the spec,
 // the bus or the chain is a 422 naming the rule and the JSON path (403
 // for a topic the sender may not use, 413 for a document over the limit);
 // store errors keep their usual status, a validation one becoming 422.

@@ -60,7 +60,7 @@ func describing(r *http.Request) *routeMeta {
 func describeRoute(h handler, method, path string) *routeMeta {
 	d := &routeMeta{}
 	r, _ := http.NewRequestWithContext(context.WithValue(context.Background(), describeKey{}, d), method, "http://describe"+strings.ReplaceAll(path, "...", ""), nil)
-	h(nil, r)
+	_ = h(nil, r) // a describe request serves nothing and fails nothing: only d counts
 	return d
 }
 

@@ -18,7 +18,7 @@ type expiredBody struct {
 	Record *host.SensorEventRecord `json:"record"`
 }
 
-// postSensorEvent is POST /v1/sensor-events: a SensorEvent (seed §5) from
+// postSensorEvent is POST /v1/sensor-events: a SensorEvent (the agent runtime schema §5) from
 // a sensor outside packrun → 201 the record (with the task its
 // proposed_task became), 200 the record of a duplicate (status deduped,
 // duplicate_of), 422 an invalid or expired event.

@@ -7,7 +7,7 @@ import (
 	"github.com/packrun/packrun/host"
 )
 
-// TaskTypeService is the Host's task type registry (seed 003 §13).
+// TaskTypeService is the Host's task type registry (the agent runtime schema §13).
 type TaskTypeService interface {
 	TaskTypes(ctx context.Context) ([]host.TaskTypeInfo, error)
 	TaskType(ctx context.Context, taskType string) (*host.TaskTypeInfo, error)

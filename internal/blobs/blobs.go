@@ -54,11 +54,26 @@ func (d Dir) Put(b []byte) (string, error) {
 		os.Remove(tmp.Name())
 		return "", fmt.Errorf("store blob %s: %w", digest[:12], werr)
 	}
-	if dir, err := os.Open(d.Path); err == nil {
-		dir.Sync()
-		dir.Close()
+	// The rename is durable once the directory is synced: the store's
+	// transaction that names the blob commits after Put returns (RATIONALE.md,
+	// "Why blobs first, then one transaction, for install?").
+	if err := syncDir(d.Path); err != nil {
+		return "", fmt.Errorf("store blob %s: sync %s: %w", digest[:12], d.Path, err)
 	}
 	return digest, nil
+}
+
+// syncDir syncs the directory dir (a variable so a test can fail it).
+var syncDir = func(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Get reads a blob and checks its content still matches its digest.

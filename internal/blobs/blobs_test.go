@@ -1,6 +1,7 @@
 package blobs
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -28,5 +29,18 @@ func TestPutGet(t *testing.T) {
 	entries, _ := os.ReadDir(d.Path)
 	if len(entries) != 1 {
 		t.Fatalf("%d files, want 1 (no temp files left)", len(entries))
+	}
+}
+
+// A blob whose directory cannot be synced is not reported stored: the
+// transaction naming it must not commit before the rename is durable.
+func TestPutDirSyncFails(t *testing.T) {
+	old := syncDir
+	t.Cleanup(func() { syncDir = old })
+	syncDir = func(string) error { return errors.New("input/output error") }
+	d := Dir{Path: t.TempDir(), TmpPrefix: ".tmp-"}
+	digest, err := d.Put([]byte("hello"))
+	if err == nil || digest != "" || !strings.Contains(err.Error(), "store blob "+Digest([]byte("hello"))[:12]+": sync ") || !strings.Contains(err.Error(), "input/output error") {
+		t.Fatalf("put: %q %v", digest, err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // MessageReader is a Backend that reads the tenant's agent messages (the
-// bus of issue 20): the console shows its Messages pages only when its
+// agent message bus): the console shows its Messages pages only when its
 // Backend implements it.
 type MessageReader interface {
 	// Messages lists a page of the tenant's messages, oldest first; the

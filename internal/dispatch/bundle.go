@@ -251,7 +251,7 @@ func (b *bundle) successFailure(svc *services, output json.RawMessage, outcome *
 		var out struct {
 			FileChanges []string `json:"file_changes"`
 		}
-		json.Unmarshal(output, &out)
+		_ = json.Unmarshal(output, &out) // an output that is not an object with file_changes claims none
 		if outcome != nil {
 			out.FileChanges = append(out.FileChanges, outcome.FileChanges...)
 		}

@@ -598,7 +598,7 @@ func attemptOf(res *runtime.Result, svc *services) *host.Attempt {
 	return a
 }
 
-// classify maps a result to the seed's exit status and retry class: a
+// classify maps a result to the spec's exit status and retry class: a
 // time-limit breach is a timeout and worth retrying, a host error is worth
 // retrying, anything else the module did is permanent.
 func classify(res *runtime.Result) (host.ExitStatus, host.RetryClass) {

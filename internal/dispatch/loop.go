@@ -56,7 +56,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case <-time.After(d.cfg.LockTTL / 10):
 		}
 	}
-	defer b.ReleaseDispatchLock(context.Background(), d.cfg.RunnerID)
+	defer d.releaseLock(b)
 	if swept, err := d.bootSweep(ctx, b.ReclaimRunning, "boot sweep reclaimed tasks left running"); !swept {
 		return err
 	}

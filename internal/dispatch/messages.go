@@ -14,7 +14,7 @@ import (
 	"github.com/packrun/packrun/packs"
 )
 
-// Agent messages a node publishes (issue 20): with the message_publish
+// Agent messages a node publishes: with the message_publish
 // import, or in its outcome's external_messages in the publish form. Both
 // go through prepareMessage (the messages grant, its topics, the task's
 // profile, the format's codec) and wait in the attempt's services until
@@ -26,7 +26,7 @@ import (
 // {"format","message","signature"?}. A refusal answers {"error":...}: a
 // missing grant, a topic outside it or a profile that forbids external
 // messages is access denied, any other rule of the bus or of the
-// message's seed a validation error; past host.MaxPublishedMessages it is
+// message's spec a validation error; past host.MaxPublishedMessages it is
 // a capability breach.
 func (s *services) messagePublish(ctx context.Context, req []byte) (abi.Status, []byte) {
 	in, err := s.prepareMessage(ctx, req, orDefault(prefixed("task:", s.b.taskID), "attempt:"+s.b.attemptID))

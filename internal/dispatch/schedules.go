@@ -32,7 +32,7 @@ func (d *Dispatcher) SchedulesChanged() {
 	d.Wake()
 }
 
-// fireDueSchedules enqueues the tasks of the schedules due at now (seed
+// fireDueSchedules enqueues the tasks of the schedules due at now (the agent runtime schema
 // §11b: dispatch evaluates due schedules before claiming). It runs while
 // the dispatcher holds the dispatch lock, in one worker at a time (the
 // others skip it and claim), and writes only when a schedule is due.

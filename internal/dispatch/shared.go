@@ -102,8 +102,17 @@ func (c *choreLock) keepTrying(ctx, stop context.Context) {
 // release gives the lock up, if held.
 func (c *choreLock) release() {
 	if c.held.Swap(false) {
-		c.d.cfg.Backend.ReleaseDispatchLock(context.Background(), c.d.cfg.RunnerID)
+		c.d.releaseLock(c.d.cfg.Backend)
 		c.d.cfg.Observer.DispatchLock(false)
+	}
+}
+
+// releaseLock gives the dispatch lock up. A failed release is logged: the
+// lock then expires after LockTTL (it is short and renewed), so another
+// node only waits longer, but an operator should know why it waited.
+func (d *Dispatcher) releaseLock(b host.Backend) {
+	if err := b.ReleaseDispatchLock(context.Background(), d.cfg.RunnerID); err != nil {
+		d.cfg.Log("releasing the dispatch lock failed; it expires on its own", "error", err)
 	}
 }
 

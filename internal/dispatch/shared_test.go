@@ -205,3 +205,27 @@ func (lockObserver) TaskStarted(host.TaskStats)      {}
 func (lockObserver) TaskFinished(host.TaskStats)     {}
 func (o lockObserver) DispatchLock(held bool)        { o(held) }
 func (lockObserver) WriterCommit(int, time.Duration) {}
+
+// releaseFails is a Backend whose dispatch lock cannot be released; only
+// ReleaseDispatchLock is called on it.
+type releaseFails struct{ host.Backend }
+
+func (releaseFails) ReleaseDispatchLock(context.Context, string) error {
+	return errors.New("disk I/O error")
+}
+
+// A release of the dispatch lock that fails is logged, with its error:
+// the lock then expires on its own, and the log says why a standby waited.
+func TestReleaseLockFailureLogged(t *testing.T) {
+	logs := &logLines{}
+	d := New(Config{Backend: releaseFails{}, RunnerID: "me", Log: logs.log})
+	c := &choreLock{d: d}
+	c.held.Store(true)
+	c.release()
+	if n := logs.count("releasing the dispatch lock failed"); n != 1 || logs.count("disk I/O error") != 1 {
+		t.Fatalf("logged %d times: %v", n, logs.lines)
+	}
+	if c.held.Load() {
+		t.Fatal("the lock is still marked held")
+	}
+}

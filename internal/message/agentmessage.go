@@ -11,28 +11,28 @@ import (
 	"github.com/packrun/packrun/internal/strictjson"
 )
 
-// AgentMessage is the codec of seed 001, the AgentOS runtime message.
-// Decode checks the seed's six validation rules, the TypeScript types it
-// declares and its confidence range; a refusal's Rule is the seed's error
+// AgentMessage is the codec of the AgentOS runtime message schema.
+// Decode checks the spec's six validation rules, the TypeScript types it
+// declares and its confidence range; a refusal's Rule is the spec's error
 // code (VALIDATION_FAILED, or UNAUTHORIZED for an agent id that is not
 // known) and its Reason names the validation rule ("rule 2 (UUID
-// format): ..."). Unknown fields are refused: the seed declares
+// format): ..."). Unknown fields are refused: the spec declares
 // interfaces, not open objects.
 type AgentMessage struct {
-	// Agents, if set, reports whether an agent id exists (the seed's
+	// Agents, if set, reports whether an agent id exists (the spec's
 	// AGENTOS_MANIFEST, rule 4); nil accepts any non-empty agent id.
 	Agents func(agentID string) bool
 }
 
 var _ Codec = AgentMessage{}
 
-// The seed's error codes used for refusals.
+// The spec's error codes used for refusals.
 const (
 	CodeValidationFailed = "VALIDATION_FAILED"
 	CodeUnauthorized     = "UNAUTHORIZED"
 )
 
-// The seed's six validation rules, as named in refusals.
+// The spec's six validation rules, as named in refusals.
 const (
 	amRuleRequired   = "rule 1 (required fields)"
 	amRuleUUID       = "rule 2 (UUID format)"
@@ -44,11 +44,11 @@ const (
 )
 
 var (
-	// amUUIDv4 is rule 2; amSeedID the seed's own example ids, "msg-" and
+	// amUUIDv4 is rule 2; amSeedID the spec's own example ids, "msg-" and
 	// a UUID of any version (RATIONALE.md).
 	amUUIDv4 = lazyRegexp(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$`)
 	amSeedID = lazyRegexp(`^msg-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-	// AgentMessageTypes are the seed's message types.
+	// AgentMessageTypes are the spec's message types.
 	AgentMessageTypes = []string{"query", "response", "command", "event", "error", "validation", "evidence", "gap", "correction"}
 	amPriorities      = map[string]int{"high": 8, "normal": 5, "low": 2}
 )
@@ -60,7 +60,7 @@ var (
 )
 
 // amBroadcast is the identifier a broadcast (To == "") is written as: the
-// seed has no broadcast and requires "to" (RATIONALE.md).
+// spec has no broadcast and requires "to" (RATIONALE.md).
 const amBroadcast = "*"
 
 // Format is FormatAgentMessage.
@@ -70,7 +70,7 @@ func amFail(path, rule, format string, a ...any) *RuleError {
 	return refuse(FormatAgentMessage, path, CodeValidationFailed, rule+": "+format, a...)
 }
 
-// Decode validates b against seed 001 and converts it.
+// Decode validates b against the AgentOS message schema and converts it.
 func (c AgentMessage) Decode(b []byte) (*Message, error) {
 	doc, err := parseObject(FormatAgentMessage, b, CodeValidationFailed)
 	if err != nil {
@@ -331,7 +331,7 @@ func amIdent(v any) string {
 	return o["agentId"].(string) + "/" + o["instanceId"].(string)
 }
 
-// Encode renders m as a seed 001 AgentMessage; the result is checked with
+// Encode renders m as an AgentOS AgentMessage; the result is checked with
 // Decode: an id that is not a UUID (a ULID's bits, any other id's hash)
 // and a kind that is not a message type (a bus topic is an event) are
 // written as they can be and listed in lost; what still cannot be
@@ -383,7 +383,7 @@ func (c AgentMessage) Encode(m *Message) ([]byte, []string, error) {
 	return checked(c, doc, SourceNames(m.Source, lost))
 }
 
-// amID writes the model id as a seed 001 id: a seed 000 ULID (128 bits)
+// amID writes the model id as an AgentOS message id: a BlackRoad envelope ULID (128 bits)
 // becomes "msg-" and the same bits as a UUID.
 func amID(id string) (string, []string) {
 	if amUUIDv4().MatchString(id) || amSeedID().MatchString(id) {
@@ -394,7 +394,7 @@ func amID(id string) (string, []string) {
 			return "msg-" + u, []string{"id (ULID " + id + " written as msg-" + u + ")"}
 		}
 	}
-	// Any other id (seed 002's are not hexadecimal): msg- and a UUID of
+	// Any other id (the AICO formats' ids are not hexadecimal): msg- and a UUID of
 	// its SHA-256, so the same message always gets the same id.
 	sum := sha256.Sum256([]byte(id))
 	h := hex.EncodeToString(sum[:16])
@@ -403,7 +403,7 @@ func amID(id string) (string, []string) {
 }
 
 // amIdentifier writes a model sender or recipient as an AgentIdentifier:
-// "agentId/instanceId" as is; agent://name (seed 000) as agent name with
+// "agentId/instanceId" as is; agent://name (the BlackRoad envelope schema) as agent name with
 // one instance of the same name; "" (broadcast) as "*"/"*".
 func amIdentifier(s string) map[string]any {
 	if s == "" {
@@ -426,7 +426,7 @@ func amPriorityName(p int) string {
 	return "normal"
 }
 
-// amFromIntent maps seed 000's intents onto message types (RATIONALE.md).
+// amFromIntent maps the BlackRoad envelope schema's intents onto message types (RATIONALE.md).
 var amFromIntent = map[string]string{
 	"query": "query", "ack": "response", "commit": "command", "propose": "command",
 	"flag": "event", "heartbeat": "event", "escalate": "event",
@@ -444,7 +444,7 @@ func amKind(kind string) (string, []string) {
 }
 
 // amContextInto writes the context when the model has one and lists the
-// context ids the seed has no field for.
+// context ids the spec has no field for.
 func amContextInto(doc map[string]any, m *Message) []string {
 	var lost []string
 	ctx := map[string]any{}
@@ -461,7 +461,7 @@ func amContextInto(doc map[string]any, m *Message) []string {
 	return lost
 }
 
-// amExtraInto writes back the Extra fields of a seed 001 message, and
+// amExtraInto writes back the Extra fields of an AgentOS message, and
 // lists another format's as lost.
 func amExtraInto(doc, payload map[string]any, m *Message) []string {
 	if m.Source != FormatAgentMessage {

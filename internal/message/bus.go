@@ -16,23 +16,23 @@ import (
 	"github.com/packrun/packrun/internal/strictjson"
 )
 
-// Bus is the codec of seed 002: the bus envelope {metadata, payload}.
+// Bus is the codec of the AICO message formats: the bus envelope {metadata, payload}.
 //
 // Decode refuses anything but exactly those two members, a metadata of
 // exactly message_id, timestamp, source, message_type and version (all
-// required strings), and, for every topic the seed documents, a payload
-// missing a field the seed describes, of the wrong type, outside a range
-// the seed writes ("0.0-1.0 scale", "1-5 scale") or outside a closed enum
-// (an enum the seed ends with "etc." is open: any non-empty string).
-// Payload members the seed does not describe are accepted (its
-// "Backward Compatibility" guideline). A topic the seed does not document
-// is accepted with an opaque object payload: the seed defines its
+// required strings), and, for every topic the spec documents, a payload
+// missing a field the spec describes, of the wrong type, outside a range
+// the spec writes ("0.0-1.0 scale", "1-5 scale") or outside a closed enum
+// (an enum the spec ends with "etc." is open: any non-empty string).
+// Payload members the spec does not describe are accepted (its
+// "Backward Compatibility" guideline). A topic the spec does not document
+// is accepted with an opaque object payload: the spec defines its
 // envelope as common to every bus message, refers to topics defined in
 // other documents (personality.expression.decision 1.0) and leaves which
 // topics a module may use to topic-level access control, which the bus
 // enforces, not the codec.
 //
-// message_id: the seed says "uuid-string" but its own examples are not
+// message_id: the spec says "uuid-string" but its own examples are not
 // hexadecimal ("a1b2c3d4-e5f6-g7h8-i9j0-k1l2m3n4o5p6"); the rule kept is
 // the UUID shape, groups of 8-4-4-4-12 ASCII letters or digits.
 type Bus struct{}
@@ -149,7 +149,7 @@ func (b Bus) Encode(m *Message) ([]byte, []string, error) {
 	case len(payload) == 0:
 		payload = json.RawMessage("{}")
 	case payload[0] != '{':
-		// seed 001's content may be a string or a list: the bus's payload
+		// the AgentOS message schema's content may be a string or a list: the bus's payload
 		// is an object.
 		payload = append(append([]byte(`{"content":`), payload...), '}')
 		lost = append(lost, "payload (written as {\"content\":…})")
@@ -190,8 +190,8 @@ func (b Bus) Encode(m *Message) ([]byte, []string, error) {
 }
 
 // busID is the message_id a model id is written as: the model's own if
-// it has the 8-4-4-4-12 shape; a seed 000 ULID as the UUID of its 128
-// bits and seed 001's "msg-" and a UUID as that UUID (so these are the
+// it has the 8-4-4-4-12 shape; a BlackRoad envelope ULID as the UUID of its 128
+// bits and the AgentOS message schema's "msg-" and a UUID as that UUID (so these are the
 // ids ?format=agent-message writes, without "msg-"); any other id as a
 // UUID of its SHA-256, so the same message always gets the same id.
 func busID(id string) (string, []string) {
@@ -303,7 +303,7 @@ func busOnly(path string, m map[string]json.RawMessage, allowed ...string) error
 }
 
 // busDerived computes the model's priority, ttl and context ids from a
-// checked payload. Crisis topics come first (seed 002 "Prioritization"):
+// checked payload. Crisis topics come first (the AICO message formats, "Prioritization"):
 // crisis.* is 8–10 (moderate, high, immediate; 10 without guidance),
 // every other topic 0–7 (its 0.0–1.0 priority scaled to 7, the request's
 // low/medium/high as 2/5/7, 5 without a priority).

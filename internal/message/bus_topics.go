@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The payload rules of every topic seed 002 documents. A topic's
+// The payload rules of every topic the AICO message formats document. A topic's
 // required members are its id field and the fields of its "Field
 // Descriptions" list; the members inside them are checked when present.
 
@@ -118,7 +118,7 @@ func busLearningCoordination(o *busObj, _ string) {
 	o.objs("module_learning_directives", "coordination_requirements")
 }
 
-// busPersonalityDecision: the seed documents version 1.1, which adds
+// busPersonalityDecision: the spec documents version 1.1, which adds
 // ethical_framework; earlier versions are defined elsewhere and keep an
 // opaque payload.
 func busPersonalityDecision(o *busObj, version string) {

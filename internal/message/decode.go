@@ -20,7 +20,7 @@ const maxDepth = 64
 // maxPath bounds the JSON path in a RuleError, so an error stays one short line.
 const maxPath = 160
 
-// Rules shared by the codecs, for refusals the seeds do not name.
+// Rules shared by the codecs, for refusals the specs do not name.
 const (
 	RuleTooLarge = "MAX_BYTES"    // the document exceeds MaxBytes
 	RuleJSON     = "INVALID_JSON" // not one strict JSON document (syntax, UTF-8, duplicate key, depth)

@@ -11,9 +11,9 @@ import (
 	"github.com/packrun/packrun/internal/strictjson"
 )
 
-// Envelope is the codec of seed 000, the agent message envelope JSON
+// Envelope is the codec of the BlackRoad envelope schema, the agent message envelope JSON
 // Schema (draft-07). Decode checks every keyword of that schema, written
-// out in Go (see RATIONALE.md, "Agent messages: the seed codecs"); a
+// out in Go (see RATIONALE.md, "Agent messages: the spec codecs"); a
 // refusal's Rule is the schema keyword at fault ("required", "type",
 // "pattern", "enum", "format", "minimum", "maximum").
 type Envelope struct{}
@@ -23,13 +23,13 @@ var _ Codec = Envelope{}
 // Format is FormatEnvelope.
 func (Envelope) Format() Format { return FormatEnvelope }
 
-// The schema's patterns and enums, as written in seed 000.
+// The schema's patterns and enums, as written in the BlackRoad envelope schema.
 var (
 	envULID      = lazyRegexp(`^[0-9A-HJKMNP-TV-Z]{26}$`)
 	envAgentURI  = lazyRegexp(`^agent://[a-z0-9-]+$`)
 	envContextID = lazyRegexp(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$|^branch-[a-z0-9-]+$`)
 	// envPrevHash is the schema's ^[a-f0-9]{64}$ widened to also take the
-	// 66 characters of the seed's own example (RATIONALE.md).
+	// 66 characters of the spec's own example (RATIONALE.md).
 	envPrevHash  = lazyRegexp(`^(?:[a-f0-9]{64}|[a-f0-9]{66})$`)
 	envSignature = lazyRegexp(`^[A-Za-z0-9+/=]+$`)
 	envIntents   = []string{"flag", "propose", "commit", "query", "heartbeat", "escalate", "ack"}
@@ -41,7 +41,7 @@ var envRequired = []string{"id", "ts", "from", "intent", "payload", "prev_truth_
 // envDefaultPriority is the schema's "default" for priority.
 const envDefaultPriority = 5
 
-// Decode validates b against seed 000's schema and converts it.
+// Decode validates b against the BlackRoad envelope schema and converts it.
 func (c Envelope) Decode(b []byte) (*Message, error) {
 	doc, err := parseObject(FormatEnvelope, b, "type")
 	if err != nil {
@@ -245,7 +245,7 @@ func envToMessage(doc map[string]any) *Message {
 	return m
 }
 
-// Encode renders m as a seed 000 envelope. The result is checked with
+// Encode renders m as a BlackRoad envelope. The result is checked with
 // Decode. What the envelope has no room for is written as it can be and
 // listed in lost: an id that is not a ULID (a UUID's 128 bits as the ULID
 // of the same bits; any other id as a ULID of the message's time and its
@@ -297,14 +297,14 @@ func (c Envelope) Encode(m *Message) ([]byte, []string, error) {
 	return checked(c, doc, SourceNames(m.Source, lost))
 }
 
-// envFromKind maps seed 001's message types onto intents (RATIONALE.md);
+// envFromKind maps the AgentOS message schema's message types onto intents (RATIONALE.md);
 // a type with no counterpart keeps its name and is refused by Decode.
 var envFromKind = map[string]string{
 	"query": "query", "response": "ack", "command": "commit", "event": "flag", "error": "escalate",
 }
 
-// envIntent is the intent a model's kind is written as: its own, seed
-// 001's counterpart (envFromKind), or, for a bus topic, escalate for a
+// envIntent is the intent a model's kind is written as: its own, the AgentOS
+// message schema's counterpart (envFromKind), or, for a bus topic, escalate for a
 // crisis and flag for anything else (listed as lost by the caller).
 func envIntent(m *Message) string {
 	if contains(envIntents, m.Kind) {
@@ -324,8 +324,8 @@ func envIntent(m *Message) string {
 var envNoPrev = strings.Repeat("0", 64)
 
 // envID is the ULID an envelope's id is written as: the model's own if it
-// is one; a UUID (seed 001's, "msg-" prefixed or not) as the ULID of the
-// same 128 bits (the reverse of seed 001's ULID mapping); any other id as
+// is one; a UUID (the AgentOS message schema's, "msg-" prefixed or not) as the ULID of the
+// same 128 bits (the reverse of the AgentOS message schema's ULID mapping); any other id as
 // a ULID of the message's time and 80 bits of the id's SHA-256.
 func envID(m *Message) (string, []string) {
 	if envULID().MatchString(m.ID) {
@@ -347,7 +347,7 @@ func envID(m *Message) (string, []string) {
 }
 
 // envURI writes a model sender or recipient as an agent:// URI: an
-// agent://name as is; otherwise the agent (seed 001's agentId, before
+// agent://name as is; otherwise the agent (the AgentOS message schema's agentId, before
 // "/") in the sender grammar (senderForm), with '_' and '.', which the
 // URI does not allow, as '-'.
 func envURI(field, s string) (string, []string) {

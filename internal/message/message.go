@@ -1,16 +1,16 @@
-// Package message is the agent message model of seeds 000–002 (issue 20):
+// Package message is the agent message model of the three message specs (BlackRoad envelope, AgentOS, AICO):
 // one normalised Message, and a codec per wire format that decodes
-// strictly, validates what its seed says and converts to and from the
+// strictly, validates what its spec says and converts to and from the
 // model. A format is always named by the caller (Format), never guessed.
 //
 // Formats:
-//   - FormatEnvelope (seed 000): the agent message envelope JSON Schema
+//   - FormatEnvelope (the BlackRoad envelope schema): the agent message envelope JSON Schema
 //     (draft-07): ULID ids, agent:// URIs, seven intents, prev_truth_state,
 //     an Ed25519 signature, priority 0–10, ttl.
-//   - FormatAgentMessage (seed 001): AgentMessage with {agentId,
+//   - FormatAgentMessage (the AgentOS message schema): AgentMessage with {agentId,
 //     instanceId} routing, eleven message types, a typed payload, a
 //     session context, an evidence chain, six validation rules.
-//   - FormatBus (seed 002): the bus envelope {metadata, payload} with
+//   - FormatBus (the AICO message formats): the bus envelope {metadata, payload} with
 //     topic-specific payloads.
 package message
 
@@ -24,12 +24,12 @@ import (
 type Format string
 
 const (
-	FormatEnvelope     Format = "agent-envelope" // seed 000
-	FormatAgentMessage Format = "agent-message"  // seed 001
-	FormatBus          Format = "bus-envelope"   // seed 002
+	FormatEnvelope     Format = "agent-envelope" // the BlackRoad envelope schema
+	FormatAgentMessage Format = "agent-message"  // the AgentOS message schema
+	FormatBus          Format = "bus-envelope"   // the AICO message formats
 )
 
-// Formats lists every format, in seed order.
+// Formats lists every format, in spec order.
 var Formats = []Format{FormatEnvelope, FormatAgentMessage, FormatBus}
 
 // MaxBytes is the largest message any codec accepts.
@@ -47,25 +47,25 @@ type Message struct {
 	// empty for a broadcast.
 	From string `json:"from"`
 	To   string `json:"to,omitempty"`
-	// Topic is the bus topic (seed 002) or, for formats without topics,
-	// the intent (seed 000) or message type (seed 001).
+	// Topic is the bus topic (the AICO message formats) or, for formats without topics,
+	// the intent (the BlackRoad envelope schema) or message type (the AgentOS message schema).
 	Topic string `json:"topic"`
-	// Kind is the format's own discriminator: seed 000's intent, seed
-	// 001's message type, seed 002's topic.
+	// Kind is the format's own discriminator: the BlackRoad envelope schema's intent, the
+	// AgentOS message schema's message type, the AICO message formats' topic.
 	Kind    string          `json:"kind"`
 	Payload json.RawMessage `json:"payload"`
 	ReplyTo string          `json:"reply_to,omitempty"`
 	// ContextIDs are correlation and session ids (conversation, session,
 	// correlation, causation...), by the name the format gives them.
 	ContextIDs map[string]string `json:"context_ids,omitempty"`
-	// Priority is normalised to 0 (lowest) … 10 (highest); seed 001's
+	// Priority is normalised to 0 (lowest) … 10 (highest); the AgentOS message schema's
 	// low/normal/high map to 2/5/8.
 	Priority int `json:"priority"`
 	// TTL is how long the message is deliverable; 0: no limit.
 	TTL time.Duration `json:"ttl,omitempty"`
 	// Signature is the sender's Ed25519 signature as the format carries
-	// it (seed 000), PrevHash the hash of the sender's previous message
-	// (seed 000's prev_truth_state).
+	// it (the BlackRoad envelope schema), PrevHash the hash of the sender's previous message
+	// (the BlackRoad envelope schema's prev_truth_state).
 	Signature string `json:"signature,omitempty"`
 	PrevHash  string `json:"prev_hash,omitempty"`
 	// Source is the format the message was decoded from.
@@ -77,19 +77,19 @@ type Message struct {
 // Codec decodes and encodes one format.
 type Codec interface {
 	Format() Format
-	// Decode checks b strictly against the format's seed and converts it.
-	// A refusal is a *RuleError naming the JSON path and the seed rule.
+	// Decode checks b strictly against the format's spec and converts it.
+	// A refusal is a *RuleError naming the JSON path and the spec rule.
 	Decode(b []byte) (*Message, error)
 	// Encode renders m in the format. Lost lists the model fields the
 	// format cannot carry (not dropped silently: the caller reports them).
 	Encode(m *Message) (b []byte, lost []string, err error)
 }
 
-// RuleError is a message refused by its seed's rules.
+// RuleError is a message refused by its spec's rules.
 type RuleError struct {
 	Format Format
 	Path   string // JSON path of the value at fault ("" for the document)
-	Rule   string // the seed's rule or error code, e.g. "MISSING_REQUIRED_FIELD"
+	Rule   string // the spec's rule or error code, e.g. "MISSING_REQUIRED_FIELD"
 	Reason string
 }
 
@@ -105,7 +105,7 @@ func (e *RuleError) Error() string {
 }
 
 // sourceFieldNames are, per format, the names it gives the model's
-// fields where they differ ("prev_hash" is seed 000's prev_truth_state).
+// fields where they differ ("prev_hash" is the BlackRoad envelope schema's prev_truth_state).
 var sourceFieldNames = map[Format]map[string]string{
 	FormatEnvelope:     {"prev_hash": "prev_truth_state", "kind": "intent", "topic": "intent", "context_ids.context_id": "context_id"},
 	FormatAgentMessage: {"reply_to": "replyTo", "kind": "type", "topic": "type"},
@@ -115,11 +115,11 @@ var sourceFieldNames = map[Format]map[string]string{
 
 // SourceNames writes each entry of an encoder's lost list ("field" or
 // "field (what became of it)") with the field named as src, the format
-// the message came from, names it: seed 000's prev_truth_state, seed
-// 001's replyTo and context.sessionId, an extra field by its own name.
+// the message came from, names it: the BlackRoad envelope schema's prev_truth_state, the AgentOS
+// message schema's replyTo and context.sessionId, an extra field by its own name.
 // What the model derives (a bus message's priority, ttl and context ids)
-// keeps the model's name. A field listed twice under one name (seed
-// 000's intent is both kind and topic) is listed once.
+// keeps the model's name. A field listed twice under one name (the BlackRoad
+// envelope schema's intent is both kind and topic) is listed once.
 func SourceNames(src Format, lost []string) []string {
 	names := sourceFieldNames[src]
 	var out []string

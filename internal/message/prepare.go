@@ -28,7 +28,7 @@ import (
 	"github.com/packrun/packrun/internal/strictjson"
 )
 
-// Rules of the bus's own refusals (RuleError.Rule), beside the seeds'.
+// Rules of the bus's own refusals (RuleError.Rule), beside the specs'.
 const (
 	RuleFormat       = "FORMAT_REQUIRED"     // the request names no known format
 	RuleRequest      = "INVALID_REQUEST"     // the publish wrapper is malformed
@@ -157,8 +157,9 @@ type Options struct {
 }
 
 // Sender is the identity a message's chain and signature key belong to:
-// seed 000's agent://<name> is <name>, seed 001's agentId/instanceId is
-// agentId, seed 002's source is itself.
+// the BlackRoad envelope schema's agent://<name> is <name>, the AgentOS
+// message schema's agentId/instanceId is agentId, the AICO message
+// formats' source is itself.
 func Sender(m *Message) string { return m.Sender() }
 
 // Hash is the lowercase hex SHA-256 of a canonical form.
@@ -168,7 +169,7 @@ func Hash(canonical []byte) string {
 }
 
 // Sign signs doc's canonical form with key: the standard base64 of the
-// Ed25519 signature, as seed 000's signature property carries it.
+// Ed25519 signature, as the BlackRoad envelope schema's signature property carries it.
 func Sign(key ed25519.PrivateKey, doc []byte) (string, error) {
 	c, err := Canonical(doc)
 	if err != nil {
@@ -177,7 +178,7 @@ func Sign(key ed25519.PrivateKey, doc []byte) (string, error) {
 	return base64.StdEncoding.EncodeToString(ed25519.Sign(key, c)), nil
 }
 
-// SignEnvelope returns a seed 000 envelope with its signature property set.
+// SignEnvelope returns a BlackRoad envelope with its signature property set.
 func SignEnvelope(key ed25519.PrivateKey, doc []byte) ([]byte, error) {
 	sig, err := Sign(key, doc)
 	if err != nil {
@@ -317,7 +318,7 @@ func topicPath(f Format) string {
 	return "$.metadata.message_type"
 }
 
-// messageLog fills seed 001's MessageLog fields: latency from the
+// messageLog fills the AgentOS message schema's MessageLog fields: latency from the
 // message's time to now, the evidence count and confidence its payload or
 // evidence carries.
 func messageLog(m *Message, o Options) host.MessageLog {
@@ -336,7 +337,7 @@ func messageLog(m *Message, o Options) host.MessageLog {
 		l.EvidenceCount, l.Confidence = len(ev.Sources), ev.Confidence
 	}
 	// The payload's own confidence and evidence list, when it has them
-	// (seed 002's payloads carry a confidence).
+	// (the AICO message formats' payloads carry a confidence).
 	var p struct {
 		Confidence    *float64          `json:"confidence"`
 		EvidenceChain []json.RawMessage `json:"evidence_chain"`

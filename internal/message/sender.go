@@ -18,8 +18,8 @@ const MaxSenderID = host.MaxSenderID
 func CheckSenderID(id string) error { return host.CheckSenderID(id) }
 
 // Sender is the sender id of m, normalised from the form its format
-// writes: seed 000's agent://<name> is <name>, seed 001's
-// agentId/instanceId is agentId, seed 002's source is itself. It is the
+// writes: the BlackRoad envelope schema's agent://<name> is <name>, the AgentOS message schema's
+// agentId/instanceId is agentId, the AICO message formats' source is itself. It is the
 // key of the sender's chain and of its registered agent.
 func (m *Message) Sender() string {
 	switch m.Source {

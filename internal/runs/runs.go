@@ -464,7 +464,7 @@ func (s *Scheduler) replayRun(ctx context.Context, r *host.Run, src []host.RunEv
 			TypeID    string `json:"typeId"`
 			AttemptID string `json:"attemptId"`
 		}
-		json.Unmarshal(e.Payload, &p)
+		_ = json.Unmarshal(e.Payload, &p) // written by this package (runEvent above), stored as written
 		n := host.OpenwopNode{ID: p.NodeID, TypeID: p.TypeID}
 		release, ok := s.nodeSlot(ctx)
 		if !ok {
@@ -578,7 +578,7 @@ func progressOf(evs []host.RunEvent) progress {
 			var v struct {
 				Output json.RawMessage `json:"output"`
 			}
-			json.Unmarshal(e.Payload, &v)
+			_ = json.Unmarshal(e.Payload, &v) // written by this package (runEvent), stored as written
 			p.outputs[e.NodeID] = v.Output
 		case host.RunEventNodeFailed, host.RunEventNodeSuspend:
 			p.ended, p.endedType = e.NodeID, e.Type

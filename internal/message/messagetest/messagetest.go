@@ -1,6 +1,7 @@
-// Package messagetest holds the example messages of seeds 000–002 (copied
-// as the seeds write them, seed 002's with their // comments) for the
-// tests of the packages that carry messages, and builds fresh ones.
+// Package messagetest holds the example messages of the three message specs
+// (BlackRoad envelope, AgentOS, AICO; copied as the specs write them, the
+// AICO message formats' with their // comments) for the tests of the packages
+// that carry messages, and builds fresh ones.
 package messagetest
 
 import (
@@ -74,7 +75,7 @@ func ULID(n int) string {
 // ZeroHash is a prev_truth_state for a sender's first message.
 var ZeroHash = strings.Repeat("0", 64)
 
-// Envelope returns a seed 000 envelope from agent://from with intent and
+// Envelope returns a BlackRoad envelope from agent://from with intent and
 // prev_truth_state prev, its id ULID(n).
 func Envelope(n int, from, intent, prev string) []byte {
 	doc := map[string]any{"id": ULID(n), "ts": time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC).Format(time.RFC3339),
@@ -83,7 +84,7 @@ func Envelope(n int, from, intent, prev string) []byte {
 	return b
 }
 
-// Crisis returns seed 002's crisis.detection example with message id
+// Crisis returns the AICO message formats' crisis.detection example with message id
 // id and source source.
 func Crisis(id, source string) []byte {
 	var doc map[string]map[string]any
@@ -95,7 +96,7 @@ func Crisis(id, source string) []byte {
 	return b
 }
 
-// BusID returns a seed 002 message id (the seed's 8-4-4-4-12 shape) made
+// BusID returns an AICO message id (the spec's 8-4-4-4-12 shape) made
 // from n.
 func BusID(n int) string {
 	sum := sha256.Sum256([]byte(fmt.Sprint(n)))

@@ -70,10 +70,16 @@ var Areas = []Area{
 	{"EvidenceLog", EvidenceLog},
 }
 
-// All runs every area of the contract, each as a subtest.
+// All runs every area of the contract, each as a subtest, in parallel
+// with the others (go test -parallel bounds how many at once): every
+// scenario opens its own store on its own clock, and the suite's package
+// state (Epoch, the scenario tables) is read only.
 func All(t *testing.T, open Opener) {
 	for _, a := range Areas {
-		t.Run(a.Name, func(t *testing.T) { a.Run(t, open) })
+		t.Run(a.Name, func(t *testing.T) {
+			t.Parallel()
+			a.Run(t, open)
+		})
 	}
 }
 
@@ -92,12 +98,14 @@ type scenario struct {
 	run  func(f *fixture)
 }
 
-// runAll runs each scenario as a subtest on a fresh store. After each,
-// the store's evidence chain must verify, and every event read back must
-// be hashed and linked as internal/evidence says (checkEvents).
+// runAll runs each scenario as a parallel subtest on a fresh store of its
+// own (an Opener must not share one between calls). After each, the
+// store's evidence chain must verify, and every event read back must be
+// hashed and linked as internal/evidence says (checkEvents).
 func runAll(t *testing.T, open Opener, scenarios []scenario) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			f := newFixture(t, open)
 			sc.run(f)
 			if !t.Failed() {

@@ -24,8 +24,8 @@ import (
 	"github.com/packrun/packrun/runtime"
 )
 
-// The bus envelopes (seed 002) the SDK test modules publish: OpsAlert is
-// within Topics, OffGrant is not, InvalidMsg lacks the metadata its seed
+// The bus envelopes (the AICO message formats) the SDK test modules publish: OpsAlert is
+// within Topics, OffGrant is not, InvalidMsg lacks the metadata its spec
 // requires.
 const (
 	OpsAlert = `{"metadata":{"message_id":"11111111-2222-3333-4444-555555555555","timestamp":"2026-01-02T15:04:05Z",` +

@@ -10,7 +10,7 @@ import (
 	"github.com/packrun/packrun/internal/testing/hosttest"
 )
 
-// The SensorEvents (seed 003 §5) the SDK test modules emit: SensorEvent
+// The SensorEvents (the agent runtime schema §5) the SDK test modules emit: SensorEvent
 // names no sensor_id (it defaults to SensorNode), InvalidEvent lacks the
 // fields the schema requires.
 const (

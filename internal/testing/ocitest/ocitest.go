@@ -94,7 +94,7 @@ http:
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-done
+		<-done //nolint:errcheck // killed: its exit status says nothing
 	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -292,7 +292,9 @@ func sweepStale(bin string) {
 		if os.Geteuid() == 0 {
 			stale.runAs = "postgres"
 		}
-		stale.run("pg_ctl", "-D", stale.data(), "-m", "immediate", "-w", "stop")
+		// Best effort: a stale server may already be gone; its directory goes
+		// either way.
+		_ = stale.run("pg_ctl", "-D", stale.data(), "-m", "immediate", "-w", "stop")
 		os.RemoveAll(dir)
 	}
 }

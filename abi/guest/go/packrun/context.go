@@ -304,14 +304,14 @@ func (c *Context) ConfigGet(key string) (json.RawMessage, error) {
 }
 
 // MessageFormat is the format of an agent message: one of the three
-// formats of seeds 000–002.
+// formats of the three message specs (BlackRoad envelope, AgentOS, AICO).
 type MessageFormat string
 
 // The message formats the host's bus accepts.
 const (
-	AgentEnvelope MessageFormat = "agent-envelope" // seed 000
-	AgentMessage  MessageFormat = "agent-message"  // seed 001
-	BusEnvelope   MessageFormat = "bus-envelope"   // seed 002
+	AgentEnvelope MessageFormat = "agent-envelope" // the BlackRoad envelope schema
+	AgentMessage  MessageFormat = "agent-message"  // the AgentOS message schema
+	BusEnvelope   MessageFormat = "bus-envelope"   // the AICO message formats
 )
 
 // Published is the host's answer to MessagePublish.
@@ -326,7 +326,7 @@ type Published struct {
 // published only if this attempt completes. It needs ABI 1.2 (the pack
 // declares "abi":{"version":1,"minor":2}) and the messages grant with the
 // message's topic: a topic outside the grant is a *StatusError with
-// StatusAccessDenied, a message its seed refuses one with StatusValidation.
+// StatusAccessDenied, a message its spec refuses one with StatusValidation.
 // Only a module that calls it imports message_publish.
 func (c *Context) MessagePublish(format MessageFormat, message any, signature string) (Published, error) {
 	var r Published
@@ -344,7 +344,7 @@ type Emitted struct {
 	Staged  int    `json:"staged"` // events the attempt staged so far
 }
 
-// SensorEmit reports a SensorEvent (seed 003 §5; event, encoded as JSON, is
+// SensorEmit reports a SensorEvent (the agent runtime schema §5; event, encoded as JSON, is
 // the whole request): it is staged and applied only if this attempt
 // completes. sensor_id defaults to the node's typeId and may not name
 // another node. It needs ABI 1.1 (the pack declares
