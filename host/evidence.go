@@ -453,7 +453,7 @@ func snake(s string) string {
 	return b.String()
 }
 
-// EvidenceLog is the Merkle-tree log over the evidence chain (issue 33):
+// EvidenceLog is the Merkle-tree log over the evidence chain (RFC 6962 hashing, RATIONALE.md "Why a Merkle-tree log over the evidence?"):
 // leaf i is the chain entry of seq i+1 (its entry bytes the 32 bytes of
 // the entry's chain hash), integrated in batches by the store's
 // sequencer. An entry is durable when its write commits and provable
