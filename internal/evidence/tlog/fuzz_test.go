@@ -54,6 +54,11 @@ func FuzzDecodeBundle(f *testing.F) {
 	}
 	f.Add([]byte(`{"index":1,"leaf_hash":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","proof":[],"checkpoint":""}`))
 	f.Add([]byte(`{}`))
+	withSince := l.bundle(f, 9, 10)
+	withSince.Since = &Since{Checkpoint: string(l.checkpoint(f, 10)), Proof: [][]byte{}}
+	if enc, err := withSince.Encode(); err == nil {
+		f.Add(enc)
+	}
 	vkey := l.signer.VerifierKey()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		bundle, err := DecodeBundle(b)
