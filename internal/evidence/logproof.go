@@ -178,3 +178,43 @@ func CheckLog(ctx context.Context, b host.EvidenceLog, saved []byte) (old *tlog.
 	}
 	return old, cur, nil
 }
+
+// BundleLogProof decodes the log proof an attempt bundle carries (nil,
+// nil if none) and checks that it proves that attempt's chain entry: its
+// entry is the chain hash of the bundle's attempt_recorded event, at that
+// event's index. It checks neither the proof nor the checkpoint
+// (tlog.CheckEntry, tlog.CheckSince), nor the event against the attempt
+// (VerifyBundle).
+func BundleLogProof(b *host.Bundle) (*tlog.Bundle, error) {
+	if b.Log == nil {
+		return nil, nil
+	}
+	lb, err := tlog.DecodeBundle(b.Log)
+	if err != nil {
+		return nil, fmt.Errorf("bundle: log: %w", err)
+	}
+	if b.Attempt == nil {
+		return nil, errors.New("bundle: no attempt")
+	}
+	for _, e := range b.Events {
+		if e == nil || e.Type != host.EventAttemptRecorded || e.AttemptID != b.Attempt.AttemptID {
+			continue
+		}
+		entry, err := hex.DecodeString(e.Hash)
+		if err != nil || len(entry) != tlog.HashSize {
+			return nil, fmt.Errorf("bundle: event %d: hash is not 32 bytes of hex", e.Seq)
+		}
+		leaf := lb.LeafHash
+		if lb.Entry != nil {
+			leaf = tlog.LeafHash(lb.Entry)
+		}
+		if e.Seq < 1 || lb.Index != uint64(e.Seq-1) {
+			return nil, fmt.Errorf("bundle: log: the proof is of entry %d, not of attempt %s's record (event %d)", lb.Index+1, host.ShortName(b.Attempt.AttemptID), e.Seq)
+		}
+		if !bytes.Equal(leaf, tlog.LeafHash(entry)) {
+			return nil, fmt.Errorf("bundle: log: the proven entry %d is not the chain hash of attempt %s's record: the record or the proof was changed", e.Seq, host.ShortName(b.Attempt.AttemptID))
+		}
+		return lb, nil
+	}
+	return nil, fmt.Errorf("bundle: no attempt_recorded event for attempt %s", host.ShortName(b.Attempt.AttemptID))
+}
