@@ -370,6 +370,19 @@ func TestAPIRouteRefusals(t *testing.T) {
 		lacking[sc], _ = e.token(t, "acme", strings.Join(others, ","))
 	}
 	ids, conflicting := acmeObjects(t, e, acme)
+	// A tenant's token proves its own entries (an attempt, an event) and
+	// reads the checkpoint; another tenant's answers 404 (apiRefusals).
+	for _, ref := range []string{ids["attempt"], ids["seq"]} {
+		if r := e.call(t, globex, "GET", "/v1/evidence/proof/inclusion?entry="+ref, ""); r.code != http.StatusNotFound {
+			t.Fatalf("globex proves acme's %s: %d %s", ref, r.code, r.body)
+		}
+		if r := e.call(t, lacking[auth.ScopeTasksRead], "GET", "/v1/evidence/proof/inclusion?entry="+ref, ""); r.code != http.StatusOK || !strings.Contains(r.body, `"checkpoint"`) {
+			t.Fatalf("acme proves its %s: %d %s", ref, r.code, r.body)
+		}
+	}
+	if r := e.call(t, lacking[auth.ScopeEvidenceRead], "GET", "/v1/evidence/checkpoint", ""); r.code != http.StatusOK || !strings.HasPrefix(r.body, "packrun.local/") {
+		t.Fatalf("the checkpoint to a token without evidence:read: %d %s", r.code, r.body)
+	}
 	fill := func(s string) string {
 		for k, v := range ids {
 			s = strings.ReplaceAll(s, "{"+k+"}", v)
