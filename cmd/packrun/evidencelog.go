@@ -79,11 +79,11 @@ func (a *app) logProveCommand() *cobra.Command {
 	var out, since string
 	var size uint64
 	cmd := &cobra.Command{
-		Use:   "prove ATTEMPT|SEQ [--size N] [--since FILE] [-o FILE]",
+		Use:   "prove ATTEMPT|SEQ [--size N] [--since-checkpoint FILE] [-o FILE]",
 		Short: "Write the inclusion proof bundle of an attempt or an event in the evidence log",
 		Long: `Write the proof that an attempt (by id) or an event (by seq) is in this home's evidence
 log: its entry, index, inclusion proof and the signed checkpoint it was proven against
-(the newest, or the one of --size N), and the log's verifier key. With --since FILE (an
+(the newest, or the one of --size N), and the log's verifier key. With --since-checkpoint FILE (an
 older checkpoint, an auditor's), the bundle also carries the consistency proof from it.
 'packrun evidence check BUNDLE --checkpoint FILE' verifies it offline.`,
 		Args: cobra.ExactArgs(1),
@@ -123,7 +123,7 @@ older checkpoint, an auditor's), the bundle also carries the consistency proof f
 		},
 	}
 	cmd.Flags().StringVarP(&out, "out", "o", "", "write the bundle to this file (default: standard output)")
-	cmd.Flags().StringVar(&since, "since", "", "add the consistency proof from this older checkpoint file")
+	cmd.Flags().StringVar(&since, "since-checkpoint", "", "add the consistency proof from this older checkpoint file")
 	cmd.Flags().Uint64Var(&size, "size", 0, "prove against the checkpoint of this log size (default: the newest)")
 	return cmd
 }
@@ -204,8 +204,8 @@ func (a *app) logCheckCommand() *cobra.Command {
 		Short: "Verify a proof bundle offline against a checkpoint you saved (the auditor's command)",
 		Long: `Verify, offline and with nothing else (no home, no store), that the entry of BUNDLE is
 in the evidence log and that the log only grew since the checkpoint you saved in FILE.
-BUNDLE is an attempt bundle ('packrun evidence export ... --since FILE') or a proof
-bundle ('packrun evidence prove ... --since FILE'). It checks the signature of the
+BUNDLE is an attempt bundle ('packrun evidence export ... --since-checkpoint FILE') or a proof
+bundle ('packrun evidence prove ... --since-checkpoint FILE'). It checks the signature of the
 checkpoint in FILE, the bundle's inclusion proof against the bundle's checkpoint, the
 consistency proof the bundle carries from FILE's checkpoint to its own and, for an
 attempt bundle, that the attempt's record (and its events, artifacts and seal) hashes

@@ -13,7 +13,7 @@ import (
 
 // The auditor's story (issue 33, items 4, 5 and 7): attempts are made, the
 // auditor saves a checkpoint, more attempts are made, one is exported with
-// --since the saved checkpoint, and in an empty directory with no home at
+// --since-checkpoint the saved checkpoint, and in an empty directory with no home at
 // all `evidence check` proves it is in the log and that the log only
 // grew. Every tampering exits 5 with one line naming it; a log whose tail
 // was deleted fails `evidence verify --checkpoint`.
@@ -35,9 +35,9 @@ func TestAuditorChecksBundleOffline(t *testing.T) {
 	third := attemptID(t, h, "invoke", "local.hello.c", "--input", `{"name":"c"}`)
 	attemptID(t, h, "invoke", "local.hello.c", "--input", `{"name":"d"}`)
 	bundle := filepath.Join(dir, "bundle.json")
-	h.ok("evidence", "export", third, "-o", bundle, "--since", old)
+	h.ok("evidence", "export", third, "-o", bundle, "--since-checkpoint", old)
 	proof := filepath.Join(dir, "proof.json")
-	h.ok("evidence", "prove", third, "--since", old, "-o", proof)
+	h.ok("evidence", "prove", third, "--since-checkpoint", old, "-o", proof)
 	if out := h.ok("evidence", "verify", "--bundle", bundle); !strings.Contains(out, "bundle intact") {
 		t.Fatalf("verify --bundle: %q", out)
 	}

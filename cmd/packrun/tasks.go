@@ -445,11 +445,11 @@ entries under its size, or a checkpoint not signed by this log's key).`,
 	seals.register(verify, "bundle")
 	var out, since string
 	export := &cobra.Command{
-		Use:   "export ATTEMPT -o FILE [--since CHECKPOINT]",
+		Use:   "export ATTEMPT -o FILE [--since-checkpoint FILE]",
 		Short: "Write a self-contained JSON bundle of an attempt, its trace, artifacts and events",
 		Long: `Write a self-contained JSON bundle of an attempt: its record, trace, artifacts and
 events, sealed with the host key, and the proof that the attempt is in the evidence log
-(its inclusion proof and the signed checkpoint it was proven against). With --since FILE
+(its inclusion proof and the signed checkpoint it was proven against). With --since-checkpoint FILE
 (an auditor's older checkpoint) it also carries the consistency proof from it, so that
 'packrun evidence check BUNDLE --checkpoint FILE' verifies it offline.`,
 		Args: cobra.ExactArgs(1),
@@ -485,7 +485,7 @@ events, sealed with the host key, and the proof that the attempt is in the evide
 		},
 	}
 	export.Flags().StringVarP(&out, "out", "o", "", "output file")
-	export.Flags().StringVar(&since, "since", "", "add the consistency proof from this older checkpoint of the log (an auditor's)")
+	export.Flags().StringVar(&since, "since-checkpoint", "", "add the consistency proof from this older checkpoint of the log (an auditor's)")
 	ev.AddCommand(verify, export, a.reanchorCommand(), a.rotateKeyCommand(),
 		a.logCheckpointCommand(), a.logProveCommand(), a.logConsistencyCommand(), a.logCheckCommand())
 	return ev

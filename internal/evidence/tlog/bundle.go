@@ -198,7 +198,7 @@ func CheckSince(b *Bundle, saved []byte, vkey string) (cur, old *Checkpoint, err
 		}
 		return cur, old, nil
 	case b.Since == nil:
-		return nil, nil, fmt.Errorf("proof bundle: no consistency proof from the saved checkpoint (size %d) to its own (size %d): export it with --since", old.Size, cur.Size)
+		return nil, nil, fmt.Errorf("proof bundle: no consistency proof from the saved checkpoint (size %d) to its own (size %d): export it with --since-checkpoint", old.Size, cur.Size)
 	}
 	from, err := OpenCheckpoint([]byte(b.Since.Checkpoint), vkey)
 	if err != nil {
