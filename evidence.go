@@ -9,6 +9,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/evidence/tlog"
 )
 
 // MaxBundleBytes bounds an evidence bundle VerifyBundle reads.
@@ -35,6 +36,65 @@ func VerifyBundle(data []byte) (*host.Bundle, error) {
 		if err := CheckBundleSeal(b, nil, SealPolicy{AnyHostKey: true}); err != nil {
 			return nil, err
 		}
+	}
+	// The log proof, when the bundle carries one, on its own: it proves
+	// the attempt's entry against the checkpoint it carries, signed by
+	// the key it names (whether that is the log's key, CheckBundleLog).
+	if lb, err := evidence.BundleLogProof(b); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidBundle, err)
+	} else if lb != nil {
+		if lb.VerifierKey == "" {
+			return nil, fmt.Errorf("%w: bundle: log: names no verifier key", ErrInvalidBundle)
+		}
+		if _, err := tlog.CheckEntry(lb, lb.VerifierKey); err != nil {
+			return nil, fmt.Errorf("%w: bundle: log: %v", ErrInvalidBundle, err)
+		}
+	}
+	return b, nil
+}
+
+// CheckBundleLog checks, offline and with nothing else, the log proof of
+// an attempt bundle VerifyBundle accepted, as an auditor does: saved is a
+// checkpoint the auditor kept from the log; vkey the log's verifier key,
+// or "" to trust the key the bundle names only if it opens saved
+// (tlog.CheckSince). It returns the proof, the bundle's checkpoint and
+// the saved one.
+func CheckBundleLog(b *host.Bundle, saved []byte, vkey string) (*tlog.Bundle, *tlog.Checkpoint, *tlog.Checkpoint, error) {
+	lb, err := evidence.BundleLogProof(b)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: %v", ErrInvalidBundle, err)
+	}
+	if lb == nil {
+		return nil, nil, nil, fmt.Errorf("%w: bundle: carries no log proof (exported by a packrun from before the log): export it again", ErrInvalidBundle)
+	}
+	cur, old, err := tlog.CheckSince(lb, saved, vkey)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: %v", ErrInvalidBundle, err)
+	}
+	return lb, cur, old, nil
+}
+
+// ExportBundle is the exported bundle of an attempt (sealed by the host
+// key) with its log proof: the inclusion proof of its chain entry and the
+// signed checkpoint proven against and, if since is not nil (an older
+// signed checkpoint of this log, an auditor's), the consistency proof
+// from it.
+func (h *Host) ExportBundle(ctx context.Context, attemptID string, since []byte) (*host.Bundle, error) {
+	b, err := h.store.ExportAttempt(ctx, attemptID)
+	if err != nil {
+		return nil, err
+	}
+	lb, err := h.ProveEntry(ctx, attemptID, 0)
+	if err != nil {
+		return nil, err
+	}
+	if since != nil {
+		if err := h.ProveSince(ctx, lb, since); err != nil {
+			return nil, err
+		}
+	}
+	if b.Log, err = lb.Encode(); err != nil {
+		return nil, err
 	}
 	return b, nil
 }

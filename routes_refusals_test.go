@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -96,7 +97,22 @@ var apiRefusals = map[string]routeRefusals{
 	"POST /v1/attempts/{id}": {auth.ScopeEvidenceRead, []refusal{
 		nf("/v1/attempts/att_missing:replay"), foreign("/v1/attempts/{attempt}:replay", "/v1/attempts/att_missing:replay"), nf("/v1/attempts/{attempt}"),
 	}},
-	"GET /v1/artifacts/{id}":           {auth.ScopeEvidenceRead, []refusal{nf("/v1/artifacts/art_missing"), foreign("/v1/artifacts/{artifact}", "/v1/artifacts/art_missing")}},
+	"GET /v1/artifacts/{id}":      {auth.ScopeEvidenceRead, []refusal{nf("/v1/artifacts/art_missing"), foreign("/v1/artifacts/{artifact}", "/v1/artifacts/art_missing")}},
+	"GET /v1/evidence/checkpoint": {"", nil},
+	"GET /v1/evidence/proof/inclusion": {auth.ScopeEvidenceRead, []refusal{
+		inval("/v1/evidence/proof/inclusion", "", stBad, "invalid", "entry"),
+		inval("/v1/evidence/proof/inclusion?entry={attempt}&size=x", "", stBad, "invalid", "size"),
+		inval("/v1/evidence/proof/inclusion?entry={attempt}&size=0", "", stBad, "invalid", "size"),
+		{kind: "not found", path: "/v1/evidence/proof/inclusion?entry=att_missing", status: stNotFound, code: "not_found", field: "entry"},
+		{kind: "tenant", path: "/v1/evidence/proof/inclusion?entry={attempt}", status: stNotFound, code: "not_found", field: "entry", asGlobex: true, sameAsMissing: "/v1/evidence/proof/inclusion?entry=att_missing"},
+		{kind: "tenant", path: "/v1/evidence/proof/inclusion?entry={seq}", status: stNotFound, code: "not_found", field: "entry", asGlobex: true, sameAsMissing: "/v1/evidence/proof/inclusion?entry=987654321"},
+	}},
+	"GET /v1/evidence/proof/consistency": {auth.ScopeEvidenceRead, []refusal{
+		inval("/v1/evidence/proof/consistency?from=3&to=2", "", stBad, "invalid", "from"),
+		inval("/v1/evidence/proof/consistency?to=2", "", stBad, "invalid", "from"),
+		inval("/v1/evidence/proof/consistency?from=1&to=x", "", stBad, "invalid", "to"),
+		{kind: "not found", path: "/v1/evidence/proof/consistency?from=1&to=987654321", status: stNotFound, code: "not_found"},
+	}},
 	"GET /v1/memory/{namespace}":       {auth.ScopeMemoryRead, []refusal{inval("/v1/memory/notes?prefix=a&prefix=b", "", stBad, "invalid", "prefix")}},
 	"GET /v1/memory/{namespace}/{key}": {auth.ScopeMemoryRead, []refusal{nf("/v1/memory/notes/nothing"), foreign("/v1/memory/notes/plan", "/v1/memory/notes/nothing")}},
 	"PUT /v1/memory/{namespace}/{key}": {auth.ScopeMemoryWrite, []refusal{
@@ -227,6 +243,7 @@ func acmeObjects(t *testing.T, e *refusalEnv, acme string) (map[string]string, s
 		t.Fatalf("acme's attempt: %v %v", atts, err)
 	}
 	ids["attempt"] = atts[0].AttemptID
+	ids["seq"] = strconv.FormatInt(atts[0].EventSeq, 10)
 	art, err := e.Store().PutArtifact(ctx, host.ArtifactInput{TaskID: ids["task"], AttemptID: ids["attempt"], Role: "output", Name: "out.txt", Data: []byte("acme")})
 	if err != nil {
 		t.Fatal(err)
@@ -353,6 +370,19 @@ func TestAPIRouteRefusals(t *testing.T) {
 		lacking[sc], _ = e.token(t, "acme", strings.Join(others, ","))
 	}
 	ids, conflicting := acmeObjects(t, e, acme)
+	// A tenant's token proves its own entries (an attempt, an event) and
+	// reads the checkpoint; another tenant's answers 404 (apiRefusals).
+	for _, ref := range []string{ids["attempt"], ids["seq"]} {
+		if r := e.call(t, globex, "GET", "/v1/evidence/proof/inclusion?entry="+ref, ""); r.code != http.StatusNotFound {
+			t.Fatalf("globex proves acme's %s: %d %s", ref, r.code, r.body)
+		}
+		if r := e.call(t, lacking[auth.ScopeTasksRead], "GET", "/v1/evidence/proof/inclusion?entry="+ref, ""); r.code != http.StatusOK || !strings.Contains(r.body, `"checkpoint"`) {
+			t.Fatalf("acme proves its %s: %d %s", ref, r.code, r.body)
+		}
+	}
+	if r := e.call(t, lacking[auth.ScopeEvidenceRead], "GET", "/v1/evidence/checkpoint", ""); r.code != http.StatusOK || !strings.HasPrefix(r.body, "packrun.local/") {
+		t.Fatalf("the checkpoint to a token without evidence:read: %d %s", r.code, r.body)
+	}
 	fill := func(s string) string {
 		for k, v := range ids {
 			s = strings.ReplaceAll(s, "{"+k+"}", v)

@@ -369,8 +369,15 @@ type Bundle struct {
 	Attempt    *Attempt         `json:"attempt"`
 	Artifacts  []BundleArtifact `json:"artifacts"`
 	Events     []*Event         `json:"events"`
-	// Seal is the exporting host's signature over the rest (see Seal).
+	// Seal is the exporting host's signature over the rest (see Seal),
+	// Log excepted.
 	Seal *Seal `json:"seal,omitempty"`
+	// Log (optional) is the inclusion proof of the attempt's chain entry
+	// in the evidence log with the signed checkpoint it was proven
+	// against, and optionally a consistency proof from an older
+	// checkpoint: a tlog.Bundle in its JSON form. It is outside the seal:
+	// the checkpoint's signature and the proof check themselves.
+	Log json.RawMessage `json:"log,omitempty"`
 }
 
 // Seal is a host's Ed25519 signature over the digest of an exported file

@@ -113,6 +113,9 @@ file in the home.`,
 					a.out = o
 				}
 			}
+			if cmd.Annotations[noHome] != "" {
+				return a.setupLog()
+			}
 			return a.setup()
 		},
 	}
@@ -138,14 +141,9 @@ file in the home.`,
 }
 
 func (a *app) setup() error {
-	lvl := hclog.LevelFromString(a.logLevel)
-	if lvl == hclog.NoLevel {
-		return usageError("--log-level %q: want trace, debug, info, warn, error or off", a.logLevel)
+	if err := a.setupLog(); err != nil {
+		return err
 	}
-	if a.logFormat != "text" && a.logFormat != "json" {
-		return usageError("--log-format %q: want text or json", a.logFormat)
-	}
-	a.log = hclog.New(&hclog.LoggerOptions{Name: "packrun", Level: lvl, Output: a.stderr, JSONFormat: a.logFormat == "json"})
 	if a.home == "" {
 		a.home = os.Getenv("PACKRUN_HOME")
 	}
@@ -156,6 +154,19 @@ func (a *app) setup() error {
 		}
 		a.home = filepath.Join(dir, ".packrun")
 	}
+	return nil
+}
+
+// setupLog sets up logging only, for a command that needs no home.
+func (a *app) setupLog() error {
+	lvl := hclog.LevelFromString(a.logLevel)
+	if lvl == hclog.NoLevel {
+		return usageError("--log-level %q: want trace, debug, info, warn, error or off", a.logLevel)
+	}
+	if a.logFormat != "text" && a.logFormat != "json" {
+		return usageError("--log-format %q: want text or json", a.logFormat)
+	}
+	a.log = hclog.New(&hclog.LoggerOptions{Name: "packrun", Level: lvl, Output: a.stderr, JSONFormat: a.logFormat == "json"})
 	return nil
 }
 

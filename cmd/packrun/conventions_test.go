@@ -302,6 +302,9 @@ var cliOfRoute = map[string]struct {
 	"GET /v1/attempts":         {"packrun attempts list", map[string]string{"task_id": "task"}},
 	"GET /v1/messages":         {"packrun messages list", nil},
 	"GET /v1/workflow-records": {"packrun workflows records", nil},
+	// The entry and the two sizes are arguments.
+	"GET /v1/evidence/proof/inclusion":   {"packrun evidence prove", map[string]string{"entry": ""}},
+	"GET /v1/evidence/proof/consistency": {"packrun evidence consistency", map[string]string{"from": "", "to": ""}},
 }
 
 // The CLI filters as the API does: every query parameter of an API

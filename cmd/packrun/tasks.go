@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -360,7 +361,7 @@ func orDash(s string) string {
 func (a *app) evidenceCommand() *cobra.Command {
 	ev := &cobra.Command{Use: "evidence", Short: "Verify and export the tamper-evident evidence log"}
 	var asJSON bool
-	var bundlePath, headFlag string
+	var bundlePath, headFlag, checkpointPath string
 	var seals sealFlags
 	verify := &cobra.Command{
 		Use:   "verify [--json] [--bundle FILE]",
@@ -383,11 +384,19 @@ checks the chain against it. Once anchored, a home whose checkpoint is missing, 
 not signed by the host key, or whose host key is missing or replaced, refuses to open (exit
 5, naming the file) until 'packrun evidence reanchor' is run. For an anchor no one with access
 to the home can move, record the "head SEQ:HASH" line printed here somewhere else and
-pass it later with --head. A broken chain exits 5.`,
+pass it later with --head. A broken chain exits 5.
+
+With --checkpoint FILE (a checkpoint of the evidence log saved earlier, anywhere, by
+'packrun evidence checkpoint -o FILE'), prove instead that the current log is consistent
+with it: it exits 5 naming where it diverges (fewer entries than the checkpoint's, other
+entries under its size, or a checkpoint not signed by this log's key).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if bundlePath != "" {
 				return a.verifyBundle(cmd.Context(), bundlePath, seals.policy(), asJSON)
+			}
+			if checkpointPath != "" {
+				return a.verifyAgainstCheckpoint(cmd, checkpointPath, asJSON)
 			}
 			var pin *host.ChainHead
 			if headFlag != "" {
@@ -437,19 +446,35 @@ pass it later with --head. A broken chain exits 5.`,
 	outputVar(verify.Flags(), &asJSON)
 	verify.Flags().StringVar(&headFlag, "head", "", "also check that the chain holds this head, SEQ:HASH, recorded earlier (as printed here)")
 	verify.Flags().StringVar(&bundlePath, "bundle", "", "check this exported bundle instead of the store's chain")
+	verify.Flags().StringVar(&checkpointPath, "checkpoint", "", "instead, prove the evidence log only grew since this saved checkpoint (exit 5 naming where it diverges)")
 	seals.register(verify, "bundle")
-	var out string
+	var out, since string
 	export := &cobra.Command{
-		Use:   "export ATTEMPT -o FILE",
+		Use:   "export ATTEMPT -o FILE [--since-checkpoint FILE]",
 		Short: "Write a self-contained JSON bundle of an attempt, its trace, artifacts and events",
-		Args:  cobra.ExactArgs(1),
+		Long: `Write a self-contained JSON bundle of an attempt: its record, trace, artifacts and
+events, sealed with the host key, and the proof that the attempt is in the evidence log
+(its inclusion proof and the signed checkpoint it was proven against). With --since-checkpoint FILE
+(an auditor's older checkpoint) it also carries the consistency proof from it, so that
+'packrun evidence check BUNDLE --checkpoint FILE' verifies it offline.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return usageError("evidence export needs -o FILE")
 			}
-			return a.withBackend(cmd, readOnly, func(b host.Backend) error {
-				bundle, err := b.ExportAttempt(cmd.Context(), args[0])
+			var saved []byte
+			if since != "" {
+				var err error
+				if saved, err = readSaved(since); err != nil {
+					return err
+				}
+			}
+			return a.withHost(cmd, readOnly, func(h *packrun.Host) error {
+				bundle, err := h.ExportBundle(cmd.Context(), args[0], saved)
 				if err != nil {
+					if since != "" && errors.Is(err, host.ErrValidation) {
+						return withCode(exitRefused, fmt.Errorf("%s: %w", since, err))
+					}
 					return err
 				}
 				data, err := json.MarshalIndent(bundle, "", "  ")
@@ -465,7 +490,9 @@ pass it later with --head. A broken chain exits 5.`,
 		},
 	}
 	export.Flags().StringVarP(&out, "out", "o", "", "output file")
-	ev.AddCommand(verify, export, a.reanchorCommand(), a.rotateKeyCommand())
+	export.Flags().StringVar(&since, "since-checkpoint", "", "add the consistency proof from this older checkpoint of the log (an auditor's)")
+	ev.AddCommand(verify, export, a.reanchorCommand(), a.rotateKeyCommand(),
+		a.logCheckpointCommand(), a.logProveCommand(), a.logConsistencyCommand(), a.logCheckCommand())
 	return ev
 }
 

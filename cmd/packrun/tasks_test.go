@@ -190,6 +190,13 @@ func TestVerifyBundle(t *testing.T) {
 	// (then it is whole on its own, which is all such a bundle can show).
 	seal := b.Seal
 	b.Seal = nil
+	// The log proof it carries proves the record as recorded, not this
+	// one: refused. A forger drops it too.
+	write(b)
+	if code, _, errs := elsewhere.run("evidence", "verify", "--bundle", forgedFile, "--allow-unsealed"); code != 5 || !strings.Contains(errs, "is not the chain hash of attempt") {
+		t.Fatalf("forgery with its log proof: exit %d, %q", code, errs)
+	}
+	b.Log = nil
 	write(b)
 	if code, _, errs := elsewhere.run("evidence", "verify", "--bundle", forgedFile); code != 5 || !strings.Contains(errs, "not sealed by a host key") {
 		t.Fatalf("unsealed forgery: exit %d, %q", code, errs)

@@ -275,6 +275,9 @@ func build(cfg Config) (*server, http.Handler) {
 	route("/v1/attempts", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.listAttempts, "task_id", "pack", "tenant", "since", "cursor", "limit"))})
 	route("/v1/attempts/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.getAttempt)), http.MethodPost: scoped(auth.ScopeEvidenceRead, takes(s.attemptAction))})
 	route("/v1/artifacts/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.getArtifact))})
+	route("/v1/evidence/checkpoint", map[string]handler{http.MethodGet: scoped("", takes(s.evidenceCheckpoint))})
+	route("/v1/evidence/proof/inclusion", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.evidenceInclusion, "entry", "size"))})
+	route("/v1/evidence/proof/consistency", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.evidenceConsistency, "from", "to"))})
 	route("/v1/memory/{namespace}", map[string]handler{http.MethodGet: scoped(auth.ScopeMemoryRead, takes(s.listMemory, "prefix"))})
 	route("/v1/memory/{namespace}/{key}", map[string]handler{
 		http.MethodGet:    scoped(auth.ScopeMemoryRead, takes(s.getMemory)),

@@ -77,6 +77,8 @@ type op struct {
 	// errs are the statuses of refusals beyond those every route may
 	// answer (see commonStatuses).
 	errs []int
+	// plain, if set, describes a text/plain alternative of the 200 body.
+	plain string
 }
 
 // anyObject is a body that is some JSON object the document does not
@@ -116,6 +118,9 @@ var operations = map[string]op{
 	"GET /v1/attempts/{id}":               {summary: "Get an attempt", ok: map[int]any{st200: host.Attempt{}}, errs: []int{st404, st405}},
 	"POST /v1/attempts/{id}":              {summary: "ID:replay: check the attempt against the evidence chain and re-execute it from its trace (no side effects)", ok: map[int]any{st200: ReplayVerdict{}}, errs: []int{st404, st405, st409, st422}},
 	"GET /v1/artifacts/{id}":              {summary: "Get an artifact record", ok: map[int]any{st200: host.Artifact{}}, errs: []int{st404}},
+	"GET /v1/evidence/checkpoint":         {summary: "The evidence log's newest signed checkpoint (a C2SP tlog-checkpoint signed note, text/plain); with Accept: application/json its size, root, note and verifier key. Every token may read it", ok: map[int]any{st200: logCheckpoint{}}, plain: "the signed checkpoint note"},
+	"GET /v1/evidence/proof/inclusion":    {summary: "The inclusion proof bundle of an evidence entry (an attempt id or an event seq) in the log of a size (default the newest): what 'packrun evidence check' verifies offline. A tenant's token proves its tenant's entries only", ok: map[int]any{st200: logInclusionProof{}}, errs: []int{st404}},
+	"GET /v1/evidence/proof/consistency":  {summary: "The proof that the evidence log of size from is a prefix of the log of size to (default the newest), with both signed checkpoints", ok: map[int]any{st200: logConsistencyProof{}}, errs: []int{st404}},
 	"GET /v1/memory/{namespace}":          {summary: "List the keys of a memory namespace", ok: map[int]any{st200: keyList{}}},
 	"GET /v1/memory/{namespace}/{key}":    {summary: "Get a memory entry (a secret's value to an admin token only)", ok: map[int]any{st200: host.Entry{}}, errs: []int{st404}},
 	"PUT /v1/memory/{namespace}/{key}":    {summary: "Put a memory entry", body: putBody{}, ok: map[int]any{st200: host.Entry{}}, errs: []int{st409}},
@@ -192,7 +197,10 @@ var queryParams = map[string]queryParam{
 	"prefix":       {desc: "Only keys with this prefix.", schema: str},
 	"ttl":          {desc: "How long the entry lives (a duration: 90s, 10m, 2h).", schema: str},
 	"topic":        {desc: "Only messages whose topic matches this pattern (crisis.*).", schema: str},
-	"from":         {desc: "Only messages from this sender.", schema: str},
+	"from":         {desc: "Only messages from this sender (/v1/messages); the older log size (/v1/evidence/proof/consistency).", schema: str},
+	"to":           {desc: "The newer log size (absent: the newest).", schema: map[string]any{"type": "integer", "minimum": 1}},
+	"entry":        {desc: "The evidence entry: an attempt id or an event seq.", schema: str},
+	"size":         {desc: "The log size the proof is against (absent: the newest).", schema: map[string]any{"type": "integer", "minimum": 1}},
 	"reply_to":     {desc: "Only replies to this message id.", schema: str},
 	"dead":         {desc: "true: only dead-lettered messages.", schema: map[string]any{"type": "string", "enum": []string{"true", "false"}}},
 	"format":       {desc: "The format to render the document in (agent-envelope, agent-message or bus-envelope).", schema: str},
@@ -417,7 +425,11 @@ func buildOpenAPI() ([]byte, error) {
 				if err != nil {
 					return nil, err
 				}
-				r["content"] = map[string]any{"application/json": map[string]any{"schema": b}}
+				content := map[string]any{"application/json": map[string]any{"schema": b}}
+				if o.plain != "" && st == st200 {
+					content["text/plain; charset=utf-8"] = map[string]any{"schema": map[string]any{"type": "string", "description": o.plain}}
+				}
+				r["content"] = content
 			}
 			responses[strconv.Itoa(st)] = r
 		}

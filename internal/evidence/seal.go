@@ -57,11 +57,12 @@ func CheckSealKey(s *host.Seal, trusted []string) error {
 }
 
 // BundleDigest is the digest a bundle's seal signs: the sha256 of the
-// bundle's JSON without its seal. JSON values inside are compacted by the
-// encoding, so an indented copy of a bundle has the same digest.
+// bundle's JSON without its seal and its log proof (which checks itself).
+// JSON values inside are compacted by the encoding, so an indented copy
+// of a bundle has the same digest.
 func BundleDigest(b *host.Bundle) (string, error) {
 	c := *b
-	c.Seal = nil
+	c.Seal, c.Log = nil, nil
 	raw, err := json.Marshal(&c)
 	if err != nil {
 		return "", err

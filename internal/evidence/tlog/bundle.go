@@ -25,6 +25,20 @@ type Bundle struct {
 	Index      uint64   `json:"index"`
 	Proof      [][]byte `json:"proof"`
 	Checkpoint string   `json:"checkpoint"` // the signed note
+	// VerifierKey names the key the checkpoint is signed with (optional):
+	// a reader trusts it only if it also opens a checkpoint the reader
+	// holds from the log (CheckSince).
+	VerifierKey string `json:"verifier_key,omitempty"`
+	// Since (optional) proves that the log grew only by appending from an
+	// older checkpoint (an auditor's) to Checkpoint.
+	Since *Since `json:"since,omitempty"`
+}
+
+// Since is a consistency proof from an older checkpoint (a signed note)
+// to a bundle's checkpoint.
+type Since struct {
+	Checkpoint string   `json:"checkpoint"`
+	Proof      [][]byte `json:"proof"`
 }
 
 // ConsistencyBundle is the exported proof that the log grew from the
@@ -54,6 +68,11 @@ func DecodeBundle(b []byte) (*Bundle, error) {
 	}
 	if err := checkProofHashes("proof bundle", out.Proof); err != nil {
 		return nil, err
+	}
+	if out.Since != nil {
+		if err := checkProofHashes("proof bundle since", out.Since.Proof); err != nil {
+			return nil, err
+		}
 	}
 	return &out, nil
 }
@@ -146,4 +165,50 @@ func CheckConsistency(oldNote, newNote []byte, p [][]byte, vkey string) (old, cu
 		return nil, nil, err
 	}
 	return old, cur, nil
+}
+
+// CheckSince checks a bundle as an auditor does, offline: saved is a
+// checkpoint the auditor kept from the log (a signed note). The verifier
+// key is vkey or, when vkey is "", the bundle's own VerifierKey, trusted
+// only because it opens saved (a key that verifies a checkpoint the
+// auditor took from the log is the log's key). It checks the entry's
+// inclusion (CheckEntry) and that the log only grew from saved to the
+// bundle's checkpoint: equal checkpoints, or the bundle's Since proof
+// from a checkpoint of saved's size and root. It returns the bundle's
+// checkpoint and saved's.
+func CheckSince(b *Bundle, saved []byte, vkey string) (cur, old *Checkpoint, err error) {
+	if vkey == "" {
+		if b.VerifierKey == "" {
+			return nil, nil, errors.New("proof bundle: names no verifier key: pass the log's key")
+		}
+		vkey = b.VerifierKey
+	}
+	if old, err = OpenCheckpoint(saved, vkey); err != nil {
+		return nil, nil, fmt.Errorf("saved %w", err)
+	}
+	if cur, err = CheckEntry(b, vkey); err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case old.Size > cur.Size:
+		return nil, nil, fmt.Errorf("proof bundle: its checkpoint (size %d) is older than the saved one (size %d): prove the entry again", cur.Size, old.Size)
+	case old.Size == cur.Size:
+		if !bytes.Equal(old.Root, cur.Root) {
+			return nil, nil, fmt.Errorf("proof bundle: its checkpoint and the saved one both have size %d but different roots: the log forked", cur.Size)
+		}
+		return cur, old, nil
+	case b.Since == nil:
+		return nil, nil, fmt.Errorf("proof bundle: no consistency proof from the saved checkpoint (size %d) to its own (size %d): export it with --since-checkpoint", old.Size, cur.Size)
+	}
+	from, err := OpenCheckpoint([]byte(b.Since.Checkpoint), vkey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("proof bundle since: %w", err)
+	}
+	if from.Size != old.Size || !bytes.Equal(from.Root, old.Root) {
+		return nil, nil, fmt.Errorf("proof bundle: its consistency proof starts from size %d, not from the saved checkpoint (size %d)", from.Size, old.Size)
+	}
+	if err := VerifyConsistency(old.Size, cur.Size, b.Since.Proof, old.Root, cur.Root); err != nil {
+		return nil, nil, fmt.Errorf("proof bundle: %w", err)
+	}
+	return cur, old, nil
 }

@@ -317,3 +317,69 @@ func TestCheckConsistency(t *testing.T) {
 		})
 	}
 }
+
+// An auditor's check: the bundle's own key is trusted because it opens
+// the saved checkpoint, and the bundle's Since proof must lead from the
+// saved checkpoint to the bundle's.
+func TestCheckSince(t *testing.T) {
+	l := newTestLog(t, 3000)
+	vkey := l.signer.VerifierKey()
+	saved := l.checkpoint(t, 1000)
+	withSince := func() *Bundle {
+		b := l.bundle(t, 2500, 3000)
+		b.VerifierKey = vkey
+		p, err := ConsistencyProof(context.Background(), l.tiles, 1000, 3000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Since = &Since{Checkpoint: string(saved), Proof: p}
+		enc, err := b.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, err = DecodeBundle(enc); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	cur, old, err := CheckSince(withSince(), saved, "")
+	if err != nil || cur.Size != 3000 || old.Size != 1000 {
+		t.Fatalf("CheckSince: %v, %v, %v", cur, old, err)
+	}
+	same := l.bundle(t, 5, 1000)
+	if _, _, err := CheckSince(same, saved, vkey); err != nil {
+		t.Fatalf("same size: %v", err)
+	}
+	other := testSigner(t, 7)
+	otherNote, err := other.Sign(Checkpoint{Origin: origin, Size: 1000, Root: make([]byte, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(b *Bundle)
+		saved []byte
+		vkey  string
+		want  string
+	}{
+		{"no key", func(b *Bundle) { b.VerifierKey = "" }, saved, "", "names no verifier key"},
+		{"saved by another key", nil, otherNote, "", "saved checkpoint: not signed by the log's key"},
+		{"bundle's key not the log's", func(b *Bundle) { b.VerifierKey = other.VerifierKey() }, saved, "", "saved checkpoint: not signed by the log's key"},
+		{"no since", func(b *Bundle) { b.Since = nil }, saved, "", "no consistency proof from the saved checkpoint"},
+		{"since from elsewhere", func(b *Bundle) { b.Since.Checkpoint = string(l.checkpoint(t, 999)) }, saved, "", "starts from size 999"},
+		{"since proof altered", func(b *Bundle) { b.Since.Proof[0][0] ^= 1 }, saved, "", "did not only grow"},
+		{"saved empty", nil, l.checkpoint(t, 3000)[:0], "", "saved checkpoint: not a signed note"},
+		{"bundle older", func(b *Bundle) { *b = *l.bundle(t, 1, 500); b.VerifierKey = vkey }, saved, "", "older than the saved one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := withSince()
+			if tc.edit != nil {
+				tc.edit(b)
+			}
+			_, _, err := CheckSince(b, tc.saved, tc.vkey)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err = %v, want one line with %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -54,7 +54,18 @@ func FuzzDecodeBundle(f *testing.F) {
 	}
 	f.Add([]byte(`{"index":1,"leaf_hash":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=","proof":[],"checkpoint":""}`))
 	f.Add([]byte(`{}`))
+	withSince := l.bundle(f, 9, 10)
+	withSince.VerifierKey = l.signer.VerifierKey()
+	sinceProof, err := ConsistencyProof(context.Background(), l.tiles, 5, 10)
+	if err != nil {
+		f.Fatal(err)
+	}
+	withSince.Since = &Since{Checkpoint: string(l.checkpoint(f, 5)), Proof: sinceProof}
+	if enc, err := withSince.Encode(); err == nil {
+		f.Add(enc)
+	}
 	vkey := l.signer.VerifierKey()
+	saved := l.checkpoint(f, 5)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		bundle, err := DecodeBundle(b)
 		if err != nil {
@@ -62,6 +73,15 @@ func FuzzDecodeBundle(f *testing.F) {
 				t.Fatalf("error of several lines: %q", err)
 			}
 			return
+		}
+		// The auditor's check: one line, and never a log that did not
+		// grow from the saved checkpoint (the test log only grew).
+		if cur, old, err := CheckSince(bundle, saved, ""); err != nil {
+			if bytes.ContainsRune([]byte(err.Error()), '\n') {
+				t.Fatalf("error of several lines: %q", err)
+			}
+		} else if old.Size != 5 || cur.Size < 5 || cur.Size > 10 {
+			t.Fatalf("checked sizes %d → %d", old.Size, cur.Size)
 		}
 		cp, err := CheckEntry(bundle, vkey)
 		if err != nil {
