@@ -221,6 +221,9 @@ func (p *Publisher) publishTo(ctx context.Context, t Target, origin string, size
 		}
 	}
 	cosig, err := p.client.AddCheckpoint(ctx, t.URL, old, prf, note)
+	if conflict, ok := errors.AsType[*ConflictError](err); ok && conflict.Size > size {
+		err = fmt.Errorf("a rollback: the log is at size %d, below the %d the witness cosigned: %w", size, conflict.Size, err)
+	}
 	if err == nil {
 		if _, verr := VerifyCosignature(AppendCosignature(note, cosig), t.VKey); verr != nil {
 			err = fmt.Errorf("its answer: %w", verr)
