@@ -111,6 +111,10 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			if err != nil {
 				return err
 			}
+			targets, err := parseWitnesses(witnesses)
+			if err != nil {
+				return err
+			}
 			if runnerID != "" {
 				if err := host.CheckID("serve", "--runner-id", runnerID); err != nil {
 					return withCode(exitUsage, err)
@@ -139,7 +143,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 				return stopped(err)
 			}
 			defer h.Close(context.Background())
-			wit, err := a.startWitnessing(h, witnesses)
+			wit, err := a.startWitnessing(h, targets)
 			if err != nil {
 				return err
 			}

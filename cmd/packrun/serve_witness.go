@@ -74,12 +74,8 @@ func (w witnessing) observed() []observe.WitnessState {
 	return out
 }
 
-// startWitnessing parses the --witness flags and returns the publisher of
-// h's checkpoints to them (nil without any); run it with Run.
-func (a *app) startWitnessing(h *packrun.Host, specs []string) (*witnessing, error) {
-	if len(specs) == 0 {
-		return nil, nil
-	}
+// parseWitnesses reads the --witness flags (URL=VKEY each).
+func parseWitnesses(specs []string) ([]witness.Target, error) {
 	var targets []witness.Target
 	for _, s := range specs {
 		t, err := witness.ParseTarget(s)
@@ -87,6 +83,15 @@ func (a *app) startWitnessing(h *packrun.Host, specs []string) (*witnessing, err
 			return nil, withCode(exitUsage, fmt.Errorf("--witness: %w", err))
 		}
 		targets = append(targets, t)
+	}
+	return targets, nil
+}
+
+// startWitnessing returns the publisher of h's checkpoints to targets
+// (nil without any); run it with run.
+func (a *app) startWitnessing(h *packrun.Host, targets []witness.Target) (*witnessing, error) {
+	if len(targets) == 0 {
+		return nil, nil
 	}
 	p, err := witness.NewPublisher(logSource{h.EvidenceLog()}, targets, filepath.Join(a.home, witnessStateFile), &http.Client{Timeout: 30 * time.Second})
 	if err != nil {

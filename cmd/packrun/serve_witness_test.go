@@ -372,3 +372,25 @@ func TestServeWitnessKill9BetweenSendAndRecord(t *testing.T) {
 		t.Fatalf("witness_refused after a kill -9: %v %v", evs, err)
 	}
 }
+
+// A --witness without its key, or with a bad URL or key, is a
+// usage error naming the flag on one line, before the home is opened.
+func TestServeWitnessFlagRefusals(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	h := homeCLI{t, home}
+	vkey := "w+12345678+BAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	for _, c := range []struct{ flag, says string }{
+		{"http://127.0.0.1:9", "want URL=VKEY"},
+		{"127.0.0.1:9=" + vkey, "http(s) URL"},
+		{"http://127.0.0.1:9=notakey", "verifier key"},
+	} {
+		code, _, errs := h.run("serve", "--addr", "127.0.0.1:0", "--insecure-no-auth", "--witness", c.flag)
+		first, _, _ := strings.Cut(errs, "\n")
+		if code != exitUsage || !strings.Contains(first, "--witness") || !strings.Contains(first, c.says) {
+			t.Errorf("--witness %s: exit %d %q (want 64 saying %q)", c.flag, code, errs, c.says)
+		}
+	}
+	if _, err := os.Stat(home); err == nil {
+		t.Errorf("a refused --witness created the home")
+	}
+}

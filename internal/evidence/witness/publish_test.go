@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -179,5 +180,35 @@ func TestParseTarget(t *testing.T) {
 		if _, err := ParseTarget(bad); err == nil || strings.Contains(err.Error(), "\n") {
 			t.Errorf("ParseTarget(%q): %v", bad, err)
 		}
+	}
+}
+
+// A damaged or foreign state file is refused naming it (serve then does
+// not start), and a witness configured twice is refused; nothing is
+// written.
+func TestPublisherRefusesBadState(t *testing.T) {
+	l := newTestLog(t, "example.com/log").grow(2, "a")
+	w, _ := newTestWitness(t, l)
+	dir := t.TempDir()
+	tg := Target{URL: "http://127.0.0.1:9", VKey: w.Key().VKey()}
+	for _, c := range []struct{ name, body string }{
+		{"garbage", "\x7fELF"},
+		{"other format", `{"format":"other/v1","witnesses":{}}`},
+		{"truncated", `{"format":"packrun.witness-state/v1","witn`},
+	} {
+		p := filepath.Join(dir, c.name)
+		if err := os.WriteFile(p, []byte(c.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := NewPublisher(logSource{l}, []Target{tg}, p, nil)
+		if err == nil || !strings.Contains(err.Error(), p) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		if b, _ := os.ReadFile(p); string(b) != c.body {
+			t.Errorf("%s: the file changed", c.name)
+		}
+	}
+	if _, err := NewPublisher(logSource{l}, []Target{tg, tg}, filepath.Join(dir, "s"), nil); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("a witness twice: %v", err)
 	}
 }
