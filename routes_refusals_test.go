@@ -193,6 +193,8 @@ var apiRefusals = map[string]routeRefusals{
 	"GET /v1/runs/{id}/events":  {auth.ScopeTasksRead, []refusal{nf("/v1/runs/run_missing/events"), foreign("/v1/runs/{run}/events", "/v1/runs/run_missing/events")}},
 	"POST /v1/runs/{id}/cancel": {auth.ScopeInvoke, []refusal{nf("/v1/runs/run_missing/cancel"), foreign("/v1/runs/{run}/cancel", "/v1/runs/run_missing/cancel"), conflictOn("/v1/runs/{run}/cancel", "")}},
 	"GET /v1/openapi.json":      {"", nil},
+	// No witness configured (serve --witness): nothing cosigned to serve.
+	"GET /v1/evidence/checkpoint/cosigned": {"", []refusal{nf("/v1/evidence/checkpoint/cosigned")}},
 }
 
 // acmeObjects makes one of each of tenant acme's things and returns the

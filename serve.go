@@ -68,6 +68,9 @@ type HandlerOptions struct {
 	// RateLimit bounds each token's requests a second (burst: twice as
 	// many), API and console together; 0: no limit.
 	RateLimit float64
+	// Witnessing serves GET /v1/evidence/checkpoint/cosigned (serve
+	// --witness); nil: that route answers 404.
+	Witnessing api.Witnessing
 }
 
 // Handler is the HTTP API (/v1/tasks, /v1/attempts, /v1/invoke, /v1/packs,
@@ -117,6 +120,7 @@ func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts Hand
 		Addr:          opts.Addr,
 		Log:           func(msg string, kv ...any) { h.log.Error(msg, kv...) },
 		Auth:          api.Auth{Authenticate: h.Authenticate, Insecure: opts.InsecureNoAuth, Limiter: limit},
+		Witnessing:    opts.Witnessing,
 		Replay: func(ctx context.Context, id string) (*api.ReplayVerdict, error) {
 			return h.Replay(ctx, id, ReplayOptions{})
 		},

@@ -32,6 +32,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var quotas quotaFlags
 	var metricsToken, runnerID string
 	var lease time.Duration
+	var witnesses []string
 	cmd := &cobra.Command{
 		Use:   "serve [--addr 127.0.0.1:7070] [--workers 8] [--tls-cert F --tls-key F] [--insecure-no-auth] [--store postgres://... [--lease 30s]]",
 		Short: "Run the dispatcher and the HTTP API",
@@ -83,6 +84,14 @@ and attempts.
 
   packrun serve --store postgres://packrun@db:5432/packrun --runner-id node-a --lease 30s
 
+--witness URL=VKEY (repeatable) sends every new evidence log checkpoint (at most one a
+second) to a C2SP tlog-witness such as 'packrun witness', with the consistency proof
+from the last one it cosigned (kept in the home's witness-state.json), checks its
+cosignature with VKEY and serves the cosigned checkpoint at GET
+/v1/evidence/checkpoint/cosigned. A refusal (a rollback, a rewritten entry, a new host
+key) is logged as an error, counted (packrun_witness_refusals_total), recorded as a
+witness_refused event and makes /readyz say "degraded"; serve keeps serving.
+
 The process keeps a 64 MiB heap floor so that Go's garbage collector does not run a
 hundred times a second on its small live heap (up to 64 MiB more memory, much more
 throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
@@ -99,6 +108,10 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 				return usageError("--lease %s: must be positive", lease)
 			}
 			qcfg, err := quotas.config()
+			if err != nil {
+				return err
+			}
+			targets, err := parseWitnesses(witnesses)
 			if err != nil {
 				return err
 			}
@@ -130,6 +143,10 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 				return stopped(err)
 			}
 			defer h.Close(context.Background())
+			wit, err := a.startWitnessing(h, targets)
+			if err != nil {
+				return err
+			}
 			if !insecure {
 				active, err := h.HasActiveTokens(ctx)
 				if err != nil {
@@ -149,12 +166,16 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			// On a loopback address, requests must name a loopback Host
 			// (DNS rebinding); the listener's address is the one --addr
 			// resolved to.
-			handler, err := h.Handler(ctx, packrun.HandlerOptions{Addr: ln.Addr().String(), InsecureNoAuth: insecure, RateLimit: rateLimit})
+			opts := packrun.HandlerOptions{Addr: ln.Addr().String(), InsecureNoAuth: insecure, RateLimit: rateLimit}
+			if wit != nil {
+				opts.Witnessing = wit
+			}
+			handler, err := h.Handler(ctx, opts)
 			if err != nil {
 				ln.Close()
 				return stopped(err)
 			}
-			handler = observed(obs, h, handler, ln.Addr().String())
+			handler = observedWith(obs, h, wit, handler, ln.Addr().String())
 			// A client gets 10 s for its headers and a minute for its
 			// whole request (bodies are capped too), and an idle
 			// keep-alive connection is closed after two minutes, so slow
@@ -182,6 +203,9 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			defer stopDispatch()
 			dispatchDone := make(chan error, 1)
 			go func() { dispatchDone <- h.Run(dispatchCtx) }()
+			if wit != nil {
+				go wit.run(dispatchCtx, a)
+			}
 			dispatching := true
 			select {
 			case err = <-serveErr:
@@ -219,6 +243,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 	durationVar(cmd.Flags(), &lease, "lease", 30*time.Second, "how long a claimed task (with a postgres store) or an openwop run stays this node's without a heartbeat (renewed every third of it); past it, another node reclaims it")
 	cmd.Flags().StringVar(&runnerID, "runner-id", "", `names this node in task claims and attempts (default "packrun-" and 8 random hex digits)`)
 	quotas.add(cmd)
+	cmd.Flags().StringArrayVar(&witnesses, "witness", nil, "send each evidence log checkpoint to this witness for cosigning: URL=VKEY, the witness's base URL and verifier key (repeatable)")
 	cmd.Flags().IntVar(&workers, "workers", 8, "tasks run at once, and openwop run nodes beside them (tasks mostly wait on durable commits, so more than the cores helps)")
 	return cmd
 }
@@ -240,8 +265,19 @@ func listenExitCode(err error) int {
 // On a loopback addr the three answer only requests for a loopback Host,
 // as the API does (DNS rebinding).
 func observed(obs *observe.Observer, h *packrun.Host, apiHandler http.Handler, addr string) http.Handler {
+	return observedWith(obs, h, nil, apiHandler, addr)
+}
+
+// observedWith is observed with serve --witness's witnesses in /readyz
+// and /metrics.
+func observedWith(obs *observe.Observer, h *packrun.Host, wit *witnessing, apiHandler http.Handler, addr string) http.Handler {
+	var witnesses func() []observe.WitnessState
+	if wit != nil {
+		witnesses = wit.observed
+	}
 	oh := obs.Handler(observe.Source{
-		Tasks: h.Store().CountTasks,
+		Witnesses: witnesses,
+		Tasks:     h.Store().CountTasks,
 		Packs: func(ctx context.Context) (int, error) {
 			p, err := h.Packs(ctx)
 			return len(p), err

@@ -85,6 +85,9 @@ type Config struct {
 	// Auth says who may call: every route needs a bearer token unless
 	// Auth.Insecure.
 	Auth Auth
+	// Witnessing serves GET /v1/evidence/checkpoint/cosigned (nil: 404,
+	// no witness configured).
+	Witnessing Witnessing
 	// Runs serves openwop's run API and /.well-known/openwop (nil: 503).
 	Runs RunService
 	// Replay serves POST /v1/attempts/{id}:replay (without it, 503): it
@@ -196,6 +199,8 @@ const maxBodyDepth = 10000
 //	POST /v1/runs/{id}:fork                     invoke         {mode:"replay", fromSeq?} → 201 {runId, sourceRunId, fromSeq,
 //	                                            mode, status, eventsUrl}: a new run, events before fromSeq copied,
 //	                                            each later node's recorded attempt replayed from its trace
+//	GET  /v1/evidence/checkpoint/cosigned       (any token)    CosignedCheckpoint: the newest checkpoint a witness cosigned
+//	                                                           (serve --witness) and each witness's state; 404 without one
 //	GET  /v1/openapi.json                       (no token)     the OpenAPI 3.1 document of these routes (OpenAPI)
 //
 // Every route but GET /v1/openapi.json (publicRoutes) needs a bearer
@@ -328,6 +333,7 @@ func build(cfg Config) (*server, http.Handler) {
 	route("/v1/runs/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.getRun))), http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.runAction)))})
 	route("/v1/runs/{id}/events", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.runEvents)))})
 	route("/v1/runs/{id}/cancel", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.cancelRun)))})
+	route("/v1/evidence/checkpoint/cosigned", map[string]handler{http.MethodGet: scoped("", takes(s.cosignedCheckpoint))})
 	route("/v1/openapi.json", map[string]handler{http.MethodGet: scoped("", takes(s.openAPI))})
 	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no route %s", r.URL.Path))

@@ -34,6 +34,8 @@ const (
 	MetricOutboundRequests = "packrun_outbound_requests_total"           // {host, result}
 	MetricOutboundBytes    = "packrun_outbound_bytes_total"              // {host, direction}
 	MetricOutboundDuration = "packrun_outbound_request_duration_seconds" // {host}
+	MetricWitnessRefusals  = "packrun_witness_refusals_total"            // {witness}: checkpoints a witness refused to cosign since serve started
+	MetricWitnessSize      = "packrun_witness_cosigned_size"             // {witness}: the size of the newest checkpoint it cosigned
 )
 
 // scrapeTimeout bounds the store reads a scrape makes.
@@ -103,6 +105,7 @@ var statuses = []host.TaskStatus{host.TaskPending, host.TaskRunning, host.TaskCo
 type storeCollector struct {
 	o                                          *Observer
 	queueDesc, packsDesc, quotaDesc, refusDesc *prometheus.Desc
+	witnessRefusDesc, witnessSizeDesc          *prometheus.Desc
 }
 
 // newStoreCollector describes the store's metrics. Like the rest of the
@@ -110,10 +113,12 @@ type storeCollector struct {
 // initialised: every packrun command links this package.
 func newStoreCollector(o *Observer) *storeCollector {
 	return &storeCollector{o: o,
-		queueDesc: prometheus.NewDesc(MetricQueueTasks, "Tasks in the queue, by status (read from the store at scrape time).", []string{"status"}, nil),
-		packsDesc: prometheus.NewDesc(MetricPacksInstalled, "Installed pack versions (read from the store at scrape time).", nil, nil),
-		quotaDesc: prometheus.NewDesc(MetricQuotaUsage, "The highest usage of a count quota over its limit among the tenants (no tenant named; 0 for rates and quotas without a limit).", []string{"quota"}, nil),
-		refusDesc: prometheus.NewDesc(MetricQuotaRefusals, "Refusals of each tenant quota since the host opened (no tenant named).", []string{"quota"}, nil),
+		queueDesc:        prometheus.NewDesc(MetricQueueTasks, "Tasks in the queue, by status (read from the store at scrape time).", []string{"status"}, nil),
+		packsDesc:        prometheus.NewDesc(MetricPacksInstalled, "Installed pack versions (read from the store at scrape time).", nil, nil),
+		quotaDesc:        prometheus.NewDesc(MetricQuotaUsage, "The highest usage of a count quota over its limit among the tenants (no tenant named; 0 for rates and quotas without a limit).", []string{"quota"}, nil),
+		refusDesc:        prometheus.NewDesc(MetricQuotaRefusals, "Refusals of each tenant quota since the host opened (no tenant named).", []string{"quota"}, nil),
+		witnessRefusDesc: prometheus.NewDesc(MetricWitnessRefusals, "Evidence log checkpoints each witness refused to cosign (a fork, a rollback, an unknown key) since serve started.", []string{"witness"}, nil),
+		witnessSizeDesc:  prometheus.NewDesc(MetricWitnessSize, "The size of the newest evidence log checkpoint each witness cosigned.", []string{"witness"}, nil),
 	}
 }
 
@@ -122,6 +127,8 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.packsDesc
 	ch <- c.quotaDesc
 	ch <- c.refusDesc
+	ch <- c.witnessRefusDesc
+	ch <- c.witnessSizeDesc
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -146,6 +153,12 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, u := range src.Quotas(ctx) {
 			ch <- prometheus.MustNewConstMetric(c.quotaDesc, prometheus.GaugeValue, u.Ratio, u.Quota)
 			ch <- prometheus.MustNewConstMetric(c.refusDesc, prometheus.CounterValue, float64(u.Refusals), u.Quota)
+		}
+	}
+	if src.Witnesses != nil {
+		for _, w := range src.Witnesses() {
+			ch <- prometheus.MustNewConstMetric(c.witnessRefusDesc, prometheus.CounterValue, float64(w.Refusals), w.URL)
+			ch <- prometheus.MustNewConstMetric(c.witnessSizeDesc, prometheus.GaugeValue, float64(w.Size), w.URL)
 		}
 	}
 	if src.Packs != nil {

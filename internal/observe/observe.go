@@ -53,6 +53,18 @@ type Source struct {
 	Dispatching func() bool
 	// Quotas reports the tenant quotas' usage, naming no tenant.
 	Quotas func(ctx context.Context) []QuotaUsage
+	// Witnesses reports the witnesses serve --witness sends checkpoints
+	// to; one with a Problem makes /readyz say "degraded".
+	Witnesses func() []WitnessState
+}
+
+// WitnessState is one witness as /readyz and /metrics show it.
+type WitnessState struct {
+	URL      string `json:"url"`
+	Size     uint64 `json:"size"`
+	Refusals uint64 `json:"refusals"`
+	Problem  string `json:"problem,omitempty"`
+	Refused  bool   `json:"refused,omitempty"`
 }
 
 // QuotaUsage is one tenant quota's state across every tenant.
@@ -173,6 +185,9 @@ func (o *Observer) WriterCommit(ops int, took time.Duration) {
 //	              store takes writes; role says whether this process holds
 //	              the dispatch lock or waits for it (a standby serves the
 //	              API all the same, so it is ready too).
+//	              200 {"status":"degraded",...,"witnesses":[...]}: a
+//	              witness (serve --witness) refused a checkpoint or cannot
+//	              be reached; the node still serves.
 //	              503 {"status":"unavailable","role":...,"error":...}: the
 //	              store refuses writes.
 func (o *Observer) Handler(src Source) http.Handler {
@@ -226,6 +241,8 @@ type readiness struct {
 	Status string `json:"status"`
 	Role   string `json:"role"`
 	Error  string `json:"error,omitempty"`
+	// Witnesses, with serve --witness: each witness's state.
+	Witnesses []WitnessState `json:"witnesses,omitempty"`
 }
 
 func (o *Observer) readyz(w http.ResponseWriter, r *http.Request) {
@@ -243,6 +260,19 @@ func (o *Observer) readyz(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "5")
 			reply(w, http.StatusServiceUnavailable, rd)
 			return
+		}
+	}
+	if src.Witnesses != nil {
+		// A witness that refused or cannot be reached degrades the
+		// node, which still serves (200): its checkpoints go uncosigned.
+		rd.Witnesses = src.Witnesses()
+		for _, ws := range rd.Witnesses {
+			if ws.Problem != "" {
+				rd.Status = "degraded"
+				if rd.Error == "" {
+					rd.Error = "witness " + ws.URL + ": " + ws.Problem
+				}
+			}
 		}
 	}
 	reply(w, http.StatusOK, rd)

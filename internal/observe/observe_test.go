@@ -115,5 +115,26 @@ func TestOutboundRequestMetrics(t *testing.T) {
 	}
 	if strings.Contains(body, "tenant") {
 		t.Error("/metrics has a tenant label")
+// A witness that refused degrades /readyz (still 200: the node serves)
+// and is counted in packrun_witness_refusals_total; once it cosigns
+// again the node is ready.
+func TestReadyzDegradedByAWitness(t *testing.T) {
+	o := New(Config{})
+	ws := []WitnessState{{URL: "http://w.example", Size: 7, Refusals: 2, Problem: "witness refused (409)", Refused: true}}
+	h := o.Handler(Source{Witnesses: func() []WitnessState { return ws }})
+	get := func(path string) (int, string) {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		return w.Code, w.Body.String()
+	}
+	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, `"status":"degraded"`) || !strings.Contains(body, `"error":"witness http://w.example: witness refused (409)"`) {
+		t.Errorf("/readyz with a refusing witness: %d %s", code, body)
+	}
+	if _, body := get("/metrics"); !strings.Contains(body, `packrun_witness_refusals_total{witness="http://w.example"} 2`) || !strings.Contains(body, `packrun_witness_cosigned_size{witness="http://w.example"} 7`) {
+		t.Errorf("/metrics lacks the witness:\n%s", body)
+	}
+	ws = []WitnessState{{URL: "http://w.example", Size: 9, Refusals: 2}}
+	if code, body := get("/readyz"); code != 200 || !strings.Contains(body, `"status":"ready"`) {
+		t.Errorf("/readyz once cosigned again: %d %s", code, body)
 	}
 }

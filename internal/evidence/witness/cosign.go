@@ -171,3 +171,32 @@ func VerifyCosignature(checkpoint []byte, witnessVKey string) (time.Time, error)
 	}
 	return time.Time{}, fmt.Errorf("checkpoint: %w %s", ErrNoCosignature, v.Name())
 }
+
+// VerifyCosigned checks a cosigned checkpoint, as serve --witness serves
+// it: a valid signature by the log's key (logVKey, a signed-note verifier
+// key) and a valid cosignature by each of witnessVKeys. It returns the
+// checkpoint's size and root hash. The first failure is returned, naming
+// the key at fault.
+func VerifyCosigned(checkpoint []byte, logVKey string, witnessVKeys ...string) (size uint64, root []byte, err error) {
+	origin, err := Origin(checkpoint)
+	if err != nil {
+		return 0, nil, err
+	}
+	l, err := NewLog(origin, logVKey)
+	if err != nil {
+		return 0, nil, err
+	}
+	cp, _, err := OpenCheckpoint(checkpoint, l)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(witnessVKeys) == 0 {
+		return 0, nil, errors.New("verify a cosigned checkpoint: no witness key given")
+	}
+	for _, k := range witnessVKeys {
+		if _, err := VerifyCosignature(checkpoint, k); err != nil {
+			return 0, nil, err
+		}
+	}
+	return cp.Size, cp.Hash, nil
+}
