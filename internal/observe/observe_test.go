@@ -115,6 +115,9 @@ func TestOutboundRequestMetrics(t *testing.T) {
 	}
 	if strings.Contains(body, "tenant") {
 		t.Error("/metrics has a tenant label")
+	}
+}
+
 // A witness that refused degrades /readyz (still 200: the node serves)
 // and is counted in packrun_witness_refusals_total; once it cosigns
 // again the node is ready.
