@@ -749,7 +749,7 @@ func printHTTPCalls(w io.Writer, trace []byte) {
 			Error  string `json:"error"`
 			Kind   string `json:"kind"`
 		}
-		json.Unmarshal(c.Result, &resp)
+		_ = json.Unmarshal(c.Result, &resp) // a summary line: an unreadable result shows as status 0
 		got := fmt.Sprintf("HTTP %d, %d bytes", resp.Status, len(c.Result))
 		if c.Status != 0 {
 			got = fmt.Sprintf("%s: %s", abi.Status(c.Status), cmp.Or(resp.Kind, resp.Error))
