@@ -1,0 +1,290 @@
+package packrun
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/packrun/packrun/abi"
+	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/dispatch"
+	"github.com/packrun/packrun/internal/outbound"
+	"github.com/packrun/packrun/internal/testing/hosttest"
+	"github.com/packrun/packrun/packs"
+	"github.com/packrun/packrun/runtime"
+)
+
+// sdkFetchPacks are the outbound HTTP example skills, one per guest SDK.
+var sdkFetchPacks = []struct{ sdk, dir string }{
+	{"go", "abi/guest/go/fetch"},
+	{"c", "abi/guest/c/example/fetch"},
+	{"rust", "abi/guest/rust/example/fetch"},
+	{"assemblyscript", "abi/guest/assemblyscript/example/fetch"},
+}
+
+// fetchSecretValue is the bearer token the tests store as the secret the
+// example packs' grant names.
+const fetchSecretValue = "sk-e2e-7c1d0a5b93f2"
+
+// fetchServer is a loopback server answering the example skills: /json a
+// JSON document echoing the Authorization header it received, /big a
+// body over the tests' response limit, /slow no answer until the client
+// gives up.
+type fetchServer struct {
+	*httptest.Server
+	port string
+	mu   sync.Mutex
+	auth []string // Authorization headers received
+}
+
+func newFetchServer(t *testing.T) *fetchServer {
+	t.Helper()
+	s := &fetchServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.auth = append(s.auth, r.Header.Get("Authorization"))
+		s.mu.Unlock()
+		switch r.URL.Path {
+		case "/big":
+			w.Write(bytes.Repeat([]byte("x"), 4<<10))
+		case "/slow":
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Echo", r.Header.Get("Authorization"))
+			b, _ := json.Marshal(map[string]string{"name": "packrun", "auth": r.Header.Get("Authorization")})
+			w.Write(b)
+		}
+	}))
+	t.Cleanup(s.Close)
+	_, s.port, _ = net.SplitHostPort(s.Listener.Addr().String())
+	return s
+}
+
+func (s *fetchServer) received() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.auth...)
+}
+
+// examplePack decodes dir's pack.json with the manifest decoder, checks
+// its http grant is the loopback one with a bearer secret, and packs a
+// copy whose grant names port instead of the committed one.
+func examplePack(t *testing.T, dir, port string) (name string, archive []byte) {
+	t.Helper()
+	raw := mustRead(t, filepath.Join(dir, "pack.json"))
+	m, err := packs.DecodeManifest(raw)
+	if err != nil {
+		t.Fatalf("%s/pack.json: %v", dir, err)
+	}
+	if g := m.Grants.HTTP; len(g) != 1 || g[0].Host != "127.0.0.1" || len(g[0].Secrets) != 1 || !g[0].Secrets[0].Bearer {
+		t.Fatalf("%s/pack.json: http grant %+v", dir, g)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	grant := doc["grants"].(map[string]any)["http"].([]any)[0].(map[string]any)
+	grant["port"] = json.Number(port)
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := packs.DecodeManifest(b); err != nil {
+		t.Fatalf("%s/pack.json with port %s: %v", dir, port, err)
+	}
+	out := t.TempDir()
+	if err := os.WriteFile(filepath.Join(out, "pack.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, mod := range m.Runtime.Modules {
+		if err := os.WriteFile(filepath.Join(out, mod.Path), mustRead(t, filepath.Join(dir, mod.Path)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	archive, err = packs.Pack(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Name, archive
+}
+
+// fetchHost is a host trusting local.* with the example pack installed
+// (its grant on the server's port) and the secret stored for the default
+// tenant; its log lines go to logs.
+func fetchHost(t *testing.T, dir string, srv *fetchServer, client *outbound.Client) (*Host, string, *hosttest.SyncBuffer) {
+	t.Helper()
+	home := filepath.Join(t.TempDir(), "home")
+	k := newTestKey(t)
+	savePolicy(t, home, trustKey(t, k, "local.*"))
+	logs := &hosttest.SyncBuffer{}
+	h, err := Open(ctx, home, Config{outbound: client, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: logs})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(ctx) })
+	name, archive := examplePack(t, dir, srv.port)
+	if _, _, err := h.Install(ctx, k.sign(t, archive, name), InstallOptions{}); err != nil {
+		t.Fatalf("install %s: %v", dir, err)
+	}
+	if err := h.Store().Put(ctx, host.Scope{Tenant: host.DefaultTenant, Namespace: dispatch.SecretsNamespace}, "example-token",
+		json.RawMessage(`"`+fetchSecretValue+`"`), host.PutOptions{Secret: true}); err != nil {
+		t.Fatal(err)
+	}
+	return h, name, logs
+}
+
+// Each SDK's example skill, installed in a real home, fetches from a
+// loopback server through its grant with the secret injected as a bearer
+// token: the server gets it, the output, the stored attempt, the trace and
+// the logs never hold it; with the server stopped, replay gives the same
+// output from the recorded response.
+func TestSDKFetchExamplesEndToEnd(t *testing.T) {
+	for _, p := range sdkFetchPacks {
+		t.Run(p.sdk, func(t *testing.T) {
+			srv := newFetchServer(t)
+			h, name, logs := fetchHost(t, p.dir, srv, nil)
+			url := srv.URL + "/json"
+			inv, err := h.InvokePack(ctx, name, InvokeRequest{Node: "example.fetch", Input: json.RawMessage(`{"url":"` + url + `","field":"auth"}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := srv.received(); len(got) != 1 || got[0] != "Bearer "+fetchSecretValue {
+				t.Fatalf("the server received Authorization %q, want the injected bearer token", got)
+			}
+			// The guest sees the body with the secret replaced by its name.
+			body, _ := json.Marshal(map[string]string{"name": "packrun", "auth": "Bearer " + fetchSecretValue})
+			seen := strings.ReplaceAll(string(body), fetchSecretValue, "[secret:example-token]")
+			want := fmt.Sprintf(`{"status":200,"length":%d,"value":"Bearer [secret:example-token]"}`, len(seen))
+			if inv.Result.Outcome != abi.Completed || !hosttest.JSONEqual(inv.Result.Output, want) {
+				t.Fatalf("%s %+v output %s, want %s", inv.Result.Outcome, inv.Result.Error, inv.Result.Output, want)
+			}
+			stored, err := h.Store().Attempt(ctx, inv.Attempt.AttemptID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			record, _ := json.Marshal(stored)
+			trace, err := h.Trace(ctx, inv.Attempt.AttemptID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			traceJSON, _ := json.Marshal(trace)
+			if !strings.Contains(string(traceJSON), abi.HostHTTPRequest) || !strings.Contains(string(traceJSON), "/json") {
+				t.Errorf("the trace has no http_request to /json: %.400s", traceJSON)
+			}
+			guestLogs, _ := json.Marshal([]any{inv.Result.Logs, inv.Result.Stdout, inv.Result.Stderr})
+			for what, b := range map[string][]byte{"output": inv.Result.Output, "stored attempt": record, "trace": traceJSON,
+				"guest logs": guestLogs, "host logs": []byte(logs.String())} {
+				if bytes.Contains(b, []byte(fetchSecretValue)) {
+					t.Errorf("the secret is in the %s", what)
+				}
+			}
+
+			srv.Close()
+			v, err := h.Replay(ctx, inv.Attempt.AttemptID, ReplayOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !v.Identical || !hosttest.JSONEqual(v.Got.Output, want) {
+				t.Fatalf("replay with the server stopped: identical %v, divergence %+v, %s; output %s", v.Identical, v.Divergence, v.Difference, v.Got.Output)
+			}
+			if n := len(srv.received()); n != 1 {
+				t.Errorf("the server got %d requests, want the replay to send none", n)
+			}
+		})
+	}
+}
+
+// Refusals through the real host reach each SDK's example as its error,
+// naming the host's reason and, for a limit, its kind (also a cap.breached
+// event of the attempt): a URL outside the grant, a response over the
+// limit, a server slower than the request timeout, a connection refused.
+func TestSDKFetchExamplesRefusals(t *testing.T) {
+	for _, p := range sdkFetchPacks {
+		t.Run(p.sdk, func(t *testing.T) {
+			srv := newFetchServer(t)
+			client := outbound.New(outbound.Config{Limits: outbound.Limits{ResponseBytes: 1 << 10, Timeout: 300 * time.Millisecond}})
+			t.Cleanup(client.Close)
+			h, name, _ := fetchHost(t, p.dir, srv, client)
+			other := httptest.NewServer(http.NotFoundHandler())
+			other.Close()
+			for _, tc := range []struct {
+				what, url, reason, kind string
+			}{
+				{"outside the grant", other.URL + "/json", "no http grant", ""},
+				{"response over the limit", srv.URL + "/big", "over the limit of 1024 bytes", abi.CapHTTPResponseBytes},
+				{"slow server", srv.URL + "/slow", "did not finish within 300ms", abi.CapHTTPTimeout},
+				{"connection refused", "STOPPED", "connection refused", ""},
+			} {
+				if tc.url == "STOPPED" {
+					srv.Close()
+					tc.url = srv.URL + "/json"
+				}
+				inv, err := h.InvokePack(ctx, name, InvokeRequest{Node: "example.fetch", Input: json.RawMessage(`{"url":"` + tc.url + `","field":"name"}`)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				res := inv.Result
+				if res.Outcome != abi.Failed || res.Error == nil || !strings.Contains(res.Error.Message+string(res.Error.Details), tc.reason) {
+					t.Errorf("%s: %s %+v, want a failure naming %q", tc.what, res.Outcome, res.Error, tc.reason)
+					continue
+				}
+				if tc.kind == "" {
+					continue
+				}
+				// The kind is the attempt's cap.breached event (the Go
+				// example's error also names it; the C, Rust and
+				// AssemblyScript examples report the host's reason only).
+				var events []runtime.Event
+				if len(inv.Attempt.Events) > 0 {
+					if err := json.Unmarshal(inv.Attempt.Events, &events); err != nil {
+						t.Fatal(err)
+					}
+				}
+				breached := false
+				for _, e := range events {
+					breached = breached || (e.Type == runtime.EventCapBreached && e.Kind == tc.kind)
+				}
+				if !breached {
+					t.Errorf("%s: attempt events %s, want a cap.breached of kind %s", tc.what, inv.Attempt.Events, tc.kind)
+				}
+				if p.sdk == "go" && !strings.Contains(res.Error.Message, tc.kind) {
+					t.Errorf("%s: the Go SDK's error %q does not name the kind %s", tc.what, res.Error.Message, tc.kind)
+				}
+			}
+		})
+	}
+}
+
+// The committed modules are the ones the pack.json files pin (the
+// end-to-end tests above run them through the host's own check too).
+func TestSDKFetchExamplesPinModules(t *testing.T) {
+	for _, p := range sdkFetchPacks {
+		m, err := packs.DecodeManifest(mustRead(t, filepath.Join(p.dir, "pack.json")))
+		if err != nil {
+			t.Fatalf("%s: %v", p.dir, err)
+		}
+		for _, mod := range m.Runtime.Modules {
+			sum := sha256.Sum256(mustRead(t, filepath.Join(p.dir, mod.Path)))
+			if hex.EncodeToString(sum[:]) != mod.SHA256 {
+				t.Errorf("%s/pack.json pins %s for %s, the file is %x", p.dir, mod.SHA256, mod.Path, sum)
+			}
+		}
+	}
+}
