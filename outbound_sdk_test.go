@@ -288,3 +288,136 @@ func TestSDKFetchExamplesPinModules(t *testing.T) {
 		}
 	}
 }
+
+// watReadmeSnippet is the wat block of abi/guest/wat/README.md's outbound
+// HTTP section.
+func watReadmeSnippet(t *testing.T) []string {
+	t.Helper()
+	readme := string(mustRead(t, "abi/guest/wat/README.md"))
+	_, rest, ok := strings.Cut(readme, "### Outbound HTTP")
+	if !ok {
+		t.Fatal("abi/guest/wat/README.md has no Outbound HTTP section")
+	}
+	_, rest, ok = strings.Cut(rest, "```wat\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("the Outbound HTTP section of abi/guest/wat/README.md has no wat block")
+	}
+	return strings.Split(strings.TrimSpace(block), "\n")
+}
+
+// listenFourDigits listens on a free loopback port of four digits, so the
+// snippet's URL keeps its length (95 bytes) with the port changed.
+func listenFourDigits(t *testing.T) net.Listener {
+	t.Helper()
+	for port := 8080; port < 10000; port++ {
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			return l
+		}
+	}
+	t.Fatal("no free loopback port of four digits")
+	return nil
+}
+
+// The WAT README's http_request snippet, built into a node
+// (testdata/modules/fetch_readme.wat holds it verbatim), runs through a
+// real host: the server gets the injected bearer token, the node's output
+// is the response with the secret replaced by its name, the stored attempt
+// and trace never hold it, and replay with the server stopped is
+// identical. A grant for another port is refused with status 1, the node
+// failing with the host's reason.
+func TestWATReadmeFetch(t *testing.T) {
+	wat := string(mustRead(t, "testdata/modules/fetch_readme.wat"))
+	lines := map[string]bool{}
+	for _, l := range strings.Split(wat, "\n") {
+		lines[strings.TrimSpace(l)] = true
+	}
+	for _, l := range watReadmeSnippet(t) {
+		if l = strings.TrimSpace(l); !strings.HasPrefix(l, ";;") && !lines[l] {
+			t.Fatalf("testdata/modules/fetch_readme.wat lacks the README line %q", l)
+		}
+	}
+
+	var mu sync.Mutex
+	var auth []string
+	l := listenFourDigits(t)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		b, _ := json.Marshal(map[string]string{"path": r.URL.Path, "accept": r.Header.Get("Accept"), "auth": r.Header.Get("Authorization")})
+		w.Write(b)
+	}))
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	wasm := bytes.Replace(mustRead(t, "testdata/modules/fetch_readme.wasm"), []byte("127.0.0.1:8080/status"), []byte("127.0.0.1:"+port+"/status"), 1)
+	dir := t.TempDir()
+	module := filepath.Join(dir, "fetch_readme.wasm")
+	if err := os.WriteFile(module, wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t)
+	spec := func(version, grantPort string) packSpec {
+		return packSpec{name: "local.fetch.wat", version: version, module: module, abiMinor: 3,
+			extra: `"grants":{"http":[{"scheme":"http","host":"127.0.0.1","port":` + grantPort + `,"allowRanges":["loopback"],"secrets":[{"name":"api-token","bearer":true}]}]},`,
+			nodes: `[{"typeId":"example.status","kind":"node"}]`}
+	}
+	f.install(t, spec("1.0.0", port))
+	if err := f.Store().Put(ctx, host.Scope{Tenant: host.DefaultTenant, Namespace: dispatch.SecretsNamespace}, "api-token",
+		json.RawMessage(`"`+fetchSecretValue+`"`), host.PutOptions{Secret: true}); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := f.InvokePack(ctx, "local.fetch.wat@1.0.0", InvokeRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(auth) != 1 || auth[0] != "Bearer "+fetchSecretValue {
+		t.Fatalf("the server received Authorization %q", auth)
+	}
+	var out struct {
+		Status int    `json:"status"`
+		Body   string `json:"body"`
+	}
+	if inv.Result.Outcome != abi.Completed || json.Unmarshal(inv.Result.Output, &out) != nil {
+		t.Fatalf("%s %+v %s", inv.Result.Outcome, inv.Result.Error, inv.Result.Output)
+	}
+	if want := `{"accept":"application/json","auth":"Bearer [secret:api-token]","path":"/status"}`; out.Status != 200 || out.Body != want {
+		t.Fatalf("output %s, want status 200 and body %s", inv.Result.Output, want)
+	}
+	stored, err := f.Store().Attempt(ctx, inv.Attempt.AttemptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record, _ := json.Marshal(stored)
+	trace, err := f.Trace(ctx, inv.Attempt.AttemptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	traceJSON, _ := json.Marshal(trace)
+	for what, b := range map[string][]byte{"output": inv.Result.Output, "stored attempt": record, "trace": traceJSON} {
+		if bytes.Contains(b, []byte(fetchSecretValue)) {
+			t.Errorf("the secret is in the %s", what)
+		}
+	}
+	srv.Close()
+	v, err := f.Replay(ctx, inv.Attempt.AttemptID, ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v.Identical || string(v.Got.Output) != string(inv.Result.Output) {
+		t.Fatalf("replay with the server stopped: identical %v, %+v %s; output %s", v.Identical, v.Divergence, v.Difference, v.Got.Output)
+	}
+
+	f.install(t, spec("2.0.0", "1"))
+	inv, err = f.InvokePack(ctx, "local.fetch.wat@2.0.0", InvokeRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := inv.Result.Error; inv.Result.Outcome != abi.Failed || e == nil || e.Code != "http_request_failed" || !strings.Contains(string(e.Details), "no http grant allows GET http://127.0.0.1:"+port+"/status") {
+		t.Fatalf("outside the grant: %s %+v", inv.Result.Outcome, e)
+	}
+}
