@@ -421,3 +421,77 @@ func TestWATReadmeFetch(t *testing.T) {
 		t.Fatalf("outside the grant: %s %+v", inv.Result.Outcome, e)
 	}
 }
+
+// An Extism plugin (testdata/modules/extism_fetch.wat) calls packrun's
+// http_request (packrun:host/v1) under its pack's grant like any node: the
+// secret is injected and never reaches it, the exchange replays with the
+// server stopped, a URL outside the grant is status 1. The Extism kernel's
+// own http_request is refused: the node fails and nothing is sent.
+func TestExtismPluginHTTPRequest(t *testing.T) {
+	srv := newFetchServer(t)
+	f := newFixture(t)
+	f.install(t, packSpec{name: "local.extism.fetch", version: "1.0.0", module: "testdata/modules/extism_fetch.wasm", abiMinor: 3,
+		extra: `"grants":{"http":[{"scheme":"http","host":"127.0.0.1","port":` + srv.port + `,"allowRanges":["loopback"],"secrets":[{"name":"example-token","bearer":true}]}]},`,
+		nodes: `[{"typeId":"fetch","kind":"node","export":"fetch"},{"typeId":"extism_fetch","kind":"node","export":"extism_fetch"}]`})
+	if err := f.Store().Put(ctx, host.Scope{Tenant: host.DefaultTenant, Namespace: dispatch.SecretsNamespace}, "example-token",
+		json.RawMessage(`"`+fetchSecretValue+`"`), host.PutOptions{Secret: true}); err != nil {
+		t.Fatal(err)
+	}
+	invoke := func(node, url string) *Invocation {
+		t.Helper()
+		inv, err := f.InvokePack(ctx, "local.extism.fetch", InvokeRequest{Node: node, Input: json.RawMessage(`{"method":"GET","url":"` + url + `"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inv
+	}
+	type answer struct {
+		Status int `json:"status"`
+		Body   struct {
+			Status int    `json:"status"`
+			Body   string `json:"body"`
+			Error  string `json:"error"`
+		} `json:"body"`
+	}
+	inv := invoke("fetch", srv.URL+"/json")
+	var a answer
+	if inv.Result.Outcome != abi.Completed || json.Unmarshal(inv.Result.Output, &a) != nil {
+		t.Fatalf("%s %+v %s", inv.Result.Outcome, inv.Result.Error, inv.Result.Output)
+	}
+	if got := srv.received(); len(got) != 1 || got[0] != "Bearer "+fetchSecretValue {
+		t.Fatalf("the server received Authorization %q", got)
+	}
+	if want := `{"auth":"Bearer [secret:example-token]","name":"packrun"}`; a.Status != 0 || a.Body.Status != 200 || a.Body.Body != want {
+		t.Fatalf("plugin got %s, want status 0 and body %s", inv.Result.Output, want)
+	}
+	stored, err := f.Store().Attempt(ctx, inv.Attempt.AttemptID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record, _ := json.Marshal(stored)
+	if bytes.Contains(record, []byte(fetchSecretValue)) || bytes.Contains(inv.Result.Output, []byte(fetchSecretValue)) {
+		t.Error("the secret is in the output or the stored attempt")
+	}
+
+	outside := invoke("fetch", "http://127.0.0.1:1/json")
+	if json.Unmarshal(outside.Result.Output, &a) != nil || a.Status != int(abi.StatusAccessDenied) || !strings.Contains(a.Body.Error, "no http grant") {
+		t.Errorf("outside the grant: %s %s", outside.Result.Outcome, outside.Result.Output)
+	}
+
+	kernel := invoke("extism_fetch", srv.URL+"/json")
+	if kernel.Result.Outcome == abi.Completed || kernel.Result.Error == nil || !strings.Contains(kernel.Result.Error.Message, "not allowed") {
+		t.Errorf("extism's own http_request: %s %+v %s, want a failure saying it is not allowed", kernel.Result.Outcome, kernel.Result.Error, kernel.Result.Output)
+	}
+	if n := len(srv.received()); n != 1 {
+		t.Errorf("the server got %d requests, want only the first", n)
+	}
+
+	srv.Close()
+	v, err := f.Replay(ctx, inv.Attempt.AttemptID, ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v.Identical || string(v.Got.Output) != string(inv.Result.Output) {
+		t.Fatalf("replay with the server stopped: identical %v, %+v %s; output %s", v.Identical, v.Divergence, v.Difference, v.Got.Output)
+	}
+}
