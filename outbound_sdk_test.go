@@ -219,24 +219,31 @@ func TestSDKFetchExamplesRefusals(t *testing.T) {
 	for _, p := range sdkFetchPacks {
 		t.Run(p.sdk, func(t *testing.T) {
 			srv := newFetchServer(t)
-			client := outbound.New(outbound.Config{Limits: outbound.Limits{ResponseBytes: 1 << 10, Timeout: 300 * time.Millisecond}})
-			t.Cleanup(client.Close)
-			h, name, _ := fetchHost(t, p.dir, srv, client)
+			// Only the slow server's host has a short request timeout (the
+			// server never answers before it), so a slow machine cannot
+			// turn the other cases into timeouts.
+			small := outbound.New(outbound.Config{Limits: outbound.Limits{ResponseBytes: 1 << 10}})
+			short := outbound.New(outbound.Config{Limits: outbound.Limits{Timeout: 300 * time.Millisecond}})
+			t.Cleanup(small.Close)
+			t.Cleanup(short.Close)
+			h, name, _ := fetchHost(t, p.dir, srv, small)
+			hShort, _, _ := fetchHost(t, p.dir, srv, short)
 			other := httptest.NewServer(http.NotFoundHandler())
 			other.Close()
 			for _, tc := range []struct {
 				what, url, reason, kind string
+				h                       *Host
 			}{
-				{"outside the grant", other.URL + "/json", "no http grant", ""},
-				{"response over the limit", srv.URL + "/big", "over the limit of 1024 bytes", abi.CapHTTPResponseBytes},
-				{"slow server", srv.URL + "/slow", "did not finish within 300ms", abi.CapHTTPTimeout},
-				{"connection refused", "STOPPED", "connection refused", ""},
+				{"outside the grant", other.URL + "/json", "no http grant", "", h},
+				{"response over the limit", srv.URL + "/big", "over the limit of 1024 bytes", abi.CapHTTPResponseBytes, h},
+				{"slow server", srv.URL + "/slow", "did not finish within 300ms", abi.CapHTTPTimeout, hShort},
+				{"connection refused", "STOPPED", "connection refused", "", h},
 			} {
 				if tc.url == "STOPPED" {
 					srv.Close()
 					tc.url = srv.URL + "/json"
 				}
-				inv, err := h.InvokePack(ctx, name, InvokeRequest{Node: "example.fetch", Input: json.RawMessage(`{"url":"` + tc.url + `","field":"name"}`)})
+				inv, err := tc.h.InvokePack(ctx, name, InvokeRequest{Node: "example.fetch", Input: json.RawMessage(`{"url":"` + tc.url + `","field":"name"}`)})
 				if err != nil {
 					t.Fatal(err)
 				}
