@@ -35,6 +35,7 @@ import (
 	"github.com/packrun/packrun/internal/adapters"
 	"github.com/packrun/packrun/internal/auth"
 	"github.com/packrun/packrun/internal/dispatch"
+	"github.com/packrun/packrun/internal/outbound"
 	"github.com/packrun/packrun/internal/quota"
 	"github.com/packrun/packrun/internal/store/sqlite"
 	"github.com/packrun/packrun/runtime"
@@ -89,6 +90,9 @@ type Config struct {
 	// RotateHostKey): what Open otherwise refuses with
 	// host.ErrUnanchored.
 	reanchor bool
+	// outbound, if set, performs the guests' outbound HTTP requests
+	// (tests: limits and timeouts smaller than the defaults).
+	outbound *outbound.Client
 	// Quotas bound what each tenant can create (see Quotas; the zero
 	// value is the defaults).
 	Quotas Quotas
@@ -275,6 +279,7 @@ func (h *Host) engine(ctx context.Context) (*runtime.Runtime, *dispatch.Dispatch
 			Workers:    h.cfg.Workers, RunnerID: h.cfg.RunnerID,
 			Log:         func(msg string, kv ...any) { h.log.Info(msg, kv...) },
 			Observer:    h.cfg.Observer,
+			Outbound:    h.cfg.outbound,
 			CheckIntent: h.CheckIntent,
 			Reclaim:     h.runs.Continue,
 			Chores:      h.chores,

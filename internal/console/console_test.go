@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"html/template"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -106,13 +107,17 @@ func (b *fakeBackend) saw(tenant string) {
 	b.tenants = append(b.tenants, tenant)
 }
 
+// consoleHTTPGrant is the http grant of the fake backend's pack.
+var consoleHTTPGrant = packs.HTTPGrant{Host: "api.example.com", PathPrefix: "/v1/", Methods: []string{"GET", "POST"},
+	Secrets: []packs.HTTPSecret{{Name: "api_token", Bearer: true}}}
+
 func (b *fakeBackend) Packs(ctx context.Context) ([]PackView, error) {
 	return []PackView{{
 		Pack: &host.InstalledPack{Name: "local.hello.c", Version: "1.0.0", SHA256: "ab12", Signer: "test",
 			Provenance: &host.PackProvenance{BuilderID: "https://ci.example/builder"}},
 		Manifest: &packs.Manifest{Name: "local.hello.c", Version: "1.0.0",
 			Nodes:  []packs.Node{{TypeID: "example.hello", Kind: packs.KindSkill, TaskTypes: []string{"hello.c"}}},
-			Grants: packs.Grants{Services: []packs.Service{packs.ServiceConfig}}},
+			Grants: packs.Grants{Services: []packs.Service{packs.ServiceConfig}, HTTP: []packs.HTTPGrant{consoleHTTPGrant}}},
 	}}, nil
 }
 
@@ -506,7 +511,8 @@ func TestPages(t *testing.T) {
 		not  []string
 	}{
 		{"packs", req{path: "/console/packs", token: "tok-invoke"},
-			[]string{"local.hello.c", "1.0.0", "example.hello", "hello.c", "https://ci.example/builder", "<code>config</code>"}, nil},
+			[]string{"local.hello.c", "1.0.0", "example.hello", "hello.c", "https://ci.example/builder", "<code>config</code>",
+				"; http:<ul class=\"http-grants\"><li>" + template.HTMLEscapeString(consoleHTTPGrant.Describe()) + "</li></ul>"}, nil},
 		{"tasks escape", req{path: "/console/tasks", token: "tok-all"},
 			[]string{"acme&#39;s &lt;b&gt;subject&lt;/b&gt;"}, []string{"<b>subject"}},
 		{"tasks filtered", req{path: "/console/tasks?status=completed", token: "tok-all"}, []string{"task-acme-2"}, []string{"task-acme-1"}},

@@ -75,7 +75,7 @@ func newFetchEnv(t testing.TB, grant, req string, limits outbound.Limits) *fetch
 	pool.AddCert(f.srv.Certificate())
 	grant = strings.ReplaceAll(grant, "PORT", f.port)
 	f.pack, _ = wasmPack(t, "fetch.wasm", `"name":"local.fetch","version":"1.0.0","runtime":{"language":"wasm","abi":{"version":1,"minor":3},
-		"modules":[{"path":"fetch.wasm","sha256":%q}]},"nodes":[{"typeId":"test.fetch","kind":"node"},{"typeId":"test.fetch2","kind":"node"}],
+		"modules":[{"path":"fetch.wasm","sha256":%q}]},"nodes":[{"typeId":"test.fetch","kind":"node"},{"typeId":"test.fetch2","kind":"node"},{"typeId":"test.nofetch","kind":"node"}],
 		"grants":{"services":["config"],"http":[`+grant+`]}`)
 	f.env = newEnvWith(t, f.pack)
 	f.d.cfg.Outbound = outbound.New(outbound.Config{Resolver: loopDNS{}, RootCAs: pool, Limits: limits})
@@ -246,31 +246,38 @@ func reportCPU(b *testing.B, start time.Duration) {
 // 1 KiB body from a loopback TLS server (HTTP/2, the same transport
 // settings) with the same GET through internal/outbound, and through the
 // http_request import of a guest (a whole invocation: config_get, the
-// request, the output). The import's overhead is guest minus plain.
+// request, the output). "baseline" is the same invocation of the same
+// module without the request (node test.nofetch); "interleaved" runs
+// plain, baseline and guest in turn each iteration and reports each one's
+// CPU and wall time, the import's overhead (guest - baseline - plain) and
+// the ratio (guest - baseline) / plain.
 func BenchmarkHTTPRequest(b *testing.B) {
 	f := newFetchEnv(b, `{"host":"example.com","port":PORT,"allowRanges":["loopback"]}`, `{"url":"https://example.com:PORT/1k","method":"GET"}`, outbound.Limits{})
 	defer f.srv.Close()
 	url := "https://example.com:" + f.port + "/1k"
 	ctx := context.Background()
+	pool := x509.NewCertPool()
+	pool.AddCert(f.srv.Certificate())
+	d := &net.Dialer{}
+	c := &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, network, "127.0.0.1:"+f.port)
+		}}}
+	plain := func(b *testing.B) {
+		resp, err := c.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if body, _ := io.ReadAll(resp.Body); len(body) != 1024 {
+			b.Fatal(len(body))
+		}
+		resp.Body.Close()
+	}
 	b.Run("plain", func(b *testing.B) {
 		defer reportCPU(b, processCPU())
-		pool := x509.NewCertPool()
-		pool.AddCert(f.srv.Certificate())
-		d := &net.Dialer{}
-		c := &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool},
-			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				return d.DialContext(ctx, network, "127.0.0.1:"+f.port)
-			}}}
 		b.ReportAllocs()
 		for b.Loop() {
-			resp, err := c.Get(url)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if body, _ := io.ReadAll(resp.Body); len(body) != 1024 {
-				b.Fatal(len(body))
-			}
-			resp.Body.Close()
+			plain(b)
 		}
 	})
 	b.Run("outbound", func(b *testing.B) {
@@ -287,19 +294,49 @@ func BenchmarkHTTPRequest(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	invoke := func(b *testing.B) {
+	invokeNode := func(b *testing.B, node, want string) {
 		svc := newServices(binding{backend: f.backend, grants: f.pack.Manifest.Grants, config: f.d.cfg.PackConfig["local.fetch"], outbound: f.d.cfg.Outbound})
-		res, err := l.mod.Invoke(ctx, runtime.Invocation{Node: "test.fetch", Services: svc})
-		if err != nil || !strings.Contains(string(res.Output), `"s":"00"`) {
+		res, err := l.mod.Invoke(ctx, runtime.Invocation{Node: node, Services: svc})
+		if err != nil || !strings.Contains(string(res.Output), want) {
 			b.Fatal(err, string(res.Output))
 		}
 	}
+	invoke := func(b *testing.B) { invokeNode(b, "test.fetch", `"s":"00","r":{"status":200`) }
+	baseline := func(b *testing.B) { invokeNode(b, "test.nofetch", `"s":"00","r":null`) }
+	b.Run("baseline", func(b *testing.B) {
+		defer reportCPU(b, processCPU())
+		b.ReportAllocs()
+		for b.Loop() {
+			baseline(b)
+		}
+	})
 	b.Run("guest", func(b *testing.B) {
 		defer reportCPU(b, processCPU())
 		b.ReportAllocs()
 		for b.Loop() {
 			invoke(b)
 		}
+	})
+	b.Run("interleaved", func(b *testing.B) {
+		var cpu, wall [3]time.Duration
+		for b.Loop() {
+			for i, run := range []func(*testing.B){plain, baseline, invoke} {
+				c0, w0 := processCPU(), time.Now()
+				run(b)
+				wall[i] += time.Since(w0)
+				cpu[i] += processCPU() - c0
+			}
+		}
+		per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) }
+		// The request through the import costs guest - baseline; its
+		// overhead is that minus the plain request.
+		b.ReportMetric(per(cpu[0]), "plain-cpu-ns/op")
+		b.ReportMetric(per(cpu[1]), "baseline-cpu-ns/op")
+		b.ReportMetric(per(cpu[2]), "guest-cpu-ns/op")
+		b.ReportMetric(per(cpu[2]-cpu[1]-cpu[0]), "overhead-cpu-ns/op")
+		b.ReportMetric(float64(cpu[2]-cpu[1])/float64(cpu[0]), "import/plain-cpu")
+		b.ReportMetric(per(wall[2]-wall[1]-wall[0]), "overhead-wall-ns/op")
+		b.ReportMetric(float64(wall[2]-wall[1])/float64(wall[0]), "import/plain-wall")
 	})
 	b.Run("guest-32-concurrent", func(b *testing.B) {
 		defer reportCPU(b, processCPU())

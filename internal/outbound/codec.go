@@ -3,6 +3,7 @@ package outbound
 import (
 	"encoding/base64"
 	"encoding/json"
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -60,28 +61,85 @@ func DecodeRequest(b []byte) (Request, error) {
 }
 
 // EncodeResponse encodes r as the guest receives it: the body as "body"
-// when it is UTF-8, else "body_base64".
+// when it is UTF-8, else "body_base64". It writes the JSON itself (no
+// reflection: this is on every request's path); strings are escaped as
+// encoding/json would decode them back, invalid UTF-8 in a header value
+// becoming U+FFFD as encoding/json makes it.
 func EncodeResponse(r *Response) []byte {
-	type wire struct {
-		Status     int         `json:"status"`
-		Headers    [][2]string `json:"headers"`
-		Body       *string     `json:"body,omitempty"`
-		BodyBase64 *string     `json:"body_base64,omitempty"`
-		Truncated  bool        `json:"truncated,omitempty"`
+	n := 64 + len(r.Body) + len(r.Body)/8
+	for _, h := range r.Headers {
+		n += len(h[0]) + len(h[1]) + 8
 	}
-	w := wire{Status: r.Status, Headers: r.Headers, Truncated: r.Truncated}
-	if w.Headers == nil {
-		w.Headers = [][2]string{}
+	b := make([]byte, 0, n)
+	b = append(b, `{"status":`...)
+	b = strconv.AppendInt(b, int64(r.Status), 10)
+	b = append(b, `,"headers":[`...)
+	for i, h := range r.Headers {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = appendString(b, h[0])
+		b = append(b, ',')
+		b = appendString(b, h[1])
+		b = append(b, ']')
 	}
+	b = append(b, ']')
 	if utf8.Valid(r.Body) {
-		s := string(r.Body)
-		w.Body = &s
+		b = append(b, `,"body":`...)
+		b = appendString(b, r.Body)
 	} else {
-		s := base64.StdEncoding.EncodeToString(r.Body)
-		w.BodyBase64 = &s
+		b = append(b, `,"body_base64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, r.Body)
+		b = append(b, '"')
 	}
-	b, _ := json.Marshal(w)
-	return b
+	if r.Truncated {
+		b = append(b, `,"truncated":true`...)
+	}
+	return append(b, '}')
+}
+
+// appendString appends s as a JSON string.
+func appendString[T string | []byte](b []byte, s T) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // EncodeError encodes e as the guest receives it: {"error"} and, for a

@@ -1,9 +1,13 @@
 package outbound
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/packrun/packrun/abi"
 )
@@ -49,4 +53,51 @@ func TestDecodeRequest(t *testing.T) {
 	if got := string(EncodeResponse(&Response{Status: 404, Body: []byte{0xff}})); got != `{"status":404,"headers":[],"body_base64":"/w=="}` {
 		t.Errorf("binary body: %s", got)
 	}
+}
+
+// FuzzEncodeResponse: whatever a server sends (header values and a body
+// of any bytes), the guest's answer is valid JSON that decodes to what
+// encoding/json's encoding of the same response decodes to.
+func FuzzEncodeResponse(f *testing.F) {
+	for _, s := range [][3]string{
+		{"Content-Type", "application/json", `{"name":"packrun","n":3}`},
+		{"X-Q", "a \"quoted\" \\ value\t<&>", "line\nbreak\r\x00\x1f\x7f é 😀 \u2028"},
+		{"X-Bad", "\xff\xfe bad utf-8 \xc3", "\xff\x00\x01"},
+		{"", "", ""},
+	} {
+		f.Add(s[0], s[1], []byte(s[2]), 200, false)
+	}
+	f.Fuzz(func(t *testing.T, name, value string, body []byte, status int, truncated bool) {
+		r := &Response{Status: status, Headers: [][2]string{{name, value}, {"X-Two", value}}, Body: body, Truncated: truncated}
+		got := EncodeResponse(r)
+		if !json.Valid(got) {
+			t.Fatalf("invalid JSON %q", got)
+		}
+		type wire struct {
+			Status     int         `json:"status"`
+			Headers    [][2]string `json:"headers"`
+			Body       *string     `json:"body,omitempty"`
+			BodyBase64 *string     `json:"body_base64,omitempty"`
+			Truncated  bool        `json:"truncated,omitempty"`
+		}
+		w := wire{Status: status, Headers: r.Headers, Truncated: truncated}
+		if utf8.Valid(body) {
+			s := string(body)
+			w.Body = &s
+		} else {
+			s := base64.StdEncoding.EncodeToString(body)
+			w.BodyBase64 = &s
+		}
+		want, _ := json.Marshal(w)
+		var a, b any
+		if err := json.Unmarshal(got, &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(want, &b); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("EncodeResponse %s\nencoding/json %s", got, want)
+		}
+	})
 }

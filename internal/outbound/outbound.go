@@ -382,7 +382,7 @@ func (s *Session) Do(ctx context.Context, r Request) (*Response, error) {
 	}
 	defer resp.Body.Close()
 	limit := s.c.limits.ResponseBytes
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	body, err := readBody(resp, limit)
 	if err != nil {
 		e := s.classify(ctx, err, nil, timeout, u, r.Method)
 		s.observe(g.Host, int64(len(r.Body)), int64(len(body)), time.Since(start), e)
@@ -483,7 +483,18 @@ func forms(v string) []string {
 
 // redact replaces every injected secret value in s with [secret:NAME].
 func (s *Session) redact(text string) string {
+	if !s.hasSecrets() {
+		return text
+	}
 	return string(s.redactBytes([]byte(text), false))
+}
+
+// hasSecrets reports whether the session injected a secret yet (most
+// requests carry none: nothing to redact).
+func (s *Session) hasSecrets() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.values) > 0
 }
 
 func (s *Session) redactBody(b []byte, truncated bool) []byte { return s.redactBytes(b, truncated) }
@@ -515,6 +526,32 @@ func (s *Session) redactBytes(b []byte, truncated bool) []byte {
 	return b
 }
 
+// readBody reads at most limit+1 bytes of resp's body (one more than
+// allowed tells an over-long body), in one buffer of the announced size
+// when the server gave one.
+func readBody(resp *http.Response, limit int64) ([]byte, error) {
+	r := io.LimitReader(resp.Body, limit+1)
+	n := resp.ContentLength
+	if n < 0 || n > limit {
+		return io.ReadAll(r)
+	}
+	// io.ReadAll's loop, starting at the right size.
+	b := make([]byte, 0, n+1)
+	for {
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
+
 // redactURL renders u for messages: without its query (which may carry
 // a secret once one is added; the guest's own query is its to know).
 func redactURL(u *url.URL) string {
@@ -525,7 +562,14 @@ func redactURL(u *url.URL) string {
 
 // transport returns the transport for grants allowing ranges allow.
 func (c *Client) transport(allow []string) *http.Transport {
-	key := strings.Join(slices.Sorted(slices.Values(allow)), ",")
+	key := ""
+	switch len(allow) {
+	case 0:
+	case 1:
+		key = allow[0] // no allocation on the common paths
+	default:
+		key = strings.Join(slices.Sorted(slices.Values(allow)), ",")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t, ok := c.transports[key]; ok {

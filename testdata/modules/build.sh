@@ -11,3 +11,5 @@ wat2wasm openwop_hello.wat -o openwop_hello.wasm
 wat2wasm bus.wat -o bus.wasm
 wat2wasm publish.wat -o publish.wasm
 wat2wasm fetch.wat -o fetch.wasm
+wat2wasm fetch_readme.wat -o fetch_readme.wasm
+wat2wasm extism_fetch.wat -o extism_fetch.wasm

@@ -5,7 +5,9 @@
 ;; Node "test.fetch" (index 0) passes it as is; node "test.fetch2" (index 1)
 ;; first changes the 18th byte from the end to "b" (a request ending in
 ;; /a","method":"GET"} then asks for /b: another pack version's request).
-;; Both return {"s":"NN","r":<http_request's response or null>}, NN the
+;; Node "test.nofetch" (index 2) reads the request the same way and does not
+;; send it (the benchmarks' baseline invocation: "r" is null).
+;; All return {"s":"NN","r":<http_request's response or null>}, NN the
 ;; status in two digits.
 ;; Rebuild: wat2wasm fetch.wat -o fetch.wasm (build.sh).
 (module
@@ -15,6 +17,7 @@
   (data (i32.const 16) "local.fetch")
   (data (i32.const 32) "test.fetch")
   (data (i32.const 48) "test.fetch2")
+  (data (i32.const 200) "test.nofetch")
   (data (i32.const 64) "{\22key\22:\22req\22}")
   ;; prefix: offset 96, len 38
   (data (i32.const 96) "{\22outcome\22:\22completed\22,\22output\22:{\22s\22:\22")
@@ -50,10 +53,12 @@
   (func $free (export "openwop_free") (param $ptr i32) (param $size i32))
 
   (func (export "openwop_abi_version") (result i32) (i32.const 1))
-  (func (export "openwop_node_count") (result i32) (i32.const 2))
+  (func (export "openwop_node_count") (result i32) (i32.const 3))
   (func (export "openwop_pack_name") (result i64)
     (call $ptrlen (i32.const 16) (i32.const 11)))
   (func (export "openwop_node_id_at") (param $index i32) (result i64)
+    (if (i32.eq (local.get $index) (i32.const 2))
+      (then (return (call $ptrlen (i32.const 200) (i32.const 12)))))
     (if (result i64) (i32.eqz (local.get $index))
       (then (call $ptrlen (i32.const 32) (i32.const 10)))
       (else (call $ptrlen (i32.const 48) (i32.const 11)))))
@@ -63,7 +68,7 @@
     (i32.store (i32.const 4008) (i32.const 0))
     (i32.store (i32.const 4012) (i32.const 0))
     (local.set $st (call $config (i32.const 64) (i32.const 13) (i32.const 4000)))
-    (if (i32.eqz (local.get $st))
+    (if (i32.and (i32.eqz (local.get $st)) (i32.ne (local.get $node) (i32.const 2)))
       (then
         ;; {"value":<request>}: the request starts 9 bytes in and is 10 shorter.
         (local.set $vp (i32.add (i32.load (i32.const 4000)) (i32.const 9)))
