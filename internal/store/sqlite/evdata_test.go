@@ -3,7 +3,6 @@ package sqlite
 import (
 	"bytes"
 	"encoding/json"
-	"sort"
 	"testing"
 
 	"github.com/packrun/packrun/host"
@@ -54,36 +53,6 @@ func TestEvDataMatchesMarshal(t *testing.T) {
 	_ = rec
 }
 
-func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range []string{"", "plain", "q\"uote", "<&>", "é", "\u2028", "\x00", "\xff"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, _ := json.Marshal(s)
-		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
-			t.Fatalf("%q: %s, want %s", s, got, want)
-		}
-		// And inside an object, against a map.
-		keys := []string{"b" + s, "a", s}
-		sort.Strings(keys)
-		m := map[string]any{}
-		d := &evData{}
-		last := "\x00none"
-		for _, k := range keys {
-			if k == last {
-				continue
-			}
-			last = k
-			m[k] = s
-			d.str(k, s)
-		}
-		want, _ = json.Marshal(m)
-		if got := d.bytes(); !bytes.Equal(got, want) {
-			t.Fatalf("object %s, want %s", got, want)
-		}
-	})
-}
-
 // message_accepted's data, built with evData, is the bytes of
 // storecore.AcceptedData's map (what internal/store/postgres writes).
 func TestAcceptedDataMatchesStorecore(t *testing.T) {
@@ -96,7 +65,7 @@ func TestAcceptedDataMatchesStorecore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := acceptedData(in, "default", 2).bytes(); !bytes.Equal(got, want) {
+		if got := acceptedData(in, "default", 2).Bytes(); !bytes.Equal(got, want) {
 			t.Errorf("acceptedData:\n got %s\nwant %s", got, want)
 		}
 	}

@@ -73,29 +73,29 @@ func (c coreTx) InsertTaskBy(_ context.Context, t *host.TaskRecord, attemptID st
 // acceptedData is storecore.AcceptedData, appended in the keys' sorted
 // order: the same bytes (TestAcceptedDataMatchesStorecore) without
 // marshalling a map inside the writer.
-func acceptedData(in *host.MessageInput, tenant string, deliveries int) *evData {
-	d := &evData{}
+func acceptedData(in *host.MessageInput, tenant string, deliveries int) *storecore.EventData {
+	d := &storecore.EventData{}
 	if in.By != "" {
-		d.str("by", in.By)
+		d.Str("by", in.By)
 	}
 	if in.Log.Confidence != nil {
-		d.value("confidence", *in.Log.Confidence)
+		d.Value("confidence", *in.Log.Confidence)
 	}
-	d.int("deliveries", int64(deliveries)).str("direction", in.Log.Direction).int("evidence_count", int64(in.Log.EvidenceCount)).
-		str("format", in.Format).str("hash", in.Hash).int("latency_ms", in.Log.LatencyMs).str("message_id", in.MessageID).
-		str("model_hash", host.ContentHash(in.Model)).str("origin", in.Origin)
+	d.Int("deliveries", int64(deliveries)).Str("direction", in.Log.Direction).Int("evidence_count", int64(in.Log.EvidenceCount)).
+		Str("format", in.Format).Str("hash", in.Hash).Int("latency_ms", in.Log.LatencyMs).Str("message_id", in.MessageID).
+		Str("model_hash", host.ContentHash(in.Model)).Str("origin", in.Origin)
 	optional := func(k, v string) {
 		if v != "" {
-			d.str(k, v)
+			d.Str(k, v)
 		}
 	}
 	optional("prev_hash", in.PrevHash)
 	optional("reply_to", in.ReplyTo)
-	d.str("sender", in.Sender)
+	d.Str("sender", in.Sender)
 	optional("signed_by", in.SignedBy)
-	d.str("status", in.Log.Status).str("tenant", tenant)
+	d.Str("status", in.Log.Status).Str("tenant", tenant)
 	optional("to", in.To)
-	d.str("topic", in.Topic)
+	d.Str("topic", in.Topic)
 	return d
 }
 

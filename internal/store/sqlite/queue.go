@@ -171,8 +171,8 @@ func (s *Store) Claim(ctx context.Context, runnerID string, now time.Time) (*hos
 		if err != nil {
 			return err
 		}
-		_, err = s.eventData(tx, host.EventTaskClaimed, t.TaskID, "", (&evData{}).
-			int("attempt", int64(t.AttemptCount)).int("max_attempts", int64(t.MaxAttempts)).str("runner_id", runnerID))
+		_, err = s.eventData(tx, host.EventTaskClaimed, t.TaskID, "", (&storecore.EventData{}).
+			Int("attempt", int64(t.AttemptCount)).Int("max_attempts", int64(t.MaxAttempts)).Str("runner_id", runnerID))
 		return err
 	})
 	if err != nil {
