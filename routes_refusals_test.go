@@ -39,7 +39,7 @@ type routeRefusals struct {
 
 // publicRoutes are served without a token and without a rate (200 for
 // both): the API's description.
-var publicRoutes = map[string]bool{"GET /v1/openapi.json": true}
+var publicRoutes = map[string]bool{"GET /v1/openapi.json": true, "GET /.well-known/openwop": true}
 
 const (
 	stBad      = http.StatusBadRequest

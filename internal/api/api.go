@@ -187,7 +187,7 @@ const maxBodyDepth = 10000
 //	GET  /v1/profiles                           tasks:read     {"profiles":[SubagentProfile...]}
 //	GET  /v1/skills                             (any token)    {"skills":[InstalledSkill...]}: the installed skills and their SkillManifest
 //	GET  /.well-known/packrun                   (any token)    host capabilities
-//	GET  /.well-known/openwop                   (any token)    openwop discovery: nodePackRuntimes.wasm (RFC 0008 §H) at
+//	GET  /.well-known/openwop                   (no token)     openwop discovery: nodePackRuntimes.wasm (RFC 0008 §H) at
 //	                                            the root and under capabilities, loadedPacks, fixtures runnable here
 //	POST /v1/openwop/workflows                  tasks:write    {workflowId, nodes:[{id, typeId}]} → 201: an openwop workflow
 //	                                            definition whose nodes are installed pack typeIds
@@ -203,7 +203,7 @@ const maxBodyDepth = 10000
 //	                                                           (serve --witness) and each witness's state; 404 without one
 //	GET  /v1/openapi.json                       (no token)     the OpenAPI 3.1 document of these routes (OpenAPI)
 //
-// Every route but GET /v1/openapi.json (publicRoutes) needs a bearer
+// Every route but the publicRoutes (openapi.json, openwop discovery) needs a bearer
 // token (Auth) carrying the scope shown: 401
 // without a valid one, 403 without the scope, 429 over the token's rate.
 // A token acts for its tenant only: tasks, attempts, artifacts, events and

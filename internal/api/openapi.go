@@ -33,9 +33,10 @@ import (
 // the API tests check every response they receive against the document.
 
 // publicRoutes are served without a token and without a rate: openwop's
-// clients look for the API's description at GET /v1/openapi.json before
-// they have one.
-var publicRoutes = map[string]bool{"GET /v1/openapi.json": true}
+// clients look for the API's description at GET /v1/openapi.json, and
+// read discovery (GET /.well-known/openwop: nothing tenant-scoped in it),
+// before they have one (openwop auth.md §2).
+var publicRoutes = map[string]bool{"GET /v1/openapi.json": true, "GET /.well-known/openwop": true}
 
 // routeMeta is what a route's handler enforces: its scope (scoped) and
 // the query parameters it takes (takes).
@@ -151,7 +152,7 @@ var operations = map[string]op{
 	"GET /v1/profiles":                     {summary: "List the subagent profiles", ok: map[int]any{st200: profileList{}}},
 	"GET /v1/skills":                       {summary: "List the installed skills and their SkillManifest", ok: map[int]any{st200: skillList{}}},
 	"GET /.well-known/packrun":             {summary: "The host's capabilities", ok: map[int]any{st200: capabilities{}}},
-	"GET /.well-known/openwop":             {summary: "openwop discovery: nodePackRuntimes.wasm (RFC 0008 §H), loaded packs, fixtures runnable here", ok: map[int]any{st200: openwopDiscovery{}}},
+	"GET /.well-known/openwop":             {summary: "openwop discovery (no token needed): protocolVersion, limits, nodePackRuntimes.wasm (RFC 0008 §H), loaded packs, fixtures runnable here", ok: map[int]any{st200: openwopDiscovery{}}},
 	"POST /v1/openwop/workflows":           {summary: "Store an openwop workflow definition whose nodes are installed pack typeIds", body: host.OpenwopWorkflow{}, ok: map[int]any{st201: host.OpenwopWorkflow{}}, errs: []int{st409, st422}},
 	"POST /v1/runs":                        {summary: "Start an openwop run; it executes in the background", body: runStartBody{}, ok: map[int]any{st201: runStarted{}}, errs: []int{st404, st409, st422}},
 	"GET /v1/runs/{id}":                    {summary: "Get an openwop run", ok: map[int]any{st200: host.Run{}}, errs: []int{st404, st405}},
