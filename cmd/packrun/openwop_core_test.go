@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
+	"strconv"
 	"testing"
 )
 
@@ -54,6 +55,92 @@ func TestOpenwopCoreScenarios(t *testing.T) {
 		_, body := anonGet(t, o.base+"/.well-known/openwop")
 		if v, _ := body["protocolVersion"].(string); v == "" {
 			t.Fatalf("protocolVersion %v", body["protocolVersion"])
+		}
+	})
+
+	const roundtrip = "conformance-wasm-pack-roundtrip"
+	finished := func(t *testing.T) string {
+		t.Helper()
+		runID := o.startRun(t, roundtrip, map[string]any{"name": "poll"})
+		o.pollUntilTerminal(t, runID)
+		return runID
+	}
+	poll := func(t *testing.T, runID, query string) []map[string]any {
+		t.Helper()
+		code, text := get(t, "GET", o.base+"/v1/runs/"+runID+"/events/poll"+query, o.key, "")
+		var v struct {
+			Events     []map[string]any
+			IsComplete *bool
+		}
+		if code != http.StatusOK || json.Unmarshal([]byte(text), &v) != nil || v.Events == nil || v.IsComplete == nil {
+			t.Fatalf("events/poll%s: %d %s", query, code, text)
+		}
+		if !*v.IsComplete { // every run polled here is terminal
+			t.Errorf("events/poll%s of a terminal run: isComplete false", query)
+		}
+		return v.Events
+	}
+
+	// eventOrdering.test.ts: one poll is in order, repeated polls agree,
+	// exactly one terminal event and it is the last.
+	t.Run("eventOrdering", func(t *testing.T) {
+		runID := finished(t)
+		a, b := poll(t, runID, ""), poll(t, runID, "")
+		if len(a) < 2 || len(a) != len(b) {
+			t.Fatalf("polls of %d and %d events", len(a), len(b))
+		}
+		terminal := 0
+		for i := range a {
+			if i > 0 && a[i]["sequence"].(float64) < a[i-1]["sequence"].(float64) {
+				t.Errorf("event %d's sequence %v before %v", i, a[i]["sequence"], a[i-1]["sequence"])
+			}
+			if a[i]["sequence"] != b[i]["sequence"] {
+				t.Errorf("event %d: sequence %v then %v", i, a[i]["sequence"], b[i]["sequence"])
+			}
+			if typ := a[i]["type"]; typ == "run.completed" || typ == "run.failed" || typ == "run.cancelled" {
+				terminal++
+				if i != len(a)-1 {
+					t.Errorf("terminal event %v at %d of %d", typ, i, len(a))
+				}
+			}
+		}
+		if terminal != 1 {
+			t.Errorf("%d terminal events", terminal)
+		}
+	})
+
+	// version-negotiation.test.ts: RunEventDoc's six fields, strictly
+	// monotonic sequences, and a lastSequence past the end is 200, empty.
+	t.Run("version-negotiation/events", func(t *testing.T) {
+		runID := finished(t)
+		evs := poll(t, runID, "?lastSequence=0&timeout=1")
+		if len(evs) == 0 {
+			t.Fatal("no events")
+		}
+		for i, e := range evs {
+			for _, f := range []string{"eventId", "runId", "type", "timestamp"} {
+				if v, ok := e[f].(string); !ok || v == "" {
+					t.Errorf("event %d: %s %v", i, f, e[f])
+				}
+			}
+			if _, ok := e["payload"]; !ok {
+				t.Errorf("event %d has no payload", i)
+			}
+			seq, ok := e["sequence"].(float64)
+			if !ok || seq < 0 || seq != float64(int(seq)) {
+				t.Errorf("event %d: sequence %v", i, e["sequence"])
+			}
+			if i > 0 && seq <= evs[i-1]["sequence"].(float64) {
+				t.Errorf("event %d: sequence %v after %v", i, seq, evs[i-1]["sequence"])
+			}
+		}
+		if past := poll(t, runID, "?lastSequence=99999&timeout=1"); len(past) != 0 {
+			t.Errorf("past the end: %v", past)
+		}
+		// Cursor semantics: after the second event, the rest.
+		rest := poll(t, runID, "?lastSequence="+strconv.Itoa(int(evs[1]["sequence"].(float64))))
+		if len(rest) != len(evs)-2 || rest[0]["eventId"] != evs[2]["eventId"] {
+			t.Errorf("after sequence %v: %v", evs[1]["sequence"], rest)
 		}
 	})
 }

@@ -199,6 +199,8 @@ const maxBodyDepth = 10000
 //	POST /v1/runs/{id}:fork                     invoke         {mode:"replay", fromSeq?} → 201 {runId, sourceRunId, fromSeq,
 //	                                            mode, status, eventsUrl}: a new run, events before fromSeq copied,
 //	                                            each later node's recorded attempt replayed from its trace
+//	GET  /v1/runs/{id}/events/poll              tasks:read     ?lastSequence=N&timeout=S → {events (RunEventDoc), isComplete,
+//	                                            nextSequence}: events after N, waiting up to S s (max 30) for one
 //	GET  /v1/evidence/checkpoint/cosigned       (any token)    CosignedCheckpoint: the newest checkpoint a witness cosigned
 //	                                                           (serve --witness) and each witness's state; 404 without one
 //	GET  /v1/openapi.json                       (no token)     the OpenAPI 3.1 document of these routes (OpenAPI)
@@ -332,6 +334,7 @@ func build(cfg Config) (*server, http.Handler) {
 	route("/v1/runs", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.startRun)))})
 	route("/v1/runs/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.getRun))), http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.runAction)))})
 	route("/v1/runs/{id}/events", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.runEvents)))})
+	route("/v1/runs/{id}/events/poll", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.pollRunEvents), "lastSequence", "timeout"))})
 	route("/v1/runs/{id}/cancel", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.cancelRun)))})
 	route("/v1/evidence/checkpoint/cosigned", map[string]handler{http.MethodGet: scoped("", takes(s.cosignedCheckpoint))})
 	route("/v1/openapi.json", map[string]handler{http.MethodGet: scoped("", takes(s.openAPI))})
