@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -143,6 +144,62 @@ func TestOpenwopCoreScenarios(t *testing.T) {
 			t.Errorf("after sequence %v: %v", evs[1]["sequence"], rest)
 		}
 	})
+
+	// idempotency.test.ts: the same key and body answer the same run,
+	// marked as a replay; the key with another body is 409
+	// idempotency_key_mismatch without a runId. Beyond it: keys are per
+	// tenant, and a malformed key is a 400 naming the header.
+	t.Run("idempotency", func(t *testing.T) {
+		body := `{"workflowId":"` + roundtrip + `","inputs":{"name":"abc-123"}}`
+		first := postKeyed(t, o.base, o.key, "key-replay", body)
+		second := postKeyed(t, o.base, o.key, "key-replay", body)
+		if first.code != http.StatusCreated || first.body["runId"] == nil {
+			t.Fatalf("first: %d %v", first.code, first.body)
+		}
+		if (second.code != 200 && second.code != 201) || second.body["runId"] != first.body["runId"] || second.header.Get("Openwop-Idempotent-Replay") == "" {
+			t.Fatalf("replay: %d %v %v (first %v)", second.code, second.body, second.header, first.body)
+		}
+		if first.header.Get("Openwop-Idempotent-Replay") != "" {
+			t.Errorf("the first request is marked a replay")
+		}
+		other := postKeyed(t, o.base, o.key, "key-replay", `{"workflowId":"`+roundtrip+`","inputs":{"name":"DIFFERENT"}}`)
+		e, _ := other.body["error"].(map[string]any)
+		if other.code != http.StatusConflict || e["code"] != "idempotency_key_mismatch" || other.body["runId"] != nil {
+			t.Fatalf("another body: %d %v", other.code, other.body)
+		}
+		globex := postKeyed(t, o.base, o.token("globex", "invoke,tasks:read"), "key-replay", body)
+		if globex.code != http.StatusCreated || globex.body["runId"] == first.body["runId"] {
+			t.Fatalf("another tenant's same key: %d %v", globex.code, globex.body)
+		}
+		bad := postKeyed(t, o.base, o.key, "no spaces", body)
+		if e, _ := bad.body["error"].(map[string]any); bad.code != http.StatusBadRequest || e["field"] != "Idempotency-Key" {
+			t.Fatalf("malformed key: %d %v", bad.code, bad.body)
+		}
+		o.pollUntilTerminal(t, first.body["runId"].(string))
+	})
+}
+
+type keyedAnswer struct {
+	code   int
+	header http.Header
+	body   map[string]any
+}
+
+// postKeyed is POST /v1/runs with an Idempotency-Key.
+func postKeyed(t *testing.T, base, token, key, body string) keyedAnswer {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/v1/runs", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Idempotency-Key", key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var v map[string]any
+	json.NewDecoder(res.Body).Decode(&v)
+	return keyedAnswer{res.StatusCode, res.Header, v}
 }
 
 // anonGet is a GET without a token, as the driver's {authenticated: false}.

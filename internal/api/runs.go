@@ -14,6 +14,9 @@ import (
 type RunService interface {
 	PutOpenwopWorkflow(ctx context.Context, w *host.OpenwopWorkflow) error
 	StartRun(ctx context.Context, tenant, workflowID string, inputs json.RawMessage) (*host.Run, error)
+	// StartRunOnce is StartRun under an Idempotency-Key: false when the
+	// key answered the run it started before.
+	StartRunOnce(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string) (*host.Run, bool, error)
 	GetRun(ctx context.Context, tenant, runID string) (*host.Run, error)
 	RunEvents(ctx context.Context, tenant, runID string) ([]host.RunEvent, error)
 	CancelRun(ctx context.Context, tenant, runID, reason string) (*host.Run, error)
@@ -181,6 +184,9 @@ func (s *server) startRun(w http.ResponseWriter, r *http.Request, rs RunService)
 	var body runStartBody
 	if err := decodeStrict(b, &body); err != nil {
 		return err
+	}
+	if _, ok := r.Header[idempotencyHeader]; ok {
+		return s.startRunOnce(w, r, rs, body)
 	}
 	run, err := rs.StartRun(r.Context(), tenantOf(r, ""), body.WorkflowID, body.Inputs)
 	if err != nil {
