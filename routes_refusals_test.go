@@ -39,7 +39,7 @@ type routeRefusals struct {
 
 // publicRoutes are served without a token and without a rate (200 for
 // both): the API's description.
-var publicRoutes = map[string]bool{"GET /v1/openapi.json": true}
+var publicRoutes = map[string]bool{"GET /v1/openapi.json": true, "GET /.well-known/openwop": true}
 
 const (
 	stBad      = http.StatusBadRequest
@@ -190,7 +190,9 @@ var apiRefusals = map[string]routeRefusals{
 		conflictOn("/v1/runs/{run}:cancel", ""),
 		inval("/v1/runs/{run}:fork", `{"mode":"branch"}`, stBad, "invalid", "mode"),
 	}},
-	"GET /v1/runs/{id}/events":  {auth.ScopeTasksRead, []refusal{nf("/v1/runs/run_missing/events"), foreign("/v1/runs/{run}/events", "/v1/runs/run_missing/events")}},
+	"GET /v1/runs/{id}/events": {auth.ScopeTasksRead, []refusal{nf("/v1/runs/run_missing/events"), foreign("/v1/runs/{run}/events", "/v1/runs/run_missing/events")}},
+	"GET /v1/runs/{id}/events/poll": {auth.ScopeTasksRead, []refusal{nf("/v1/runs/run_missing/events/poll"), foreign("/v1/runs/{run}/events/poll", "/v1/runs/run_missing/events/poll"),
+		inval("/v1/runs/{run}/events/poll?lastSequence=-1", "", stBad, "invalid", "lastSequence"), inval("/v1/runs/{run}/events/poll?timeout=31", "", stBad, "invalid", "timeout")}},
 	"POST /v1/runs/{id}/cancel": {auth.ScopeInvoke, []refusal{nf("/v1/runs/run_missing/cancel"), foreign("/v1/runs/{run}/cancel", "/v1/runs/run_missing/cancel"), conflictOn("/v1/runs/{run}/cancel", "")}},
 	"GET /v1/openapi.json":      {"", nil},
 	// No witness configured (serve --witness): nothing cosigned to serve.

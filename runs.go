@@ -47,6 +47,13 @@ func (h *Host) StartRun(ctx context.Context, tenant, workflowID string, inputs j
 	return h.runs.StartRun(ctx, tenant, workflowID, inputs)
 }
 
+// StartRunOnce is StartRun under the tenant's Idempotency-Key key: the
+// same key and request within host.RunIdempotencyTTL (24 h) answer the
+// run it started and false; another request, host.ErrIdempotencyMismatch.
+func (h *Host) StartRunOnce(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string) (*host.Run, bool, error) {
+	return h.runs.StartRunOnce(ctx, tenant, workflowID, inputs, key)
+}
+
 // GetRun returns a tenant's run.
 func (h *Host) GetRun(ctx context.Context, tenant, runID string) (*host.Run, error) {
 	return h.runs.GetRun(ctx, tenant, runID)

@@ -32,6 +32,9 @@ var (
 	// a task that is not running, a stale attempt, re-recording an attempt
 	// with different content, an ambiguous task type).
 	ErrConflict = errors.New("conflict")
+	// ErrIdempotencyMismatch: an Idempotency-Key reused with another
+	// request (it wraps ErrConflict).
+	ErrIdempotencyMismatch = fmt.Errorf("idempotency key reused with another request: %w", ErrConflict)
 	// ErrEmpty: Claim found no task available now.
 	ErrEmpty = errors.New("no task is available")
 	// ErrLocked: the dispatch lock is held by another holder.

@@ -147,6 +147,19 @@ const (
 	RunEventResumed = "run.resumed"
 )
 
+// RunIdempotencyTTL is how long an Idempotency-Key of POST /v1/runs
+// answers the run it started.
+const RunIdempotencyTTL = 24 * time.Hour
+
+// RunIdempotency is a run request's Idempotency-Key: Key, the Digest of
+// the request (a different body under the same key is refused), and how
+// long the key holds.
+type RunIdempotency struct {
+	Key    string
+	Digest string
+	TTL    time.Duration
+}
+
 // Runs stores openwop workflow definitions and runs.
 type Runs interface {
 	// PutOpenwopWorkflow adds or replaces a tenant's definition.
@@ -156,6 +169,12 @@ type Runs interface {
 	// CreateRun stores a new run with its first events, held by r.Holder
 	// until r.LeaseUntil (the runner executing it; none if empty).
 	CreateRun(ctx context.Context, r *Run, evs []RunEvent) error
+	// CreateRunOnce is CreateRun under a tenant's idempotency key k: when
+	// the key is held (not expired) by a request of k.Digest, it returns
+	// that request's run and false, storing nothing; of another digest,
+	// ErrIdempotencyMismatch; else it stores r, holding the key for
+	// k.TTL, and returns r and true.
+	CreateRunOnce(ctx context.Context, r *Run, evs []RunEvent, k RunIdempotency) (*Run, bool, error)
 	// Run returns a tenant's run (ErrNotFound, also for another tenant's).
 	Run(ctx context.Context, tenant, runID string) (*Run, error)
 	// AdvanceRun appends evs to a run's log and, when status is not

@@ -187,7 +187,7 @@ const maxBodyDepth = 10000
 //	GET  /v1/profiles                           tasks:read     {"profiles":[SubagentProfile...]}
 //	GET  /v1/skills                             (any token)    {"skills":[InstalledSkill...]}: the installed skills and their SkillManifest
 //	GET  /.well-known/packrun                   (any token)    host capabilities
-//	GET  /.well-known/openwop                   (any token)    openwop discovery: nodePackRuntimes.wasm (RFC 0008 §H) at
+//	GET  /.well-known/openwop                   (no token)     openwop discovery: nodePackRuntimes.wasm (RFC 0008 §H) at
 //	                                            the root and under capabilities, loadedPacks, fixtures runnable here
 //	POST /v1/openwop/workflows                  tasks:write    {workflowId, nodes:[{id, typeId}]} → 201: an openwop workflow
 //	                                            definition whose nodes are installed pack typeIds
@@ -199,11 +199,13 @@ const maxBodyDepth = 10000
 //	POST /v1/runs/{id}:fork                     invoke         {mode:"replay", fromSeq?} → 201 {runId, sourceRunId, fromSeq,
 //	                                            mode, status, eventsUrl}: a new run, events before fromSeq copied,
 //	                                            each later node's recorded attempt replayed from its trace
+//	GET  /v1/runs/{id}/events/poll              tasks:read     ?lastSequence=N&timeout=S → {events (RunEventDoc), isComplete,
+//	                                            nextSequence}: events after N, waiting up to S s (max 30) for one
 //	GET  /v1/evidence/checkpoint/cosigned       (any token)    CosignedCheckpoint: the newest checkpoint a witness cosigned
 //	                                                           (serve --witness) and each witness's state; 404 without one
 //	GET  /v1/openapi.json                       (no token)     the OpenAPI 3.1 document of these routes (OpenAPI)
 //
-// Every route but GET /v1/openapi.json (publicRoutes) needs a bearer
+// Every route but the publicRoutes (openapi.json, openwop discovery) needs a bearer
 // token (Auth) carrying the scope shown: 401
 // without a valid one, 403 without the scope, 429 over the token's rate.
 // A token acts for its tenant only: tasks, attempts, artifacts, events and
@@ -332,6 +334,7 @@ func build(cfg Config) (*server, http.Handler) {
 	route("/v1/runs", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.startRun)))})
 	route("/v1/runs/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.getRun))), http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.runAction)))})
 	route("/v1/runs/{id}/events", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.runEvents)))})
+	route("/v1/runs/{id}/events/poll", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.pollRunEvents), "lastSequence", "timeout"))})
 	route("/v1/runs/{id}/cancel", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.cancelRun)))})
 	route("/v1/evidence/checkpoint/cosigned", map[string]handler{http.MethodGet: scoped("", takes(s.cosignedCheckpoint))})
 	route("/v1/openapi.json", map[string]handler{http.MethodGet: scoped("", takes(s.openAPI))})

@@ -33,9 +33,10 @@ import (
 // the API tests check every response they receive against the document.
 
 // publicRoutes are served without a token and without a rate: openwop's
-// clients look for the API's description at GET /v1/openapi.json before
-// they have one.
-var publicRoutes = map[string]bool{"GET /v1/openapi.json": true}
+// clients look for the API's description at GET /v1/openapi.json, and
+// read discovery (GET /.well-known/openwop: nothing tenant-scoped in it),
+// before they have one (openwop auth.md §2).
+var publicRoutes = map[string]bool{"GET /v1/openapi.json": true, "GET /.well-known/openwop": true}
 
 // routeMeta is what a route's handler enforces: its scope (scoped) and
 // the query parameters it takes (takes).
@@ -151,12 +152,13 @@ var operations = map[string]op{
 	"GET /v1/profiles":                     {summary: "List the subagent profiles", ok: map[int]any{st200: profileList{}}},
 	"GET /v1/skills":                       {summary: "List the installed skills and their SkillManifest", ok: map[int]any{st200: skillList{}}},
 	"GET /.well-known/packrun":             {summary: "The host's capabilities", ok: map[int]any{st200: capabilities{}}},
-	"GET /.well-known/openwop":             {summary: "openwop discovery: nodePackRuntimes.wasm (RFC 0008 §H), loaded packs, fixtures runnable here", ok: map[int]any{st200: openwopDiscovery{}}},
+	"GET /.well-known/openwop":             {summary: "openwop discovery (no token needed): protocolVersion, limits, nodePackRuntimes.wasm (RFC 0008 §H), loaded packs, fixtures runnable here", ok: map[int]any{st200: openwopDiscovery{}}},
 	"POST /v1/openwop/workflows":           {summary: "Store an openwop workflow definition whose nodes are installed pack typeIds", body: host.OpenwopWorkflow{}, ok: map[int]any{st201: host.OpenwopWorkflow{}}, errs: []int{st409, st422}},
 	"POST /v1/runs":                        {summary: "Start an openwop run; it executes in the background", body: runStartBody{}, ok: map[int]any{st201: runStarted{}}, errs: []int{st404, st409, st422}},
 	"GET /v1/runs/{id}":                    {summary: "Get an openwop run", ok: map[int]any{st200: host.Run{}}, errs: []int{st404, st405}},
 	"POST /v1/runs/{id}":                   {summary: "ID:cancel (200 the run, 409 once terminal) or ID:fork ({mode: replay, fromSeq?} → 201 a new run)", body: runActionBody{}, bodyOptional: true, ok: map[int]any{st200: host.Run{}, st201: runForked{}}, errs: []int{st404, st405, st409, st422}},
 	"GET /v1/runs/{id}/events":             {summary: "An openwop run's events", ok: map[int]any{st200: runEventList{}}, errs: []int{st404}},
+	"GET /v1/runs/{id}/events/poll":        {summary: "An openwop run's events after lastSequence (RunEventDoc), waiting up to timeout seconds for one", ok: map[int]any{st200: runEventPoll{}}, errs: []int{st404}},
 	"POST /v1/runs/{id}/cancel":            {summary: "Cancel an openwop run (409 once terminal)", body: runActionBody{}, bodyOptional: true, ok: map[int]any{st200: host.Run{}}, errs: []int{st404, st409}},
 	"GET /v1/openapi.json":                 {summary: "This document (no token needed)", ok: map[int]any{st200: openAPIDoc{}}},
 	"GET /v1/evidence/checkpoint/cosigned": {summary: "The newest evidence log checkpoint a witness cosigned (serve --witness), with every cosignature of it, and each witness's state", ok: map[int]any{st200: CosignedCheckpoint{}}, errs: []int{st404}},
@@ -206,6 +208,8 @@ var queryParams = map[string]queryParam{
 	"dead":         {desc: "true: only dead-lettered messages.", schema: map[string]any{"type": "string", "enum": []string{"true", "false"}}},
 	"format":       {desc: "The format to render the document in (agent-envelope, agent-message or bus-envelope).", schema: str},
 	"view":         {desc: "record: the stored MessageRecord instead of the document.", schema: map[string]any{"type": "string", "enum": []string{"record"}}},
+	"lastSequence": {desc: "Only events whose sequence is over this (absent: 0, all).", schema: seqs},
+	"timeout":      {desc: "Seconds to wait for an event when there is none yet and the run is not terminal (0 to 30; absent: 0).", schema: map[string]any{"type": "integer", "minimum": 0, "maximum": maxPollTimeout}},
 }
 
 // deprecatedFields are response fields kept for old clients, by the Go

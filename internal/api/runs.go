@@ -14,6 +14,9 @@ import (
 type RunService interface {
 	PutOpenwopWorkflow(ctx context.Context, w *host.OpenwopWorkflow) error
 	StartRun(ctx context.Context, tenant, workflowID string, inputs json.RawMessage) (*host.Run, error)
+	// StartRunOnce is StartRun under an Idempotency-Key: false when the
+	// key answered the run it started before.
+	StartRunOnce(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string) (*host.Run, bool, error)
 	GetRun(ctx context.Context, tenant, runID string) (*host.Run, error)
 	RunEvents(ctx context.Context, tenant, runID string) ([]host.RunEvent, error)
 	CancelRun(ctx context.Context, tenant, runID, reason string) (*host.Run, error)
@@ -35,17 +38,40 @@ type wasmRuntime struct {
 	LoadedPacks    []string `json:"loadedPacks"`
 }
 
+// discoveryLimits is discovery's limits (openwop capabilities.md §3, the
+// CapabilityLimiter shape): packrun runs no LLM envelope exchanges, so
+// the three envelope limits are 0 (none allowed), as its empty
+// supportedEnvelopes says.
+type discoveryLimits struct {
+	ClarificationRounds int `json:"clarificationRounds"`
+	SchemaRounds        int `json:"schemaRounds"`
+	EnvelopesPerTurn    int `json:"envelopesPerTurn"`
+}
+
+// openwopProtocolVersion is the openwop protocol version served.
+const openwopProtocolVersion = "1.0"
+
+// discoveryCacheControl lets clients cache discovery briefly: it changes
+// when a pack is installed, and is the same for every caller.
+const discoveryCacheControl = "public, max-age=60"
+
 type nodePackRuntimes struct {
 	Wasm wasmRuntime `json:"wasm"`
 }
 
-// openwopDiscovery is GET /.well-known/openwop: capability families at the
-// document's root (openwop RFC 0073), mirrored under capabilities for
-// older clients, and the fixtures runnable here.
+// openwopDiscovery is GET /.well-known/openwop: the four fields openwop's
+// capabilities.md §3 requires, capability families at the document's
+// root (openwop RFC 0073), mirrored under capabilities for older
+// clients, and the fixtures runnable here. It is served without a token
+// and holds nothing tenant-scoped.
 type openwopDiscovery struct {
-	Implementation   map[string]string `json:"implementation"`
-	NodePackRuntimes nodePackRuntimes  `json:"nodePackRuntimes"`
-	Capabilities     struct {
+	ProtocolVersion    string            `json:"protocolVersion"`
+	SupportedEnvelopes []string          `json:"supportedEnvelopes"`
+	SchemaVersions     map[string]int    `json:"schemaVersions"`
+	Limits             discoveryLimits   `json:"limits"`
+	Implementation     map[string]string `json:"implementation"`
+	NodePackRuntimes   nodePackRuntimes  `json:"nodePackRuntimes"`
+	Capabilities       struct {
 		NodePackRuntimes nodePackRuntimes `json:"nodePackRuntimes"`
 	} `json:"capabilities"`
 	Fixtures []string `json:"fixtures"`
@@ -116,11 +142,13 @@ func (s *server) wellKnownOpenwop(w http.ResponseWriter, r *http.Request, rs Run
 	if len(f) > 1 {
 		wr.EngineVersion = strings.TrimPrefix(f[1], "v")
 	}
-	d := openwopDiscovery{Implementation: map[string]string{"name": "packrun"}, NodePackRuntimes: nodePackRuntimes{wr}, Fixtures: fixtures}
+	d := openwopDiscovery{ProtocolVersion: openwopProtocolVersion, SupportedEnvelopes: []string{}, SchemaVersions: map[string]int{},
+		Implementation: map[string]string{"name": "packrun"}, NodePackRuntimes: nodePackRuntimes{wr}, Fixtures: fixtures}
 	if s.cfg.Build != nil {
 		d.Implementation["version"] = s.cfg.Build.Version
 	}
 	d.Capabilities.NodePackRuntimes = d.NodePackRuntimes
+	w.Header().Set("Cache-Control", discoveryCacheControl)
 	reply(w, http.StatusOK, d)
 	return nil
 }
@@ -156,6 +184,9 @@ func (s *server) startRun(w http.ResponseWriter, r *http.Request, rs RunService)
 	var body runStartBody
 	if err := decodeStrict(b, &body); err != nil {
 		return err
+	}
+	if _, ok := r.Header[idempotencyHeader]; ok {
+		return s.startRunOnce(w, r, rs, body)
 	}
 	run, err := rs.StartRun(r.Context(), tenantOf(r, ""), body.WorkflowID, body.Inputs)
 	if err != nil {

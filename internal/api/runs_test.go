@@ -14,6 +14,7 @@ func TestRunsUnserved(t *testing.T) {
 		e.post("/v1/runs", `{"workflowId":"x"}`),
 		e.get("/v1/runs/run_1"),
 		e.get("/v1/runs/run_1/events"),
+		e.get("/v1/runs/run_1/events/poll"),
 		e.post("/v1/runs/run_1:fork", `{"mode":"replay"}`),
 		e.post("/v1/runs/run_1/cancel", `{}`),
 		e.post("/v1/openwop/workflows", `{}`),

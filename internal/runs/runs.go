@@ -9,7 +9,10 @@
 package runs
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -218,36 +221,68 @@ func (s *Scheduler) openwopWorkflow(ctx context.Context, tenant, id string) (*ho
 // out or null is {}) and executes it in the background. A workflow whose nodes are
 // not all provided by installed packs is refused (host.ErrInvalid).
 func (s *Scheduler) StartRun(ctx context.Context, tenant, workflowID string, inputs json.RawMessage) (*host.Run, error) {
+	r, _, err := s.StartRunOnce(ctx, tenant, workflowID, inputs, "")
+	return r, err
+}
+
+// StartRunOnce is StartRun under the tenant's Idempotency-Key key (none
+// if ""): the same key with the same workflowId and inputs (compared as
+// compact JSON) within host.RunIdempotencyTTL answers the run it started
+// and false; with others, host.ErrIdempotencyMismatch.
+func (s *Scheduler) StartRunOnce(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string) (*host.Run, bool, error) {
+	r, w, refs, err := s.newRun(ctx, tenant, workflowID, inputs)
+	if err != nil {
+		return nil, false, err
+	}
+	evs := []host.RunEvent{runEvent(host.RunEventStarted, "", map[string]any{"workflowId": w.WorkflowID})}
+	created := true
+	if key == "" {
+		err = s.cfg.Store.CreateRun(ctx, r, evs)
+	} else {
+		var c bytes.Buffer
+		json.Compact(&c, r.Inputs) // r.Inputs decoded as an object in newRun
+		d := sha256.Sum256([]byte(w.WorkflowID + "\n" + c.String()))
+		var got *host.Run
+		got, created, err = s.cfg.Store.CreateRunOnce(ctx, r, evs, host.RunIdempotency{Key: key, Digest: hex.EncodeToString(d[:]), TTL: host.RunIdempotencyTTL})
+		if err == nil && !created {
+			return got, false, nil
+		}
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	s.spawn(r, func(ctx context.Context) { s.execute(ctx, r, w, refs, progress{}) })
+	return r, created, nil
+}
+
+// newRun checks a run request and makes its run, held by this runner.
+func (s *Scheduler) newRun(ctx context.Context, tenant, workflowID string, inputs json.RawMessage) (*host.Run, *host.OpenwopWorkflow, []string, error) {
 	const op = "start run"
 	if len(inputs) == 0 || string(inputs) == "null" {
 		inputs = json.RawMessage(`{}`)
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(inputs, &obj) != nil || obj == nil {
-		return nil, host.Invalid(op, "inputs", "must be a JSON object")
+		return nil, nil, nil, host.Invalid(op, "inputs", "must be a JSON object")
 	}
 	if workflowID == "" {
-		return nil, host.Invalid(op, "workflowId", "is required")
+		return nil, nil, nil, host.Invalid(op, "workflowId", "is required")
 	}
 	w, err := s.openwopWorkflow(ctx, tenant, workflowID)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	prov, err := s.providers(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	refs, err := resolveNodes(w, prov)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	r := &host.Run{RunID: host.NewID("run"), Tenant: tenant, WorkflowID: w.WorkflowID, Status: host.RunRunning, Inputs: inputs}
 	s.holdRun(r)
-	if err := s.cfg.Store.CreateRun(ctx, r, []host.RunEvent{runEvent(host.RunEventStarted, "", map[string]any{"workflowId": w.WorkflowID})}); err != nil {
-		return nil, err
-	}
-	s.spawn(r, func(ctx context.Context) { s.execute(ctx, r, w, refs, progress{}) })
-	return r, nil
+	return r, w, refs, nil
 }
 
 // GetRun returns a tenant's run.

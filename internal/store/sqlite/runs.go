@@ -35,6 +35,18 @@ func (s *Store) CreateRun(ctx context.Context, r *host.Run, evs []host.RunEvent)
 	})
 }
 
+// CreateRunOnce implements host.Runs.
+func (s *Store) CreateRunOnce(ctx context.Context, r *host.Run, evs []host.RunEvent, k host.RunIdempotency) (*host.Run, bool, error) {
+	now := s.now()
+	var out *host.Run
+	var created bool
+	err := s.w.do(ctx, func(tx *wtx) (err error) {
+		out, created, err = storecore.CreateRunOnce(ctx, coreTx{s, tx}, r, evs, k, now)
+		return err
+	})
+	return out, created, err
+}
+
 // Run implements host.Runs.
 func (s *Store) Run(ctx context.Context, tenant, runID string) (*host.Run, error) {
 	return storecore.LoadRun(ctx, coreDB{s}, "", tenant, runID)

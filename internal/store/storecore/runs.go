@@ -204,3 +204,34 @@ func appendRunEvents(ctx context.Context, tx Tx, runID string, next int, evs []h
 	}
 	return nil
 }
+
+// CreateRunOnce is CreateRun under the tenant's idempotency key k (see
+// host.Runs.CreateRunOnce): a key held, not expired, by a request of the
+// same digest answers its run and stores nothing; of another digest,
+// host.ErrIdempotencyMismatch. An expired key is taken again. The key's
+// row is inserted first, so of two requests racing with one key the
+// second waits for the first and then reads its run.
+func CreateRunOnce(ctx context.Context, tx Tx, r *host.Run, evs []host.RunEvent, k host.RunIdempotency, now time.Time) (*host.Run, bool, error) {
+	tenant := TenantOr(r.Tenant)
+	if _, err := tx.Exec(ctx, `DELETE FROM openwop_run_idempotency WHERE tenant = $1 AND idem_key = $2 AND expires_at <= $3`,
+		tenant, k.Key, now.UnixMilli()); err != nil {
+		return nil, false, err
+	}
+	n, err := tx.Exec(ctx, `INSERT INTO openwop_run_idempotency (tenant, idem_key, digest, run_id, expires_at) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (tenant, idem_key) DO NOTHING`, tenant, k.Key, k.Digest, r.RunID, now.Add(k.TTL).UnixMilli())
+	if err != nil {
+		return nil, false, err
+	}
+	if n == 0 {
+		var digest, runID string
+		if err := tx.QueryRow(ctx, `SELECT digest, run_id FROM openwop_run_idempotency WHERE tenant = $1 AND idem_key = $2`, tenant, k.Key).Scan(&digest, &runID); err != nil {
+			return nil, false, err
+		}
+		if digest != k.Digest {
+			return nil, false, host.Errorf("start run", k.Key, host.ErrIdempotencyMismatch, "Idempotency-Key %q was used with another request body", k.Key)
+		}
+		run, err := LoadRun(ctx, tx, "", tenant, runID)
+		return run, false, err
+	}
+	return r, true, CreateRun(ctx, tx, r, evs, now)
+}

@@ -22,6 +22,7 @@ func Runs(t *testing.T, open Opener) {
 		{"ClaimUnfinishedRuns", runsClaimUnfinished},
 		{"RunLeases", runsLeases},
 		{"ClaimOldestFirst", runsClaimOldestFirst},
+		{"IdempotencyKey", runsIdempotencyKey},
 	})
 }
 
@@ -244,5 +245,43 @@ func runsClaimOldestFirst(f *fixture) {
 	}
 	if len(ids) != 4 || ids[0] != "run_z" || ids[1] != "run_m" || ids[2] != "run_q" || ids[3] != "run_a" {
 		t.Fatalf("claimed runs, want oldest first: %v", ids)
+	}
+}
+
+// runsIdempotencyKey: a tenant's key answers the run it started while it
+// holds (same digest), refuses another digest, is another tenant's to use
+// too, and is taken again once expired.
+func runsIdempotencyKey(f *fixture) {
+	t := f.t
+	k := host.RunIdempotency{Key: "k1", Digest: "d1", TTL: time.Hour}
+	newRun := func(id, tenant string) *host.Run {
+		return &host.Run{RunID: id, Tenant: tenant, WorkflowID: "wf", Status: host.RunRunning}
+	}
+	evs := []host.RunEvent{{Type: host.RunEventStarted}}
+	got, created, err := f.b.CreateRunOnce(ctx, newRun("run_a", "acme"), evs, k)
+	if err != nil || !created || got.RunID != "run_a" {
+		t.Fatalf("first: %+v %v %v", got, created, err)
+	}
+	got, created, err = f.b.CreateRunOnce(ctx, newRun("run_b", "acme"), evs, k)
+	if err != nil || created || got.RunID != "run_a" {
+		t.Fatalf("replay: %+v %v %v", got, created, err)
+	}
+	if _, err := f.b.Run(ctx, "acme", "run_b"); err == nil {
+		t.Fatal("a replay stored its run")
+	}
+	_, _, err = f.b.CreateRunOnce(ctx, newRun("run_c", "acme"), evs, host.RunIdempotency{Key: "k1", Digest: "d2", TTL: time.Hour})
+	wantErr(t, err, host.ErrIdempotencyMismatch)
+	wantErr(t, err, host.ErrConflict)
+	if _, err := f.b.Run(ctx, "acme", "run_c"); err == nil {
+		t.Fatal("a mismatched request stored its run")
+	}
+	got, created, err = f.b.CreateRunOnce(ctx, newRun("run_d", "globex"), evs, k)
+	if err != nil || !created || got.RunID != "run_d" {
+		t.Fatalf("another tenant's key: %+v %v %v", got, created, err)
+	}
+	f.clock.Add(time.Hour)
+	got, created, err = f.b.CreateRunOnce(ctx, newRun("run_e", "acme"), evs, host.RunIdempotency{Key: "k1", Digest: "d2", TTL: time.Hour})
+	if err != nil || !created || got.RunID != "run_e" {
+		t.Fatalf("expired key: %+v %v %v", got, created, err)
 	}
 }
