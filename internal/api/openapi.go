@@ -79,6 +79,9 @@ type op struct {
 	errs []int
 	// plain, if set, describes a text/plain alternative of the 200 body.
 	plain string
+	// sse, if set, describes a text/event-stream alternative of the 200
+	// body (Accept: text/event-stream).
+	sse string
 }
 
 // anyObject is a body that is some JSON object the document does not
@@ -108,55 +111,56 @@ var (
 // operations has an entry for every route of Routes(), by method and
 // OpenAPI path (docPath).
 var operations = map[string]op{
-	"GET /v1/tasks":                        {summary: "List the tenant's tasks, newest first", ok: map[int]any{st200: taskList{}}},
-	"POST /v1/tasks":                       {summary: "Enqueue a task intent", body: host.TaskIntent{}, ok: map[int]any{st201: host.TaskRecord{}}, errs: []int{st409, st422}},
-	"GET /v1/tasks/{id}":                   {summary: "Get a task", ok: map[int]any{st200: host.TaskRecord{}}, errs: []int{st404, st405}},
-	"POST /v1/tasks/{id}":                  {summary: "Act on a task: {id} is ID:cancel, ID:retry (permanent_failure, retryable_failure or blocked) or ID:resume (blocked by openwop_interrupt; body {\"value\"})", body: resumeBody{}, bodyOptional: true, ok: map[int]any{st200: host.TaskRecord{}}, errs: []int{st404, st405, st409}},
-	"GET /v1/tasks/{id}/events":            {summary: "The task's runtime events", ok: map[int]any{st200: eventList{}}, errs: []int{st404}},
-	"GET /v1/events":                       {summary: "Runtime events in chain order, a page at a time; the token's tenant's (every tenant's and the host's own need the operator scope)", ok: map[int]any{st200: eventPage{}}},
-	"GET /v1/attempts":                     {summary: "List the tenant's attempts (evidence records)", ok: map[int]any{st200: attemptList{}}},
-	"GET /v1/attempts/{id}":                {summary: "Get an attempt", ok: map[int]any{st200: host.Attempt{}}, errs: []int{st404, st405}},
-	"POST /v1/attempts/{id}":               {summary: "ID:replay: check the attempt against the evidence chain and re-execute it from its trace (no side effects)", ok: map[int]any{st200: ReplayVerdict{}}, errs: []int{st404, st405, st409, st422}},
-	"GET /v1/artifacts/{id}":               {summary: "Get an artifact record", ok: map[int]any{st200: host.Artifact{}}, errs: []int{st404}},
-	"GET /v1/evidence/checkpoint":          {summary: "The evidence log's newest signed checkpoint (a C2SP tlog-checkpoint signed note, text/plain); with Accept: application/json its size, root, note and verifier key. Every token may read it", ok: map[int]any{st200: logCheckpoint{}}, plain: "the signed checkpoint note"},
-	"GET /v1/evidence/proof/inclusion":     {summary: "The inclusion proof bundle of an evidence entry (an attempt id or an event seq) in the log of a size (default the newest): what 'packrun evidence check' verifies offline. A tenant's token proves its tenant's entries only", ok: map[int]any{st200: logInclusionProof{}}, errs: []int{st404}},
-	"GET /v1/evidence/proof/consistency":   {summary: "The proof that the evidence log of size from is a prefix of the log of size to (default the newest), with both signed checkpoints", ok: map[int]any{st200: logConsistencyProof{}}, errs: []int{st404}},
-	"GET /v1/memory/{namespace}":           {summary: "List the keys of a memory namespace", ok: map[int]any{st200: keyList{}}},
-	"GET /v1/memory/{namespace}/{key}":     {summary: "Get a memory entry (a secret's value to an admin token only)", ok: map[int]any{st200: host.Entry{}}, errs: []int{st404}},
-	"PUT /v1/memory/{namespace}/{key}":     {summary: "Put a memory entry", body: putBody{}, ok: map[int]any{st200: host.Entry{}}, errs: []int{st409}},
-	"DELETE /v1/memory/{namespace}/{key}":  {summary: "Delete a memory entry", ok: map[int]any{st204: nil}, errs: []int{st404}},
-	"GET /v1/schedules":                    {summary: "List recurring schedules, by name", ok: map[int]any{st200: scheduleList{}}},
-	"POST /v1/schedules":                   {summary: "Create a recurring schedule", body: scheduleBody{}, ok: map[int]any{st201: host.RecurringSchedule{}}, errs: []int{st409, st422}},
-	"GET /v1/schedules/{id}":               {summary: "Get a recurring schedule ({id}: its id or name)", ok: map[int]any{st200: host.RecurringSchedule{}}, errs: []int{st404}},
-	"PATCH /v1/schedules/{id}":             {summary: "Change a recurring schedule", body: scheduleBody{}, ok: map[int]any{st200: host.RecurringSchedule{}}, errs: []int{st404, st409, st422}},
-	"DELETE /v1/schedules/{id}":            {summary: "Delete a recurring schedule (the tasks it created stay)", ok: map[int]any{st200: host.RecurringSchedule{}}, errs: []int{st404}},
-	"POST /v1/sensor-events":               {summary: "Record a sensor event: 201 its record, 200 a duplicate's record, 422 invalid or expired", body: host.SensorEvent{}, ok: map[int]any{st201: host.SensorEventRecord{}, st200: host.SensorEventRecord{}, st422: anyOf{expiredBody{}, errorBody{}}}, errs: []int{st409}},
-	"GET /v1/messages":                     {summary: "List accepted agent messages, oldest first, a page at a time; topic is a pattern (crisis.*)", ok: map[int]any{st200: messagePage{}}},
-	"POST /v1/messages":                    {summary: "Accept an agent message, its format named by Content-Type's profile (agent-envelope, agent-message, bus-envelope) or by the publish form {format, message, signature?}: 201, or 200 for a resent duplicate", body: anyObject{}, ok: map[int]any{st201: messageReceipt{}, st200: messageReceipt{}}, errs: []int{st409, st422}},
-	"GET /v1/messages/{id}":                {summary: "A message's document in a format (default its own; Content-Type application/json; profile=<format>, Packrun-Lost-Fields: what the format cannot carry), or with view=record its MessageRecord", ok: map[int]any{st200: messageView{}}, errs: []int{st404, st422}},
-	"POST /v1/invoke":                      {summary: "Run one node of an installed pack outside the queue", body: invokeRequest{}, ok: map[int]any{st200: invokeResponse{}}, errs: []int{st404, st409, st422}},
-	"GET /v1/packs":                        {summary: "List the installed packs", ok: map[int]any{st200: packList{}}},
-	"GET /v1/task-types":                   {summary: "List the task types", ok: map[int]any{st200: taskTypeList{}}},
-	"GET /v1/task-types/{type}":            {summary: "Get a task type: its spec, routes and the route that wins", ok: map[int]any{st200: host.TaskTypeInfo{}}, errs: []int{st404}},
-	"PUT /v1/task-types/{type}":            {summary: "Put a task type's spec and, with pack and node, its operator route", body: taskTypeBody{}, ok: map[int]any{st200: host.TaskTypeInfo{}}, errs: []int{st404, st409, st422}},
-	"DELETE /v1/task-types/{type}":         {summary: "Remove a task type's spec and operator route", ok: map[int]any{st204: nil}, errs: []int{st404}},
-	"GET /v1/workflows":                    {summary: "List workflow definitions, by workflow_type", ok: map[int]any{st200: workflowList{}}},
-	"POST /v1/workflows":                   {summary: "Store a workflow definition: 201, or 200 when it replaced one of its type", body: host.WorkflowDefinition{}, ok: map[int]any{st201: host.WorkflowDefinition{}, st200: host.WorkflowDefinition{}}, errs: []int{st409, st422}},
-	"GET /v1/workflows/{type}":             {summary: "Get a workflow definition", ok: map[int]any{st200: host.WorkflowDefinition{}}, errs: []int{st404}},
-	"POST /v1/workflows/{type}/records":    {summary: "Start a workflow record (its first state's task enqueued): 201, or 200 the tenant's existing record of that instance_key", body: workflowStartBody{}, ok: map[int]any{st201: host.WorkflowRecord{}, st200: host.WorkflowRecord{}}, errs: []int{st404, st409, st422}},
-	"GET /v1/workflow-records":             {summary: "List workflow records, newest first", ok: map[int]any{st200: workflowRecordList{}}},
-	"GET /v1/workflow-records/{id}":        {summary: "Get a workflow record", ok: map[int]any{st200: host.WorkflowRecord{}}, errs: []int{st404, st405}},
-	"POST /v1/workflow-records/{id}":       {summary: "ID:cancel: cancel a workflow record (409 completed or canceled already)", ok: map[int]any{st200: host.WorkflowRecord{}}, errs: []int{st404, st405, st409}},
-	"GET /v1/agents":                       {summary: "List the agents: agent, wallets, constitution", ok: map[int]any{st200: agentList{}}},
-	"GET /v1/profiles":                     {summary: "List the subagent profiles", ok: map[int]any{st200: profileList{}}},
-	"GET /v1/skills":                       {summary: "List the installed skills and their SkillManifest", ok: map[int]any{st200: skillList{}}},
-	"GET /.well-known/packrun":             {summary: "The host's capabilities", ok: map[int]any{st200: capabilities{}}},
-	"GET /.well-known/openwop":             {summary: "openwop discovery: nodePackRuntimes.wasm (RFC 0008 §H), loaded packs, fixtures runnable here", ok: map[int]any{st200: openwopDiscovery{}}},
-	"POST /v1/openwop/workflows":           {summary: "Store an openwop workflow definition whose nodes are installed pack typeIds", body: host.OpenwopWorkflow{}, ok: map[int]any{st201: host.OpenwopWorkflow{}}, errs: []int{st409, st422}},
-	"POST /v1/runs":                        {summary: "Start an openwop run; it executes in the background", body: runStartBody{}, ok: map[int]any{st201: runStarted{}}, errs: []int{st404, st409, st422}},
-	"GET /v1/runs/{id}":                    {summary: "Get an openwop run", ok: map[int]any{st200: host.Run{}}, errs: []int{st404, st405}},
-	"POST /v1/runs/{id}":                   {summary: "ID:cancel (200 the run, 409 once terminal) or ID:fork ({mode: replay, fromSeq?} → 201 a new run)", body: runActionBody{}, bodyOptional: true, ok: map[int]any{st200: host.Run{}, st201: runForked{}}, errs: []int{st404, st405, st409, st422}},
-	"GET /v1/runs/{id}/events":             {summary: "An openwop run's events", ok: map[int]any{st200: runEventList{}}, errs: []int{st404}},
+	"GET /v1/tasks":                       {summary: "List the tenant's tasks, newest first", ok: map[int]any{st200: taskList{}}},
+	"POST /v1/tasks":                      {summary: "Enqueue a task intent", body: host.TaskIntent{}, ok: map[int]any{st201: host.TaskRecord{}}, errs: []int{st409, st422}},
+	"GET /v1/tasks/{id}":                  {summary: "Get a task", ok: map[int]any{st200: host.TaskRecord{}}, errs: []int{st404, st405}},
+	"POST /v1/tasks/{id}":                 {summary: "Act on a task: {id} is ID:cancel, ID:retry (permanent_failure, retryable_failure or blocked) or ID:resume (blocked by openwop_interrupt; body {\"value\"})", body: resumeBody{}, bodyOptional: true, ok: map[int]any{st200: host.TaskRecord{}}, errs: []int{st404, st405, st409}},
+	"GET /v1/tasks/{id}/events":           {summary: "The task's runtime events", ok: map[int]any{st200: eventList{}}, errs: []int{st404}},
+	"GET /v1/events":                      {summary: "Runtime events in chain order, a page at a time; the token's tenant's (every tenant's and the host's own need the operator scope)", ok: map[int]any{st200: eventPage{}}},
+	"GET /v1/attempts":                    {summary: "List the tenant's attempts (evidence records)", ok: map[int]any{st200: attemptList{}}},
+	"GET /v1/attempts/{id}":               {summary: "Get an attempt", ok: map[int]any{st200: host.Attempt{}}, errs: []int{st404, st405}},
+	"POST /v1/attempts/{id}":              {summary: "ID:replay: check the attempt against the evidence chain and re-execute it from its trace (no side effects)", ok: map[int]any{st200: ReplayVerdict{}}, errs: []int{st404, st405, st409, st422}},
+	"GET /v1/artifacts/{id}":              {summary: "Get an artifact record", ok: map[int]any{st200: host.Artifact{}}, errs: []int{st404}},
+	"GET /v1/evidence/checkpoint":         {summary: "The evidence log's newest signed checkpoint (a C2SP tlog-checkpoint signed note, text/plain); with Accept: application/json its size, root, note and verifier key. Every token may read it", ok: map[int]any{st200: logCheckpoint{}}, plain: "the signed checkpoint note"},
+	"GET /v1/evidence/proof/inclusion":    {summary: "The inclusion proof bundle of an evidence entry (an attempt id or an event seq) in the log of a size (default the newest): what 'packrun evidence check' verifies offline. A tenant's token proves its tenant's entries only", ok: map[int]any{st200: logInclusionProof{}}, errs: []int{st404}},
+	"GET /v1/evidence/proof/consistency":  {summary: "The proof that the evidence log of size from is a prefix of the log of size to (default the newest), with both signed checkpoints", ok: map[int]any{st200: logConsistencyProof{}}, errs: []int{st404}},
+	"GET /v1/memory/{namespace}":          {summary: "List the keys of a memory namespace", ok: map[int]any{st200: keyList{}}},
+	"GET /v1/memory/{namespace}/{key}":    {summary: "Get a memory entry (a secret's value to an admin token only)", ok: map[int]any{st200: host.Entry{}}, errs: []int{st404}},
+	"PUT /v1/memory/{namespace}/{key}":    {summary: "Put a memory entry", body: putBody{}, ok: map[int]any{st200: host.Entry{}}, errs: []int{st409}},
+	"DELETE /v1/memory/{namespace}/{key}": {summary: "Delete a memory entry", ok: map[int]any{st204: nil}, errs: []int{st404}},
+	"GET /v1/schedules":                   {summary: "List recurring schedules, by name", ok: map[int]any{st200: scheduleList{}}},
+	"POST /v1/schedules":                  {summary: "Create a recurring schedule", body: scheduleBody{}, ok: map[int]any{st201: host.RecurringSchedule{}}, errs: []int{st409, st422}},
+	"GET /v1/schedules/{id}":              {summary: "Get a recurring schedule ({id}: its id or name)", ok: map[int]any{st200: host.RecurringSchedule{}}, errs: []int{st404}},
+	"PATCH /v1/schedules/{id}":            {summary: "Change a recurring schedule", body: scheduleBody{}, ok: map[int]any{st200: host.RecurringSchedule{}}, errs: []int{st404, st409, st422}},
+	"DELETE /v1/schedules/{id}":           {summary: "Delete a recurring schedule (the tasks it created stay)", ok: map[int]any{st200: host.RecurringSchedule{}}, errs: []int{st404}},
+	"POST /v1/sensor-events":              {summary: "Record a sensor event: 201 its record, 200 a duplicate's record, 422 invalid or expired", body: host.SensorEvent{}, ok: map[int]any{st201: host.SensorEventRecord{}, st200: host.SensorEventRecord{}, st422: anyOf{expiredBody{}, errorBody{}}}, errs: []int{st409}},
+	"GET /v1/messages":                    {summary: "List accepted agent messages, oldest first, a page at a time; topic is a pattern (crisis.*)", ok: map[int]any{st200: messagePage{}}},
+	"POST /v1/messages":                   {summary: "Accept an agent message, its format named by Content-Type's profile (agent-envelope, agent-message, bus-envelope) or by the publish form {format, message, signature?}: 201, or 200 for a resent duplicate", body: anyObject{}, ok: map[int]any{st201: messageReceipt{}, st200: messageReceipt{}}, errs: []int{st409, st422}},
+	"GET /v1/messages/{id}":               {summary: "A message's document in a format (default its own; Content-Type application/json; profile=<format>, Packrun-Lost-Fields: what the format cannot carry), or with view=record its MessageRecord", ok: map[int]any{st200: messageView{}}, errs: []int{st404, st422}},
+	"POST /v1/invoke":                     {summary: "Run one node of an installed pack outside the queue", body: invokeRequest{}, ok: map[int]any{st200: invokeResponse{}}, errs: []int{st404, st409, st422}},
+	"GET /v1/packs":                       {summary: "List the installed packs", ok: map[int]any{st200: packList{}}},
+	"GET /v1/task-types":                  {summary: "List the task types", ok: map[int]any{st200: taskTypeList{}}},
+	"GET /v1/task-types/{type}":           {summary: "Get a task type: its spec, routes and the route that wins", ok: map[int]any{st200: host.TaskTypeInfo{}}, errs: []int{st404}},
+	"PUT /v1/task-types/{type}":           {summary: "Put a task type's spec and, with pack and node, its operator route", body: taskTypeBody{}, ok: map[int]any{st200: host.TaskTypeInfo{}}, errs: []int{st404, st409, st422}},
+	"DELETE /v1/task-types/{type}":        {summary: "Remove a task type's spec and operator route", ok: map[int]any{st204: nil}, errs: []int{st404}},
+	"GET /v1/workflows":                   {summary: "List workflow definitions, by workflow_type", ok: map[int]any{st200: workflowList{}}},
+	"POST /v1/workflows":                  {summary: "Store a workflow definition: 201, or 200 when it replaced one of its type", body: host.WorkflowDefinition{}, ok: map[int]any{st201: host.WorkflowDefinition{}, st200: host.WorkflowDefinition{}}, errs: []int{st409, st422}},
+	"GET /v1/workflows/{type}":            {summary: "Get a workflow definition", ok: map[int]any{st200: host.WorkflowDefinition{}}, errs: []int{st404}},
+	"POST /v1/workflows/{type}/records":   {summary: "Start a workflow record (its first state's task enqueued): 201, or 200 the tenant's existing record of that instance_key", body: workflowStartBody{}, ok: map[int]any{st201: host.WorkflowRecord{}, st200: host.WorkflowRecord{}}, errs: []int{st404, st409, st422}},
+	"GET /v1/workflow-records":            {summary: "List workflow records, newest first", ok: map[int]any{st200: workflowRecordList{}}},
+	"GET /v1/workflow-records/{id}":       {summary: "Get a workflow record", ok: map[int]any{st200: host.WorkflowRecord{}}, errs: []int{st404, st405}},
+	"POST /v1/workflow-records/{id}":      {summary: "ID:cancel: cancel a workflow record (409 completed or canceled already)", ok: map[int]any{st200: host.WorkflowRecord{}}, errs: []int{st404, st405, st409}},
+	"GET /v1/agents":                      {summary: "List the agents: agent, wallets, constitution", ok: map[int]any{st200: agentList{}}},
+	"GET /v1/profiles":                    {summary: "List the subagent profiles", ok: map[int]any{st200: profileList{}}},
+	"GET /v1/skills":                      {summary: "List the installed skills and their SkillManifest", ok: map[int]any{st200: skillList{}}},
+	"GET /.well-known/packrun":            {summary: "The host's capabilities", ok: map[int]any{st200: capabilities{}}},
+	"GET /.well-known/openwop":            {summary: "openwop discovery: nodePackRuntimes.wasm (RFC 0008 §H), loaded packs, fixtures runnable here", ok: map[int]any{st200: openwopDiscovery{}}},
+	"POST /v1/openwop/workflows":          {summary: "Store an openwop workflow definition whose nodes are installed pack typeIds", body: host.OpenwopWorkflow{}, ok: map[int]any{st201: host.OpenwopWorkflow{}}, errs: []int{st409, st422}},
+	"POST /v1/runs":                       {summary: "Start an openwop run; it executes in the background", body: runStartBody{}, ok: map[int]any{st201: runStarted{}}, errs: []int{st404, st409, st422}},
+	"GET /v1/runs/{id}":                   {summary: "Get an openwop run", ok: map[int]any{st200: host.Run{}}, errs: []int{st404, st405}},
+	"POST /v1/runs/{id}":                  {summary: "ID:cancel (200 the run, 409 once terminal) or ID:fork ({mode: replay, fromSeq?} → 201 a new run)", body: runActionBody{}, bodyOptional: true, ok: map[int]any{st200: host.Run{}, st201: runForked{}}, errs: []int{st404, st405, st409, st422}},
+	"GET /v1/runs/{id}/events": {summary: "An openwop run's events; with Accept: text/event-stream, streamed as server-sent events until the run is terminal", ok: map[int]any{st200: runEventList{}}, errs: []int{st404},
+		sse: "server-sent events: id is the event's seq (Last-Event-ID resumes after it), event its type, data the event; a comment every 15 s while idle"},
 	"POST /v1/runs/{id}/cancel":            {summary: "Cancel an openwop run (409 once terminal)", body: runActionBody{}, bodyOptional: true, ok: map[int]any{st200: host.Run{}}, errs: []int{st404, st409}},
 	"GET /v1/openapi.json":                 {summary: "This document (no token needed)", ok: map[int]any{st200: openAPIDoc{}}},
 	"GET /v1/evidence/checkpoint/cosigned": {summary: "The newest evidence log checkpoint a witness cosigned (serve --witness), with every cosignature of it, and each witness's state", ok: map[int]any{st200: CosignedCheckpoint{}}, errs: []int{st404}},
@@ -205,6 +209,7 @@ var queryParams = map[string]queryParam{
 	"reply_to":     {desc: "Only replies to this message id.", schema: str},
 	"dead":         {desc: "true: only dead-lettered messages.", schema: map[string]any{"type": "string", "enum": []string{"true", "false"}}},
 	"format":       {desc: "The format to render the document in (agent-envelope, agent-message or bus-envelope).", schema: str},
+	"streamMode":   {desc: "With Accept: text/event-stream, which events are streamed (openwop stream-modes): updates (the default), values, messages or debug.", schema: map[string]any{"type": "string", "enum": streamModes}},
 	"view":         {desc: "record: the stored MessageRecord instead of the document.", schema: map[string]any{"type": "string", "enum": []string{"record"}}},
 }
 
@@ -429,6 +434,9 @@ func buildOpenAPI() ([]byte, error) {
 				content := map[string]any{"application/json": map[string]any{"schema": b}}
 				if o.plain != "" && st == st200 {
 					content["text/plain; charset=utf-8"] = map[string]any{"schema": map[string]any{"type": "string", "description": o.plain}}
+				}
+				if o.sse != "" && st == st200 {
+					content["text/event-stream"] = map[string]any{"schema": map[string]any{"type": "string", "description": o.sse}}
 				}
 				r["content"] = content
 			}
