@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -379,4 +381,44 @@ func TestRunEventsSSEHeartbeat(t *testing.T) {
 	if s.comments < 3 {
 		t.Fatalf("stream ended after %d comments: %v", s.comments, s.sc.Err())
 	}
+}
+
+// FuzzSSERequestHeaders: the stream's request headers (Last-Event-ID,
+// Accept) and ?streamMode= never panic; a Last-Event-ID is taken only as
+// a seq >= 0 that reads back as itself, a refusal names the header.
+func FuzzSSERequestHeaders(f *testing.F) {
+	for _, s := range [][3]string{
+		{"", "", ""}, {"0", "text/event-stream", "updates"}, {"42", "application/json, text/event-stream;q=0.9", "debug"},
+		{"-1", "*/*", "values"}, {"x", "TEXT/EVENT-STREAM", "nope"}, {"99999999999999999999", ",,;", "messages"},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, id, accept, mode string) {
+		r, err := http.NewRequest(http.MethodGet, "http://x/v1/runs/r/events", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set("Last-Event-ID", id)
+		r.Header.Set("Accept", accept)
+		r.URL.RawQuery = "streamMode=" + url.QueryEscape(mode)
+		n, err := lastEventID(r)
+		switch {
+		case err != nil:
+			if !strings.Contains(err.Error(), "Last-Event-ID") {
+				t.Fatalf("refusal %q does not name the header", err)
+			}
+		case strings.TrimSpace(id) == "":
+			if n != -1 {
+				t.Fatalf("no Last-Event-ID read as %d", n)
+			}
+		case n < 0 || strconv.Itoa(n) != strings.TrimLeft(strings.TrimSpace(id), "+0") && n != 0:
+			t.Fatalf("Last-Event-ID %q read as %d", id, n)
+		}
+		_ = wantsEventStream(r)
+		if m, err := streamMode(r); err == nil && !slices.Contains(streamModes, m) {
+			t.Fatalf("streamMode %q taken as %q", mode, m)
+		} else if err != nil && !strings.Contains(err.Error(), "streamMode") {
+			t.Fatalf("refusal %q does not name streamMode", err)
+		}
+	})
 }
