@@ -195,6 +195,7 @@ const maxBodyDepth = 10000
 //	                                            background (400 naming a node's typeId no installed pack provides)
 //	GET  /v1/runs/{id}                          tasks:read     Run {runId, status: running|completed|failed|cancelled, ...}
 //	GET  /v1/runs/{id}/events                   tasks:read     {"events":[{seq, type, nodeId, payload, data, at}...]}
+//	                                            (Accept: text/event-stream: SSE until terminal, ?streamMode=, Last-Event-ID; sse.go)
 //	POST /v1/runs/{id}/cancel, {id}:cancel      invoke         {reason?} → Run, cancelled (409 once terminal)
 //	POST /v1/runs/{id}:fork                     invoke         {mode:"replay", fromSeq?} → 201 {runId, sourceRunId, fromSeq,
 //	                                            mode, status, eventsUrl}: a new run, events before fromSeq copied,
@@ -333,7 +334,7 @@ func build(cfg Config) (*server, http.Handler) {
 	route("/v1/openwop/workflows", map[string]handler{http.MethodPost: scoped(auth.ScopeTasksWrite, takes(s.withRuns(s.putOpenwopWorkflow)))})
 	route("/v1/runs", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.startRun)))})
 	route("/v1/runs/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.getRun))), http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.runAction)))})
-	route("/v1/runs/{id}/events", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.runEvents)))})
+	route("/v1/runs/{id}/events", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.runEvents), "streamMode"))})
 	route("/v1/runs/{id}/events/poll", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.pollRunEvents), "lastSequence", "timeout"))})
 	route("/v1/runs/{id}/cancel", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.cancelRun)))})
 	route("/v1/evidence/checkpoint/cosigned", map[string]handler{http.MethodGet: scoped("", takes(s.cosignedCheckpoint))})
@@ -347,7 +348,8 @@ func build(cfg Config) (*server, http.Handler) {
 		// nc -N), although the client still reads the answer. Every route's
 		// work is bounded (limits, timeouts), so nothing is cut short, and
 		// a write is stored and answered, or refused, never both.
-		r = r.WithContext(context.WithoutCancel(r.Context()))
+		// A stream (sse.go) still ends when its client goes: clientContext.
+		r = r.WithContext(context.WithValue(context.WithoutCancel(r.Context()), clientCtxKey{}, r.Context()))
 		if err := s.admit(r); err != nil {
 			return err
 		}

@@ -208,7 +208,16 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request, rs RunService) e
 }
 
 // runEvents is GET /v1/runs/{id}/events.
+// With Accept: text/event-stream it streams them (sse.go); ?streamMode=
+// is checked first, whatever the Accept.
 func (s *server) runEvents(w http.ResponseWriter, r *http.Request, rs RunService) error {
+	mode, err := streamMode(r)
+	if err != nil {
+		return err
+	}
+	if wantsEventStream(r) {
+		return s.streamRunEvents(w, r, rs, mode)
+	}
 	evs, err := rs.RunEvents(r.Context(), tenantOf(r, ""), r.PathValue("id"))
 	if err != nil {
 		return err

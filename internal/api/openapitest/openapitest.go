@@ -35,6 +35,8 @@ type Checker struct {
 // does not describe; the paths under prefixes are the API's (others, such
 // as a console served beside it, are not checked).
 func Load(doc []byte, envelope string, prefixes ...string) (*Checker, error) {
+	// A server-sent event stream is checked as text.
+	openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.PlainBodyDecoder)
 	loader := openapi3.NewLoader()
 	d, err := loader.LoadFromData(doc)
 	if err != nil {
