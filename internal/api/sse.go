@@ -176,10 +176,12 @@ func (s *server) streamRunEvents(w http.ResponseWriter, r *http.Request, rs RunS
 		return err
 	}
 	ctx := clientContext(r)
-	run, err := rs.GetRun(ctx, tenant, id)
-	if err != nil {
+	// A run that is not there (or not the tenant's) is a 404, before the
+	// stream starts.
+	if _, err := rs.GetRun(ctx, tenant, id); err != nil {
 		return err
 	}
+	var run *host.Run // read each round below
 	rc := http.NewResponseController(w)
 	// The server's ReadTimeout must not end a long stream: the request
 	// was read whole already.

@@ -240,7 +240,9 @@ func (s *Scheduler) StartRunOnce(ctx context.Context, tenant, workflowID string,
 		err = s.cfg.Store.CreateRun(ctx, r, evs)
 	} else {
 		var c bytes.Buffer
-		json.Compact(&c, r.Inputs) // r.Inputs decoded as an object in newRun
+		if err := json.Compact(&c, r.Inputs); err != nil { // r.Inputs decoded as an object in newRun
+			return nil, false, err
+		}
 		d := sha256.Sum256([]byte(w.WorkflowID + "\n" + c.String()))
 		var got *host.Run
 		got, created, err = s.cfg.Store.CreateRunOnce(ctx, r, evs, host.RunIdempotency{Key: key, Digest: hex.EncodeToString(d[:]), TTL: host.RunIdempotencyTTL})
