@@ -129,7 +129,7 @@ func ParseCosignature(line []byte) (Cosignature, error) {
 	if !ok || name == "" || strings.ContainsAny(name, "+\n\t ") {
 		return Cosignature{}, fmt.Errorf("%w cosignature: want \"— name base64\"", ErrMalformed)
 	}
-	raw, err := base64.StdEncoding.Strict().DecodeString(b64)
+	raw, err := decodeBase64(b64)
 	if err != nil || len(raw) != CosignatureSize {
 		return Cosignature{}, fmt.Errorf("%w cosignature by %s: want %d base64 bytes (key hash, time, signature)", ErrMalformed, clip([]byte(name)), CosignatureSize)
 	}

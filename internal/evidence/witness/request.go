@@ -3,6 +3,7 @@ package witness
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
 )
@@ -74,7 +75,7 @@ func ParseAddCheckpoint(body []byte) (AddRequest, error) {
 		if len(r.Proof) == MaxProofHashes {
 			return r, fmt.Errorf("%w request: proof has over %d hashes", ErrMalformed, MaxProofHashes)
 		}
-		h, err := base64.StdEncoding.Strict().DecodeString(string(line))
+		h, err := decodeBase64(string(line))
 		if err != nil || len(h) != HashSize {
 			return r, fmt.Errorf("%w request: proof line %d %q is not a base64 %d-byte hash", ErrMalformed, len(r.Proof)+1, clip(line), HashSize)
 		}
@@ -102,4 +103,19 @@ func clip(b []byte) string {
 		return string(b[:40]) + "..."
 	}
 	return string(b)
+}
+
+// decodeBase64 decodes standard base64 strictly and canonically: Go's
+// decoder skips '\r' and '\n' even in Strict mode, so a line carrying
+// them would be accepted as another line's bytes; anything that does not
+// re-encode to itself is refused.
+func decodeBase64(s string) ([]byte, error) {
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return nil, err
+	}
+	if base64.StdEncoding.EncodeToString(b) != s {
+		return nil, errors.New("not canonical base64")
+	}
+	return b, nil
 }
