@@ -649,7 +649,7 @@ func queueFollowUps(f *fixture) {
 				t.Fatalf("%s: %d follow-ups applied (status %s)", tt.name, len(children), done.Status)
 			}
 			a := children["child.a"]
-			if a.Source != "task:"+parent.TaskID || a.Priority != 2 || a.Status != host.TaskPending || a.Tenant != "acme" {
+			if a.Source != "task:"+parent.TaskID || a.ParentTaskID != parent.TaskID || a.Priority != 2 || a.Status != host.TaskPending || a.Tenant != "acme" {
 				t.Fatalf("follow-up: %+v", a)
 			}
 			if b := children["child.b"]; !b.AvailableAt.Equal(f.clock.Now().Add(5*time.Minute)) || b.Tenant != "acme" {
