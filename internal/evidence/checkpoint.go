@@ -462,7 +462,8 @@ func (a *Anchor) run() {
 			return
 		case <-a.wake:
 		}
-		a.write()
+		// A failed write is retried on the next wake, and Close returns it.
+		_ = a.write()
 		pause.Reset(checkpointEvery)
 		select {
 		case <-a.stop:

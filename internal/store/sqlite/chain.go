@@ -286,7 +286,7 @@ func (s *Store) chainedArtifact(ctx context.Context, e *host.Event) (*host.Artif
 	var d struct {
 		ArtifactID string `json:"artifact_id"`
 	}
-	json.Unmarshal(e.Data, &d)
+	_ = json.Unmarshal(e.Data, &d) // not JSON: no artifact is found, which CheckArtifact reports
 	a, err := scanArtifact(s.db.QueryRowContext(ctx, `SELECT `+artifactColumns+` FROM artifacts WHERE artifact_id = ?`, d.ArtifactID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil

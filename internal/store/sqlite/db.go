@@ -70,7 +70,7 @@ func ownerOnly(path string) error {
 	}
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			os.Chmod(p, fi.Mode().Perm()&^0o077) // best effort: see openDB
+			_ = os.Chmod(p, fi.Mode().Perm()&^0o077) // best effort: see openDB
 		}
 	}
 	return nil

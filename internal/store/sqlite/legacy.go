@@ -40,7 +40,7 @@ func moveLegacyAttempts(ctx context.Context, d *sql.DB) (moved int, err error) {
 	}
 	defer func() {
 		if err != nil {
-			conn.ExecContext(context.Background(), `ROLLBACK`)
+			_, _ = conn.ExecContext(context.Background(), `ROLLBACK`) // the error returned is err
 		}
 	}()
 	// The triggers keep runtime_events append-only; this one move is the

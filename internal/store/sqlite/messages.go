@@ -181,7 +181,7 @@ func (s *Store) ExpireMessages(ctx context.Context, now time.Time) (int, error) 
 // if none is stored.
 func (s *Store) chainedMessage(ctx context.Context, e *host.Event) (*host.MessageRecord, error) {
 	var d storecore.AcceptedRef
-	json.Unmarshal(e.Data, &d)
+	_ = json.Unmarshal(e.Data, &d) // not JSON: no message is found, which CheckAcceptedMessage reports
 	m, err := storecore.ScanMessage(s.db.QueryRowContext(ctx, `SELECT `+messageColumns+` FROM messages WHERE tenant = ? AND message_id = ?`, d.Tenant, d.MessageID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil

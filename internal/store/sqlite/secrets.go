@@ -124,7 +124,7 @@ func createKeyFile(path string) (*storecore.SecretKey, error) {
 		return nil, fmt.Errorf("%w: create %s: %w", ErrSecretKey, path, err)
 	}
 	if d, err := os.Open(dir); err == nil {
-		d.Sync()
+		_ = d.Sync() // best effort: the key file itself was synced
 		d.Close()
 	}
 	return storecore.NewSecretKeyFile(raw, path)
@@ -186,7 +186,8 @@ func sealPlaintextSecrets(ctx context.Context, d *sql.DB, k *keyring) error {
 	if _, err := conn.ExecContext(ctx, `PRAGMA secure_delete = ON`); err != nil {
 		return err
 	}
-	defer conn.ExecContext(ctx, `PRAGMA secure_delete = `+was)
+	// Best effort: left ON, it only costs this pooled connection speed.
+	defer func() { _, _ = conn.ExecContext(ctx, `PRAGMA secure_delete = `+was) }()
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -226,6 +227,6 @@ func sealPlaintextSecrets(ctx context.Context, d *sql.DB, k *keyring) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`) // best effort: readers may hold old frames
+	_, _ = conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`) // best effort: readers may hold old frames
 	return nil
 }

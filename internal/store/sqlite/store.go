@@ -234,7 +234,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// must still run on a damaged chain).
 	logSeq.Start()
 	if !opts.Reanchor {
-		logSeq.Sync(ctx)
+		_ = logSeq.Sync(ctx) // kept for LogSync
 	}
 	s.sweepTemp()
 	s.sweepPackTemp()

@@ -131,13 +131,13 @@ func (x *wtx) WriteQuery(query string, args ...any) (*sql.Rows, error) {
 // statements would run in autocommit mode.
 func (x *wtx) inTx() bool {
 	in := true
-	x.conn.Raw(func(dc any) error {
+	err := x.conn.Raw(func(dc any) error {
 		if c, ok := dc.(*sqlite3.SQLiteConn); ok {
 			in = !c.AutoCommit()
 		}
 		return nil
 	})
-	return in
+	return in && err == nil // a connection the pool calls bad holds no transaction
 }
 
 func (x *wtx) QueryRow(query string, args ...any) *sql.Row {
@@ -633,7 +633,7 @@ func (x *wtx) commit() error {
 // rollback ends the transaction, if SQLite has not already done so.
 func (x *wtx) rollback() {
 	x.head = nil
-	x.Exec(`ROLLBACK`) // "no transaction is active" when SQLite rolled back itself
+	_, _ = x.Exec(`ROLLBACK`) // "no transaction is active" when SQLite rolled back itself
 }
 
 // runAlone runs fn, turning a panic into an error.

@@ -380,7 +380,7 @@ type AcceptedRef struct {
 // re-hashed) and its model the model hash.
 func CheckAcceptedMessage(e *host.Event, m *host.MessageRecord) *host.ChainBreak {
 	var d AcceptedRef
-	json.Unmarshal(e.Data, &d)
+	_ = json.Unmarshal(e.Data, &d) // not JSON: d stays empty and the checks below fail
 	brk := &host.ChainBreak{Seq: e.Seq, Type: e.Type, MessageID: d.MessageID}
 	if m == nil {
 		brk.Problem, brk.Detail = host.BreakMessageMissing, fmt.Sprintf("message %s, accepted at event %d, is no longer stored", d.MessageID, e.Seq)

@@ -3,6 +3,7 @@ package storecore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 
 	"github.com/packrun/packrun/host"
@@ -33,7 +34,9 @@ func scanRoute(row Row, origin string) (host.TaskTypeRoute, error) {
 	if err := row.Scan(&r.TaskType, &r.Pack, &r.Node, &spec); err != nil {
 		return r, err
 	}
-	json.Unmarshal([]byte(spec), &r.TaskTypeSpec)
+	if err := json.Unmarshal([]byte(spec), &r.TaskTypeSpec); err != nil {
+		return r, fmt.Errorf("task type %s: stored spec: %w", r.TaskType, err)
+	}
 	r.Origin = origin
 	return r, nil
 }
@@ -116,7 +119,9 @@ func ResolveTaskType(ctx context.Context, q Querier, op, taskType string) (host.
 		if err := row.Scan(&r.TaskType, &r.Pack, &r.Node, &spec, &override); err != nil {
 			return r, err
 		}
-		json.Unmarshal([]byte(spec), &r.TaskTypeSpec)
+		if err := json.Unmarshal([]byte(spec), &r.TaskTypeSpec); err != nil {
+			return r, fmt.Errorf("task type %s: stored spec: %w", r.TaskType, err)
+		}
 		r.Origin = host.OriginManifest
 		if override {
 			r.Origin = host.OriginOperator

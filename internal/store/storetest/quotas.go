@@ -139,7 +139,9 @@ func quotasStepCap(f *fixture) {
 		t.Fatalf("%d workflow_blocked events, want 1", len(evs))
 	}
 	var d struct{ Reason, Signal, WorkflowID string }
-	json.Unmarshal(evs[0].Data, &d)
+	if err := json.Unmarshal(evs[0].Data, &d); err != nil {
+		t.Fatalf("workflow_blocked data %s: %v", evs[0].Data, err)
+	}
 	if !strings.Contains(d.Reason, "quota workflow_steps") || d.Signal != "again" {
 		t.Fatalf("workflow_blocked data %s: want the quota's reason", evs[0].Data)
 	}
@@ -179,7 +181,9 @@ func quotasScheduleSkip(f *fixture) {
 			ScheduleID string `json:"schedule_id"`
 			Refused    string `json:"refused"`
 		}
-		json.Unmarshal(e.Data, &d)
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			t.Fatalf("schedule_task_created data %s: %v", e.Data, err)
+		}
 		if d.ScheduleID == full.ScheduleID {
 			skipped++
 			if e.TaskID != "" || !strings.Contains(d.Refused, "quota queued_tasks") {
