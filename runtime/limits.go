@@ -55,27 +55,7 @@ func MaxLimits() Limits {
 const wasmPage = 65536
 
 // orDefault fills zero fields of l from d.
-func (l Limits) orDefault(d Limits) Limits {
-	if l.MemoryBytes == 0 {
-		l.MemoryBytes = d.MemoryBytes
-	}
-	if l.Timeout == 0 {
-		l.Timeout = d.Timeout
-	}
-	if l.OutputBytes == 0 {
-		l.OutputBytes = d.OutputBytes
-	}
-	if l.HostCalls == 0 {
-		l.HostCalls = d.HostCalls
-	}
-	if l.CaptureBytes == 0 {
-		l.CaptureBytes = d.CaptureBytes
-	}
-	if l.HostMemoryBytes == 0 {
-		l.HostMemoryBytes = d.HostMemoryBytes
-	}
-	return l
-}
+func (l Limits) orDefault(d Limits) Limits { return d.Merge(l) }
 
 // clamp lowers every field of l to at most max.
 func (l Limits) clamp(max Limits) Limits {

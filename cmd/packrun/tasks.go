@@ -497,12 +497,9 @@ events, sealed with the host key, and the proof that the attempt is in the evide
 }
 
 func (a *app) reanchorCommand() *cobra.Command {
-	var reason string
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "reanchor --reason \"...\"",
-		Short: "Anchor the evidence chain anew after its checkpoint or host key was lost (recorded in the chain)",
-		Long: `Anchor the evidence chain at its current head with the current host key.
+	return a.anchorCommand("reanchor --reason \"...\"",
+		"Anchor the evidence chain anew after its checkpoint or host key was lost (recorded in the chain)",
+		`Anchor the evidence chain at its current head with the current host key.
 
 Once a home has anchored its chain, it refuses to open (every command, serve included;
 exit 5) when its signed head checkpoint (evidence-head.json) is missing, damaged or not
@@ -512,43 +509,42 @@ It appends an evidence_reanchored event recording your reason, what was wrong, t
 checkpoint's head and key and the new key, and anchors the chain at that event (a
 missing host key is created). Events removed before it stay undetectable by this home's
 checkpoint: compare the old head it records with one you kept elsewhere.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, err := packrun.Reanchor(cmd.Context(), a.home, a.config(), reason)
-			if err != nil {
-				return err
-			}
-			return a.printReanchoring(r, asJSON)
-		},
-	}
-	cmd.Flags().StringVar(&reason, "reason", "", "why the chain is re-anchored (required; recorded in the chain)")
-	outputVar(cmd.Flags(), &asJSON)
-	return cmd
+		"why the chain is re-anchored (required; recorded in the chain)", packrun.Reanchor)
 }
 
 func (a *app) rotateKeyCommand() *cobra.Command {
-	var reason string
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "rotate-key --reason \"...\"",
-		Short: "Replace the host key; the old key signs the hand-over (recorded in the chain)",
-		Long: `Replace the host key that signs the evidence head checkpoint and seals exports.
+	return a.anchorCommand("rotate-key --reason \"...\"",
+		"Replace the host key; the old key signs the hand-over (recorded in the chain)",
+		`Replace the host key that signs the evidence head checkpoint and seals exports.
 
 The anchor must be sound. A new key is written to the host key file; the old one is kept
 beside it as <file>.retired-<first 16 hex digits> (bundles and traces it sealed verify
 with --host-key and its public key). The old key signs a hand-over to the new one, which
 a host_key_rotated event records with both keys and your reason; the chain is anchored
 at that event with the new key.`,
-		Args: cobra.NoArgs,
+		"why the key is rotated (required; recorded in the chain)", packrun.RotateHostKey)
+}
+
+// anchorCommand is an operator action on the chain's anchor (reanchor,
+// rotate-key): it takes a required reason, recorded in the chain.
+func (a *app) anchorCommand(use, short, long, reasonHelp string,
+	do func(context.Context, string, packrun.Config, string) (*packrun.Reanchoring, error)) *cobra.Command {
+	var reason string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, err := packrun.RotateHostKey(cmd.Context(), a.home, a.config(), reason)
+			r, err := do(cmd.Context(), a.home, a.config(), reason)
 			if err != nil {
 				return err
 			}
 			return a.printReanchoring(r, asJSON)
 		},
 	}
-	cmd.Flags().StringVar(&reason, "reason", "", "why the key is rotated (required; recorded in the chain)")
+	cmd.Flags().StringVar(&reason, "reason", "", reasonHelp)
 	outputVar(cmd.Flags(), &asJSON)
 	return cmd
 }
