@@ -194,7 +194,7 @@ func (c *Client) Session(grants []packs.HTTPGrant, secrets SecretFunc) *Session 
 	for i, g := range grants {
 		norm[i] = g.Normalized()
 	}
-	return &Session{c: c, grants: norm, secrets: secrets, values: map[string]string{}}
+	return &Session{c: c, grants: norm, secrets: secrets} // values made on the first secret
 }
 
 // Secrets returns the secret values the session injected, by name.
@@ -316,8 +316,13 @@ func (s *Session) Do(ctx context.Context, r Request) (*Response, error) {
 	if r.Timeout > 0 {
 		timeout = min(timeout, r.Timeout)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	// A deadline of the invocation's own that comes first already bounds
+	// the request (the usual case: no timer, no context to make).
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 
 	var prog progress
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, prog.trace()), r.Method, u.String(), bytes.NewReader(r.Body))
@@ -488,6 +493,9 @@ func (s *Session) inject(ctx context.Context, req *http.Request, g *packs.HTTPGr
 			return hostErr("secret %s is empty or holds CR, LF or NUL", sec.Name)
 		}
 		s.mu.Lock()
+		if s.values == nil {
+			s.values = map[string]string{}
+		}
 		s.values[sec.Name] = v
 		s.mu.Unlock()
 		switch {
