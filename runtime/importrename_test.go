@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -115,4 +116,21 @@ func FuzzRenameImports(f *testing.F) {
 			t.Fatalf("renaming the output again: %v, changed %v", err, !bytes.Equal(again, out))
 		}
 	})
+}
+
+// An Extism plugin declaring one of Extism's http functions with another
+// signature is refused at load, naming the import and both signatures.
+func TestExtismHTTPImportSignature(t *testing.T) {
+	r := newTestRuntime(t, NewConfig().WithPoolSize(0))
+	mod := "extism:host/env"
+	field := "http_request"
+	imports := append([]byte{1, byte(len(mod))}, mod...)
+	imports = append(append(append(imports, byte(len(field))), field...), 0x00, 0x00)
+	wasm := append([]byte("\x00asm\x01\x00\x00\x00\x01\x06\x01\x60\x01\x7f\x01\x7f\x02"), byte(len(imports)))
+	wasm = append(wasm, imports...)
+	_, err := r.Load(context.Background(), wasm, LoadOptions{Name: "bad-http"})
+	le, ok := errors.AsType[*LoadError](err)
+	if want := "extism:host/env.http_request is declared (i32) -> (i32); Extism declares it (i64 i64) -> (i64)"; !ok || le.Code != CodeBadSignature || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %s refusing %s", err, CodeBadSignature, want)
+	}
 }
