@@ -433,7 +433,7 @@ func TestWATReadmeFetch(t *testing.T) {
 // http_request (packrun:host/v1) under its pack's grant like any node: the
 // secret is injected and never reaches it, the exchange replays with the
 // server stopped, a URL outside the grant is status 1. The Extism kernel's
-// own http_request is refused: the node fails and nothing is sent.
+// own http_request (extism_fetch) is served under the same grant.
 func TestExtismPluginHTTPRequest(t *testing.T) {
 	srv := newFetchServer(t)
 	f := newFixture(t)
@@ -486,11 +486,11 @@ func TestExtismPluginHTTPRequest(t *testing.T) {
 	}
 
 	kernel := invoke("extism_fetch", srv.URL+"/json")
-	if kernel.Result.Outcome == abi.Completed || kernel.Result.Error == nil || !strings.Contains(kernel.Result.Error.Message, "not allowed") {
-		t.Errorf("extism's own http_request: %s %+v %s, want a failure saying it is not allowed", kernel.Result.Outcome, kernel.Result.Error, kernel.Result.Output)
+	if want := `{"auth":"Bearer [secret:example-token]","name":"packrun"}`; kernel.Result.Outcome != abi.Completed || string(kernel.Result.Output) != want {
+		t.Errorf("extism's own http_request: %s %+v %s, want the body %s", kernel.Result.Outcome, kernel.Result.Error, kernel.Result.Output, want)
 	}
-	if n := len(srv.received()); n != 1 {
-		t.Errorf("the server got %d requests, want only the first", n)
+	if got := srv.received(); len(got) != 2 || got[1] != "Bearer "+fetchSecretValue {
+		t.Errorf("the server received Authorization %q, want two with the injected token", got)
 	}
 
 	srv.Close()

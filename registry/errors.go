@@ -38,6 +38,7 @@ const (
 	CheckBuilder    = "builder"    // provenance names a builder the policy does not allow
 	CheckPolicy     = "policy"     // the trust policy itself is unusable (e.g. keyless without a trusted root)
 	CheckIntegrity  = "integrity"  // the archive is not the one its integrity pin (sha256-<base64>) names
+	CheckHTTPHosts  = "http-hosts" // the pack's grants.http names a host its namespace is not allowed
 )
 
 // VerifyError is a refusal to trust a pack. Its message is one line naming

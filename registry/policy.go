@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/packrun/packrun/internal/blobs"
+	"github.com/packrun/packrun/packs"
 )
 
 // PolicyVersion is the version of the trust.json format written by Save.
@@ -61,6 +62,10 @@ type Policy struct {
 	// RegistryKeys are openwop registry Ed25519 keys (VerifyEd25519).
 	RegistryKeys []RegistryKey `json:"registryKeys,omitempty"`
 
+	// HTTPHosts restricts the hosts packs may name in grants.http, per
+	// namespace. A pack under no rule's namespace is not restricted.
+	HTTPHosts []HTTPHostRule `json:"httpHosts,omitempty"`
+
 	// dir is the directory trust.json was loaded from; a relative
 	// TrustedRoot.Path resolves against it.
 	dir string
@@ -91,6 +96,59 @@ type RegistryKey struct {
 	Name       string   `json:"name"`
 	PublicKey  string   `json:"publicKey"`
 	Namespaces []string `json:"namespaces"`
+}
+
+// HTTPHostRule lets packs under Namespace (a namespace pattern) name in
+// grants.http only the hosts Hosts allows: an exact host, or "*.example.com"
+// for every name below example.com (and grants naming such a wildcard
+// below it). A pack under several rules' namespaces may name what any of
+// them allows; an empty Hosts allows none.
+type HTTPHostRule struct {
+	Namespace string   `json:"namespace"`
+	Hosts     []string `json:"hosts"`
+}
+
+// CheckHTTPHosts refuses a pack whose grants.http names a host outside
+// what the policy's rules for its namespace allow, naming the pack, the
+// namespace and the host.
+func (p *Policy) CheckHTTPHosts(pack string, grants []packs.HTTPGrant) error {
+	var rules []HTTPHostRule
+	for _, r := range p.HTTPHosts {
+		if MatchNamespace(r.Namespace, pack) {
+			rules = append(rules, r)
+		}
+	}
+	if len(rules) == 0 {
+		return nil
+	}
+	for _, g := range grants {
+		host := strings.ToLower(g.Host)
+		ok := false
+		for _, r := range rules {
+			for _, allowed := range r.Hosts {
+				ok = ok || hostAllowed(strings.ToLower(allowed), host)
+			}
+		}
+		if !ok {
+			var allowed []string
+			for _, r := range rules {
+				allowed = append(allowed, r.Hosts...)
+			}
+			return refuse(pack, CheckHTTPHosts, nil, "grants.http names host %s, outside the http hosts the trust policy allows packs in namespace %s: %s",
+				quote(g.Host), quote(rules[0].Namespace), list(allowed))
+		}
+	}
+	return nil
+}
+
+// hostAllowed reports whether a policy host pattern covers a grant's host
+// (itself possibly a "*." wildcard).
+func hostAllowed(pattern, host string) bool {
+	if pattern == host {
+		return true
+	}
+	suffix, ok := strings.CutPrefix(pattern, "*")
+	return ok && strings.HasSuffix(host, suffix) && len(host) > len(suffix)
 }
 
 // TrustedRootRef is a trusted_root.json, by path or inline. In trust.json it
@@ -334,6 +392,16 @@ func (p *Policy) Validate() error {
 	for _, k := range p.RegistryKeys {
 		if err := check("registry key", k.Name, k.validate()); err != nil {
 			return err
+		}
+	}
+	for i, r := range p.HTTPHosts {
+		if err := ValidatePattern(r.Namespace); err != nil {
+			return fmt.Errorf("httpHosts[%d]: %w", i, err)
+		}
+		for _, h := range r.Hosts {
+			if err := packs.CheckHTTPHost(h); err != nil {
+				return fmt.Errorf("httpHosts[%d] (namespace %s): host %w", i, r.Namespace, err)
+			}
 		}
 	}
 	if r := p.TrustedRoot; r != nil && len(r.JSON) > 0 && !json.Valid(r.JSON) {

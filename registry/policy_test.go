@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/packrun/packrun/packs"
 )
 
 func TestNamespacePatterns(t *testing.T) {
@@ -199,6 +201,10 @@ func TestPolicyRejects(t *testing.T) {
 		{"duplicate names", `{"keys":[{"name":"k","publicKey":` + jsonString(k.pubPEM) + `,"namespaces":["local.x"]},{"name":"k","publicKey":` + jsonString(k.pubPEM) + `,"namespaces":["local.y"]}]}`},
 		{"identity without root", `{"identities":[{"name":"i","issuer":"https://x","subject":"a","namespaces":["local.x"]}]}`},
 		{"trustedRoot of the wrong type", `{"trustedRoot":42}`},
+		{"httpHosts bare star namespace", `{"httpHosts":[{"namespace":"*","hosts":["api.example.com"]}]}`},
+		{"httpHosts host with a path", `{"httpHosts":[{"namespace":"vendor.acme.*","hosts":["api.example.com/v1"]}]}`},
+		{"httpHosts inner wildcard", `{"httpHosts":[{"namespace":"vendor.acme.*","hosts":["api.*.com"]}]}`},
+		{"httpHosts unknown field", `{"httpHosts":[{"namespace":"vendor.acme.*","host":["api.example.com"]}]}`},
 		{"not JSON", `trust everyone`},
 		{"trailing data", `{} {}`},
 	}
@@ -257,4 +263,59 @@ func TestPolicyRejects(t *testing.T) {
 func jsonString(b []byte) string {
 	s := strings.ReplaceAll(string(b), "\n", `\n`)
 	return `"` + s + `"`
+}
+
+// A policy's httpHosts rules restrict, per namespace, the hosts a pack's
+// grants.http may name: exact hosts, wildcards covering names (and narrower
+// wildcards) below them, several rules for one pack adding up; a pack under
+// no rule is unrestricted. A refusal names the pack, the namespace and the
+// host. The rules survive Save and LoadPolicy.
+func TestPolicyHTTPHosts(t *testing.T) {
+	p := NewPolicy()
+	p.HTTPHosts = []HTTPHostRule{
+		{Namespace: "vendor.acme.*", Hosts: []string{"api.acme.com", "*.cdn.acme.net"}},
+		{Namespace: "vendor.acme.tools", Hosts: []string{"127.0.0.1"}},
+		{Namespace: "community.*", Hosts: []string{}},
+	}
+	path := filepath.Join(t.TempDir(), "trust.json")
+	if err := p.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := LoadPolicy(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(loaded.HTTPHosts) != 3 || loaded.HTTPHosts[0].Hosts[1] != "*.cdn.acme.net" {
+		t.Fatalf("httpHosts after Save and LoadPolicy: %+v", loaded.HTTPHosts)
+	}
+	grant := func(hosts ...string) []packs.HTTPGrant {
+		var g []packs.HTTPGrant
+		for _, h := range hosts {
+			g = append(g, packs.HTTPGrant{Host: h})
+		}
+		return g
+	}
+	for _, tc := range []struct {
+		pack  string
+		hosts []string
+		want  string // "" accepted, else in the refusal
+	}{
+		{"vendor.acme.mail", []string{"api.acme.com", "img.cdn.acme.net", "*.eu.cdn.acme.net"}, ""},
+		{"vendor.acme.tools", []string{"api.acme.com", "127.0.0.1"}, ""},
+		{"vendor.other.x", []string{"evil.example.com"}, ""},
+		{"vendor.acme.mail", nil, ""},
+		{"vendor.acme.mail", []string{"api.acme.com", "evil.example.com"}, `verify vendor.acme.mail: http-hosts: grants.http names host "evil.example.com", outside the http hosts the trust policy allows packs in namespace "vendor.acme.*": ["api.acme.com" "*.cdn.acme.net"]`},
+		{"vendor.acme.mail", []string{"*.acme.net"}, `names host "*.acme.net"`},
+		{"vendor.acme.mail", []string{"cdn.acme.net"}, `names host "cdn.acme.net"`},
+		{"vendor.acme.mail", []string{"127.0.0.1"}, `names host "127.0.0.1"`},
+		{"community.x", []string{"api.acme.com"}, `namespace "community.*": []`},
+	} {
+		err := loaded.CheckHTTPHosts(tc.pack, grant(tc.hosts...))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s %v: refused: %v", tc.pack, tc.hosts, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrUntrusted)):
+			t.Errorf("%s %v: err = %v, want an ErrUntrusted containing %s", tc.pack, tc.hosts, err, tc.want)
+		}
+	}
 }

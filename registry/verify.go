@@ -138,6 +138,9 @@ func VerifyRequest(ctx context.Context, p *Policy, s Signed, opts VerifyOptions)
 	default:
 		v, err = sa.vouch(arch.Manifest.Name)
 	}
+	if err == nil {
+		err = p.CheckHTTPHosts(arch.Manifest.Name, arch.Manifest.Grants.HTTP)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

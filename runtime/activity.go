@@ -57,6 +57,8 @@ type activity struct {
 	resume     []json.RawMessage
 	resumed    int
 	interrupt  json.RawMessage
+	// extHTTP is an Extism plugin's last http_request answer.
+	extHTTP extismHTTP
 }
 
 var (

@@ -52,7 +52,11 @@ func (r *Runtime) loadExtism(ctx context.Context, wasm []byte, cm wazero.Compile
 	for _, f := range cm.ImportedFunctions() {
 		mod, name, _ := f.Import()
 		switch mod {
-		case ModuleExtism, abi.ModuleWASI:
+		case ModuleExtism:
+			if want, ok := extismHTTPSigs[name]; ok && sigOf(f) != want {
+				return refuse(CodeBadSignature, "%s.%s is declared %s; Extism declares it %s", mod, name, sigOf(f), want)
+			}
+		case abi.ModuleWASI:
 		case abi.ModuleHostV1:
 			if spec, ok := abi.Lookup(abi.HostV1Imports(), name); !ok {
 				unknown = append(unknown, mod+"."+name)
@@ -114,6 +118,14 @@ func (r *Runtime) loadExtism(ctx context.Context, wasm []byte, cm wazero.Compile
 		hf.SetNamespace(abi.ModuleHostV1)
 		funcs = append(funcs, hf)
 	}
+	funcs = append(funcs, extismHTTPFuncs()...)
+	// The kernel's own http functions (http.DefaultClient, its own allowed
+	// hosts) are never linked: the plugin's imports of them are moved to
+	// packrun's namespace, served through the pack's http grant.
+	wasm, err := renameImports(wasm, ModuleExtism, moduleExtismHTTP, extismHTTPImports)
+	if err != nil {
+		return refuse(CodeInvalidModule, "Extism plugin: %s", err)
+	}
 	compiled, err := extism.NewCompiledPlugin(ctx, extism.Manifest{Wasm: []extism.Wasm{extism.WasmData{Data: wasm}}},
 		extism.PluginConfig{RuntimeConfig: rc, EnableWasi: true}, funcs)
 	if err != nil {
@@ -150,6 +162,13 @@ func extismHostCall(ctx context.Context, cp *extism.CurrentPlugin, stack []uint6
 		stack[0] = writeExtism(cp, a, abi.StatusValidation, nil)
 		return
 	}
+	s, resp := extismServe(ctx, a, fn, req)
+	stack[0] = writeExtism(cp, a, s, resp)
+}
+
+// extismServe serves a packrun:host/v1 request, from the recording on a
+// replay, and records it in the trace.
+func extismServe(ctx context.Context, a *activity, fn string, req []byte) (abi.Status, []byte) {
 	var s abi.Status
 	var resp []byte
 	if c := a.replayed(abi.ModuleHostV1+"."+fn, req); c != nil {
@@ -163,7 +182,7 @@ func extismHostCall(ctx context.Context, cp *extism.CurrentPlugin, stack []uint6
 		s, resp = abi.StatusHostError, nil
 	}
 	a.record(abi.ModuleHostV1+"."+fn, req, s, resp)
-	stack[0] = writeExtism(cp, a, s, resp)
+	return s, resp
 }
 
 func writeExtism(cp *extism.CurrentPlugin, a *activity, s abi.Status, body []byte) uint64 {

@@ -33,24 +33,25 @@ func hostV1Module(rt wazero.Runtime) wazero.HostModuleBuilder {
 	b := rt.NewHostModuleBuilder(abi.ModuleHostV1)
 	i32 := api.ValueTypeI32
 	for _, f := range abi.HostV1Imports() {
-		name := f.Name
+		name, traced := f.Name, abi.ModuleHostV1+"."+f.Name // built once, not per call
 		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
-			hostV1Call(ctx, mod, stack, name)
+			hostV1Call(ctx, mod, stack, name, traced)
 		}), []api.ValueType{i32, i32, i32}, []api.ValueType{i32}).Export(name)
 	}
 	return b
 }
 
-func hostV1Call(ctx context.Context, mod api.Module, stack []uint64, fn string) {
+// hostV1Call serves fn, traced as module.fn (traced).
+func hostV1Call(ctx context.Context, mod api.Module, stack []uint64, fn, traced string) {
 	st, a := begin(ctx, fn)
 	reqPtr, reqLen, out := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
 	status := func(s abi.Status, req, resp []byte) {
-		a.record(abi.ModuleHostV1+"."+fn, req, s, resp)
+		a.record(traced, req, s, resp)
 		stack[0] = uint64(uint32(s))
 	}
 	req, ok := read(mod, reqPtr, reqLen, maxHostRequest)
 	if !ok || !utf8.Valid(req) || !json.Valid(req) {
-		a.replayed(abi.ModuleHostV1+"."+fn, nil)
+		a.replayed(traced, nil)
 		status(abi.StatusValidation, nil, nil)
 		return
 	}
@@ -59,7 +60,7 @@ func hostV1Call(ctx context.Context, mod api.Module, stack []uint64, fn string) 
 	}
 	var s abi.Status
 	var resp []byte
-	if c := a.replayed(abi.ModuleHostV1+"."+fn, req); c != nil {
+	if c := a.replayed(traced, req); c != nil {
 		s, resp = abi.Status(c.Status), c.Result
 	} else if a.services == nil || a.deterministic {
 		s = abi.StatusAccessDenied

@@ -10,12 +10,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/packrun/packrun/abi"
@@ -192,7 +194,7 @@ func (c *Client) Session(grants []packs.HTTPGrant, secrets SecretFunc) *Session 
 	for i, g := range grants {
 		norm[i] = g.Normalized()
 	}
-	return &Session{c: c, grants: norm, secrets: secrets, values: map[string]string{}}
+	return &Session{c: c, grants: norm, secrets: secrets} // values made on the first secret
 }
 
 // Secrets returns the secret values the session injected, by name.
@@ -314,10 +316,16 @@ func (s *Session) Do(ctx context.Context, r Request) (*Response, error) {
 	if r.Timeout > 0 {
 		timeout = min(timeout, r.Timeout)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	// A deadline of the invocation's own that comes first already bounds
+	// the request (the usual case: no timer, no context to make).
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 
-	req, err := http.NewRequestWithContext(ctx, r.Method, u.String(), bytes.NewReader(r.Body))
+	var prog progress
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, prog.trace()), r.Method, u.String(), bytes.NewReader(r.Body))
 	if err != nil {
 		return nil, invalid("cannot build the request: %s", firstLine(err))
 	}
@@ -376,6 +384,10 @@ func (s *Session) Do(ctx context.Context, r Request) (*Response, error) {
 	start := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
+		if e := prog.headerBreach(err, s.c.limits.ResponseHeaderBytes, u); e != nil {
+			s.observe(g.Host, int64(len(r.Body)), 0, time.Since(start), e)
+			return nil, e
+		}
 		e := s.classify(ctx, err, denial, timeout, u, r.Method)
 		s.observe(g.Host, int64(len(r.Body)), 0, time.Since(start), e)
 		return nil, e
@@ -439,6 +451,34 @@ func (s *Session) classify(ctx context.Context, err error, denial *Error, timeou
 	return hostErr("%s %s: %s", method, redactURL(u), s.redact(firstLine(err)))
 }
 
+// progress is how far a request got: written, and whether the response's
+// headers arrived. The trace's callbacks may run on the transport's own
+// goroutines.
+type progress struct {
+	wrote, headers atomic.Bool
+	t              httptrace.ClientTrace
+}
+
+func (p *progress) trace() *httptrace.ClientTrace {
+	p.t.WroteRequest = func(httptrace.WroteRequestInfo) { p.wrote.Store(true) }
+	p.t.GotFirstResponseByte = func() { p.headers.Store(true) }
+	return &p.t
+}
+
+// headerBreach recognises a response header block over the limit on
+// HTTP/2: Go's client decodes at most the limit (MaxResponseHeaderBytes is
+// also its advertised SETTINGS_MAX_HEADER_LIST_SIZE) and closes the
+// connection with PROTOCOL_ERROR when the server sends more, before the
+// response exists. A PROTOCOL_ERROR after the request was written and
+// before any response header was decoded is that refusal. HTTP/1.1's
+// equivalent is classified in classify.
+func (p *progress) headerBreach(err error, limit int64, u *url.URL) *Error {
+	if !p.wrote.Load() || p.headers.Load() || !strings.Contains(err.Error(), "connection error: PROTOCOL_ERROR") {
+		return nil
+	}
+	return breach(abi.CapHTTPResponseBytes, limit, limit+1, "the response headers from %s are over the limit of %d bytes (HTTP/2: the header block was refused)", redactURL(u), limit)
+}
+
 // inject adds g's secrets to req.
 func (s *Session) inject(ctx context.Context, req *http.Request, g *packs.HTTPGrant) *Error {
 	for _, sec := range g.Secrets {
@@ -453,6 +493,9 @@ func (s *Session) inject(ctx context.Context, req *http.Request, g *packs.HTTPGr
 			return hostErr("secret %s is empty or holds CR, LF or NUL", sec.Name)
 		}
 		s.mu.Lock()
+		if s.values == nil {
+			s.values = map[string]string{}
+		}
 		s.values[sec.Name] = v
 		s.mu.Unlock()
 		switch {

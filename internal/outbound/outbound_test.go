@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -214,7 +215,9 @@ func TestResponseBounds(t *testing.T) {
 			}
 		}
 	})
+	var proto atomic.Int32
 	mux.HandleFunc("/headers", func(w http.ResponseWriter, r *http.Request) {
+		proto.Store(int32(r.ProtoMajor))
 		for i := range 10000 {
 			w.Header().Set(fmt.Sprintf("X-H%d", i), "v")
 		}
@@ -225,12 +228,13 @@ func TestResponseBounds(t *testing.T) {
 	c := New(Config{Resolver: dns, RootCAs: pool, Limits: Limits{ResponseBytes: 64 << 10}})
 	_, err := c.Session(g, nil).Do(context.Background(), Request{URL: base + "/endless"})
 	wantErr(t, err, abi.StatusCapabilityBreach, abi.CapHTTPResponseBytes, "over the limit of 65536 bytes")
-	// 10,000 headers over HTTP/2: the transport refuses the header block
-	// (a connection error; the host is unharmed).
-	if _, err = c.Session(g, nil).Do(context.Background(), Request{URL: base + "/headers"}); err == nil {
-		t.Fatal("10,000 headers over HTTP/2 were accepted")
+	// 10,000 headers over HTTP/2 (a real h2 TLS connection) and over
+	// HTTP/1.1 are the same response-bytes breach, not a connection error.
+	_, err = c.Session(g, nil).Do(context.Background(), Request{URL: base + "/headers"})
+	wantErr(t, err, abi.StatusCapabilityBreach, abi.CapHTTPResponseBytes, "the response headers from https://example.com:"+p+"/headers are over the limit of 65536 bytes")
+	if proto.Load() != 2 {
+		t.Fatalf("the /headers request was HTTP/%d, want HTTP/2", proto.Load())
 	}
-	// Over HTTP/1.1 the limit is reported as a response-bytes breach.
 	h1 := httptest.NewServer(mux)
 	defer h1.Close()
 	_, p1, _ := net.SplitHostPort(h1.Listener.Addr().String())

@@ -4,8 +4,8 @@
 ;;   fetch         passes the input to packrun:host/v1 http_request (the
 ;;                 Extism convention: request offset -> response offset) and
 ;;                 outputs the answer {"status":n,"body":<response or error>}.
-;;   extism_fetch  passes it to the Extism kernel's own http_request, which
-;;                 packrun leaves refused (no allowed hosts): the call traps.
+;;   extism_fetch  passes it to Extism's own http_request (no body), which
+;;                 packrun serves under the grant, and outputs the body.
 ;; Rebuild: wat2wasm extism_fetch.wat -o extism_fetch.wasm (build.sh).
 (module
   (import "extism:host/env" "input_offset" (func $input_offset (result i64)))
