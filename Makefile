@@ -57,6 +57,7 @@ rebuild:
 	bash testdata/hostile/build.sh
 	bash testdata/modules/build.sh
 	bash testdata/bench/build.sh
+	bash testdata/extism-fetch/build.sh
 	for sdk in abi/guest/go/build.sh abi/guest/assemblyscript/build.sh abi/guest/c/example/build.sh abi/guest/rust/example/build.sh abi/guest/wat/build.sh; do \
 	  echo "==> $$sdk"; bash "$$sdk" || exit 1; \
 	done
