@@ -4,12 +4,18 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/packrun/packrun/internal/evidence/tlog"
+	"github.com/packrun/packrun/internal/evidence/witness"
 	"github.com/packrun/packrun/internal/testing/pgtest"
 )
 
@@ -118,5 +124,120 @@ func TestServeLogKeyRefusals(t *testing.T) {
 		if code != exitConfig || !strings.Contains(errs, c.says) || strings.Count(strings.TrimSpace(errs), "\n") > 0 {
 			t.Errorf("serve %v: exit %d %q; want %d saying %q in one line", c.args, code, errs, exitConfig, c.says)
 		}
+	}
+}
+
+// Two `packrun serve` nodes on one PostgreSQL database, given one
+// --log-key and --log-origin and one --witness: the witness, which knows
+// one log (one origin, one verifier key), cosigns the checkpoints of
+// both nodes, each node proving consistency from what the witness holds
+// whichever node sent it; entries written by a CLI given no log key are
+// integrated by the nodes.
+func TestServeLogKeyWitnessAcrossNodes(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "packrun")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	t.Setenv("PACKRUN_STORE", dsn)
+	admin := homeCLI{t, filepath.Join(dir, "admin")}
+	installHello(t, admin, dir)
+	logKey := writeLogKey(t, dir, 5)
+	const origin = "cluster.example/packrun"
+	seed, _ := hex.DecodeString(strings.Repeat("05", ed25519.SeedSize))
+	signer, err := tlog.NewSigner(origin, ed25519.NewKeyFromSeed(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vkey := signer.VerifierKey()
+
+	wkey, _, err := witness.LoadOrCreateKey(filepath.Join(dir, "witness.key"), "witness.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wlog, err := witness.NewLog(origin, vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wstate := filepath.Join(dir, "witness-state")
+	w, err := witness.New(wkey, []witness.Log{wlog}, wstate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsrv := httptest.NewServer(w)
+	t.Cleanup(wsrv.Close)
+
+	var nodes []witnessedServe
+	for _, name := range []string{"a", "b"} {
+		home := filepath.Join(dir, name)
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"trust.json", "secret.key"} {
+			data, err := os.ReadFile(filepath.Join(admin.home, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(home, f), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := startServeWith(t, bin, home, "--store", dsn, "--insecure-no-auth", "--runner-id", "node-"+name,
+			"--log-key", logKey, "--log-origin", origin, "--witness", wsrv.URL+"="+wkey.VKey())
+		s.waitUp(t)
+		m := servingOn.FindStringSubmatch(s.logs.String())
+		if m == nil {
+			t.Fatalf("no address in %q", s.logs.String())
+		}
+		nodes = append(nodes, witnessedServe{s, m[1]})
+	}
+
+	var target uint64
+	for round := range 2 {
+		attemptID(t, admin, "invoke", "local.hello.c", "--input", fmt.Sprintf(`{"name":"r%d"}`, round))
+		// The CLI has no log key: the nodes integrate what it wrote.
+		deadline := time.Now().Add(time.Minute)
+		for {
+			var cp logCheckpointJSON
+			if err := json.Unmarshal([]byte(admin.ok("evidence", "checkpoint", "--json")), &cp); err != nil {
+				t.Fatal(err)
+			}
+			if cp.VerifierKey != vkey {
+				t.Fatalf("evidence checkpoint on a home given no log key: verifier key %s, want the cluster's %s", cp.VerifierKey, vkey)
+			}
+			if cp.Size > target {
+				target = cp.Size
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the log stays at size %d", round, cp.Size)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		for i, n := range nodes {
+			n.waitFor(t, "/v1/evidence/checkpoint/cosigned", fmt.Sprintf("node %d cosigned", i), func(code int, body string) bool {
+				if code != http.StatusOK {
+					return false
+				}
+				var c struct {
+					Checkpoint string `json:"checkpoint"`
+				}
+				if err := json.Unmarshal([]byte(body), &c); err != nil {
+					t.Fatal(err)
+				}
+				size, _, err := witness.VerifyCosigned([]byte(c.Checkpoint), vkey, wkey.VKey())
+				if err != nil {
+					t.Fatalf("node %d's cosigned checkpoint: %v\n%s", i, err, c.Checkpoint)
+				}
+				return size >= target
+			})
+		}
+	}
+	if entries, err := os.ReadDir(wstate); err != nil || len(entries) != 1 {
+		t.Fatalf("the witness holds %d logs (%v), want one", len(entries), err)
+	}
+	for _, n := range nodes {
+		n.stop(t)
 	}
 }
