@@ -234,6 +234,34 @@ func TestServeLogKeyWitnessAcrossNodes(t *testing.T) {
 			})
 		}
 	}
+	for i, n := range nodes {
+		req, _ := http.NewRequest(http.MethodGet, n.base+"/v1/evidence/checkpoint", nil)
+		req.Header.Set("Accept", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cp logCheckpointJSON
+		err = json.NewDecoder(resp.Body).Decode(&cp)
+		resp.Body.Close()
+		if err != nil || cp.VerifierKey != vkey {
+			t.Fatalf("node %d: GET /v1/evidence/checkpoint: verifier key %q (%v), want %q", i, cp.VerifierKey, err, vkey)
+		}
+		if _, err := tlog.OpenCheckpoint([]byte(cp.Note), vkey); err != nil {
+			t.Fatalf("node %d: GET /v1/evidence/checkpoint: %v", i, err)
+		}
+	}
+	// A third node given another log key is refused at start.
+	third := homeCLI{t, filepath.Join(dir, "c")}
+	os.MkdirAll(third.home, 0o700)
+	secret, _ := os.ReadFile(filepath.Join(admin.home, "secret.key"))
+	os.WriteFile(filepath.Join(third.home, "secret.key"), secret, 0o600)
+	otherDir := t.TempDir()
+	other := writeLogKey(t, otherDir, 6)
+	code, _, errs := third.run("serve", "--addr", "127.0.0.1:0", "--store", dsn, "--insecure-no-auth", "--log-key", other, "--log-origin", origin)
+	if code != exitConfig || !strings.Contains(errs, other) || !strings.Contains(errs, vkey) {
+		t.Fatalf("serve with another log key: exit %d %q; want %d naming %s and the log's key", code, errs, exitConfig, other)
+	}
 	if entries, err := os.ReadDir(wstate); err != nil || len(entries) != 1 {
 		t.Fatalf("the witness holds %d logs (%v), want one", len(entries), err)
 	}
