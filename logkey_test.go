@@ -1,6 +1,7 @@
 package packrun
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
@@ -209,4 +210,27 @@ func TestLogKeyAcrossPostgresNodes(t *testing.T) {
 	if _, err := tlog.OpenCheckpoint([]byte(cp.Note), vkey); err != nil {
 		t.Fatalf("the checkpoint a node given no log key serves: %v", err)
 	}
+}
+
+// FuzzParseLogKey: a log key file's bytes decode to a key only when they
+// are 64 hex digits (white space around them allowed), and the key is
+// the seed they spell; anything else is one line saying what is wanted.
+func FuzzParseLogKey(f *testing.F) {
+	for _, s := range []string{strings.Repeat("ab", 32), strings.Repeat("AB", 32) + "\n", " " + strings.Repeat("01", 32) + " \r\n",
+		strings.Repeat("ab", 31), strings.Repeat("ab", 33), "PRIVATE+KEY+example.com+01234567+AQID", "", "\x00\xff", strings.Repeat("zz", 32)} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		key, err := parseLogKey(b)
+		if err != nil {
+			if key != nil || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("%q: key %x with error %q", b, key, err)
+			}
+			return
+		}
+		seed, herr := hex.DecodeString(strings.TrimSpace(string(b)))
+		if herr != nil || len(seed) != ed25519.SeedSize || !bytes.Equal(key.Seed(), seed) {
+			t.Fatalf("%q decoded to the key of seed %x", b, key.Seed())
+		}
+	})
 }
