@@ -71,24 +71,58 @@ func LogKey(t *testing.T, open LogKeyOpener) {
 		return cp
 	}
 
+	// Two keys opened before either recorded one (a race the check at
+	// Open cannot close): the first to sign records its key, whichever
+	// it is; the other, already open, integrates nothing and says why
+	// (ErrLogKey).
 	a := mustOpen(key)
-	appendN(a, "a", 3)
-	syncLog(a)
+	early := mustOpen(other)
+	appendN(a, "a", 2)
+	appendN(early, "e", 1)
+	a.LogSync(ctx) // one of the two may say ErrLogKey: the race's
+	early.LogSync(ctx)
+	reader := mustOpen(nil)
+	recorded, err := reader.LogVerifierKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	winner, loser := a, early
+	if recorded == other.VerifierKey() {
+		key, other = other, key
+		winner, loser = early, a
+	}
+	if recorded != key.VerifierKey() {
+		t.Fatalf("two log keys on one log: %s recorded, neither's", recorded)
+	}
+	winner.Close() // no sequencer but the loser's is left to integrate
+	appendN(loser, "l", 1)
+	if cp, err := loser.LogSync(ctx); !errors.Is(err, storecore.ErrLogKey) {
+		t.Fatalf("LogSync of a store given another key than the recorded one: %+v, %v", cp, err)
+	}
+	loser.Close()
+	first := ChainHashes(t, reader)
+	reader.Close()
+	firstSize := uint64(len(first))
+
+	a = mustOpen(key)
+	if cp := syncLog(a); cp.Size != firstSize {
+		t.Fatalf("log size %d once the key's holder opened again, want %d", cp.Size, firstSize)
+	}
 	b := mustOpen(key)
 	appendN(b, "b", 2)
-	if cp := syncLog(b); cp.Size != 5 {
-		t.Fatalf("log size %d after both nodes appended, want 5", cp.Size)
+	if cp := syncLog(b); cp.Size != firstSize+2 {
+		t.Fatalf("log size %d after both nodes appended, want %d", cp.Size, firstSize+2)
 	}
 	hashes := ChainHashes(t, b)
 	for _, n := range []host.Backend{a, b} {
 		if vkey, err := n.LogVerifierKey(); err != nil || vkey != key.VerifierKey() {
 			t.Fatalf("LogVerifierKey: %q, %v; want the log key's %q", vkey, err, key.VerifierKey())
 		}
-		CheckLog(t, n, hashes, []uint64{3})
+		CheckLog(t, n, hashes, []uint64{firstSize})
 	}
 
 	// Another key on the same log: refused as the store opens, by name.
-	_, err := open(t, other)
+	_, err = open(t, other)
 	if !errors.Is(err, storecore.ErrLogKey) {
 		t.Fatalf("a store given another log key opened: %v", err)
 	}
@@ -104,11 +138,11 @@ func LogKey(t *testing.T, open LogKeyOpener) {
 		t.Fatalf("LogVerifierKey of a store given no log key: %q, %v; want the recorded %q", vkey, err, key.VerifierKey())
 	}
 	appendN(c, "c", 2)
-	if cp := syncLog(c); cp.Size != 5 {
-		t.Fatalf("a store given no log key integrated: log size %d, want 5", cp.Size)
+	if cp := syncLog(c); cp.Size != firstSize+2 {
+		t.Fatalf("a store given no log key integrated: log size %d, want %d", cp.Size, firstSize+2)
 	}
 	c.Close()
 	// The key's holder integrates what it appended, under the same key.
 	d := mustOpen(key)
-	CheckLog(t, d, ChainHashes(t, d), []uint64{3, 5})
+	CheckLog(t, d, ChainHashes(t, d), []uint64{firstSize, firstSize + 2})
 }
