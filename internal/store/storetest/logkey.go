@@ -40,8 +40,9 @@ func bytesOf(b byte, n int) []byte {
 // LogKey checks the log key rule: stores given one log key sign every
 // checkpoint of their shared log with it, under its one origin, whichever
 // integrated; the first checkpoint signed records the key, a store given
-// another is refused as it opens (storecore.ErrLogKey), and a store
-// given none integrates nothing (the key's holders do) and reports the
+// another is refused as it opens (storecore.ErrLogKey) or, if it opened
+// before the key was recorded, integrates nothing and its LogSync says
+// why (ErrLogKey again), and a store given none integrates nothing (the key's holders do) and reports the
 // recorded key as the log's verifier key.
 func LogKey(t *testing.T, open LogKeyOpener) {
 	key := NewLogSigner(t, "cluster.example/log", 1)
