@@ -38,6 +38,7 @@ import (
 	"github.com/packrun/packrun/internal/outbound"
 	"github.com/packrun/packrun/internal/quota"
 	"github.com/packrun/packrun/internal/store/sqlite"
+	"github.com/packrun/packrun/internal/store/storecore"
 	"github.com/packrun/packrun/runtime"
 )
 
@@ -75,6 +76,17 @@ type Config struct {
 	// checkpoints (default $PACKRUN_HOST_KEY_FILE, else <home>/host.key).
 	// Keep it apart from packrun.db where you can.
 	HostKeyFile string
+	// LogKeyFile holds the Ed25519 key (64 hex digits, mode 0600) that
+	// signs the evidence log's checkpoints in place of the host key
+	// (default $PACKRUN_LOG_KEY_FILE; none: the host key). Give every
+	// node of a PostgreSQL cluster a copy of the same file, so that the
+	// log has one verifier key whichever node integrated: the first
+	// checkpoint signed records it, and a node given another is refused
+	// (README.md, "One log key for a cluster"). It is never created.
+	LogKeyFile string
+	// LogOrigin is the origin line of the checkpoints LogKeyFile signs
+	// (default packrun.local/ and 16 hex digits of the key's hash).
+	LogOrigin string
 	// TrustFile is the trust policy (default <home>/trust.json).
 	TrustFile string
 	// MustExist makes Open fail with ErrNoHome when home does not exist,
@@ -180,6 +192,13 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 	if cfg.HostKeyFile == "" {
 		cfg.HostKeyFile = os.Getenv(HostKeyEnv)
 	}
+	if cfg.LogKeyFile == "" {
+		cfg.LogKeyFile = os.Getenv(LogKeyEnv)
+	}
+	logKey, err := logSigner(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.TrustFile == "" {
 		cfg.TrustFile = filepath.Join(home, "trust.json")
 	}
@@ -195,7 +214,6 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 	}
 	h := &Host{home: home, cfg: cfg, log: cfg.Logger}
 	h.quotas = quota.New(cfg.Quotas.limits(), func(ctx context.Context) (map[string]host.TenantUsage, error) { return h.store.TenantUsage(ctx) })
-	var err error
 	if h.packConfig, err = readPackConfig(filepath.Join(home, PackConfigFile)); err != nil {
 		return nil, err
 	}
@@ -225,11 +243,15 @@ func Open(ctx context.Context, home string, cfg Config) (*Host, error) {
 			HostKeyFile:   cfg.HostKeyFile,
 			Reanchor:      cfg.reanchor,
 			Quotas:        h.quotas,
+			LogSigner:     logKey,
 		})
 	case isPostgresURL(cfg.Store):
-		h.store, err = openPostgres(ctx, home, cfg, h.quotas)
+		h.store, err = openPostgres(ctx, home, cfg, h.quotas, logKey)
 	default:
 		err = fmt.Errorf("%w: store %s: want a postgres:// URL, or nothing for the home's own SQLite database", ErrConfig, redactURL(cfg.Store))
+	}
+	if errors.Is(err, storecore.ErrLogKey) {
+		return nil, fmt.Errorf("%w: log key %s: %v", ErrConfig, cfg.LogKeyFile, err)
 	}
 	if err != nil {
 		return nil, err

@@ -55,7 +55,7 @@ func MigrateStore(ctx context.Context, home, to string, cfg Config) (*StoreMigra
 		cfg.HostKeyFile = os.Getenv(HostKeyEnv)
 	}
 	cfg.Store = to
-	b, err := openPostgres(ctx, home, cfg, nil)
+	b, err := openPostgres(ctx, home, cfg, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/evidence/tlog"
 	"github.com/packrun/packrun/internal/store/postgres"
 	"github.com/packrun/packrun/internal/store/storecore"
 )
@@ -46,7 +47,7 @@ func redactURL(s string) string {
 // writes in its home (evidence-head.json, the name SQLite's has there: a
 // home moved with MigrateStore keeps its anchor, the chain's seqs and
 // hashes being the same).
-func openPostgres(ctx context.Context, home string, cfg Config, q host.StoreQuotas) (backend, error) {
+func openPostgres(ctx context.Context, home string, cfg Config, q host.StoreQuotas, logKey *tlog.Signer) (backend, error) {
 	secretFile := cfg.SecretKeyFile
 	if secretFile == "" {
 		secretFile = filepath.Join(home, "secret.key")
@@ -75,7 +76,7 @@ func openPostgres(ctx context.Context, home string, cfg Config, q host.StoreQuot
 		return nil, fmt.Errorf("%w: host key: %v", ErrConfig, err)
 	}
 	s, err := postgres.Open(ctx, cfg.Store, postgres.Options{SecretKey: secret, HostKey: ed25519.NewKeyFromSeed(seed), LeaseTTL: cfg.LeaseTTL,
-		CheckpointFile: checkpoint, Reanchor: cfg.reanchor, Quotas: q})
+		CheckpointFile: checkpoint, Reanchor: cfg.reanchor, Quotas: q, LogSigner: logKey})
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", redactURL(cfg.Store), err)
 	}

@@ -33,6 +33,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var metricsToken, runnerID string
 	var lease time.Duration
 	var witnesses []string
+	var logKey, logOrigin string
 	cmd := &cobra.Command{
 		Use:   "serve [--addr 127.0.0.1:7070] [--workers 8] [--tls-cert F --tls-key F] [--insecure-no-auth] [--store postgres://... [--lease 30s]]",
 		Short: "Run the dispatcher and the HTTP API",
@@ -92,6 +93,16 @@ cosignature with VKEY and serves the cosigned checkpoint at GET
 key) is logged as an error, counted (packrun_witness_refusals_total), recorded as a
 witness_refused event and makes /readyz say "degraded"; serve keeps serving.
 
+--log-key FILE (or $PACKRUN_LOG_KEY_FILE) signs the evidence log's checkpoints with the
+key in FILE (64 hex digits, mode 0600, never created) instead of this node's host key;
+--log-origin NAME names the log (default packrun.local/ and 16 hex digits of the key's
+hash). On a PostgreSQL store give every node a copy of one file: the log then has one
+origin and verifier key whichever node integrated, for 'evidence verify --checkpoint',
+'evidence check' and a witness. The first checkpoint signed records the key; a node
+given another is refused at start, and a node given none integrates nothing.
+
+  packrun serve --store postgres://packrun@db:5432/packrun --log-key /etc/packrun/log.key
+
 The process keeps a 64 MiB heap floor so that Go's garbage collector does not run a
 hundred times a second on its small live heap (up to 64 MiB more memory, much more
 throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
@@ -138,7 +149,8 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			}
 			obs := observe.New(observe.Config{Log: a.log, Token: metricsToken, Home: a.home,
 				Announce: func(msg string) { fmt.Fprintf(a.stderr, "packrun %s\n", msg) }})
-			h, err := a.open(ctx, readWrite, packrun.Config{PoolSize: 2, Workers: workers, Observer: obs, LeaseTTL: lease, RunnerID: runnerID, Quotas: qcfg})
+			h, err := a.open(ctx, readWrite, packrun.Config{PoolSize: 2, Workers: workers, Observer: obs, LeaseTTL: lease, RunnerID: runnerID, Quotas: qcfg,
+				LogKeyFile: logKey, LogOrigin: logOrigin})
 			if err != nil {
 				return stopped(err)
 			}
@@ -243,6 +255,8 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 	durationVar(cmd.Flags(), &lease, "lease", 30*time.Second, "how long a claimed task (with a postgres store) or an openwop run stays this node's without a heartbeat (renewed every third of it); past it, another node reclaims it")
 	cmd.Flags().StringVar(&runnerID, "runner-id", "", `names this node in task claims and attempts (default "packrun-" and 8 random hex digits)`)
 	quotas.add(cmd)
+	cmd.Flags().StringVar(&logKey, "log-key", "", "sign the evidence log's checkpoints with the key in this file (64 hex digits, mode 0600): the same file on every node of a cluster (default $PACKRUN_LOG_KEY_FILE, else the host key)")
+	cmd.Flags().StringVar(&logOrigin, "log-origin", "", "the origin line naming the log whose checkpoints --log-key signs (default packrun.local/ and 16 hex digits of the key's hash)")
 	cmd.Flags().StringArrayVar(&witnesses, "witness", nil, "send each evidence log checkpoint to this witness for cosigning: URL=VKEY, the witness's base URL and verifier key (repeatable)")
 	cmd.Flags().IntVar(&workers, "workers", 8, "tasks run at once, and openwop run nodes beside them (tasks mostly wait on durable commits, so more than the cores helps)")
 	return cmd

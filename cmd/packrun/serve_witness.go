@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"time"
 
 	packrun "github.com/packrun/packrun"
@@ -27,7 +28,11 @@ const witnessStateFile = "witness-state.json"
 // the checkpoints of one second go as one.
 const witnessInterval = time.Second
 
-// logSource is a host's evidence log as a witness.Source.
+// logSource is a host's evidence log as a witness.Source. Its newest
+// checkpoint is sent only when it names the log's origin (the verifier
+// key's name): one signed before the log was given its log key (serve
+// --log-key) names the host key's origin, and the next integration signs
+// one under the log key's.
 type logSource struct{ l host.EvidenceLog }
 
 func (s logSource) Checkpoint(ctx context.Context) (uint64, []byte, []byte, error) {
@@ -40,6 +45,14 @@ func (s logSource) Checkpoint(ctx context.Context) (uint64, []byte, []byte, erro
 	}
 	if cp.Note == "" {
 		return 0, nil, nil, errors.New("the evidence log's checkpoints are not signed (no host key)")
+	}
+	vkey, err := s.l.LogVerifierKey()
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	name, _, _ := strings.Cut(vkey, "+")
+	if origin, err := witness.Origin([]byte(cp.Note)); err == nil && origin != name {
+		return 0, nil, nil, nil
 	}
 	return cp.Size, cp.Root, []byte(cp.Note), nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence/tlog"
 	"github.com/packrun/packrun/internal/store/storetest"
 	"github.com/packrun/packrun/internal/testing/pgtest"
 )
@@ -91,5 +92,19 @@ func TestContractEvidenceValues(t *testing.T) {
 			}
 			tamper(t, b.(*Store), `UPDATE evidence_values SET value = $1 WHERE digest = $2`, v, key)
 		},
+	})
+}
+
+// TestContractLogKey runs the contract's log key scenario against
+// nodes on one PostgreSQL database.
+func TestContractLogKey(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	storetest.LogKey(t, func(t testing.TB, signer *tlog.Signer) (host.Backend, error) {
+		s, err := Open(ctx, dsn, Options{SecretKey: testSecretKey, HostKey: testHostKey, LogSigner: signer})
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, nil
 	})
 }

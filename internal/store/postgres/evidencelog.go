@@ -53,8 +53,17 @@ func (s *Store) logSigner() (*tlog.Signer, error) {
 	return s.logSign.signer, s.logSign.err
 }
 
+// logKey is the verifier key of the log key this node was given
+// (Options.LogSigner), "" when it signs with its host key.
+func (s *Store) logKey() string {
+	if s.opts.LogSigner == nil {
+		return ""
+	}
+	return s.opts.LogSigner.VerifierKey()
+}
+
 func (s *Store) integrateLog(ctx context.Context, max int) (int, uint64, error) {
-	if pending, size, err := storecore.LogPending(ctx, corePool{s.pool}); err != nil || !pending {
+	if pending, size, err := storecore.LogPending(ctx, corePool{s.pool}, s.logKey()); err != nil || !pending {
 		return 0, size, err
 	}
 	var sign func(tlog.Checkpoint) ([]byte, error)
@@ -69,7 +78,7 @@ func (s *Store) integrateLog(ctx context.Context, max int) (int, uint64, error) 
 	)
 	err := s.writeAlone(ctx, func(x *tx) error {
 		var err error
-		n, size, err = storecore.IntegrateLog(ctx, coreTx{x}, sign, s.now(), max)
+		n, size, err = storecore.IntegrateLog(ctx, coreTx{x}, sign, s.logKey(), s.now(), max)
 		return err
 	})
 	return n, size, err
@@ -98,16 +107,22 @@ func (s *Store) LogSync(ctx context.Context) (*host.LogCheckpoint, error) {
 	return s.LogCheckpoint(ctx, 0)
 }
 
-// LogVerifierKey implements host.EvidenceLog.
+// LogVerifierKey implements host.EvidenceLog: the log key's when the
+// log records one and this node was given none.
 func (s *Store) LogVerifierKey() (string, error) {
 	signer, err := s.logSigner()
 	if err != nil {
 		return "", host.Wrap("evidence log verifier key", "", err)
 	}
-	if signer == nil {
-		return "", nil
+	own := ""
+	if signer != nil {
+		own = signer.VerifierKey()
 	}
-	return signer.VerifierKey(), nil
+	vkey, err := storecore.LogVerifierKey(context.Background(), corePool{s.pool}, s.opts.LogSigner != nil, own)
+	if err != nil {
+		return "", host.Wrap("evidence log verifier key", "", err)
+	}
+	return vkey, nil
 }
 
 // LogDelays returns the integration delays (durable to provable) of

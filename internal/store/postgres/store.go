@@ -76,8 +76,12 @@ type Options struct {
 	// Give each node its own (root stores.go: evidence-head.json in the
 	// node's home). Empty: no checkpoint, and VerifyChain reports none.
 	CheckpointFile string
-	// LogSigner signs the evidence log's checkpoints (evidencelog.go);
-	// give every node of a cluster the same. Default: HostKey under
+	// LogSigner signs the evidence log's checkpoints (evidencelog.go)
+	// with the cluster's log key: give every node of a cluster the same.
+	// The first checkpoint it signs records its verifier key in the
+	// database; Open refuses a signer with another key
+	// (storecore.ErrLogKey), and a node given none then integrates
+	// nothing (the nodes holding the key do). Default: HostKey under
 	// LogOrigin; with neither, checkpoints are stored unsigned.
 	LogSigner *tlog.Signer
 	// LogOrigin is the origin line of the log's checkpoints when HostKey
@@ -177,6 +181,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err := migrate(ctx, s); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	if opts.LogSigner != nil {
+		if err := storecore.CheckLogKey(ctx, corePool{pool}, opts.LogSigner.VerifierKey()); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("open postgres store: %w", err)
+		}
 	}
 	if opts.CheckpointFile != "" {
 		s.anchor = evidence.NewAnchor(opts.CheckpointFile, hostKeyOf(opts.HostKey), opts.Now)

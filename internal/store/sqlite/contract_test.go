@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/evidence/tlog"
 	"github.com/packrun/packrun/internal/store/storetest"
 )
 
@@ -90,5 +91,19 @@ func TestContractEvidenceValues(t *testing.T) {
 				t.Fatalf("%s: %d rows", q, n)
 			}
 		},
+	})
+}
+
+// TestContractLogKey runs the contract's log key scenario against
+// Stores on one SQLite file.
+func TestContractLogKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "packrun.db")
+	storetest.LogKey(t, func(t testing.TB, signer *tlog.Signer) (host.Backend, error) {
+		s, err := Open(ctx, path, Options{LogSigner: signer})
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, nil
 	})
 }

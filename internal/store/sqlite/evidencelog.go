@@ -61,8 +61,17 @@ func (s *Store) logSigner() (*tlog.Signer, error) {
 
 // integrateLog integrates up to max pending entries in one write
 // transaction of the writer.
+// logKey is the verifier key of the log key this store was given
+// (Options.LogSigner), "" when it signs with the host key.
+func (s *Store) logKey() string {
+	if s.opts.LogSigner == nil {
+		return ""
+	}
+	return s.opts.LogSigner.VerifierKey()
+}
+
 func (s *Store) integrateLog(ctx context.Context, max int) (int, uint64, error) {
-	if pending, size, err := storecore.LogPending(ctx, coreDB{s}); err != nil || !pending {
+	if pending, size, err := storecore.LogPending(ctx, coreDB{s}, s.logKey()); err != nil || !pending {
 		return 0, size, err
 	}
 	var (
@@ -72,7 +81,7 @@ func (s *Store) integrateLog(ctx context.Context, max int) (int, uint64, error) 
 	sign := storecore.SignWith(s.logSigner)
 	err := s.w.do(ctx, func(tx *wtx) error {
 		var err error
-		n, size, err = storecore.IntegrateLog(ctx, coreTx{s: s, tx: tx}, sign, s.now(), max)
+		n, size, err = storecore.IntegrateLog(ctx, coreTx{s: s, tx: tx}, sign, s.logKey(), s.now(), max)
 		return err
 	})
 	return n, size, err
@@ -101,13 +110,18 @@ func (s *Store) LogSync(ctx context.Context) (*host.LogCheckpoint, error) {
 	return s.LogCheckpoint(ctx, 0)
 }
 
-// LogVerifierKey implements host.EvidenceLog.
+// LogVerifierKey implements host.EvidenceLog: the log key's when the
+// log records one and this store was given none.
 func (s *Store) LogVerifierKey() (string, error) {
 	signer, err := s.logSigner()
 	if err != nil {
 		return "", host.Wrap("evidence log verifier key", "", err)
 	}
-	return signer.VerifierKey(), nil
+	vkey, err := storecore.LogVerifierKey(context.Background(), coreDB{s}, s.opts.LogSigner != nil, signer.VerifierKey())
+	if err != nil {
+		return "", host.Wrap("evidence log verifier key", "", err)
+	}
+	return vkey, nil
 }
 
 // LogDelays returns the integration delays (durable to provable) of

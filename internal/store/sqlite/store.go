@@ -83,8 +83,11 @@ type Options struct {
 	// (BEGIN to COMMIT, before the WAL is synced). It runs on the writer's
 	// goroutine, so it must be quick: metrics, not I/O.
 	OnCommit func(ops int, took time.Duration)
-	// LogSigner signs the evidence log's checkpoints (evidencelog.go).
-	// Default: the host key (HostKeyFile) under LogOrigin.
+	// LogSigner signs the evidence log's checkpoints (evidencelog.go)
+	// with a log key of their own: the first checkpoint it signs records
+	// its verifier key, and Open refuses a signer with another key
+	// (storecore.ErrLogKey). Default: the host key (HostKeyFile) under
+	// LogOrigin.
 	LogSigner *tlog.Signer
 	// LogOrigin is the origin line of the log's checkpoints when the
 	// host key signs them. Default: packrun.local/ and 16 hex digits of
@@ -227,6 +230,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := s.openAnchor(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open host store: %w", err)
+	}
+	if opts.LogSigner != nil {
+		if err := storecore.CheckLogKey(ctx, coreDB{s}, opts.LogSigner.VerifierKey()); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("open host store: %w", err)
+		}
 	}
 	// The chain's entries not integrated yet (a home's chain from before
 	// the log, or what a crash left pending) are integrated before Open

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,6 +42,9 @@ type LogState struct {
 	Root []byte
 	Note string
 	At   time.Time
+	// Key is the verifier key of the log key the log was given
+	// (LogKeyOf), "" while it is signed by a home's host key.
+	Key string
 }
 
 // TileStore is the evidence_tiles table seen through q as a
@@ -73,7 +77,7 @@ func readLog(ctx context.Context, q Querier, lock string) (*LogState, error) {
 		at   string
 		st   LogState
 	)
-	if err := q.QueryRow(ctx, `SELECT size, root, note, integrated_at FROM evidence_log WHERE id = 1`+lock).Scan(&size, &st.Root, &st.Note, &at); err != nil {
+	if err := q.QueryRow(ctx, `SELECT size, root, note, integrated_at, log_key FROM evidence_log WHERE id = 1`+lock).Scan(&size, &st.Root, &st.Note, &at, &st.Key); err != nil {
 		return nil, fmt.Errorf("read the evidence log: %w", err)
 	}
 	st.Size = uint64(size)
@@ -91,12 +95,24 @@ func readLog(ctx context.Context, q Querier, lock string) (*LogState, error) {
 // both chain tables, stopping at a gap), appends them to the tree, writes
 // the tiles, the new size and root, and the checkpoint sign returns
 // (given the size and root; it sets the origin; nil: an unsigned
-// checkpoint, note ""). It returns how many entries it
-// integrated and the log's size after.
-func IntegrateLog(ctx context.Context, tx Tx, sign func(tlog.Checkpoint) ([]byte, error), now time.Time, max int) (int, uint64, error) {
+// checkpoint, note ""). key is the verifier key of the log key the
+// store was given (Options.LogSigner; "" when it signs with its host
+// key): the first checkpoint signed with one records it, and from then
+// on a store given another key is refused (ErrLogKey) and a store given
+// none integrates nothing, leaving the log to the stores that hold it.
+// It returns how many entries it integrated and the log's size after.
+func IntegrateLog(ctx context.Context, tx Tx, sign func(tlog.Checkpoint) ([]byte, error), key string, now time.Time, max int) (int, uint64, error) {
 	st, err := readLog(ctx, tx, tx.Dialect().LockRows)
 	if err != nil {
 		return 0, 0, err
+	}
+	if st.Key != "" {
+		if key == "" {
+			return 0, st.Size, nil
+		}
+		if err := checkLogKey(st.Key, key); err != nil {
+			return 0, 0, err
+		}
 	}
 	rows, err := tx.Query(ctx, `SELECT seq, hash FROM (
 		SELECT seq, hash FROM runtime_events WHERE seq > $1
@@ -152,8 +168,13 @@ func IntegrateLog(ctx context.Context, tx Tx, sign func(tlog.Checkpoint) ([]byte
 		}
 	}
 	at := host.FormatTime(now)
-	if _, err := tx.Exec(ctx, `UPDATE evidence_log SET size = $1, root = $2, note = $3, integrated_at = $4 WHERE id = 1`,
-		int64(in.Size), in.Root, string(note), at); err != nil {
+	if sign == nil {
+		key = st.Key // an unsigned checkpoint records no key
+	} else if st.Key != "" {
+		key = st.Key
+	}
+	if _, err := tx.Exec(ctx, `UPDATE evidence_log SET size = $1, root = $2, note = $3, integrated_at = $4, log_key = $5 WHERE id = 1`,
+		int64(in.Size), in.Root, string(note), at, key); err != nil {
 		return 0, 0, fmt.Errorf("write the evidence log: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO evidence_checkpoints (size, note, at) VALUES ($1, $2, $3)`, int64(in.Size), string(note), at); err != nil {
@@ -162,14 +183,65 @@ func IntegrateLog(ctx context.Context, tx Tx, sign func(tlog.Checkpoint) ([]byte
 	return len(leaves), in.Size, nil
 }
 
+// ErrLogKey: a store was given a log key other than the one its log's
+// checkpoints are signed with (every node of a cluster must be given
+// the same one).
+var ErrLogKey = errors.New("the evidence log is signed with another log key")
+
+func checkLogKey(recorded, key string) error {
+	if key != recorded {
+		return fmt.Errorf("%w: its checkpoints are signed by %s, this store was given %s (give every node of the cluster the same log key)", ErrLogKey, recorded, key)
+	}
+	return nil
+}
+
+// LogKeyOf reads the verifier key of the log key the log was given (""
+// when none: it is signed by a home's host key).
+func LogKeyOf(ctx context.Context, q Querier) (string, error) {
+	st, err := readLog(ctx, q, "")
+	if err != nil {
+		return "", err
+	}
+	return st.Key, nil
+}
+
+// CheckLogKey is what a store given a log key (key, its verifier key)
+// checks as it opens: the log has recorded no key, or this one; else
+// ErrLogKey, and the store does not open.
+func CheckLogKey(ctx context.Context, q Querier, key string) error {
+	recorded, err := LogKeyOf(ctx, q)
+	if err != nil || recorded == "" {
+		return err
+	}
+	return checkLogKey(recorded, key)
+}
+
+// LogVerifierKey is the verifier key of a store's log: the recorded
+// log key when the store was given none (its own key, own, signs
+// nothing there), else own.
+func LogVerifierKey(ctx context.Context, q Querier, given bool, own string) (string, error) {
+	if given {
+		return own, nil
+	}
+	recorded, err := LogKeyOf(ctx, q)
+	if err != nil || recorded == "" {
+		return own, err
+	}
+	return recorded, nil
+}
+
 // LogPending reports whether chain entries wait to be integrated, and
 // the integrated size: a driver reads it before it opens a write
 // transaction for IntegrateLog, so that an idle sequencer writes (and
-// syncs, and locks) nothing.
-func LogPending(ctx context.Context, q Querier) (bool, uint64, error) {
+// syncs, and locks) nothing. key is as IntegrateLog's: a store given no
+// log key has nothing to integrate in a log that records one.
+func LogPending(ctx context.Context, q Querier, key string) (bool, uint64, error) {
 	st, err := readLog(ctx, q, "")
 	if err != nil {
 		return false, 0, err
+	}
+	if st.Key != "" && key == "" {
+		return false, st.Size, nil
 	}
 	var n int64
 	err = q.QueryRow(ctx, `SELECT COUNT(*) FROM (
