@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -561,17 +562,44 @@ func attemptOf(res *runtime.Result, svc *services) *host.Attempt {
 		a.Error = &e
 	}
 	a.ExitStatus, a.RetryClass = classify(res)
-	logs, _ := json.Marshal(res.Logs)
-	a.Logs = r.Bytes(logs)
+	a.Logs = r.Bytes(marshalOrNull(res.Logs))
 	if events := append(svc.httpBreaches(), res.Events...); len(events) > 0 {
 		a.Events, _ = json.Marshal(events)
 	}
-	trace, _ := json.Marshal(res.Trace)
-	a.Trace = r.Bytes(trace)
+	a.Trace = r.Bytes(marshalOrNull(res.Trace))
 	svc.mu.Lock()
 	if len(svc.adapterCalls) > 0 {
 		calls, _ := json.Marshal(svc.adapterCalls)
 		a.AdapterCalls = r.Bytes(calls)
+	}
+	a.Diagnostics = r.Bytes(diagnostics(res, svc))
+	svc.mu.Unlock()
+	return a
+}
+
+// marshalOrNull is json.Marshal of a slice, without reflection for a nil
+// one (no logs, no host calls traced: most attempts).
+func marshalOrNull[S ~[]E, E any](v S) []byte {
+	if v == nil {
+		return []byte("null")
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// diagnostics is the attempt's diagnostics object as json.Marshal writes
+// it (keys sorted). The common case, host calls and memory alone, is
+// written directly: a map marshalled by reflection cost more than the rest
+// of the record's fields together. The caller holds svc.mu.
+func diagnostics(res *runtime.Result, svc *services) []byte {
+	if len(svc.records) == 0 && len(svc.staged) == 0 && len(svc.messages) == 0 && svc.followUpsRefused == 0 &&
+		(svc.b.bundle == nil || svc.b.bundle.agent == nil) && len(res.Truncated) == 0 {
+		b := make([]byte, 0, 64)
+		b = append(b, `{"hostCalls":`...)
+		b = strconv.AppendInt(b, int64(res.HostCalls), 10)
+		b = append(b, `,"memoryBytes":`...)
+		b = strconv.AppendUint(b, res.MemoryBytes, 10)
+		return append(b, '}')
 	}
 	diag := map[string]any{"hostCalls": res.HostCalls, "memoryBytes": res.MemoryBytes}
 	if len(svc.records) > 0 {
@@ -592,10 +620,8 @@ func attemptOf(res *runtime.Result, svc *services) *host.Attempt {
 	if len(res.Truncated) > 0 {
 		diag["truncated"] = res.Truncated
 	}
-	svc.mu.Unlock()
 	d, _ := json.Marshal(diag)
-	a.Diagnostics = r.Bytes(d)
-	return a
+	return d
 }
 
 // classify maps a result to the spec's exit status and retry class: a

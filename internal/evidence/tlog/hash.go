@@ -1,6 +1,7 @@
 package tlog
 
 import (
+	"crypto/sha256"
 	"fmt"
 
 	"github.com/transparency-dev/merkle/rfc6962"
@@ -14,10 +15,33 @@ const HashSize = 32
 var hasher = rfc6962.DefaultHasher
 
 // LeafHash is the leaf hash of one log entry: SHA-256(0x00||entry).
-func LeafHash(entry []byte) []byte { return hasher.HashLeaf(entry) }
+// An entry of up to 64 bytes (a chain entry is 32) is hashed from the
+// stack: one allocation, the result, where the hasher's digest makes
+// three; the sequencer hashes every entry inside the store's write.
+func LeafHash(entry []byte) []byte {
+	if len(entry) > 2*HashSize {
+		return hasher.HashLeaf(entry)
+	}
+	var buf [1 + 2*HashSize]byte
+	buf[0] = rfc6962.RFC6962LeafHashPrefix
+	n := copy(buf[1:], entry)
+	h := sha256.Sum256(buf[:1+n])
+	return h[:]
+}
 
-// NodeHash is the hash of an interior node: SHA-256(0x01||left||right).
-func NodeHash(left, right []byte) []byte { return hasher.HashChildren(left, right) }
+// NodeHash is the hash of an interior node: SHA-256(0x01||left||right),
+// from the stack as LeafHash when both are hashes.
+func NodeHash(left, right []byte) []byte {
+	if len(left) != HashSize || len(right) != HashSize {
+		return hasher.HashChildren(left, right)
+	}
+	var buf [1 + 2*HashSize]byte
+	buf[0] = rfc6962.RFC6962NodeHashPrefix
+	copy(buf[1:], left)
+	copy(buf[1+HashSize:], right)
+	h := sha256.Sum256(buf[:])
+	return h[:]
+}
 
 // EmptyRoot is the root hash of the empty log: SHA-256("").
 func EmptyRoot() []byte { return hasher.EmptyRoot() }

@@ -46,7 +46,7 @@ func fromTiles(ctx context.Context, r TileReader, size uint64, nodes proof.Nodes
 	if err != nil {
 		return nil, err
 	}
-	out, err := nodes.Rehash(hashes, hasher.HashChildren)
+	out, err := nodes.Rehash(hashes, NodeHash)
 	if err != nil {
 		return nil, err
 	}

@@ -194,4 +194,4 @@ func subtreeRoot(hashes []byte) []byte {
 	return buf[:HashSize]
 }
 
-var factory = &compact.RangeFactory{Hash: hasher.HashChildren}
+var factory = &compact.RangeFactory{Hash: NodeHash}

@@ -2,7 +2,10 @@ package storecore
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
+
+	"github.com/packrun/packrun/host"
 )
 
 // EventData builds an event's data object by appending, for the events
@@ -65,6 +68,37 @@ func (d *EventData) Bytes() []byte {
 
 // Tenant is the value of the "tenant" key added, if any.
 func (d *EventData) Tenant() string { return d.tenant }
+
+// StringsData is the data of an event whose data is a map of strings (an
+// API call's audit event, host.Audit), exactly as json.Marshal writes m
+// (keys sorted), and its tenant, the "tenant" key's value. It is built by
+// the caller before the write, so that the single writer does not
+// marshal the map by reflection inside its transaction; nil for a nil m
+// (json.Marshal writes null, not an object).
+func StringsData(m map[string]string) *EventData {
+	if m == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	d := &EventData{b: make([]byte, 0, 128)}
+	for _, k := range keys {
+		d.Str(k, m[k])
+	}
+	return d
+}
+
+// appendAudit appends the audit event au (its data built beforehand by
+// StringsData, or nil) through tx.
+func appendAudit(tx Tx, au *host.Audit, d *EventData, taskID, attemptID string) error {
+	if d == nil {
+		return tx.Event(au.Type, taskID, attemptID, au.Data)
+	}
+	return AppendEventData(tx, au.Type, taskID, attemptID, d)
+}
 
 // appendJSONString appends s quoted as encoding/json does; strings with
 // nothing to escape (the common case: ids, names, statuses) skip it.

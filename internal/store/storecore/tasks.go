@@ -46,6 +46,10 @@ func (q Queue) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.En
 		t.Tenant = opts.Tenant
 	}
 	au := host.AuditFor(ctx, host.AuditTask)
+	var auData *EventData
+	if au != nil {
+		auData = StringsData(au.Data) // before the writer is taken
+	}
 	if err := q.Write(ctx, func(tx SettleTx) error {
 		if t.WorkflowRef != nil {
 			if err := CheckWorkflowRef(ctx, tx, op, t.Tenant, t.WorkflowRef); err != nil {
@@ -56,7 +60,7 @@ func (q Queue) Enqueue(ctx context.Context, intent host.TaskIntent, opts host.En
 			return err
 		}
 		if au != nil {
-			return tx.Event(au.Type, t.TaskID, "", au.Data)
+			return appendAudit(tx, au, auData, t.TaskID, "")
 		}
 		return nil
 	}); err != nil {
@@ -114,12 +118,16 @@ func (q Queue) RecordAttempt(ctx context.Context, a *host.Attempt) error {
 		return err
 	}
 	au := host.AuditFor(ctx, host.AuditAttempt)
+	var auData *EventData
+	if au != nil {
+		auData = StringsData(au.Data) // before the writer is taken
+	}
 	err = q.Write(ctx, func(tx SettleTx) error {
 		if err := tx.RecordAttempt(ctx, prepared); err != nil {
 			return err
 		}
 		if au != nil {
-			return tx.Event(au.Type, a.TaskID, a.AttemptID, au.Data)
+			return appendAudit(tx, au, auData, a.TaskID, a.AttemptID)
 		}
 		return nil
 	})
