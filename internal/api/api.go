@@ -506,7 +506,7 @@ func (s *server) wrap(h handler) http.Handler {
 		if ae.status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="packrun"`)
 		}
-		reply(w, ae.status, errorBody{Error: ae.detail})
+		writeError(w, r, ae)
 	})
 }
 

@@ -366,12 +366,19 @@ func remarshal(v, out any) error {
 	return json.Unmarshal(b, out)
 }
 
+// openwopErrPrefix names the error responses in openwop's envelope.
+const openwopErrPrefix = "openwop_"
+
 // buildOpenAPI builds the document from the routes' metadata and the
 // operations table.
 func buildOpenAPI() ([]byte, error) {
 	s, _ := build(Config{})
 	ss := &schemaSet{components: map[string]any{}, types: map[string]reflect.Type{}}
 	errRef, err := ss.ref(errorBody{}, false)
+	if err != nil {
+		return nil, err
+	}
+	owErrRef, err := ss.ref(openwopErrorBody{}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -446,9 +453,13 @@ func buildOpenAPI() ([]byte, error) {
 			}
 			responses[strconv.Itoa(st)] = r
 		}
+		errPrefix := "" // the openwop routes answer errors in openwop's envelope (writeError)
+		if openwopRoute(p) {
+			errPrefix = openwopErrPrefix
+		}
 		for _, st := range append(statuses, o.errs...) {
 			if _, ok := responses[strconv.Itoa(st)]; !ok {
-				responses[strconv.Itoa(st)] = map[string]any{"$ref": "#/components/responses/" + strconv.Itoa(st)}
+				responses[strconv.Itoa(st)] = map[string]any{"$ref": "#/components/responses/" + errPrefix + strconv.Itoa(st)}
 			}
 		}
 		operation["responses"] = responses
@@ -468,6 +479,10 @@ func buildOpenAPI() ([]byte, error) {
 			"description": http.StatusText(st) + ": the error envelope; code says which refusal",
 			"content":     map[string]any{"application/json": map[string]any{"schema": errRef}},
 		}
+		errResponses[openwopErrPrefix+strconv.Itoa(st)] = map[string]any{
+			"description": http.StatusText(st) + ": openwop's error envelope (on the openwop routes); error says which refusal",
+			"content":     map[string]any{"application/json": map[string]any{"schema": owErrRef}},
+		}
 	}
 	shared := map[string]any{}
 	for name, q := range sharedParams {
@@ -484,7 +499,8 @@ func buildOpenAPI() ([]byte, error) {
 			"version": "v1",
 			"description": "Every operation needs a bearer token (packrun tokens create) carrying the scope its security " +
 				"requirement names; admin holds every scope but operator. A token acts for its tenant only. Errors are " +
-				"{\"error\":{\"code\",\"message\",\"field\"}}. Paged lists take cursor and limit and answer next_cursor.",
+				"{\"error\":{\"code\",\"message\",\"field\"}}, on the openwop routes (/.well-known/openwop, /v1/runs, " +
+				"/v1/openwop) openwop's {\"error\",\"message\",\"details\"}. Paged lists take cursor and limit and answer next_cursor.",
 		},
 		"security": []any{map[string]any{"bearer": []string{}}},
 		"paths":    paths,
