@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -163,4 +164,108 @@ func owEnvelope(t *testing.T, r owAnswer) map[string]any {
 		}
 	}
 	return v
+}
+
+// TestOpenwopFixtureScenarios ports openwop's runs-lifecycle.test.ts@5f098ffeb0,
+// cancellation.test.ts@5f098ffeb0 and failure-path.test.ts@01ad095d2a,
+// run against a live serve over HTTP with no pack installed: their
+// fixtures (conformance-noop, -cancellable, -failure) are built of the
+// core nodes packrun runs itself, and discovery, read without a token as
+// openwop's suite setup reads it, advertises them.
+func TestOpenwopFixtureScenarios(t *testing.T) {
+	dir := t.TempDir()
+	h := homeCLI{t, filepath.Join(dir, "home")}
+	o := openwopHost{key: newToken(h, "default", "invoke,tasks:read,tasks:write"), h: h}
+	bin := filepath.Join(dir, "packrun")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	s := startServeWith(t, bin, h.home)
+	s.waitUp(t)
+	o.base = regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())[1]
+	_, disc := anonGet(t, o.base+"/.well-known/openwop")
+	fs, _ := disc["fixtures"].([]any)
+	for _, f := range []string{"conformance-noop", "conformance-delay", "conformance-cancellable", "conformance-idempotent", "conformance-failure"} {
+		if !slices.Contains(fs, any(f)) {
+			t.Fatalf("fixture %s not advertised without a token: %v", f, fs)
+		}
+	}
+
+	// A definition registered over HTTP is in the fixtures its tenant's
+	// token reads (and a run of it completes); not in the public answer,
+	// nor in another tenant's.
+	if code, body := o.do(t, "POST", "/v1/openwop/workflows", map[string]any{"workflowId": "my-noop", "nodes": []any{map[string]any{"id": "n", "typeId": "core.noop"}}}); code != http.StatusCreated {
+		t.Fatalf("register: %d %v", code, body)
+	}
+	if _, d := o.do(t, "GET", "/.well-known/openwop", nil); !slices.Contains(d["fixtures"].([]any), any("my-noop")) {
+		t.Fatalf("registered definition not in the tenant's fixtures: %v", d["fixtures"])
+	}
+	if _, d := anonGet(t, o.base+"/.well-known/openwop"); slices.Contains(d["fixtures"].([]any), any("my-noop")) {
+		t.Fatalf("a tenant's definition in the public fixtures: %v", d["fixtures"])
+	}
+	other := newToken(h, "globex", "tasks:read")
+	if code, text := get(t, "GET", o.base+"/.well-known/openwop", other, ""); code != http.StatusOK || strings.Contains(text, "my-noop") {
+		t.Fatalf("another tenant's discovery: %d %s", code, text)
+	}
+	if term := o.pollUntilTerminal(t, o.startRun(t, "my-noop", nil)); term["status"] != "completed" {
+		t.Fatalf("run of the registered definition: %v", term)
+	}
+
+	// runs-lifecycle.test.ts: 201 with runId and status strings; the run
+	// reaches completed and echoes its runId; an unknown run is 404.
+	t.Run("runs-lifecycle", func(t *testing.T) {
+		code, body := o.do(t, "POST", "/v1/runs", map[string]any{"workflowId": "conformance-noop"})
+		runID, _ := body["runId"].(string)
+		if _, ok := body["status"].(string); code != http.StatusCreated || runID == "" || !ok {
+			t.Fatalf("POST /v1/runs: %d %v", code, body)
+		}
+		if term := o.pollUntilTerminal(t, runID); term["status"] != "completed" || term["runId"] != runID {
+			t.Fatalf("terminal: %v", term)
+		}
+		if code, _ := o.do(t, "GET", "/v1/runs/openwop-conformance-this-run-id-does-not-exist", nil); code != 403 && code != 404 {
+			t.Fatalf("unknown run: %d", code)
+		}
+	})
+
+	// cancellation.test.ts: a run of conformance-cancellable (delayMs
+	// 10 s), seen running, cancelled: 200 with status cancelled or
+	// cancelling, then terminal cancelled; cancelling an unknown run is 404.
+	t.Run("cancellation", func(t *testing.T) {
+		code, body := o.do(t, "POST", "/v1/runs", map[string]any{"workflowId": "conformance-cancellable", "inputs": map[string]any{"delayMs": 10_000}})
+		runID, _ := body["runId"].(string)
+		if code != http.StatusCreated || runID == "" {
+			t.Fatalf("POST /v1/runs: %d %v", code, body)
+		}
+		if _, run := o.do(t, "GET", "/v1/runs/"+runID, nil); run["status"] != "running" {
+			t.Fatalf("not running: %v", run)
+		}
+		code, body = o.do(t, "POST", "/v1/runs/"+runID+"/cancel", map[string]any{"reason": "conformance-cancellation-test"})
+		if st := body["status"]; code != http.StatusOK || st != "cancelled" && st != "cancelling" {
+			t.Fatalf("cancel: %d %v", code, body)
+		}
+		if term := o.pollUntilTerminal(t, runID); term["status"] != "cancelled" {
+			t.Fatalf("terminal: %v", term)
+		}
+		if code, _ := o.do(t, "POST", "/v1/runs/openwop-conformance-no-such-run/cancel", map[string]any{}); code != 403 && code != 404 {
+			t.Fatalf("cancel of an unknown run: %d", code)
+		}
+	})
+
+	// failure-path.test.ts: 201, then terminal failed with error an
+	// object with code and message strings.
+	t.Run("failure-path", func(t *testing.T) {
+		code, body := o.do(t, "POST", "/v1/runs", map[string]any{"workflowId": "conformance-failure"})
+		runID, _ := body["runId"].(string)
+		if code != http.StatusCreated || runID == "" {
+			t.Fatalf("POST /v1/runs: %d %v", code, body)
+		}
+		term := o.pollUntilTerminal(t, runID)
+		e, _ := term["error"].(map[string]any)
+		if _, ok := e["code"].(string); term["status"] != "failed" || !ok {
+			t.Fatalf("terminal: %v", term)
+		}
+		if _, ok := e["message"].(string); !ok {
+			t.Fatalf("error.message: %v", term)
+		}
+	})
 }

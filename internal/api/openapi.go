@@ -155,7 +155,7 @@ var operations = map[string]op{
 	"GET /v1/profiles":                    {summary: "List the subagent profiles", ok: map[int]any{st200: profileList{}}},
 	"GET /v1/skills":                      {summary: "List the installed skills and their SkillManifest", ok: map[int]any{st200: skillList{}}},
 	"GET /.well-known/packrun":            {summary: "The host's capabilities", ok: map[int]any{st200: capabilities{}}},
-	"GET /.well-known/openwop":            {summary: "openwop discovery (no token needed): protocolVersion, limits, nodePackRuntimes.wasm (RFC 0008 §H), loaded packs, fixtures runnable here", ok: map[int]any{st200: openwopDiscovery{}}},
+	"GET /.well-known/openwop":            {summary: "openwop discovery (no token needed): protocolVersion, limits, nodePackRuntimes.wasm (RFC 0008 §H), loaded packs, fixtures runnable here (with a valid token, also its tenant's registered definitions)", ok: map[int]any{st200: openwopDiscovery{}}},
 	"POST /v1/openwop/workflows":          {summary: "Store an openwop workflow definition whose nodes are installed pack typeIds", body: host.OpenwopWorkflow{}, ok: map[int]any{st201: host.OpenwopWorkflow{}}, errs: []int{st409, st422}},
 	"POST /v1/runs":                       {summary: "Start an openwop run; it executes in the background", body: runStartBody{}, ok: map[int]any{st201: runStarted{}}, errs: []int{st404, st409, st422}},
 	"GET /v1/runs/{id}":                   {summary: "Get an openwop run", ok: map[int]any{st200: host.Run{}}, errs: []int{st404, st405}},

@@ -113,3 +113,51 @@ func TestOpenwopAuthAndRateEnvelope(t *testing.T) {
 	// packrun's own route, over the same rate: its own envelope.
 	wantError(t, e.raw(http.MethodGet, "/v1/tasks", "", "good", ""), http.StatusTooManyRequests, CodeRateLimited, "")
 }
+
+// discoveryRuns answers discovery's questions: fixtures, and each
+// tenant's registered definitions.
+type discoveryRuns struct {
+	*fakeRuns
+	registered map[string][]string
+}
+
+func (discoveryRuns) OpenwopFixtures(context.Context) ([]string, error) {
+	return []string{"conformance-noop"}, nil
+}
+
+func (d discoveryRuns) OpenwopRegistered(_ context.Context, tenant string) ([]string, error) {
+	return d.registered[tenant], nil
+}
+
+func (discoveryRuns) OpenwopLoadedPacks(context.Context) ([]string, error) { return []string{}, nil }
+
+// TestDiscoveryRegisteredFixtures: discovery is public and lists the
+// built-in fixtures; a caller with a valid token also sees its tenant's
+// registered definitions (never another tenant's), in an answer marked
+// private; an invalid token gets the public answer.
+func TestDiscoveryRegisteredFixtures(t *testing.T) {
+	e := newEnv(t, newBackend(t), func(c *Config) {
+		c.Runs = discoveryRuns{newFakeRuns(), map[string][]string{"t1": {"mine", "conformance-noop"}, "t2": {"theirs"}}}
+		c.Auth = Auth{Authenticate: func(_ context.Context, tok string) (*auth.Principal, error) {
+			if tok == "t1" {
+				return &auth.Principal{TokenID: "a", Tenant: "t1", Scopes: []auth.Scope{auth.ScopeTasksRead}}, nil
+			}
+			return nil, fmt.Errorf("unknown token")
+		}}
+	})
+	for _, c := range []struct {
+		token, cache string
+		want         []string
+	}{
+		{"", discoveryCacheControl, []string{"conformance-noop"}},
+		{"nope", discoveryCacheControl, []string{"conformance-noop"}},
+		{"t1", discoveryPrivateCacheControl, []string{"conformance-noop", "mine"}},
+	} {
+		r := e.raw(http.MethodGet, "/.well-known/openwop", "", c.token, "")
+		wantStatus(t, r, http.StatusOK)
+		d := decode[openwopDiscovery](t, r)
+		if fmt.Sprint(d.Fixtures) != fmt.Sprint(c.want) || r.header.Get("Cache-Control") != c.cache || r.header.Get("Vary") != "Authorization" {
+			t.Errorf("token %q: fixtures %v, Cache-Control %q, Vary %q; want %v, %q", c.token, d.Fixtures, r.header.Get("Cache-Control"), r.header.Get("Vary"), c.want, c.cache)
+		}
+	}
+}

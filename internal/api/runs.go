@@ -23,6 +23,9 @@ type RunService interface {
 	ForkRun(ctx context.Context, tenant, runID, mode string, fromSeq int) (*host.Run, error)
 	// OpenwopFixtures lists the conformance fixtures runnable here.
 	OpenwopFixtures(ctx context.Context) ([]string, error)
+	// OpenwopRegistered lists the ids of a tenant's registered workflow
+	// definitions runnable here.
+	OpenwopRegistered(ctx context.Context, tenant string) ([]string, error)
 	// OpenwopLoadedPacks lists the names of the packs loaded (installed).
 	OpenwopLoadedPacks(ctx context.Context) ([]string, error)
 }
@@ -135,6 +138,18 @@ func (s *server) wellKnownOpenwop(w http.ResponseWriter, r *http.Request, rs Run
 	if err != nil {
 		return err
 	}
+	cache := discoveryCacheControl
+	if tenant, ok := s.discoveryTenant(r); ok {
+		// Discovery is public; a caller with a valid token also sees its
+		// tenant's registered definitions, an answer for it alone.
+		reg, err := rs.OpenwopRegistered(r.Context(), tenant)
+		if err != nil {
+			return err
+		}
+		fixtures = appendNew(fixtures, reg)
+		cache = discoveryPrivateCacheControl
+	}
+	w.Header().Set("Vary", "Authorization")
 	h := s.cfg.Host
 	// Engine is "wazero <version> <kind>".
 	f := strings.Fields(h.Engine)
@@ -148,7 +163,7 @@ func (s *server) wellKnownOpenwop(w http.ResponseWriter, r *http.Request, rs Run
 		d.Implementation["version"] = s.cfg.Build.Version
 	}
 	d.Capabilities.NodePackRuntimes = d.NodePackRuntimes
-	w.Header().Set("Cache-Control", discoveryCacheControl)
+	w.Header().Set("Cache-Control", cache)
 	reply(w, http.StatusOK, d)
 	return nil
 }

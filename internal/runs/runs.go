@@ -30,14 +30,28 @@ import (
 	"github.com/packrun/packrun/runtime"
 )
 
-// Conformance fixtures (RFC 0008 §Conformance) built into packrun: each is
-// advertised, and runnable, exactly when the packs its nodes need are
-// installed.
+// Conformance fixtures built into packrun: each is advertised, and
+// runnable, exactly when the packs its nodes need are installed. The
+// core ones (openwop's conformance/fixtures, their nodes core.* types
+// packrun runs itself) always are; the RFC 0008 ones (§Conformance) need
+// the packs of their Wasm nodes.
 var openwopFixtures = []host.OpenwopWorkflow{
+	{WorkflowID: "conformance-noop", Builtin: true, Nodes: []host.OpenwopNode{{ID: "noop", TypeID: CoreNoop}}},
+	{WorkflowID: "conformance-idempotent", Builtin: true, Nodes: []host.OpenwopNode{{ID: "noop", TypeID: CoreNoop}},
+		Variables: []host.OpenwopVariable{{Name: "nonce", Type: "string", Required: true}}},
+	{WorkflowID: "conformance-delay", Builtin: true, Nodes: []host.OpenwopNode{delayNode},
+		Variables: []host.OpenwopVariable{{Name: "delayMs", Type: "number", Required: true, DefaultValue: json.RawMessage(`1000`)}}},
+	{WorkflowID: "conformance-cancellable", Builtin: true, Nodes: []host.OpenwopNode{delayNode},
+		Variables: []host.OpenwopVariable{{Name: "delayMs", Type: "number", Required: true, DefaultValue: json.RawMessage(`30000`)}}},
+	{WorkflowID: "conformance-failure", Builtin: true, Nodes: []host.OpenwopNode{{ID: "fail", TypeID: CoreFail}}},
 	{WorkflowID: "conformance-wasm-pack-roundtrip", Builtin: true, Nodes: []host.OpenwopNode{{ID: "greet", TypeID: "vendor.openwop.rust-hello.greet"}}},
 	{WorkflowID: "conformance-wasm-pack-memory-cap-breach", Builtin: true, Nodes: []host.OpenwopNode{{ID: "memory-bomb", TypeID: "vendor.openwop.misbehaving.memory-bomb"}}},
 	{WorkflowID: "conformance-wasm-pack-abi-mismatch", Builtin: true, Nodes: []host.OpenwopNode{{ID: "abi-bomb", TypeID: "vendor.openwop.misbehaving.abi-bomb"}}},
 }
+
+// delayNode is the node of conformance-delay and -cancellable: core.delay
+// for the run's delayMs.
+var delayNode = host.OpenwopNode{ID: "wait", TypeID: CoreDelay, Inputs: map[string]host.OpenwopPort{"delayMs": {Type: "variable", VariableName: "delayMs"}}}
 
 // Run error codes.
 const (
@@ -196,11 +210,35 @@ func (s *Scheduler) OpenwopFixtures(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
+// OpenwopRegistered lists the ids of the tenant's registered workflow
+// definitions whose nodes are all runnable here (core types, or provided
+// by installed packs): discovery's "fixtures" to a caller of the tenant.
+func (s *Scheduler) OpenwopRegistered(ctx context.Context, tenant string) ([]string, error) {
+	prov, err := s.providers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := s.cfg.Store.OpenwopWorkflows(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, w := range ws {
+		if _, err := resolveNodes(w, prov); err == nil {
+			out = append(out, w.WorkflowID)
+		}
+	}
+	return out, nil
+}
+
 // resolveNodes names the pack of each node of w, or refuses the workflow
 // naming the first node no installed pack provides.
 func resolveNodes(w *host.OpenwopWorkflow, prov map[string]string) ([]string, error) {
 	refs := make([]string, len(w.Nodes))
 	for i, n := range w.Nodes {
+		if isCore(n.TypeID) {
+			continue // run by packrun: no pack
+		}
 		ref, ok := prov[n.TypeID]
 		if !ok {
 			return nil, host.Invalid("start run", "workflowId", "node %q needs %s, which no installed pack provides", n.ID, n.TypeID)
@@ -281,6 +319,14 @@ func (s *Scheduler) newRun(ctx context.Context, tenant, workflowID string, input
 	refs, err := resolveNodes(w, prov)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if err := runInputs(op, w, obj); err != nil {
+		return nil, nil, nil, err
+	}
+	if len(w.Variables) > 0 {
+		if inputs, err = json.Marshal(obj); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	r := &host.Run{RunID: host.NewID("run"), Tenant: tenant, WorkflowID: w.WorkflowID, Status: host.RunRunning, Inputs: inputs}
 	s.holdRun(r)
@@ -429,6 +475,14 @@ func (s *Scheduler) execute(ctx context.Context, r *host.Run, w *host.OpenwopWor
 			continue
 		}
 		attempt := p.started[n.ID]
+		if isCore(n.TypeID) {
+			out, ok := s.executeCore(ctx, r, n, attempt)
+			if !ok {
+				return
+			}
+			outputs[n.ID] = out
+			continue
+		}
 		release, ok := s.nodeSlot(ctx)
 		if !ok {
 			return
@@ -437,7 +491,7 @@ func (s *Scheduler) execute(ctx context.Context, r *host.Run, w *host.OpenwopWor
 			release()
 			return
 		}
-		att, res, err := s.cfg.Invoke(ctx, dispatch.InvokeRequest{Pack: refs[i], Node: n.TypeID, Input: r.Inputs, Tenant: r.Tenant, RunID: r.RunID, NodeID: n.ID, Attempt: attempt, AttemptGiven: true})
+		att, res, err := s.cfg.Invoke(ctx, dispatch.InvokeRequest{Pack: refs[i], Node: n.TypeID, Input: nodeInput(n, r.Inputs), Tenant: r.Tenant, RunID: r.RunID, NodeID: n.ID, Attempt: attempt, AttemptGiven: true})
 		release()
 		if ctx.Err() != nil && (err != nil || res.Outcome != abi.Completed) {
 			return
@@ -473,6 +527,25 @@ func (s *Scheduler) execute(ctx context.Context, r *host.Run, w *host.OpenwopWor
 	s.advance(ctx, r, host.RunCompleted, nil, runEvent(host.RunEventCompleted, "", map[string]any{"outputs": outputs}))
 }
 
+// executeCore runs the core node n of r as execute runs a pack's: its
+// node.started, then node.completed with its output, or node.failed and
+// the run failed (false). False also when the run's context ended.
+func (s *Scheduler) executeCore(ctx context.Context, r *host.Run, n host.OpenwopNode, attempt int) (json.RawMessage, bool) {
+	if !s.advance(ctx, r, "", nil, runEvent(host.RunEventNodeStarted, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "attempt": attempt})) {
+		return nil, false
+	}
+	out, fail, ok := runCore(ctx, n.TypeID, nodeInput(n, r.Inputs))
+	if !ok {
+		return nil, false
+	}
+	if fail != nil {
+		s.advance(ctx, r, "", nil, runEvent(host.RunEventNodeFailed, n.ID, map[string]any{"nodeId": n.ID, "error": fail}))
+		s.fail(ctx, r, n, &host.RunError{Code: RunErrNodeFailed, Message: fmt.Sprintf("node %s failed: %s: %s", n.ID, fail.Code, fail.Message)})
+		return nil, false
+	}
+	return out, s.advance(ctx, r, "", nil, runEvent(host.RunEventNodeDone, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "output": out}))
+}
+
 // suspendError is why a run whose node n suspended fails.
 func suspendError(n host.OpenwopNode) *host.RunError {
 	return &host.RunError{Code: RunErrSuspendNotImplemented, Message: "node " + n.ID + " suspended; resuming an openwop run is not implemented"}
@@ -497,12 +570,19 @@ func (s *Scheduler) replayRun(ctx context.Context, r *host.Run, src []host.RunEv
 			continue
 		}
 		var p struct {
-			NodeID    string `json:"nodeId"`
-			TypeID    string `json:"typeId"`
-			AttemptID string `json:"attemptId"`
+			NodeID    string          `json:"nodeId"`
+			TypeID    string          `json:"typeId"`
+			AttemptID string          `json:"attemptId"`
+			Output    json.RawMessage `json:"output"`
 		}
 		_ = json.Unmarshal(e.Payload, &p) // written by this package (runEvent above), stored as written
 		n := host.OpenwopNode{ID: p.NodeID, TypeID: p.TypeID}
+		if isCore(n.TypeID) { // no attempt recorded: its output stands
+			if !s.advance(ctx, r, "", nil, runEvent(host.RunEventNodeDone, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "replayed": true, "output": p.Output})) {
+				return
+			}
+			continue
+		}
 		release, ok := s.nodeSlot(ctx)
 		if !ok {
 			return // cancelled, or left running for the next start
