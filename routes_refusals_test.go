@@ -177,6 +177,8 @@ var apiRefusals = map[string]routeRefusals{
 	"GET /.well-known/openwop": {"", nil},
 	"POST /v1/openwop/workflows": {auth.ScopeTasksWrite, []refusal{
 		inval("/v1/openwop/workflows", `{"workflowId":"w","nodes":"x"}`, stBad, "invalid", "nodes"),
+		inval("/v1/openwop/workflows", `{"id":"w","name":"w","version":"1","nodes":[{"id":"n","typeId":"core.noop","name":"n","position":{"x":0,"y":0},"config":{},"inputs":{}}],"edges":[],"triggers":[{"id":"t","type":"webhook"}],"variables":[],"metadata":{},"settings":{}}`, stUnproc, "unsupported", "triggers[0].type"),
+		inval("/v1/openwop/workflows", `{"id":"w","name":"w","version":"1","nope":1}`, stBad, "invalid", "nope"),
 		conflictOn("/v1/openwop/workflows", `{"workflowId":"conformance-wasm-pack-roundtrip","nodes":[{"id":"greet","typeId":"example.hello"}]}`),
 	}},
 	"POST /v1/runs": {auth.ScopeInvoke, []refusal{

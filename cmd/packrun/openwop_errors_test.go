@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -209,6 +210,45 @@ func TestOpenwopFixtureScenarios(t *testing.T) {
 	}
 	if term := o.pollUntilTerminal(t, o.startRun(t, "my-noop", nil)); term["status"] != "completed" {
 		t.Fatalf("run of the registered definition: %v", term)
+	}
+
+	// A definition in openwop's published shape (edges, triggers,
+	// variables, settings) is registered, advertised to its tenant and
+	// run: its nodes in edge order, its variable's default applied; one
+	// with a construct packrun cannot execute is a 422 naming it.
+	published := map[string]any{"id": "published-wait", "name": "Wait then done", "version": "1.0.0",
+		"nodes": []any{
+			map[string]any{"id": "done", "typeId": "core.noop", "name": "Done", "position": map[string]any{"x": 200, "y": 0}, "config": map[string]any{}, "inputs": map[string]any{}},
+			map[string]any{"id": "wait", "typeId": "core.delay", "name": "Wait", "position": map[string]any{"x": 0, "y": 0}, "config": map[string]any{},
+				"inputs": map[string]any{"delayMs": map[string]any{"type": "variable", "variableName": "delayMs"}}},
+		},
+		"edges":     []any{map[string]any{"id": "e1", "sourceNodeId": "wait", "targetNodeId": "done"}},
+		"triggers":  []any{map[string]any{"id": "manual", "type": "manual", "enabled": true}},
+		"variables": []any{map[string]any{"name": "delayMs", "type": "number", "required": true, "defaultValue": 20}},
+		"metadata":  map[string]any{"tags": []any{"conformance"}}, "settings": map[string]any{"timeout": 10000, "maxRetries": 0}}
+	if code, body := o.do(t, "POST", "/v1/openwop/workflows", published); code != http.StatusCreated {
+		t.Fatalf("register the published shape: %d %v", code, body)
+	}
+	if _, d := o.do(t, "GET", "/.well-known/openwop", nil); !slices.Contains(d["fixtures"].([]any), any("published-wait")) {
+		t.Fatalf("published definition not in the tenant's fixtures: %v", d["fixtures"])
+	}
+	pubRun := o.startRun(t, "published-wait", nil)
+	if term := o.pollUntilTerminal(t, pubRun); term["status"] != "completed" {
+		t.Fatalf("run of the published definition: %v", term)
+	}
+	var started []any
+	for _, e := range o.events(t, pubRun) {
+		if e["type"] == "node.started" {
+			started = append(started, e["nodeId"])
+		}
+	}
+	if fmt.Sprint(started) != "[wait done]" {
+		t.Fatalf("nodes started %v, want wait then done", started)
+	}
+	published["edges"] = []any{map[string]any{"id": "e1", "sourceNodeId": "wait", "targetNodeId": "done", "condition": map[string]any{"type": "truthy", "left": "x"}}}
+	code, body := o.do(t, "POST", "/v1/openwop/workflows", published)
+	if d, _ := body["details"].(map[string]any); code != http.StatusUnprocessableEntity || body["error"] != "unsupported" || d["field"] != "edges[0].condition" {
+		t.Fatalf("an edge condition: %d %v", code, body)
 	}
 
 	// runs-lifecycle.test.ts: 201 with runId and status strings; the run

@@ -161,3 +161,55 @@ func TestDiscoveryRegisteredFixtures(t *testing.T) {
 		}
 	}
 }
+
+// storingRuns keeps the workflow definitions put.
+type storingRuns struct {
+	*fakeRuns
+	put *[]*host.OpenwopWorkflow
+}
+
+func (s storingRuns) PutOpenwopWorkflow(_ context.Context, w *host.OpenwopWorkflow) error {
+	*s.put = append(*s.put, w)
+	return nil
+}
+
+// TestPutPublishedOpenwopWorkflow: POST /v1/openwop/workflows takes a
+// definition in openwop's published shape (edges, triggers, variables,
+// settings...) and stores what packrun runs of it; an unknown field is a
+// 400 naming it, a construct packrun cannot execute a 422 unsupported
+// naming it, in openwop's envelope; the {workflowId, nodes} shape still
+// works.
+func TestPutPublishedOpenwopWorkflow(t *testing.T) {
+	var put []*host.OpenwopWorkflow
+	e := newEnv(t, newBackend(t), func(c *Config) { c.Runs = storingRuns{newFakeRuns(), &put} })
+	const published = `{"id":"pub-delay","name":"Delay","version":"1.0.0",
+		"nodes":[{"id":"done","typeId":"core.noop","name":"Done","position":{"x":1,"y":0},"config":{},"inputs":{}},
+		         {"id":"wait","typeId":"core.delay","name":"Wait","position":{"x":0,"y":0},"config":{},"inputs":{"delayMs":{"type":"variable","variableName":"delayMs"}}}],
+		"edges":[{"id":"e1","sourceNodeId":"wait","targetNodeId":"done"}],
+		"triggers":[{"id":"manual","type":"manual","enabled":true}],
+		"variables":[{"name":"delayMs","type":"number","required":true,"defaultValue":10}],
+		"metadata":{"tags":["conformance"]},"settings":{"timeout":10000}}`
+	r := e.post("/v1/openwop/workflows", published)
+	wantStatus(t, r, http.StatusCreated)
+	if len(put) != 1 || put[0].WorkflowID != "pub-delay" || len(put[0].Nodes) != 2 || put[0].Nodes[0].ID != "wait" ||
+		put[0].Nodes[0].Inputs["delayMs"].VariableName != "delayMs" || string(put[0].Variables[0].DefaultValue) != "10" {
+		t.Fatalf("stored %+v", put)
+	}
+	wantOpenwopError(t, e.post("/v1/openwop/workflows", strings.Replace(published, `"version":"1.0.0"`, `"version":"1.0.0","nope":1`, 1)),
+		http.StatusBadRequest, "validation_error", "nope")
+	wantOpenwopError(t, e.post("/v1/openwop/workflows", strings.Replace(published, `"id":"e1",`, `"id":"e1","condition":{"type":"truthy","left":"x"},`, 1)),
+		http.StatusUnprocessableEntity, CodeUnsupported, "edges[0].condition")
+	wantOpenwopError(t, e.post("/v1/openwop/workflows", strings.Replace(published, `"type":"manual"`, `"type":"webhook"`, 1)),
+		http.StatusUnprocessableEntity, CodeUnsupported, "triggers[0].type")
+	wantOpenwopError(t, e.post("/v1/openwop/workflows", strings.Replace(published, `"name":"Delay",`, ``, 1)),
+		http.StatusBadRequest, "validation_error", "name")
+	if len(put) != 1 {
+		t.Fatalf("a refused definition was stored: %+v", put)
+	}
+	wantStatus(t, e.post("/v1/openwop/workflows", `{"workflowId":"old-shape","nodes":[{"id":"n","typeId":"core.noop"}]}`), http.StatusCreated)
+	wantOpenwopError(t, e.post("/v1/openwop/workflows", `{"workflowId":"old-shape","triggers":[],"nodes":[{"id":"n","typeId":"core.noop"}]}`),
+		http.StatusBadRequest, "validation_error", "triggers")
+	if len(put) != 2 || put[1].WorkflowID != "old-shape" {
+		t.Fatalf("old shape: %+v", put)
+	}
+}

@@ -174,15 +174,12 @@ func (s *server) putOpenwopWorkflow(w http.ResponseWriter, r *http.Request, rs R
 	if err != nil {
 		return err
 	}
-	var def host.OpenwopWorkflow
-	if err := decodeStrict(b, &def); err != nil {
-		return err
-	}
-	if err := refuseTenantField(r, "tenant", def.Tenant); err != nil {
+	def, err := decodeOpenwopWorkflow(r, b)
+	if err != nil {
 		return err
 	}
 	def.Tenant = tenantOf(r, def.Tenant)
-	if err := rs.PutOpenwopWorkflow(r.Context(), &def); err != nil {
+	if err := rs.PutOpenwopWorkflow(r.Context(), def); err != nil {
 		return err
 	}
 	s.recordCall(r, "", "")
