@@ -131,3 +131,68 @@ func TestOpenwopCoreFixtures(t *testing.T) {
 		t.Fatalf("fork of noop: %+v", got)
 	}
 }
+
+// TestOpenwopRecursionLimit: conformance-cap-breach (six core.noop
+// nodes) run with recursionLimit 3 starts three nodes, then records one
+// cap.breached {kind node-executions, limit 3, observed 4, nodeId n4}
+// before run.failed recursion_limit_exceeded; without a limit it
+// completes. The limit is part of what an Idempotency-Key compares.
+func TestOpenwopRecursionLimit(t *testing.T) {
+	h := openHost(t, t.TempDir())
+	if fs, _ := h.OpenwopFixtures(ctx); !slices.Contains(fs, "conformance-cap-breach") {
+		t.Fatalf("conformance-cap-breach not advertised: %v", fs)
+	}
+	r, _, err := h.StartRunWith(ctx, "", "conformance-cap-breach", nil, "k1", host.RunOptions{RecursionLimit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitRun(t, h, r.RunID)
+	if got.Status != host.RunFailed || got.Error == nil || got.Error.Code != "recursion_limit_exceeded" || got.RecursionLimit != 3 {
+		t.Fatalf("run %+v", got)
+	}
+	evs, _ := h.RunEvents(ctx, "", r.RunID)
+	started, breached := 0, 0
+	for i, e := range evs {
+		switch e.Type {
+		case host.RunEventNodeStarted:
+			started++
+		case host.RunEventCapBreached:
+			breached++
+			var p struct {
+				Kind            string
+				Limit, Observed int
+				NodeID          string
+			}
+			if json.Unmarshal(e.Payload, &p) != nil || p.Kind != "node-executions" || p.Limit != 3 || p.Observed != 4 || p.NodeID != "n4" {
+				t.Errorf("cap.breached %s", e.Payload)
+			}
+			if evs[len(evs)-1].Type != host.RunEventFailed || i >= len(evs)-1 {
+				t.Errorf("cap.breached at %d of %d, the last %s", i, len(evs), evs[len(evs)-1].Type)
+			}
+		}
+	}
+	if started != 3 || breached != 1 {
+		t.Fatalf("%d node.started, %d cap.breached: %v", started, breached, runEventTypes(t, h, r.RunID))
+	}
+	if again, created, err := h.StartRunWith(ctx, "", "conformance-cap-breach", nil, "k1", host.RunOptions{RecursionLimit: 3}); err != nil || created || again.RunID != r.RunID {
+		t.Fatalf("the same key and limit: %v %v %v", again, created, err)
+	}
+	if _, _, err := h.StartRunWith(ctx, "", "conformance-cap-breach", nil, "k1", host.RunOptions{RecursionLimit: 4}); !errors.Is(err, host.ErrIdempotencyMismatch) {
+		t.Fatalf("the same key, another limit: %v", err)
+	}
+	if _, _, err := h.StartRunWith(ctx, "", "conformance-cap-breach", nil, "", host.RunOptions{RecursionLimit: -1}); !errors.Is(err, host.ErrValidation) {
+		t.Fatalf("limit -1: %v", err)
+	}
+	if got := waitRun(t, h, start(t, h, "conformance-cap-breach").RunID); got.Status != host.RunCompleted {
+		t.Fatalf("without a limit: %+v", got)
+	}
+}
+
+func start(t *testing.T, h *Host, id string) *host.Run {
+	t.Helper()
+	r, err := h.StartRun(ctx, "", id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

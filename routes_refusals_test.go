@@ -183,6 +183,7 @@ var apiRefusals = map[string]routeRefusals{
 	}},
 	"POST /v1/runs": {auth.ScopeInvoke, []refusal{
 		inval("/v1/runs", `{"workflowId":1}`, stBad, "invalid", "workflowId"),
+		inval("/v1/runs", `{"workflowId":"conformance-cap-breach","configurable":{"recursionLimit":0}}`, stBad, "invalid", "configurable.recursionLimit"),
 		{kind: "not found", path: "/v1/runs", body: `{"workflowId":"no.such"}`, status: stNotFound, code: "not_found"},
 	}},
 	"GET /v1/runs/{id}": {auth.ScopeTasksRead, []refusal{nf("/v1/runs/run_missing"), foreign("/v1/runs/{run}", "/v1/runs/run_missing")}},

@@ -62,6 +62,11 @@ func (h *Host) StartRunOnce(ctx context.Context, tenant, workflowID string, inpu
 	return h.runs.StartRunOnce(ctx, tenant, workflowID, inputs, key)
 }
 
+// StartRunWith is StartRunOnce with a run's options (its recursionLimit).
+func (h *Host) StartRunWith(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string, opts host.RunOptions) (*host.Run, bool, error) {
+	return h.runs.StartRunWith(ctx, tenant, workflowID, inputs, key, opts)
+}
+
 // GetRun returns a tenant's run.
 func (h *Host) GetRun(ctx context.Context, tenant, runID string) (*host.Run, error) {
 	return h.runs.GetRun(ctx, tenant, runID)

@@ -179,17 +179,28 @@ type Run struct {
 	Inputs     json.RawMessage `json:"inputs,omitempty"`
 	// ForkedFrom (openwop's sourceRunId), Mode and FromSeq are set on a
 	// run made by :fork.
-	ForkedFrom string    `json:"sourceRunId,omitempty"`
-	Mode       string    `json:"mode,omitempty"`
-	FromSeq    int       `json:"fromSeq,omitempty"`
-	Error      *RunError `json:"error,omitempty"`
-	CreatedAt  time.Time `json:"createdAt"`
-	UpdatedAt  time.Time `json:"updatedAt"`
+	ForkedFrom string `json:"sourceRunId,omitempty"`
+	Mode       string `json:"mode,omitempty"`
+	FromSeq    int    `json:"fromSeq,omitempty"`
+	// RecursionLimit bounds the nodes the run executes (openwop's
+	// RunOptions.configurable.recursionLimit; 0: no bound): the node
+	// past it is not started, the run fails recursion_limit_exceeded.
+	RecursionLimit int       `json:"recursionLimit,omitempty"`
+	Error          *RunError `json:"error,omitempty"`
+	CreatedAt      time.Time `json:"createdAt"`
+	UpdatedAt      time.Time `json:"updatedAt"`
 	// Holder is the runner executing the run, and LeaseUntil when its
 	// hold ends unless renewed (Runs.ClaimRuns, Runs.RenewRuns). Kept
 	// apart from the run's record: not part of openwop's run.
 	Holder     string    `json:"-"`
 	LeaseUntil time.Time `json:"-"`
+}
+
+// RunOptions are a run request's options (openwop's
+// RunOptions.configurable that packrun honours).
+type RunOptions struct {
+	// RecursionLimit is Run.RecursionLimit (0: none).
+	RecursionLimit int
 }
 
 // ClaimEveryRun, as ClaimRuns' expired, claims every run not terminal

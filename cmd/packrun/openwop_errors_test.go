@@ -291,6 +291,57 @@ func TestOpenwopFixtureScenarios(t *testing.T) {
 		}
 	})
 
+	// cap-breach.test.ts: conformance-cap-breach with
+	// configurable.recursionLimit 3 is accepted (201), ends failed with
+	// error.code recursion_limit_exceeded and a message; the poll shows
+	// exactly one cap.breached {kind node-executions, limit 3, observed
+	// over 3, nodeId} before run.failed, and 1 to 3 node.started.
+	t.Run("cap-breach", func(t *testing.T) {
+		for range 2 { // the scenario's two its, each its own run
+			code, body := o.do(t, "POST", "/v1/runs", map[string]any{"workflowId": "conformance-cap-breach", "configurable": map[string]any{"recursionLimit": 3}})
+			runID, _ := body["runId"].(string)
+			if code != http.StatusCreated || runID == "" {
+				t.Fatalf("POST /v1/runs: %d %v", code, body)
+			}
+			term := o.pollUntilTerminal(t, runID)
+			e, _ := term["error"].(map[string]any)
+			if _, ok := e["message"].(string); term["status"] != "failed" || e["code"] != "recursion_limit_exceeded" || !ok {
+				t.Fatalf("terminal: %v", term)
+			}
+			code, text := get(t, "GET", o.base+"/v1/runs/"+runID+"/events/poll?lastSequence=0&timeout=1", o.key, "")
+			var v struct{ Events []map[string]any }
+			if code != http.StatusOK || json.Unmarshal([]byte(text), &v) != nil {
+				t.Fatalf("events/poll: %d %s", code, text)
+			}
+			var breaches []map[string]any
+			breachSeq, failedSeq, started := -1.0, -1.0, 0
+			for _, ev := range v.Events {
+				switch ev["type"] {
+				case "cap.breached":
+					breaches = append(breaches, ev)
+					breachSeq = ev["sequence"].(float64)
+				case "run.failed":
+					failedSeq = ev["sequence"].(float64)
+				case "node.started":
+					started++
+				}
+			}
+			if len(breaches) != 1 {
+				t.Fatalf("%d cap.breached events: %s", len(breaches), text)
+			}
+			p, _ := breaches[0]["payload"].(map[string]any)
+			if obs, _ := p["observed"].(float64); p["kind"] != "node-executions" || p["limit"] != 3.0 || obs <= 3 {
+				t.Fatalf("cap.breached payload %v", p)
+			}
+			if _, ok := p["nodeId"].(string); !ok {
+				t.Fatalf("cap.breached payload without nodeId: %v", p)
+			}
+			if failedSeq < 0 || breachSeq >= failedSeq || started < 1 || started > 3 {
+				t.Fatalf("cap.breached at %v, run.failed at %v, %d node.started", breachSeq, failedSeq, started)
+			}
+		}
+	})
+
 	// failure-path.test.ts: 201, then terminal failed with error an
 	// object with code and message strings.
 	t.Run("failure-path", func(t *testing.T) {

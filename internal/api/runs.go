@@ -17,6 +17,8 @@ type RunService interface {
 	// StartRunOnce is StartRun under an Idempotency-Key: false when the
 	// key answered the run it started before.
 	StartRunOnce(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string) (*host.Run, bool, error)
+	// StartRunWith is StartRunOnce (key "": none) with the run's options.
+	StartRunWith(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string, opts host.RunOptions) (*host.Run, bool, error)
 	GetRun(ctx context.Context, tenant, runID string) (*host.Run, error)
 	RunEvents(ctx context.Context, tenant, runID string) ([]host.RunEvent, error)
 	CancelRun(ctx context.Context, tenant, runID, reason string) (*host.Run, error)
@@ -83,8 +85,27 @@ type openwopDiscovery struct {
 // runHandler is a handler of the run API, handed the RunService.
 // runStartBody is the body of POST /v1/runs.
 type runStartBody struct {
-	WorkflowID string          `json:"workflowId"`
-	Inputs     json.RawMessage `json:"inputs"`
+	WorkflowID   string           `json:"workflowId"`
+	Inputs       json.RawMessage  `json:"inputs"`
+	Configurable *runConfigurable `json:"configurable,omitempty"`
+}
+
+// runConfigurable is openwop's RunOptions.configurable: the overlay
+// packrun honours (recursionLimit); another key is refused, naming it.
+type runConfigurable struct {
+	RecursionLimit *int `json:"recursionLimit,omitempty"`
+}
+
+// options are the run options body asks for.
+func (b runStartBody) options() host.RunOptions {
+	var o host.RunOptions
+	if b.Configurable != nil && b.Configurable.RecursionLimit != nil {
+		o.RecursionLimit = *b.Configurable.RecursionLimit
+		if o.RecursionLimit == 0 {
+			o.RecursionLimit = -1 // refused: 0 would read as no limit
+		}
+	}
+	return o
 }
 
 // runStarted is the answer to POST /v1/runs.
@@ -200,7 +221,12 @@ func (s *server) startRun(w http.ResponseWriter, r *http.Request, rs RunService)
 	if _, ok := r.Header[idempotencyHeader]; ok {
 		return s.startRunOnce(w, r, rs, body)
 	}
-	run, err := rs.StartRun(r.Context(), tenantOf(r, ""), body.WorkflowID, body.Inputs)
+	var run *host.Run
+	if opts := body.options(); opts != (host.RunOptions{}) {
+		run, _, err = rs.StartRunWith(r.Context(), tenantOf(r, ""), body.WorkflowID, body.Inputs, "", opts)
+	} else {
+		run, err = rs.StartRun(r.Context(), tenantOf(r, ""), body.WorkflowID, body.Inputs)
+	}
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,9 @@ var openwopFixtures = []host.OpenwopWorkflow{
 	{WorkflowID: "conformance-cancellable", Builtin: true, Nodes: []host.OpenwopNode{delayNode},
 		Variables: []host.OpenwopVariable{{Name: "delayMs", Type: "number", Required: true, DefaultValue: json.RawMessage(`30000`)}}},
 	{WorkflowID: "conformance-failure", Builtin: true, Nodes: []host.OpenwopNode{{ID: "fail", TypeID: CoreFail}}},
+	{WorkflowID: "conformance-cap-breach", Builtin: true, Nodes: []host.OpenwopNode{
+		{ID: "n1", TypeID: CoreNoop}, {ID: "n2", TypeID: CoreNoop}, {ID: "n3", TypeID: CoreNoop},
+		{ID: "n4", TypeID: CoreNoop}, {ID: "n5", TypeID: CoreNoop}, {ID: "n6", TypeID: CoreNoop}}},
 	{WorkflowID: "conformance-wasm-pack-roundtrip", Builtin: true, Nodes: []host.OpenwopNode{{ID: "greet", TypeID: "vendor.openwop.rust-hello.greet"}}},
 	{WorkflowID: "conformance-wasm-pack-memory-cap-breach", Builtin: true, Nodes: []host.OpenwopNode{{ID: "memory-bomb", TypeID: "vendor.openwop.misbehaving.memory-bomb"}}},
 	{WorkflowID: "conformance-wasm-pack-abi-mismatch", Builtin: true, Nodes: []host.OpenwopNode{{ID: "abi-bomb", TypeID: "vendor.openwop.misbehaving.abi-bomb"}}},
@@ -60,6 +63,9 @@ const (
 	// with the code openwop's suspend scenario recognises.
 	RunErrSuspendNotImplemented = "wasm_suspend_not_implemented"
 	RunErrNodeFailed            = "node_failed"
+	// RunErrRecursionLimit: the run would have executed more nodes than
+	// its recursionLimit.
+	RunErrRecursionLimit = "recursion_limit_exceeded"
 	// RunErrReplayFailed: a fork could not replay a recorded attempt (its
 	// module or trace is gone).
 	RunErrReplayFailed = "replay_failed"
@@ -268,10 +274,20 @@ func (s *Scheduler) StartRun(ctx context.Context, tenant, workflowID string, inp
 // compact JSON) within host.RunIdempotencyTTL answers the run it started
 // and false; with others, host.ErrIdempotencyMismatch.
 func (s *Scheduler) StartRunOnce(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string) (*host.Run, bool, error) {
+	return s.StartRunWith(ctx, tenant, workflowID, inputs, key, host.RunOptions{})
+}
+
+// StartRunWith is StartRunOnce with a run's options; options other than
+// none are part of what the Idempotency-Key compares.
+func (s *Scheduler) StartRunWith(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string, opts host.RunOptions) (*host.Run, bool, error) {
+	if opts.RecursionLimit < 0 {
+		return nil, false, host.Invalid("start run", "configurable.recursionLimit", "must be 1 or more")
+	}
 	r, w, refs, err := s.newRun(ctx, tenant, workflowID, inputs)
 	if err != nil {
 		return nil, false, err
 	}
+	r.RecursionLimit = opts.RecursionLimit
 	evs := []host.RunEvent{runEvent(host.RunEventStarted, "", map[string]any{"workflowId": w.WorkflowID})}
 	created := true
 	if key == "" {
@@ -281,7 +297,11 @@ func (s *Scheduler) StartRunOnce(ctx context.Context, tenant, workflowID string,
 		if err := json.Compact(&c, r.Inputs); err != nil { // r.Inputs decoded as an object in newRun
 			return nil, false, err
 		}
-		d := sha256.Sum256([]byte(w.WorkflowID + "\n" + c.String()))
+		req := w.WorkflowID + "\n" + c.String()
+		if opts != (host.RunOptions{}) {
+			req += fmt.Sprintf("\nrecursionLimit=%d", opts.RecursionLimit)
+		}
+		d := sha256.Sum256([]byte(req))
 		var got *host.Run
 		got, created, err = s.cfg.Store.CreateRunOnce(ctx, r, evs, host.RunIdempotency{Key: key, Digest: hex.EncodeToString(d[:]), TTL: host.RunIdempotencyTTL})
 		if err == nil && !created {
@@ -469,10 +489,18 @@ func (s *Scheduler) Stop() {
 // host stays running and is continued by the next start.
 func (s *Scheduler) execute(ctx context.Context, r *host.Run, w *host.OpenwopWorkflow, refs []string, p progress) {
 	outputs := map[string]json.RawMessage{}
+	executed := 0 // nodes executed, or executing, by this run
 	for i, n := range w.Nodes {
 		if out, done := p.outputs[n.ID]; done {
 			outputs[n.ID] = out
+			executed++
 			continue
+		}
+		executed++
+		if r.RecursionLimit > 0 && executed > r.RecursionLimit {
+			s.advance(ctx, r, "", nil, runEvent(host.RunEventCapBreached, n.ID, map[string]any{"nodeId": n.ID, "kind": "node-executions", "limit": r.RecursionLimit, "observed": executed}))
+			s.fail(ctx, r, n, &host.RunError{Code: RunErrRecursionLimit, Message: fmt.Sprintf("node %s would be node execution %d, over the run's recursionLimit %d", n.ID, executed, r.RecursionLimit)})
+			return
 		}
 		attempt := p.started[n.ID]
 		if isCore(n.TypeID) {
