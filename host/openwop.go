@@ -9,7 +9,7 @@ import (
 
 // An openwop run (openwop's run API, served by `packrun serve` under
 // /v1/runs) executes an openwop workflow definition: an ordered list of
-// nodes, each naming an installed pack's node typeId. It is a different
+// nodes, each naming an installed pack's node typeId or a core.* type. It is a different
 // thing from the agent runtime schema's workflow records (state machines driven by task
 // outcomes); the two are kept apart so the latter can later back the
 // former.

@@ -1,7 +1,8 @@
 // Package runs is the openwop run scheduler: /v1/runs. A run executes the
 // nodes of an openwop workflow definition in order, each through the
 // dispatcher as a recorded attempt (attempt 0, as openwop counts) of the
-// installed pack that provides its typeId, asynchronously; its event log
+// installed pack that provides its typeId, or in process for a core.*
+// type (core.go), asynchronously; its event log
 // is the openwop wire log (node.completed with the output, cap.breached
 // with the kind). A run outlives the process executing it: Continue
 // continues it. The Host (the root package) keeps thin public methods over
