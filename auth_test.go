@@ -59,23 +59,33 @@ type apiReply struct {
 	code   int
 	header http.Header
 	body   string
+	path   string // the request's path, without its query
 }
 
-// errCode is the code of the JSON error envelope, or "".
+// errCode is the code of the JSON error envelope (packrun's, or on the
+// openwop routes openwop's), or "".
 func (r apiReply) errCode() string {
-	var env struct {
-		Error struct{ Code, Message string }
-	}
-	json.Unmarshal([]byte(r.body), &env)
-	return env.Error.Code
+	code, _ := r.errDetail()
+	return code
 }
 
 func (r apiReply) errMessage() string {
+	_, msg := r.errDetail()
+	return msg
+}
+
+func (r apiReply) errDetail() (code, message string) {
 	var env struct {
-		Error struct{ Code, Message string }
+		Error   json.RawMessage
+		Message string
 	}
 	json.Unmarshal([]byte(r.body), &env)
-	return env.Error.Message
+	if json.Unmarshal(env.Error, &code) == nil {
+		return code, env.Message
+	}
+	var d struct{ Code, Message string }
+	json.Unmarshal(env.Error, &d)
+	return d.Code, d.Message
 }
 
 func (e *authEnv) call(t *testing.T, token, method, path, body string) apiReply {
@@ -100,7 +110,7 @@ func (e *authEnv) call(t *testing.T, token, method, path, body string) apiReply 
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return apiReply{resp.StatusCode, resp.Header, string(b)}
+	return apiReply{resp.StatusCode, resp.Header, string(b), req.URL.Path}
 }
 
 // Without a valid token every route answers 401 in the error envelope;

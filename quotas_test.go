@@ -271,7 +271,7 @@ func TestQuotaRates(t *testing.T) {
 		defer resp.Body.Close()
 		var b bytes.Buffer
 		b.ReadFrom(resp.Body)
-		return apiReply{resp.StatusCode, resp.Header, b.String()}
+		return apiReply{resp.StatusCode, resp.Header, b.String(), req.URL.Path}
 	}
 	for n := 1; n <= 2; n++ {
 		if r := post(n); r.code != http.StatusCreated {

@@ -69,7 +69,7 @@ var apiSpecOnce = sync.OnceValues(func() (*openapitest.Checker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openapitest.Load(b, "ErrorBody", "/v1/", "/.well-known/")
+	return openapitest.Load(b, "ErrorBody|OpenwopErrorBody", "/v1/", "/.well-known/")
 })
 
 func apiSpec(t *testing.T) *openapitest.Checker {

@@ -177,10 +177,13 @@ var apiRefusals = map[string]routeRefusals{
 	"GET /.well-known/openwop": {"", nil},
 	"POST /v1/openwop/workflows": {auth.ScopeTasksWrite, []refusal{
 		inval("/v1/openwop/workflows", `{"workflowId":"w","nodes":"x"}`, stBad, "invalid", "nodes"),
+		inval("/v1/openwop/workflows", `{"id":"w","name":"w","version":"1","nodes":[{"id":"n","typeId":"core.noop","name":"n","position":{"x":0,"y":0},"config":{},"inputs":{}}],"edges":[],"triggers":[{"id":"t","type":"webhook"}],"variables":[],"metadata":{},"settings":{}}`, stUnproc, "unsupported", "triggers[0].type"),
+		inval("/v1/openwop/workflows", `{"id":"w","name":"w","version":"1","nope":1}`, stBad, "invalid", "nope"),
 		conflictOn("/v1/openwop/workflows", `{"workflowId":"conformance-wasm-pack-roundtrip","nodes":[{"id":"greet","typeId":"example.hello"}]}`),
 	}},
 	"POST /v1/runs": {auth.ScopeInvoke, []refusal{
 		inval("/v1/runs", `{"workflowId":1}`, stBad, "invalid", "workflowId"),
+		inval("/v1/runs", `{"workflowId":"conformance-cap-breach","configurable":{"recursionLimit":0}}`, stBad, "invalid", "configurable.recursionLimit"),
 		{kind: "not found", path: "/v1/runs", body: `{"workflowId":"no.such"}`, status: stNotFound, code: "not_found"},
 	}},
 	"GET /v1/runs/{id}": {auth.ScopeTasksRead, []refusal{nf("/v1/runs/run_missing"), foreign("/v1/runs/{run}", "/v1/runs/run_missing")}},
@@ -288,11 +291,20 @@ func acmeObjects(t *testing.T, e *refusalEnv, acme string) (map[string]string, s
 	return ids, `{"format":"agent-envelope","message":` + string(other) + `}`
 }
 
+// openwopCodes are openwop's names of packrun's refusals that openwop
+// names (rest-endpoints.md, "Error response shape").
+var openwopCodes = map[string]string{"unauthorized": "unauthenticated", "invalid": "validation_error", "bad_request": "validation_error", "internal": "internal_error"}
+
 // errorEnvelope checks r is the documented error envelope, exactly
-// {"error":{"code","message","field"?}}, with status and code (and field,
-// when given), a one-line message, as JSON.
+// {"error":{"code","message","field"?}}, or on the openwop routes exactly
+// openwop's {"error","message","details"?} with details.field, with status
+// and code (and field, when given), a one-line message, as JSON.
 func errorEnvelope(t *testing.T, what string, r apiReply, status int, code, field string) {
 	t.Helper()
+	if r.path == "/.well-known/openwop" || strings.HasPrefix(r.path, "/v1/runs") || strings.HasPrefix(r.path, "/v1/openwop/") {
+		openwopEnvelope(t, what, r, status, code, field)
+		return
+	}
 	var env map[string]json.RawMessage
 	var d struct{ Code, Message, Field string }
 	if r.code != status || r.header.Get("Content-Type") != "application/json" ||
@@ -302,6 +314,36 @@ func errorEnvelope(t *testing.T, what string, r apiReply, status int, code, fiel
 	}
 	if d.Code != code || d.Message == "" || strings.ContainsAny(d.Message, "\n") || strings.Contains(d.Message, "goroutine") || field != "" && d.Field != field {
 		t.Errorf("%s: %d %s, want code %s field %q", what, r.code, r.body, code, field)
+	}
+}
+
+// openwopEnvelope is errorEnvelope on an openwop route.
+func openwopEnvelope(t *testing.T, what string, r apiReply, status int, code, field string) {
+	t.Helper()
+	if c, ok := openwopCodes[code]; ok {
+		code = c
+	}
+	var env map[string]json.RawMessage
+	var d struct {
+		Error, Message string
+		Details        *struct{ Field string }
+	}
+	if r.code != status || r.header.Get("Content-Type") != "application/json" ||
+		json.Unmarshal([]byte(r.body), &env) != nil || json.Unmarshal([]byte(r.body), &d) != nil {
+		t.Errorf("%s: %d %q %s, want %d %s in openwop's error envelope", what, r.code, r.header.Get("Content-Type"), r.body, status, code)
+		return
+	}
+	for k := range env {
+		if k != "error" && k != "message" && k != "details" {
+			t.Errorf("%s: key %q outside openwop's envelope: %s", what, k, r.body)
+		}
+	}
+	gotField := ""
+	if d.Details != nil {
+		gotField = d.Details.Field
+	}
+	if d.Error != code || d.Message == "" || strings.ContainsAny(d.Message, "\n") || field != "" && gotField != field {
+		t.Errorf("%s: %d %s, want error %s field %q", what, r.code, r.body, code, field)
 	}
 }
 

@@ -33,10 +33,18 @@ func (h *Host) PutOpenwopWorkflow(ctx context.Context, w *host.OpenwopWorkflow) 
 	return h.runs.PutOpenwopWorkflow(ctx, w)
 }
 
-// OpenwopFixtures lists the built-in conformance fixtures whose nodes'
-// packs are all installed (discovery's "fixtures").
+// OpenwopFixtures lists the built-in conformance fixtures whose nodes are
+// all runnable here: core types, or provided by installed packs
+// (discovery's "fixtures").
 func (h *Host) OpenwopFixtures(ctx context.Context) ([]string, error) {
 	return h.runs.OpenwopFixtures(ctx)
+}
+
+// OpenwopRegistered lists the ids of the tenant's registered openwop
+// workflow definitions whose nodes are all runnable here (discovery's
+// "fixtures" to a caller of the tenant).
+func (h *Host) OpenwopRegistered(ctx context.Context, tenant string) ([]string, error) {
+	return h.runs.OpenwopRegistered(ctx, tenant)
 }
 
 // StartRun creates a run of workflowID with inputs (a JSON object; left
@@ -52,6 +60,11 @@ func (h *Host) StartRun(ctx context.Context, tenant, workflowID string, inputs j
 // run it started and false; another request, host.ErrIdempotencyMismatch.
 func (h *Host) StartRunOnce(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string) (*host.Run, bool, error) {
 	return h.runs.StartRunOnce(ctx, tenant, workflowID, inputs, key)
+}
+
+// StartRunWith is StartRunOnce with a run's options (its recursionLimit).
+func (h *Host) StartRunWith(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string, opts host.RunOptions) (*host.Run, bool, error) {
+	return h.runs.StartRunWith(ctx, tenant, workflowID, inputs, key, opts)
 }
 
 // GetRun returns a tenant's run.

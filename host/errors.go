@@ -25,6 +25,10 @@ var (
 	ErrAccessDenied = errors.New("access denied")
 	// ErrValidation: an argument is malformed; Error.Field names it.
 	ErrValidation = errors.New("invalid")
+	// ErrUnsupported: the request is valid but asks for something packrun
+	// does not do (an openwop workflow construct it cannot execute);
+	// Error.Field names it.
+	ErrUnsupported = errors.New("not supported")
 	// ErrTooLarge: a size limit (value, namespace, payload, artifact,
 	// follow-ups) would be exceeded.
 	ErrTooLarge = errors.New("too large")

@@ -9,7 +9,7 @@ import (
 
 // An openwop run (openwop's run API, served by `packrun serve` under
 // /v1/runs) executes an openwop workflow definition: an ordered list of
-// nodes, each naming an installed pack's node typeId. It is a different
+// nodes, each naming an installed pack's node typeId or a core.* type. It is a different
 // thing from the agent runtime schema's workflow records (state machines driven by task
 // outcomes); the two are kept apart so the latter can later back the
 // former.
@@ -34,6 +34,10 @@ type OpenwopWorkflow struct {
 	WorkflowID string        `json:"workflowId"`
 	Tenant     string        `json:"tenant,omitempty"`
 	Nodes      []OpenwopNode `json:"nodes"`
+	// Variables are the run inputs the definition declares (openwop's
+	// workflow variables): their defaults are applied, the required ones
+	// checked, when a run starts.
+	Variables []OpenwopVariable `json:"variables,omitempty"`
 	// Builtin marks the conformance fixtures compiled into packrun.
 	Builtin bool `json:"builtin,omitempty"`
 }
@@ -42,9 +46,36 @@ type OpenwopWorkflow struct {
 type OpenwopNode struct {
 	// ID is the node's id within the workflow (nodeContext.nodeId).
 	ID string `json:"id"`
-	// TypeID is the installed pack node that runs it.
+	// TypeID is the installed pack node that runs it, or one of the
+	// core.* types packrun runs itself (core.noop, core.delay, core.fail).
 	TypeID string `json:"typeId"`
+	// Inputs binds the node's input ports (openwop's PortValue: a static
+	// value or a workflow variable). A node without any is handed the
+	// run's inputs whole.
+	Inputs map[string]OpenwopPort `json:"inputs,omitempty"`
 }
+
+// OpenwopPort is the value of a node's input port: Type "static" (Value)
+// or "variable" (the run's input VariableName; Optional: may be absent).
+type OpenwopPort struct {
+	Type         string          `json:"type"`
+	Value        json.RawMessage `json:"value,omitempty"`
+	VariableName string          `json:"variableName,omitempty"`
+	Optional     bool            `json:"optional,omitempty"`
+}
+
+// OpenwopVariable is a workflow variable: a run input of Name, of Type
+// (string, number, boolean, object or array), Required unless it has a
+// DefaultValue, which a run that leaves it out takes.
+type OpenwopVariable struct {
+	Name         string          `json:"name"`
+	Type         string          `json:"type"`
+	Required     bool            `json:"required,omitempty"`
+	DefaultValue json.RawMessage `json:"defaultValue,omitempty"`
+}
+
+// openwopVariableTypes are the JSON types a variable may have.
+var openwopVariableTypes = map[string]bool{"string": true, "number": true, "boolean": true, "object": true, "array": true}
 
 // ValidateOpenwopWorkflow checks a definition: an id, at least one node,
 // node ids unique and non-empty, every node naming a typeId.
@@ -65,7 +96,64 @@ func ValidateOpenwopWorkflow(op string, w *OpenwopWorkflow) error {
 			return Invalid(op, "nodes["+itoa(i)+"].typeId", "must name a node typeId")
 		}
 	}
+	vars := map[string]*OpenwopVariable{}
+	for i := range w.Variables {
+		v := &w.Variables[i]
+		f := "variables[" + itoa(i) + "]"
+		if !validRef(v.Name) || vars[v.Name] != nil {
+			return Invalid(op, f+".name", "must be a unique name of 1 to 128 letters, digits, '.', '-' and '_'")
+		}
+		vars[v.Name] = v
+		if !openwopVariableTypes[v.Type] {
+			return Invalid(op, f+".type", "must be string, number, boolean, object or array")
+		}
+		if v.DefaultValue != nil && !OpenwopValueHasType(v.DefaultValue, v.Type) {
+			return Invalid(op, f+".defaultValue", "must be a %s", v.Type)
+		}
+	}
+	for i, n := range w.Nodes {
+		for name, p := range n.Inputs {
+			f := "nodes[" + itoa(i) + "].inputs." + ShortName(name)
+			switch p.Type {
+			case "static":
+				if p.Value == nil || p.VariableName != "" || p.Optional {
+					return Invalid(op, f, "a static port takes a value and nothing else")
+				}
+			case "variable":
+				if p.Value != nil {
+					return Invalid(op, f, "a variable port takes variableName (and optional), no value")
+				}
+				if vars[p.VariableName] == nil {
+					return Invalid(op, f+".variableName", "names no variable of the workflow")
+				}
+			default:
+				return Invalid(op, f+".type", "must be static or variable (packrun does not evaluate expressions or connections)")
+			}
+		}
+	}
 	return nil
+}
+
+// OpenwopValueHasType reports whether the JSON value v is of the
+// variable type typ.
+func OpenwopValueHasType(v json.RawMessage, typ string) bool {
+	var x any
+	if json.Unmarshal(v, &x) != nil {
+		return false
+	}
+	switch x.(type) {
+	case string:
+		return typ == "string"
+	case float64:
+		return typ == "number"
+	case bool:
+		return typ == "boolean"
+	case map[string]any:
+		return typ == "object"
+	case []any:
+		return typ == "array"
+	}
+	return false // null
 }
 
 func validRef(s string) bool {
@@ -91,17 +179,28 @@ type Run struct {
 	Inputs     json.RawMessage `json:"inputs,omitempty"`
 	// ForkedFrom (openwop's sourceRunId), Mode and FromSeq are set on a
 	// run made by :fork.
-	ForkedFrom string    `json:"sourceRunId,omitempty"`
-	Mode       string    `json:"mode,omitempty"`
-	FromSeq    int       `json:"fromSeq,omitempty"`
-	Error      *RunError `json:"error,omitempty"`
-	CreatedAt  time.Time `json:"createdAt"`
-	UpdatedAt  time.Time `json:"updatedAt"`
+	ForkedFrom string `json:"sourceRunId,omitempty"`
+	Mode       string `json:"mode,omitempty"`
+	FromSeq    int    `json:"fromSeq,omitempty"`
+	// RecursionLimit bounds the nodes the run executes (openwop's
+	// RunOptions.configurable.recursionLimit; 0: no bound): the node
+	// past it is not started, the run fails recursion_limit_exceeded.
+	RecursionLimit int       `json:"recursionLimit,omitempty"`
+	Error          *RunError `json:"error,omitempty"`
+	CreatedAt      time.Time `json:"createdAt"`
+	UpdatedAt      time.Time `json:"updatedAt"`
 	// Holder is the runner executing the run, and LeaseUntil when its
 	// hold ends unless renewed (Runs.ClaimRuns, Runs.RenewRuns). Kept
 	// apart from the run's record: not part of openwop's run.
 	Holder     string    `json:"-"`
 	LeaseUntil time.Time `json:"-"`
+}
+
+// RunOptions are a run request's options (openwop's
+// RunOptions.configurable that packrun honours).
+type RunOptions struct {
+	// RecursionLimit is Run.RecursionLimit (0: none).
+	RecursionLimit int
 }
 
 // ClaimEveryRun, as ClaimRuns' expired, claims every run not terminal
@@ -166,6 +265,8 @@ type Runs interface {
 	PutOpenwopWorkflow(ctx context.Context, w *OpenwopWorkflow) error
 	// OpenwopWorkflow returns a tenant's definition (ErrNotFound).
 	OpenwopWorkflow(ctx context.Context, tenant, id string) (*OpenwopWorkflow, error)
+	// OpenwopWorkflows lists a tenant's definitions by id (at most 1,000).
+	OpenwopWorkflows(ctx context.Context, tenant string) ([]*OpenwopWorkflow, error)
 	// CreateRun stores a new run with its first events, held by r.Holder
 	// until r.LeaseUntil (the runner executing it; none if empty).
 	CreateRun(ctx context.Context, r *Run, evs []RunEvent) error

@@ -163,8 +163,7 @@ func TestOpenwopCoreScenarios(t *testing.T) {
 			t.Errorf("the first request is marked a replay")
 		}
 		other := postKeyed(t, o.base, o.key, "key-replay", `{"workflowId":"`+roundtrip+`","inputs":{"name":"DIFFERENT"}}`)
-		e, _ := other.body["error"].(map[string]any)
-		if other.code != http.StatusConflict || e["code"] != "idempotency_key_mismatch" || other.body["runId"] != nil {
+		if other.code != http.StatusConflict || other.body["error"] != "idempotency_key_mismatch" || other.body["runId"] != nil {
 			t.Fatalf("another body: %d %v", other.code, other.body)
 		}
 		globex := postKeyed(t, o.base, o.token("globex", "invoke,tasks:read"), "key-replay", body)
@@ -172,7 +171,7 @@ func TestOpenwopCoreScenarios(t *testing.T) {
 			t.Fatalf("another tenant's same key: %d %v", globex.code, globex.body)
 		}
 		bad := postKeyed(t, o.base, o.key, "no spaces", body)
-		if e, _ := bad.body["error"].(map[string]any); bad.code != http.StatusBadRequest || e["field"] != "Idempotency-Key" {
+		if d, _ := bad.body["details"].(map[string]any); bad.code != http.StatusBadRequest || d["field"] != "Idempotency-Key" {
 			t.Fatalf("malformed key: %d %v", bad.code, bad.body)
 		}
 		o.pollUntilTerminal(t, first.body["runId"].(string))

@@ -188,11 +188,15 @@ const maxBodyDepth = 10000
 //	GET  /v1/skills                             (any token)    {"skills":[InstalledSkill...]}: the installed skills and their SkillManifest
 //	GET  /.well-known/packrun                   (any token)    host capabilities
 //	GET  /.well-known/openwop                   (no token)     openwop discovery: nodePackRuntimes.wasm (RFC 0008 §H) at
-//	                                            the root and under capabilities, loadedPacks, fixtures runnable here
-//	POST /v1/openwop/workflows                  tasks:write    {workflowId, nodes:[{id, typeId}]} → 201: an openwop workflow
-//	                                            definition whose nodes are installed pack typeIds
-//	POST /v1/runs                               invoke         {workflowId, inputs?} → 201 {runId}; the run executes in the
-//	                                            background (400 naming a node's typeId no installed pack provides)
+//	                                            the root and under capabilities, loadedPacks, fixtures runnable here (with
+//	                                            a valid token, also its tenant's registered definitions); errors on
+//	                                            the openwop routes are openwop's {error, message, details} (openwoperrors.go)
+//	POST /v1/openwop/workflows                  tasks:write    openwop's published definition, or {workflowId, nodes:[{id,
+//	                                            typeId}]} → 201: nodes core.* or installed pack typeIds (422 unsupported
+//	                                            naming a construct packrun cannot execute; openwopdef.go)
+//	POST /v1/runs                               invoke         {workflowId, inputs?, configurable?: {recursionLimit}} → 201
+//	                                            {runId}; the run executes in the background (400 naming a node's typeId
+//	                                            no installed pack provides)
 //	GET  /v1/runs/{id}                          tasks:read     Run {runId, status: running|completed|failed|cancelled, ...}
 //	GET  /v1/runs/{id}/events                   tasks:read     {"events":[{seq, type, nodeId, payload, data, at}...]}
 //	                                            (Accept: text/event-stream: SSE until terminal, ?streamMode=, Last-Event-ID; sse.go)
@@ -506,7 +510,7 @@ func (s *server) wrap(h handler) http.Handler {
 		if ae.status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="packrun"`)
 		}
-		reply(w, ae.status, errorBody{Error: ae.detail})
+		writeError(w, r, ae)
 	})
 }
 

@@ -24,6 +24,7 @@ const (
 	CodeAmbiguousTaskType    = "ambiguous_task_type"    // 422: several packs serve it and no override chooses
 	CodeModuleRefused        = "module_refused"         // 422: the runtime refused to load the pack's module
 	CodeInputSchema          = "input_schema_violation" // 422: the node's inputSchema refused the input; "field" is its path
+	CodeUnsupported          = "unsupported"            // 422: valid, but not something packrun does (an openwop construct it cannot execute); "field" names it
 	CodeUnavailable          = "unavailable"            // 503: the service is not configured, is closing, or has no disk space left (Retry-After)
 	CodeInternal             = "internal"               // 500: a host error; details are logged, not returned
 )
@@ -80,6 +81,8 @@ func fromHost(err error) *apiError {
 		return refuse(http.StatusNotFound, CodeNotFound, field, err.Error())
 	case errors.Is(err, host.ErrValidation):
 		return refuse(http.StatusBadRequest, CodeInvalid, field, err.Error())
+	case errors.Is(err, host.ErrUnsupported):
+		return refuse(http.StatusUnprocessableEntity, CodeUnsupported, field, err.Error())
 	case errors.Is(err, host.ErrTooLarge):
 		return refuse(http.StatusRequestEntityTooLarge, CodeTooLarge, field, err.Error())
 	case errors.Is(err, host.ErrConflict):

@@ -155,8 +155,8 @@ var operations = map[string]op{
 	"GET /v1/profiles":                    {summary: "List the subagent profiles", ok: map[int]any{st200: profileList{}}},
 	"GET /v1/skills":                      {summary: "List the installed skills and their SkillManifest", ok: map[int]any{st200: skillList{}}},
 	"GET /.well-known/packrun":            {summary: "The host's capabilities", ok: map[int]any{st200: capabilities{}}},
-	"GET /.well-known/openwop":            {summary: "openwop discovery (no token needed): protocolVersion, limits, nodePackRuntimes.wasm (RFC 0008 §H), loaded packs, fixtures runnable here", ok: map[int]any{st200: openwopDiscovery{}}},
-	"POST /v1/openwop/workflows":          {summary: "Store an openwop workflow definition whose nodes are installed pack typeIds", body: host.OpenwopWorkflow{}, ok: map[int]any{st201: host.OpenwopWorkflow{}}, errs: []int{st409, st422}},
+	"GET /.well-known/openwop":            {summary: "openwop discovery (no token needed): protocolVersion, limits, nodePackRuntimes.wasm (RFC 0008 §H), loaded packs, fixtures runnable here (with a valid token, also its tenant's registered definitions)", ok: map[int]any{st200: openwopDiscovery{}}},
+	"POST /v1/openwop/workflows":          {summary: "Store an openwop workflow definition (openwop's published shape, or {workflowId, nodes}) whose nodes are core types or installed pack typeIds; 422 names a construct packrun cannot execute", body: anyOf{host.OpenwopDefinition{}, host.OpenwopWorkflow{}}, ok: map[int]any{st201: host.OpenwopWorkflow{}}, errs: []int{st409, st422}},
 	"POST /v1/runs":                       {summary: "Start an openwop run; it executes in the background", body: runStartBody{}, ok: map[int]any{st201: runStarted{}}, errs: []int{st404, st409, st422}},
 	"GET /v1/runs/{id}":                   {summary: "Get an openwop run", ok: map[int]any{st200: host.Run{}}, errs: []int{st404, st405}},
 	"POST /v1/runs/{id}":                  {summary: "ID:cancel (200 the run, 409 once terminal) or ID:fork ({mode: replay, fromSeq?} → 201 a new run)", body: runActionBody{}, bodyOptional: true, ok: map[int]any{st200: host.Run{}, st201: runForked{}}, errs: []int{st404, st405, st409, st422}},
@@ -366,12 +366,19 @@ func remarshal(v, out any) error {
 	return json.Unmarshal(b, out)
 }
 
+// openwopErrPrefix names the error responses in openwop's envelope.
+const openwopErrPrefix = "openwop_"
+
 // buildOpenAPI builds the document from the routes' metadata and the
 // operations table.
 func buildOpenAPI() ([]byte, error) {
 	s, _ := build(Config{})
 	ss := &schemaSet{components: map[string]any{}, types: map[string]reflect.Type{}}
 	errRef, err := ss.ref(errorBody{}, false)
+	if err != nil {
+		return nil, err
+	}
+	owErrRef, err := ss.ref(openwopErrorBody{}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -446,9 +453,13 @@ func buildOpenAPI() ([]byte, error) {
 			}
 			responses[strconv.Itoa(st)] = r
 		}
+		errPrefix := "" // the openwop routes answer errors in openwop's envelope (writeError)
+		if openwopRoute(p) {
+			errPrefix = openwopErrPrefix
+		}
 		for _, st := range append(statuses, o.errs...) {
 			if _, ok := responses[strconv.Itoa(st)]; !ok {
-				responses[strconv.Itoa(st)] = map[string]any{"$ref": "#/components/responses/" + strconv.Itoa(st)}
+				responses[strconv.Itoa(st)] = map[string]any{"$ref": "#/components/responses/" + errPrefix + strconv.Itoa(st)}
 			}
 		}
 		operation["responses"] = responses
@@ -468,6 +479,10 @@ func buildOpenAPI() ([]byte, error) {
 			"description": http.StatusText(st) + ": the error envelope; code says which refusal",
 			"content":     map[string]any{"application/json": map[string]any{"schema": errRef}},
 		}
+		errResponses[openwopErrPrefix+strconv.Itoa(st)] = map[string]any{
+			"description": http.StatusText(st) + ": openwop's error envelope (on the openwop routes); error says which refusal",
+			"content":     map[string]any{"application/json": map[string]any{"schema": owErrRef}},
+		}
 	}
 	shared := map[string]any{}
 	for name, q := range sharedParams {
@@ -484,7 +499,8 @@ func buildOpenAPI() ([]byte, error) {
 			"version": "v1",
 			"description": "Every operation needs a bearer token (packrun tokens create) carrying the scope its security " +
 				"requirement names; admin holds every scope but operator. A token acts for its tenant only. Errors are " +
-				"{\"error\":{\"code\",\"message\",\"field\"}}. Paged lists take cursor and limit and answer next_cursor.",
+				"{\"error\":{\"code\",\"message\",\"field\"}}, on the openwop routes (/.well-known/openwop, /v1/runs, " +
+				"/v1/openwop) openwop's {\"error\",\"message\",\"details\"}. Paged lists take cursor and limit and answer next_cursor.",
 		},
 		"security": []any{map[string]any{"bearer": []string{}}},
 		"paths":    paths,

@@ -17,7 +17,7 @@ var apiSpec = sync.OnceValues(func() (*openapitest.Checker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openapitest.Load(b, "ErrorBody", "/v1/", "/.well-known/")
+	return openapitest.Load(b, "ErrorBody|OpenwopErrorBody", "/v1/", "/.well-known/")
 })
 
 func specFor(t *testing.T) *openapitest.Checker {

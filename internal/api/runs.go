@@ -17,12 +17,17 @@ type RunService interface {
 	// StartRunOnce is StartRun under an Idempotency-Key: false when the
 	// key answered the run it started before.
 	StartRunOnce(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string) (*host.Run, bool, error)
+	// StartRunWith is StartRunOnce (key "": none) with the run's options.
+	StartRunWith(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string, opts host.RunOptions) (*host.Run, bool, error)
 	GetRun(ctx context.Context, tenant, runID string) (*host.Run, error)
 	RunEvents(ctx context.Context, tenant, runID string) ([]host.RunEvent, error)
 	CancelRun(ctx context.Context, tenant, runID, reason string) (*host.Run, error)
 	ForkRun(ctx context.Context, tenant, runID, mode string, fromSeq int) (*host.Run, error)
 	// OpenwopFixtures lists the conformance fixtures runnable here.
 	OpenwopFixtures(ctx context.Context) ([]string, error)
+	// OpenwopRegistered lists the ids of a tenant's registered workflow
+	// definitions runnable here.
+	OpenwopRegistered(ctx context.Context, tenant string) ([]string, error)
 	// OpenwopLoadedPacks lists the names of the packs loaded (installed).
 	OpenwopLoadedPacks(ctx context.Context) ([]string, error)
 }
@@ -80,8 +85,27 @@ type openwopDiscovery struct {
 // runHandler is a handler of the run API, handed the RunService.
 // runStartBody is the body of POST /v1/runs.
 type runStartBody struct {
-	WorkflowID string          `json:"workflowId"`
-	Inputs     json.RawMessage `json:"inputs"`
+	WorkflowID   string           `json:"workflowId"`
+	Inputs       json.RawMessage  `json:"inputs"`
+	Configurable *runConfigurable `json:"configurable,omitempty"`
+}
+
+// runConfigurable is openwop's RunOptions.configurable: the overlay
+// packrun honours (recursionLimit); another key is refused, naming it.
+type runConfigurable struct {
+	RecursionLimit *int `json:"recursionLimit,omitempty"`
+}
+
+// options are the run options body asks for.
+func (b runStartBody) options() host.RunOptions {
+	var o host.RunOptions
+	if b.Configurable != nil && b.Configurable.RecursionLimit != nil {
+		o.RecursionLimit = *b.Configurable.RecursionLimit
+		if o.RecursionLimit == 0 {
+			o.RecursionLimit = -1 // refused: 0 would read as no limit
+		}
+	}
+	return o
 }
 
 // runStarted is the answer to POST /v1/runs.
@@ -135,6 +159,18 @@ func (s *server) wellKnownOpenwop(w http.ResponseWriter, r *http.Request, rs Run
 	if err != nil {
 		return err
 	}
+	cache := discoveryCacheControl
+	if tenant, ok := s.discoveryTenant(r); ok {
+		// Discovery is public; a caller with a valid token also sees its
+		// tenant's registered definitions, an answer for it alone.
+		reg, err := rs.OpenwopRegistered(r.Context(), tenant)
+		if err != nil {
+			return err
+		}
+		fixtures = appendNew(fixtures, reg)
+		cache = discoveryPrivateCacheControl
+	}
+	w.Header().Set("Vary", "Authorization")
 	h := s.cfg.Host
 	// Engine is "wazero <version> <kind>".
 	f := strings.Fields(h.Engine)
@@ -148,7 +184,7 @@ func (s *server) wellKnownOpenwop(w http.ResponseWriter, r *http.Request, rs Run
 		d.Implementation["version"] = s.cfg.Build.Version
 	}
 	d.Capabilities.NodePackRuntimes = d.NodePackRuntimes
-	w.Header().Set("Cache-Control", discoveryCacheControl)
+	w.Header().Set("Cache-Control", cache)
 	reply(w, http.StatusOK, d)
 	return nil
 }
@@ -159,15 +195,12 @@ func (s *server) putOpenwopWorkflow(w http.ResponseWriter, r *http.Request, rs R
 	if err != nil {
 		return err
 	}
-	var def host.OpenwopWorkflow
-	if err := decodeStrict(b, &def); err != nil {
-		return err
-	}
-	if err := refuseTenantField(r, "tenant", def.Tenant); err != nil {
+	def, err := decodeOpenwopWorkflow(r, b)
+	if err != nil {
 		return err
 	}
 	def.Tenant = tenantOf(r, def.Tenant)
-	if err := rs.PutOpenwopWorkflow(r.Context(), &def); err != nil {
+	if err := rs.PutOpenwopWorkflow(r.Context(), def); err != nil {
 		return err
 	}
 	s.recordCall(r, "", "")
@@ -188,7 +221,12 @@ func (s *server) startRun(w http.ResponseWriter, r *http.Request, rs RunService)
 	if _, ok := r.Header[idempotencyHeader]; ok {
 		return s.startRunOnce(w, r, rs, body)
 	}
-	run, err := rs.StartRun(r.Context(), tenantOf(r, ""), body.WorkflowID, body.Inputs)
+	var run *host.Run
+	if opts := body.options(); opts != (host.RunOptions{}) {
+		run, _, err = rs.StartRunWith(r.Context(), tenantOf(r, ""), body.WorkflowID, body.Inputs, "", opts)
+	} else {
+		run, err = rs.StartRun(r.Context(), tenantOf(r, ""), body.WorkflowID, body.Inputs)
+	}
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,6 @@ func TestRunsUnserved(t *testing.T) {
 		e.post("/v1/runs/run_1/cancel", `{}`),
 		e.post("/v1/openwop/workflows", `{}`),
 	} {
-		wantError(t, r, http.StatusServiceUnavailable, CodeUnavailable, "")
+		wantOpenwopError(t, r, http.StatusServiceUnavailable, CodeUnavailable, "")
 	}
 }

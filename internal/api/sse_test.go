@@ -239,16 +239,16 @@ func TestRunEventsSSEModes(t *testing.T) {
 func TestRunEventsSSERefusals(t *testing.T) {
 	e, f := sseEnv(t)
 	f.add(1, host.RunEventStarted, "")
-	wantError(t, e.get("/v1/runs/run_1/events?streamMode=does-not-exist"), http.StatusBadRequest, CodeInvalid, "streamMode")
+	wantOpenwopError(t, e.get("/v1/runs/run_1/events?streamMode=does-not-exist"), http.StatusBadRequest, "validation_error", "streamMode")
 	for _, c := range []struct {
 		path, lastID string
 		status       int
 		code, field  string
 	}{
-		{"/v1/runs/run_1/events?streamMode=does-not-exist", "", 400, CodeInvalid, "streamMode"},
-		{"/v1/runs/run_1/events", "x", 400, CodeInvalid, "Last-Event-ID"},
-		{"/v1/runs/run_1/events", "-2", 400, CodeInvalid, "Last-Event-ID"},
-		{"/v1/runs/run_9/events", "", 404, CodeNotFound, ""},
+		{"/v1/runs/run_1/events?streamMode=does-not-exist", "", 400, "validation_error", "streamMode"},
+		{"/v1/runs/run_1/events", "x", 400, "validation_error", "Last-Event-ID"},
+		{"/v1/runs/run_1/events", "-2", 400, "validation_error", "Last-Event-ID"},
+		{"/v1/runs/run_9/events", "", 404, "not_found", ""},
 	} {
 		req, _ := http.NewRequest(http.MethodGet, e.url+c.path, nil)
 		req.Header.Set("Accept", "text/event-stream")
@@ -261,7 +261,7 @@ func TestRunEventsSSERefusals(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		wantError(t, resp2(resp, b), c.status, c.code, c.field)
+		wantOpenwopError(t, resp2(resp, b), c.status, c.code, c.field)
 	}
 }
 

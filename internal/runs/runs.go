@@ -1,7 +1,8 @@
 // Package runs is the openwop run scheduler: /v1/runs. A run executes the
 // nodes of an openwop workflow definition in order, each through the
 // dispatcher as a recorded attempt (attempt 0, as openwop counts) of the
-// installed pack that provides its typeId, asynchronously; its event log
+// installed pack that provides its typeId, or in process for a core.*
+// type (core.go), asynchronously; its event log
 // is the openwop wire log (node.completed with the output, cap.breached
 // with the kind). A run outlives the process executing it: Continue
 // continues it. The Host (the root package) keeps thin public methods over
@@ -30,14 +31,31 @@ import (
 	"github.com/packrun/packrun/runtime"
 )
 
-// Conformance fixtures (RFC 0008 §Conformance) built into packrun: each is
-// advertised, and runnable, exactly when the packs its nodes need are
-// installed.
+// Conformance fixtures built into packrun: each is advertised, and
+// runnable, exactly when the packs its nodes need are installed. The
+// core ones (openwop's conformance/fixtures, their nodes core.* types
+// packrun runs itself) always are; the RFC 0008 ones (§Conformance) need
+// the packs of their Wasm nodes.
 var openwopFixtures = []host.OpenwopWorkflow{
+	{WorkflowID: "conformance-noop", Builtin: true, Nodes: []host.OpenwopNode{{ID: "noop", TypeID: CoreNoop}}},
+	{WorkflowID: "conformance-idempotent", Builtin: true, Nodes: []host.OpenwopNode{{ID: "noop", TypeID: CoreNoop}},
+		Variables: []host.OpenwopVariable{{Name: "nonce", Type: "string", Required: true}}},
+	{WorkflowID: "conformance-delay", Builtin: true, Nodes: []host.OpenwopNode{delayNode},
+		Variables: []host.OpenwopVariable{{Name: "delayMs", Type: "number", Required: true, DefaultValue: json.RawMessage(`1000`)}}},
+	{WorkflowID: "conformance-cancellable", Builtin: true, Nodes: []host.OpenwopNode{delayNode},
+		Variables: []host.OpenwopVariable{{Name: "delayMs", Type: "number", Required: true, DefaultValue: json.RawMessage(`30000`)}}},
+	{WorkflowID: "conformance-failure", Builtin: true, Nodes: []host.OpenwopNode{{ID: "fail", TypeID: CoreFail}}},
+	{WorkflowID: "conformance-cap-breach", Builtin: true, Nodes: []host.OpenwopNode{
+		{ID: "n1", TypeID: CoreNoop}, {ID: "n2", TypeID: CoreNoop}, {ID: "n3", TypeID: CoreNoop},
+		{ID: "n4", TypeID: CoreNoop}, {ID: "n5", TypeID: CoreNoop}, {ID: "n6", TypeID: CoreNoop}}},
 	{WorkflowID: "conformance-wasm-pack-roundtrip", Builtin: true, Nodes: []host.OpenwopNode{{ID: "greet", TypeID: "vendor.openwop.rust-hello.greet"}}},
 	{WorkflowID: "conformance-wasm-pack-memory-cap-breach", Builtin: true, Nodes: []host.OpenwopNode{{ID: "memory-bomb", TypeID: "vendor.openwop.misbehaving.memory-bomb"}}},
 	{WorkflowID: "conformance-wasm-pack-abi-mismatch", Builtin: true, Nodes: []host.OpenwopNode{{ID: "abi-bomb", TypeID: "vendor.openwop.misbehaving.abi-bomb"}}},
 }
+
+// delayNode is the node of conformance-delay and -cancellable: core.delay
+// for the run's delayMs.
+var delayNode = host.OpenwopNode{ID: "wait", TypeID: CoreDelay, Inputs: map[string]host.OpenwopPort{"delayMs": {Type: "variable", VariableName: "delayMs"}}}
 
 // Run error codes.
 const (
@@ -46,6 +64,9 @@ const (
 	// with the code openwop's suspend scenario recognises.
 	RunErrSuspendNotImplemented = "wasm_suspend_not_implemented"
 	RunErrNodeFailed            = "node_failed"
+	// RunErrRecursionLimit: the run would have executed more nodes than
+	// its recursionLimit.
+	RunErrRecursionLimit = "recursion_limit_exceeded"
 	// RunErrReplayFailed: a fork could not replay a recorded attempt (its
 	// module or trace is gone).
 	RunErrReplayFailed = "replay_failed"
@@ -196,11 +217,35 @@ func (s *Scheduler) OpenwopFixtures(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
+// OpenwopRegistered lists the ids of the tenant's registered workflow
+// definitions whose nodes are all runnable here (core types, or provided
+// by installed packs): discovery's "fixtures" to a caller of the tenant.
+func (s *Scheduler) OpenwopRegistered(ctx context.Context, tenant string) ([]string, error) {
+	prov, err := s.providers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := s.cfg.Store.OpenwopWorkflows(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	for _, w := range ws {
+		if _, err := resolveNodes(w, prov); err == nil {
+			out = append(out, w.WorkflowID)
+		}
+	}
+	return out, nil
+}
+
 // resolveNodes names the pack of each node of w, or refuses the workflow
 // naming the first node no installed pack provides.
 func resolveNodes(w *host.OpenwopWorkflow, prov map[string]string) ([]string, error) {
 	refs := make([]string, len(w.Nodes))
 	for i, n := range w.Nodes {
+		if isCore(n.TypeID) {
+			continue // run by packrun: no pack
+		}
 		ref, ok := prov[n.TypeID]
 		if !ok {
 			return nil, host.Invalid("start run", "workflowId", "node %q needs %s, which no installed pack provides", n.ID, n.TypeID)
@@ -230,10 +275,20 @@ func (s *Scheduler) StartRun(ctx context.Context, tenant, workflowID string, inp
 // compact JSON) within host.RunIdempotencyTTL answers the run it started
 // and false; with others, host.ErrIdempotencyMismatch.
 func (s *Scheduler) StartRunOnce(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string) (*host.Run, bool, error) {
+	return s.StartRunWith(ctx, tenant, workflowID, inputs, key, host.RunOptions{})
+}
+
+// StartRunWith is StartRunOnce with a run's options; options other than
+// none are part of what the Idempotency-Key compares.
+func (s *Scheduler) StartRunWith(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string, opts host.RunOptions) (*host.Run, bool, error) {
+	if opts.RecursionLimit < 0 {
+		return nil, false, host.Invalid("start run", "configurable.recursionLimit", "must be 1 or more")
+	}
 	r, w, refs, err := s.newRun(ctx, tenant, workflowID, inputs)
 	if err != nil {
 		return nil, false, err
 	}
+	r.RecursionLimit = opts.RecursionLimit
 	evs := []host.RunEvent{runEvent(host.RunEventStarted, "", map[string]any{"workflowId": w.WorkflowID})}
 	created := true
 	if key == "" {
@@ -243,7 +298,11 @@ func (s *Scheduler) StartRunOnce(ctx context.Context, tenant, workflowID string,
 		if err := json.Compact(&c, r.Inputs); err != nil { // r.Inputs decoded as an object in newRun
 			return nil, false, err
 		}
-		d := sha256.Sum256([]byte(w.WorkflowID + "\n" + c.String()))
+		req := w.WorkflowID + "\n" + c.String()
+		if opts != (host.RunOptions{}) {
+			req += fmt.Sprintf("\nrecursionLimit=%d", opts.RecursionLimit)
+		}
+		d := sha256.Sum256([]byte(req))
 		var got *host.Run
 		got, created, err = s.cfg.Store.CreateRunOnce(ctx, r, evs, host.RunIdempotency{Key: key, Digest: hex.EncodeToString(d[:]), TTL: host.RunIdempotencyTTL})
 		if err == nil && !created {
@@ -281,6 +340,14 @@ func (s *Scheduler) newRun(ctx context.Context, tenant, workflowID string, input
 	refs, err := resolveNodes(w, prov)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if err := runInputs(op, w, obj); err != nil {
+		return nil, nil, nil, err
+	}
+	if len(w.Variables) > 0 {
+		if inputs, err = json.Marshal(obj); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	r := &host.Run{RunID: host.NewID("run"), Tenant: tenant, WorkflowID: w.WorkflowID, Status: host.RunRunning, Inputs: inputs}
 	s.holdRun(r)
@@ -423,12 +490,28 @@ func (s *Scheduler) Stop() {
 // host stays running and is continued by the next start.
 func (s *Scheduler) execute(ctx context.Context, r *host.Run, w *host.OpenwopWorkflow, refs []string, p progress) {
 	outputs := map[string]json.RawMessage{}
+	executed := 0 // nodes executed, or executing, by this run
 	for i, n := range w.Nodes {
 		if out, done := p.outputs[n.ID]; done {
 			outputs[n.ID] = out
+			executed++
 			continue
 		}
+		executed++
+		if r.RecursionLimit > 0 && executed > r.RecursionLimit {
+			s.advance(ctx, r, "", nil, runEvent(host.RunEventCapBreached, n.ID, map[string]any{"nodeId": n.ID, "kind": "node-executions", "limit": r.RecursionLimit, "observed": executed}))
+			s.fail(ctx, r, n, &host.RunError{Code: RunErrRecursionLimit, Message: fmt.Sprintf("node %s would be node execution %d, over the run's recursionLimit %d", n.ID, executed, r.RecursionLimit)})
+			return
+		}
 		attempt := p.started[n.ID]
+		if isCore(n.TypeID) {
+			out, ok := s.executeCore(ctx, r, n, attempt)
+			if !ok {
+				return
+			}
+			outputs[n.ID] = out
+			continue
+		}
 		release, ok := s.nodeSlot(ctx)
 		if !ok {
 			return
@@ -437,7 +520,7 @@ func (s *Scheduler) execute(ctx context.Context, r *host.Run, w *host.OpenwopWor
 			release()
 			return
 		}
-		att, res, err := s.cfg.Invoke(ctx, dispatch.InvokeRequest{Pack: refs[i], Node: n.TypeID, Input: r.Inputs, Tenant: r.Tenant, RunID: r.RunID, NodeID: n.ID, Attempt: attempt, AttemptGiven: true})
+		att, res, err := s.cfg.Invoke(ctx, dispatch.InvokeRequest{Pack: refs[i], Node: n.TypeID, Input: nodeInput(n, r.Inputs), Tenant: r.Tenant, RunID: r.RunID, NodeID: n.ID, Attempt: attempt, AttemptGiven: true})
 		release()
 		if ctx.Err() != nil && (err != nil || res.Outcome != abi.Completed) {
 			return
@@ -473,6 +556,25 @@ func (s *Scheduler) execute(ctx context.Context, r *host.Run, w *host.OpenwopWor
 	s.advance(ctx, r, host.RunCompleted, nil, runEvent(host.RunEventCompleted, "", map[string]any{"outputs": outputs}))
 }
 
+// executeCore runs the core node n of r as execute runs a pack's: its
+// node.started, then node.completed with its output, or node.failed and
+// the run failed (false). False also when the run's context ended.
+func (s *Scheduler) executeCore(ctx context.Context, r *host.Run, n host.OpenwopNode, attempt int) (json.RawMessage, bool) {
+	if !s.advance(ctx, r, "", nil, runEvent(host.RunEventNodeStarted, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "attempt": attempt})) {
+		return nil, false
+	}
+	out, fail, ok := runCore(ctx, n.TypeID, nodeInput(n, r.Inputs))
+	if !ok {
+		return nil, false
+	}
+	if fail != nil {
+		s.advance(ctx, r, "", nil, runEvent(host.RunEventNodeFailed, n.ID, map[string]any{"nodeId": n.ID, "error": fail}))
+		s.fail(ctx, r, n, &host.RunError{Code: RunErrNodeFailed, Message: fmt.Sprintf("node %s failed: %s: %s", n.ID, fail.Code, fail.Message)})
+		return nil, false
+	}
+	return out, s.advance(ctx, r, "", nil, runEvent(host.RunEventNodeDone, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "output": out}))
+}
+
 // suspendError is why a run whose node n suspended fails.
 func suspendError(n host.OpenwopNode) *host.RunError {
 	return &host.RunError{Code: RunErrSuspendNotImplemented, Message: "node " + n.ID + " suspended; resuming an openwop run is not implemented"}
@@ -497,12 +599,19 @@ func (s *Scheduler) replayRun(ctx context.Context, r *host.Run, src []host.RunEv
 			continue
 		}
 		var p struct {
-			NodeID    string `json:"nodeId"`
-			TypeID    string `json:"typeId"`
-			AttemptID string `json:"attemptId"`
+			NodeID    string          `json:"nodeId"`
+			TypeID    string          `json:"typeId"`
+			AttemptID string          `json:"attemptId"`
+			Output    json.RawMessage `json:"output"`
 		}
 		_ = json.Unmarshal(e.Payload, &p) // written by this package (runEvent above), stored as written
 		n := host.OpenwopNode{ID: p.NodeID, TypeID: p.TypeID}
+		if isCore(n.TypeID) { // no attempt recorded: its output stands
+			if !s.advance(ctx, r, "", nil, runEvent(host.RunEventNodeDone, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "replayed": true, "output": p.Output})) {
+				return
+			}
+			continue
+		}
 		release, ok := s.nodeSlot(ctx)
 		if !ok {
 			return // cancelled, or left running for the next start

@@ -21,9 +21,9 @@ import (
 type Checker struct {
 	doc    *openapi3.T
 	router routers.Router
-	// unrouted is the schema of an answer to a path or method the
-	// document has no operation for (404, 405): the error envelope.
-	unrouted *openapi3.SchemaRef
+	// unrouted are the schemas of an answer to a path or method the
+	// document has no operation for (404, 405): the error envelopes.
+	unrouted []*openapi3.SchemaRef
 	prefixes []string
 
 	mu      sync.Mutex
@@ -32,7 +32,7 @@ type Checker struct {
 
 // Load parses and validates doc (an OpenAPI 3.1 document in JSON), whose
 // components.schemas[envelope] is the body of any refusal of a route it
-// does not describe; the paths under prefixes are the API's (others, such
+// does not describe (envelope may name several, "A|B": one of them); the paths under prefixes are the API's (others, such
 // as a console served beside it, are not checked).
 func Load(doc []byte, envelope string, prefixes ...string) (*Checker, error) {
 	// A server-sent event stream is checked as text.
@@ -52,11 +52,15 @@ func Load(doc []byte, envelope string, prefixes ...string) (*Checker, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := d.Components.Schemas[envelope]
-	if env == nil {
-		return nil, fmt.Errorf("the OpenAPI document has no schema %s", envelope)
+	var envs []*openapi3.SchemaRef
+	for _, name := range strings.Split(envelope, "|") {
+		env := d.Components.Schemas[name]
+		if env == nil {
+			return nil, fmt.Errorf("the OpenAPI document has no schema %s", name)
+		}
+		envs = append(envs, env)
 	}
-	return &Checker{doc: d, router: r, unrouted: env, prefixes: prefixes, checked: map[string]int{}}, nil
+	return &Checker{doc: d, router: r, unrouted: envs, prefixes: prefixes, checked: map[string]int{}}, nil
 }
 
 // Doc is the parsed document.
@@ -118,7 +122,12 @@ func (c *Checker) unroutedBody(body []byte) error {
 	if err != nil {
 		return err
 	}
-	return c.unrouted.Value.VisitJSON(v, openapi3.EnableJSONSchema2020())
+	for _, env := range c.unrouted {
+		if err = env.Value.VisitJSON(v, openapi3.EnableJSONSchema2020()); err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 func (c *Checker) isAPI(path string) bool {

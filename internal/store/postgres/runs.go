@@ -27,6 +27,11 @@ func (s *Store) OpenwopWorkflow(ctx context.Context, tenant, id string) (*host.O
 	return storecore.OpenwopWorkflow(ctx, corePool{s.pool}, tenant, id)
 }
 
+// OpenwopWorkflows implements host.Runs.
+func (s *Store) OpenwopWorkflows(ctx context.Context, tenant string) ([]*host.OpenwopWorkflow, error) {
+	return storecore.OpenwopWorkflows(ctx, corePool{s.pool}, tenant)
+}
+
 // CreateRun implements host.Runs.
 func (s *Store) CreateRun(ctx context.Context, r *host.Run, evs []host.RunEvent) error {
 	now := s.now()

@@ -52,6 +52,30 @@ func OpenwopWorkflow(ctx context.Context, q Querier, tenant, id string) (*host.O
 	return &w, json.Unmarshal([]byte(def), &w)
 }
 
+// MaxListedOpenwopWorkflows bounds OpenwopWorkflows.
+const MaxListedOpenwopWorkflows = 1000
+
+// OpenwopWorkflows lists the tenant's definitions by id, at most
+// MaxListedOpenwopWorkflows.
+func OpenwopWorkflows(ctx context.Context, q Querier, tenant string) ([]*host.OpenwopWorkflow, error) {
+	rows, err := q.Query(ctx, `SELECT definition FROM openwop_workflows WHERE tenant = $1 ORDER BY workflow_id LIMIT $2`, TenantOr(tenant), MaxListedOpenwopWorkflows)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := CollectRows(rows, func(row Row) (*host.OpenwopWorkflow, error) {
+		var def string
+		var w host.OpenwopWorkflow
+		if err := row.Scan(&def); err != nil {
+			return nil, err
+		}
+		return &w, json.Unmarshal([]byte(def), &w)
+	})
+	if ws == nil && err == nil {
+		ws = []*host.OpenwopWorkflow{}
+	}
+	return ws, err
+}
+
 // CreateRun stores the new run r (its tenant set, created at now) and
 // its first events.
 func CreateRun(ctx context.Context, tx Tx, r *host.Run, evs []host.RunEvent, now time.Time) error {

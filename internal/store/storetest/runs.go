@@ -49,6 +49,25 @@ func runsDefinitions(f *fixture) {
 	if got, _ := f.b.OpenwopWorkflow(ctx, "acme", "wf"); len(got.Nodes) != 2 || got.Nodes[1].ID != "b" {
 		t.Fatalf("a refused definition replaced the stored one: %+v", got)
 	}
+	// The tenant's definitions, by id, with their variables and ports;
+	// none of another tenant's.
+	v := &host.OpenwopWorkflow{WorkflowID: "a-first", Tenant: "acme", Nodes: []host.OpenwopNode{{ID: "a", TypeID: "core.delay",
+		Inputs: map[string]host.OpenwopPort{"delayMs": {Type: "variable", VariableName: "d"}}}},
+		Variables: []host.OpenwopVariable{{Name: "d", Type: "number", DefaultValue: json.RawMessage(`5`)}}}
+	if err := f.b.PutOpenwopWorkflow(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.b.PutOpenwopWorkflow(ctx, &host.OpenwopWorkflow{WorkflowID: "theirs", Tenant: "other", Nodes: w.Nodes}); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := f.b.OpenwopWorkflows(ctx, "acme")
+	if err != nil || len(ws) != 2 || ws[0].WorkflowID != "a-first" || ws[1].WorkflowID != "wf" ||
+		ws[0].Nodes[0].Inputs["delayMs"].VariableName != "d" || string(ws[0].Variables[0].DefaultValue) != "5" {
+		t.Fatalf("acme's workflows: %+v %v", ws, err)
+	}
+	if ws, err := f.b.OpenwopWorkflows(ctx, "nobody"); err != nil || ws == nil || len(ws) != 0 {
+		t.Fatalf("no workflows: %v %v", ws, err)
+	}
 }
 
 func runsRunLog(f *fixture) {
