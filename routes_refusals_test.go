@@ -194,7 +194,12 @@ var apiRefusals = map[string]routeRefusals{
 	"GET /v1/runs/{id}/events/poll": {auth.ScopeTasksRead, []refusal{nf("/v1/runs/run_missing/events/poll"), foreign("/v1/runs/{run}/events/poll", "/v1/runs/run_missing/events/poll"),
 		inval("/v1/runs/{run}/events/poll?lastSequence=-1", "", stBad, "invalid", "lastSequence"), inval("/v1/runs/{run}/events/poll?timeout=31", "", stBad, "invalid", "timeout")}},
 	"POST /v1/runs/{id}/cancel": {auth.ScopeInvoke, []refusal{nf("/v1/runs/run_missing/cancel"), foreign("/v1/runs/{run}/cancel", "/v1/runs/run_missing/cancel"), conflictOn("/v1/runs/{run}/cancel", "")}},
-	"GET /v1/openapi.json":      {"", nil},
+	"POST /v1/runs/{id}/interrupts/{nodeId}": {auth.ScopeInvoke, []refusal{
+		{kind: "not found", path: "/v1/runs/run_missing/interrupts/gate", body: `{"resumeValue":{"action":"accept"}}`, status: stNotFound, code: "not_found"},
+		{kind: "tenant", path: "/v1/runs/{run}/interrupts/greet", body: `{"resumeValue":{"action":"accept"}}`, status: stNotFound, code: "not_found", asGlobex: true, sameAsMissing: "/v1/runs/run_missing/interrupts/greet"},
+		conflictOn("/v1/runs/{run}/interrupts/greet", `{"resumeValue":{"action":"accept"}}`),
+		inval("/v1/runs/{run}/interrupts/greet", `{"value":1}`, stBad, "invalid", "value")}},
+	"GET /v1/openapi.json": {"", nil},
 	// No witness configured (serve --witness): nothing cosigned to serve.
 	"GET /v1/evidence/checkpoint/cosigned": {"", []refusal{nf("/v1/evidence/checkpoint/cosigned")}},
 }

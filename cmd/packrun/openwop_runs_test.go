@@ -297,7 +297,7 @@ func startOpenwopHost(t *testing.T, install owInstall) openwopHost {
 	s.waitUp(t)
 	m := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())
 	o := openwopHost{base: m[1], key: apiKey, h: h}
-	if fs := o.fixtures(t); len(fs) != 0 {
+	if fs := o.fixtures(t); slices.ContainsFunc(fs, func(f any) bool { return strings.HasPrefix(fmt.Sprint(f), "conformance-wasm-pack-") }) {
 		t.Fatalf("fixtures advertised before their packs are installed: %v", fs)
 	}
 
@@ -669,18 +669,43 @@ func TestOpenwopRuns(t *testing.T) {
 		t.Fatalf("POST /v1/runs without invoke: %d", code)
 	}
 
-	// A node that suspends fails its run with the code openwop's suspend
-	// scenario recognises, its interrupt in node.suspended.
+	// A node that suspends makes its run wait for a person, its interrupt
+	// (of no openwop kind: "custom") in node.suspended and
+	// interrupt.requested. Resolved, the node runs again as its next
+	// attempt; this one suspends again, and the run waits again.
 	def = map[string]any{"workflowId": "ask", "nodes": []map[string]string{{"id": "q", "typeId": "vendor.openwop.ask.approve"}}}
 	if code, v := o.do(t, "POST", "/v1/openwop/workflows", def); code != http.StatusCreated {
 		t.Fatalf("register: %d %v", code, v)
 	}
 	ask := o.startRun(t, "ask", nil)
-	if term := o.pollUntilTerminal(t, ask); term["status"] != "failed" || !strings.Contains(fmt.Sprint(term["error"]), "wasm_suspend_not_implemented") {
-		t.Fatalf("suspending run: %v", term)
+	if v := o.pollUntilStatus(t, ask, "waiting-approval"); v["currentNodeId"] != "q" {
+		t.Fatalf("suspending run: %v", v)
 	}
-	if e := findEvent(o.events(t, ask), "node.suspended"); !strings.Contains(fmt.Sprint(e["payload"]), "approve?") {
+	askEvs := o.events(t, ask)
+	if e := findEvent(askEvs, "node.suspended"); !strings.Contains(fmt.Sprint(e["payload"]), "approve?") {
 		t.Fatalf("node.suspended %v", e)
+	}
+	if p, _ := findEvent(askEvs, "interrupt.requested")["payload"].(map[string]any); p["kind"] != "custom" || findEvent(askEvs, "approval.requested") != nil {
+		t.Fatalf("interrupt.requested %v (events %v)", p, askEvs)
+	}
+	if code, v := o.do(t, "POST", "/v1/runs/"+ask+"/interrupts/q", map[string]any{"resumeValue": map[string]any{"approved": true}}); code != http.StatusOK || v["status"] != "running" {
+		t.Fatalf("resolve: %d %v", code, v)
+	}
+	o.pollUntilStatus(t, ask, "waiting-approval")
+	started := 0
+	for _, e := range o.events(t, ask) {
+		if e["type"] == "node.started" {
+			started++
+			if p, _ := e["payload"].(map[string]any); p["attempt"] != float64(started-1) {
+				t.Errorf("node.started %d: %v", started, e)
+			}
+		}
+	}
+	if r := findEvent(o.events(t, ask), "interrupt.resolved"); started != 2 || !strings.Contains(fmt.Sprint(r["payload"]), "approved:true") {
+		t.Fatalf("%d node.started, interrupt.resolved %v", started, r)
+	}
+	if code, v := o.do(t, "POST", "/v1/runs/"+ask+"/cancel", nil); code != http.StatusOK || v["status"] != "cancelled" {
+		t.Fatalf("cancel the waiting run: %d %v", code, v)
 	}
 
 	// Cancel stops the node being executed.

@@ -202,6 +202,8 @@ const maxBodyDepth = 10000
 //	                                            each later node's recorded attempt replayed from its trace
 //	GET  /v1/runs/{id}/events/poll              tasks:read     ?lastSequence=N&timeout=S → {events (RunEventDoc), isComplete,
 //	                                            nextSequence}: events after N, waiting up to S s (max 30) for one
+//	POST /v1/runs/{id}/interrupts/{nodeId}      invoke         {resumeValue} → Run, running again: resolves the interrupt a
+//	                                            run waiting-approval waits on at nodeId (404 none there, 409 not waiting)
 //	GET  /v1/evidence/checkpoint/cosigned       (any token)    CosignedCheckpoint: the newest checkpoint a witness cosigned
 //	                                                           (serve --witness) and each witness's state; 404 without one
 //	GET  /v1/openapi.json                       (no token)     the OpenAPI 3.1 document of these routes (OpenAPI)
@@ -337,6 +339,7 @@ func build(cfg Config) (*server, http.Handler) {
 	route("/v1/runs/{id}/events", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.runEvents), "streamMode"))})
 	route("/v1/runs/{id}/events/poll", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.pollRunEvents), "lastSequence", "timeout"))})
 	route("/v1/runs/{id}/cancel", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.cancelRun)))})
+	route("/v1/runs/{id}/interrupts/{nodeId}", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.resolveInterrupt)))})
 	route("/v1/evidence/checkpoint/cosigned", map[string]handler{http.MethodGet: scoped("", takes(s.cosignedCheckpoint))})
 	route("/v1/openapi.json", map[string]handler{http.MethodGet: scoped("", takes(s.openAPI))})
 	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {

@@ -166,6 +166,9 @@ var operations = map[string]op{
 	"POST /v1/runs/{id}/cancel":            {summary: "Cancel an openwop run (409 once terminal)", body: runActionBody{}, bodyOptional: true, ok: map[int]any{st200: host.Run{}}, errs: []int{st404, st409}},
 	"GET /v1/openapi.json":                 {summary: "This document (no token needed)", ok: map[int]any{st200: openAPIDoc{}}},
 	"GET /v1/evidence/checkpoint/cosigned": {summary: "The newest evidence log checkpoint a witness cosigned (serve --witness), with every cosignature of it, and each witness's state", ok: map[int]any{st200: CosignedCheckpoint{}}, errs: []int{st404}},
+
+	// Runs waiting for a person (interrupts.go).
+	"POST /v1/runs/{id}/interrupts/{nodeId}": {summary: "Resolve the interrupt an openwop run waits on at nodeId ({resumeValue}; kind approval: {action}): 200 the run, running again; 404 no interrupt waits at nodeId, 409 the run does not wait", body: interruptBody{}, ok: map[int]any{st200: host.Run{}}, errs: []int{st404, st409}},
 }
 
 // queryParam describes a query parameter; ref names a shared component

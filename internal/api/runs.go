@@ -25,6 +25,7 @@ type RunService interface {
 	OpenwopFixtures(ctx context.Context) ([]string, error)
 	// OpenwopLoadedPacks lists the names of the packs loaded (installed).
 	OpenwopLoadedPacks(ctx context.Context) ([]string, error)
+	Interrupts
 }
 
 // wasmRuntime is discovery's nodePackRuntimes.wasm (RFC 0008 §H).

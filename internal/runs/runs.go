@@ -34,6 +34,9 @@ import (
 // advertised, and runnable, exactly when the packs its nodes need are
 // installed.
 var openwopFixtures = []host.OpenwopWorkflow{
+	// Waiting for a person (interrupts.go): always runnable.
+	approvalFixture,
+
 	{WorkflowID: "conformance-wasm-pack-roundtrip", Builtin: true, Nodes: []host.OpenwopNode{{ID: "greet", TypeID: "vendor.openwop.rust-hello.greet"}}},
 	{WorkflowID: "conformance-wasm-pack-memory-cap-breach", Builtin: true, Nodes: []host.OpenwopNode{{ID: "memory-bomb", TypeID: "vendor.openwop.misbehaving.memory-bomb"}}},
 	{WorkflowID: "conformance-wasm-pack-abi-mismatch", Builtin: true, Nodes: []host.OpenwopNode{{ID: "abi-bomb", TypeID: "vendor.openwop.misbehaving.abi-bomb"}}},
@@ -41,9 +44,10 @@ var openwopFixtures = []host.OpenwopWorkflow{
 
 // Run error codes.
 const (
-	// RunErrSuspendNotImplemented: a node suspended (openwop_interrupt or
-	// outcome "suspended"); runs cannot be resumed yet, so the run fails
-	// with the code openwop's suspend scenario recognises.
+	// RunErrSuspendNotImplemented: a run whose log records a node's
+	// suspension that never reached waiting-approval (written before runs
+	// could wait; a suspending node now makes its run wait, interrupts.go)
+	// fails with the code openwop's suspend scenario recognises.
 	RunErrSuspendNotImplemented = "wasm_suspend_not_implemented"
 	RunErrNodeFailed            = "node_failed"
 	// RunErrReplayFailed: a fork could not replay a recorded attempt (its
@@ -87,6 +91,8 @@ type Scheduler struct {
 	// stopKeeper stops keepRuns, started with the first run (nil before),
 	// and waits until it returned.
 	stopKeeper func()
+	// queued holds what runs next for a run executing here (start).
+	queued map[string]func(context.Context)
 }
 
 // New returns a Scheduler executing nothing yet.
@@ -172,6 +178,9 @@ func (s *Scheduler) providers(ctx context.Context) (map[string]string, error) {
 		return nil, err
 	}
 	m := map[string]string{}
+	for _, t := range builtinNodes {
+		m[t] = builtinPack
+	}
 	for _, p := range infos {
 		for _, n := range p.Nodes {
 			m[n] = p.Name // several packs: the last listed wins
@@ -287,9 +296,13 @@ func (s *Scheduler) newRun(ctx context.Context, tenant, workflowID string, input
 	return r, w, refs, nil
 }
 
-// GetRun returns a tenant's run.
+// GetRun returns a tenant's run (with the node it waits on, if it waits).
 func (s *Scheduler) GetRun(ctx context.Context, tenant, runID string) (*host.Run, error) {
-	return s.cfg.Store.Run(ctx, tenant, runID)
+	r, err := s.cfg.Store.Run(ctx, tenant, runID)
+	if err != nil {
+		return nil, err
+	}
+	return s.withCurrentNode(ctx, r)
 }
 
 // RunEvents returns a tenant's run's event log.
@@ -361,12 +374,21 @@ func (s *Scheduler) ForkRun(ctx context.Context, tenant, runID, mode string, fro
 // twice, and nothing starts once the host is closing (the run stays
 // running, for the next start to continue).
 func (s *Scheduler) spawn(r *host.Run, fn func(ctx context.Context)) {
+	s.start(r, fn, false)
+}
+
+// start is spawn; with queue, fn for a run this process still executes
+// (its execution winding down) runs once that ends instead of not at all.
+func (s *Scheduler) start(r *host.Run, fn func(ctx context.Context), queue bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.mu.Lock()
 	if s.cancels == nil {
-		s.cancels = map[string]context.CancelFunc{}
+		s.cancels, s.queued = map[string]context.CancelFunc{}, map[string]func(context.Context){}
 	}
 	if s.closed || s.cancels[r.RunID] != nil {
+		if queue && !s.closed {
+			s.queued[r.RunID] = fn
+		}
 		s.mu.Unlock()
 		cancel()
 		return
@@ -385,8 +407,13 @@ func (s *Scheduler) spawn(r *host.Run, fn func(ctx context.Context)) {
 		defer func() {
 			s.mu.Lock()
 			delete(s.cancels, r.RunID)
+			next := s.queued[r.RunID]
+			delete(s.queued, r.RunID)
 			s.mu.Unlock()
 			cancel()
+			if next != nil {
+				s.spawn(r, next)
+			}
 		}()
 		fn(ctx)
 	}()
@@ -437,7 +464,7 @@ func (s *Scheduler) execute(ctx context.Context, r *host.Run, w *host.OpenwopWor
 			release()
 			return
 		}
-		att, res, err := s.cfg.Invoke(ctx, dispatch.InvokeRequest{Pack: refs[i], Node: n.TypeID, Input: r.Inputs, Tenant: r.Tenant, RunID: r.RunID, NodeID: n.ID, Attempt: attempt, AttemptGiven: true})
+		attemptID, res, err := s.invokeNode(ctx, r, n, refs[i], attempt, p.resume[n.ID])
 		release()
 		if ctx.Err() != nil && (err != nil || res.Outcome != abi.Completed) {
 			return
@@ -446,26 +473,24 @@ func (s *Scheduler) execute(ctx context.Context, r *host.Run, w *host.OpenwopWor
 			s.fail(ctx, r, n, &host.RunError{Code: RunErrNodeFailed, Message: fmt.Sprintf("node %s: %v", n.ID, err)})
 			return
 		}
-		evs := breaches(n.ID, att.AttemptID, res)
+		evs := breaches(n.ID, attemptID, res)
 		switch res.Outcome {
 		case abi.Completed:
 			outputs[n.ID] = res.Output
-			evs = append(evs, runEvent(host.RunEventNodeDone, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "attemptId": att.AttemptID, "output": res.Output}))
+			evs = append(evs, runEvent(host.RunEventNodeDone, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "attemptId": attemptID, "output": res.Output}))
 			if !s.advance(ctx, r, "", nil, evs...) {
 				return
 			}
 			continue
 		case abi.Suspended:
-			evs = append(evs, runEvent(host.RunEventNodeSuspend, n.ID, map[string]any{"nodeId": n.ID, "attemptId": att.AttemptID, "interrupt": res.Interrupt}))
-			s.advance(ctx, r, "", nil, evs...)
-			s.fail(ctx, r, n, suspendError(n))
+			s.suspend(ctx, r, n, attemptID, res, p, evs)
 			return
 		}
 		rerr := &host.RunError{Code: RunErrNodeFailed, Message: fmt.Sprintf("node %s %s", n.ID, res.Outcome)}
 		if res.Error != nil {
 			rerr.Message += ": " + res.Error.Code + ": " + res.Error.Message
 		}
-		evs = append(evs, runEvent(host.RunEventNodeFailed, n.ID, map[string]any{"nodeId": n.ID, "attemptId": att.AttemptID, "error": res.Error}))
+		evs = append(evs, runEvent(host.RunEventNodeFailed, n.ID, map[string]any{"nodeId": n.ID, "attemptId": attemptID, "error": res.Error}))
 		s.advance(ctx, r, "", nil, evs...)
 		s.fail(ctx, r, n, rerr)
 		return
@@ -503,6 +528,12 @@ func (s *Scheduler) replayRun(ctx context.Context, r *host.Run, src []host.RunEv
 		}
 		_ = json.Unmarshal(e.Payload, &p) // written by this package (runEvent above), stored as written
 		n := host.OpenwopNode{ID: p.NodeID, TypeID: p.TypeID}
+		if ev, ok := replayBuiltin(e, n); ok {
+			if !s.advance(ctx, r, "", nil, ev) {
+				return
+			}
+			continue
+		}
 		release, ok := s.nodeSlot(ctx)
 		if !ok {
 			return // cancelled, or left running for the next start
@@ -600,13 +631,17 @@ type progress struct {
 	// number (openwop counts from 0).
 	started map[string]int
 	// ended names the node whose node.failed or node.suspended event was
-	// recorded (the run ends failed), with that event's type.
+	// recorded (the run ends failed, unless a resolution of its interrupt
+	// follows), with that event's type.
 	ended, endedType string
+	// resume are the resumeValues a node's interrupts were resolved with,
+	// oldest first, by node id.
+	resume map[string][]json.RawMessage
 }
 
 // progressOf reads a run's event log.
 func progressOf(evs []host.RunEvent) progress {
-	p := progress{outputs: map[string]json.RawMessage{}, started: map[string]int{}}
+	p := progress{outputs: map[string]json.RawMessage{}, started: map[string]int{}, resume: map[string][]json.RawMessage{}}
 	for _, e := range evs {
 		switch e.Type {
 		case host.RunEventNodeStarted:
@@ -619,6 +654,15 @@ func progressOf(evs []host.RunEvent) progress {
 			p.outputs[e.NodeID] = v.Output
 		case host.RunEventNodeFailed, host.RunEventNodeSuspend:
 			p.ended, p.endedType = e.NodeID, e.Type
+		case host.RunEventApprovalReceived, host.RunEventInterruptResolved:
+			var v struct {
+				ResumeValue json.RawMessage `json:"resumeValue"`
+			}
+			_ = json.Unmarshal(e.Payload, &v) // written by ResolveInterrupt, stored as written
+			p.resume[e.NodeID] = append(p.resume[e.NodeID], v.ResumeValue)
+			if p.ended == e.NodeID {
+				p.ended, p.endedType = "", ""
+			}
 		}
 	}
 	return p
