@@ -199,6 +199,8 @@ var apiRefusals = map[string]routeRefusals{
 		{kind: "tenant", path: "/v1/runs/{run}/interrupts/greet", body: `{"resumeValue":{"action":"accept"}}`, status: stNotFound, code: "not_found", asGlobex: true, sameAsMissing: "/v1/runs/run_missing/interrupts/greet"},
 		conflictOn("/v1/runs/{run}/interrupts/greet", `{"resumeValue":{"action":"accept"}}`),
 		inval("/v1/runs/{run}/interrupts/greet", `{"value":1}`, stBad, "invalid", "value")}},
+	"GET /v1/audit/verify": {auth.ScopeEvidenceRead, []refusal{inval("/v1/audit/verify?fromSeq=-1", "", stBad, "invalid", "fromSeq"),
+		inval("/v1/audit/verify?toSeq=x", "", stBad, "invalid", "toSeq"), inval("/v1/audit/verify?fromSeq=5&toSeq=2", "", stBad, "invalid", "fromSeq")}},
 	"GET /v1/openapi.json": {"", nil},
 	// No witness configured (serve --witness): nothing cosigned to serve.
 	"GET /v1/evidence/checkpoint/cosigned": {"", []refusal{nf("/v1/evidence/checkpoint/cosigned")}},

@@ -527,7 +527,10 @@ func openwopScenarios(t *testing.T, o openwopHost) {
 		if got := strings.Join(types, ","); got != "run.started,node.started,node.completed,run.completed" {
 			t.Fatalf("fork from 3 events: %s", got)
 		}
-		for _, bad := range []map[string]any{{"mode": "branch"}, {"mode": "replay", "fromSeq": 99}, {"mode": "replay", "fromSeq": -1},
+		if code, v := o.do(t, "POST", "/v1/runs/"+first+":fork", map[string]any{"mode": "replay", "fromSeq": 99}); code != http.StatusUnprocessableEntity {
+			t.Fatalf("fork past the end: %d %v", code, v)
+		}
+		for _, bad := range []map[string]any{{"mode": "branch"}, {"mode": "replay", "fromSeq": -1},
 			{"mode": "replay", "runOptionsOverlay": map[string]any{"configurable": map[string]any{"model": "x"}}}} {
 			if code, v := o.do(t, "POST", "/v1/runs/"+first+":fork", bad); code != http.StatusBadRequest {
 				t.Fatalf("fork %v: %d %v", bad, code, v)

@@ -352,7 +352,9 @@ func (s *Scheduler) ForkRun(ctx context.Context, tenant, runID, mode string, fro
 		return nil, err
 	}
 	if fromSeq > len(evs) {
-		return nil, host.Invalid(op, "fromSeq", "the run has %d events", len(evs))
+		e := host.Errorf(op, runID, host.ErrOutOfRange, "fromSeq %d is past the end: the run has %d events", fromSeq, len(evs))
+		e.Field = "fromSeq"
+		return nil, e
 	}
 	r := &host.Run{RunID: host.NewID("run"), Tenant: tenant, WorkflowID: src.WorkflowID, Status: host.RunRunning, Inputs: src.Inputs, ForkedFrom: src.RunID, Mode: mode, FromSeq: fromSeq}
 	s.holdRun(r)
