@@ -1,0 +1,58 @@
+package runs
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+// interruptOf reads what a node suspended with: the guest's bytes. Whatever
+// they are, the interrupt has one of openwop's kinds, a bounded key, and,
+// of kind approval, only actions packrun serves (at least one).
+func FuzzInterruptOf(f *testing.F) {
+	for _, s := range []string{
+		`{"question":"approve?"}`,
+		`{"kind":"approval","key":"k1","data":{"actions":["accept","reject","ask","edit"]}}`,
+		`{"kind":"approval","data":{"actions":[]}}`,
+		`{"kind":"clarification","key":"","data":{"questions":[]}}`,
+		`{"kind":"nope"}`, `[]`, `null`, `"x"`, `{"kind":1}`, `{"data":{"actions":"accept"}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		in := interruptOf(json.RawMessage(b), "run_1", "gate", 2)
+		if !slices.Contains(interruptKinds, in.Kind) || in.Key == "" || len(in.Key) > 256 || in.NodeID != "gate" {
+			t.Fatalf("%q: %+v", b, in)
+		}
+		if in.Kind == "approval" {
+			if len(in.Actions) == 0 {
+				t.Fatalf("%q: an approval offering no action", b)
+			}
+			for _, a := range in.Actions {
+				if !slices.Contains(approvalActions, a) {
+					t.Fatalf("%q: action %q", b, a)
+				}
+			}
+		} else if in.Actions != nil {
+			t.Fatalf("%q: actions %v on kind %s", b, in.Actions, in.Kind)
+		}
+	})
+}
+
+func TestInterruptOf(t *testing.T) {
+	for _, c := range []struct {
+		payload, kind, key string
+		actions            []string
+	}{
+		{`{"question":"approve?"}`, "custom", "run_1:gate:2", nil},
+		{`{"kind":"approval","key":"k1","data":{"actions":["reject","ask","reject","edit-accept"]}}`, "approval", "k1", []string{"reject", "edit-accept"}},
+		{`{"kind":"approval"}`, "approval", "run_1:gate:2", []string{"accept", "reject"}},
+		{`{"kind":"external-event","key":"e"}`, "external-event", "e", nil},
+		{`not json`, "custom", "run_1:gate:2", nil},
+	} {
+		in := interruptOf(json.RawMessage(c.payload), "run_1", "gate", 2)
+		if in.Kind != c.kind || in.Key != c.key || !slices.Equal(in.Actions, c.actions) {
+			t.Errorf("%s: %+v, want %s %s %v", c.payload, in, c.kind, c.key, c.actions)
+		}
+	}
+}
