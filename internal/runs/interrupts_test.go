@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+
+	"github.com/packrun/packrun/host"
 )
 
 // interruptOf reads what a node suspended with: the guest's bytes. Whatever
@@ -54,5 +56,35 @@ func TestInterruptOf(t *testing.T) {
 		if in.Kind != c.kind || in.Key != c.key || !slices.Equal(in.Actions, c.actions) {
 			t.Errorf("%s: %+v, want %s %s %v", c.payload, in, c.kind, c.key, c.actions)
 		}
+	}
+}
+
+// TestProgressOfResolution: a resolution of a node's interrupt undoes its
+// suspension's end and hands the node its resumeValues, oldest first.
+func TestProgressOfResolution(t *testing.T) {
+	evs := []host.RunEvent{
+		runEvent(host.RunEventStarted, "", nil),
+		runEvent(host.RunEventNodeStarted, "gate", nil),
+		runEvent(host.RunEventNodeSuspend, "gate", nil),
+		runEvent(host.RunEventInterruptRequested, "gate", map[string]any{"nodeId": "gate", "kind": "custom"}),
+		runEvent(host.RunEventInterruptResolved, "gate", map[string]any{"resumeValue": 1}),
+		runEvent(host.RunEventNodeStarted, "gate", nil),
+		runEvent(host.RunEventNodeSuspend, "gate", nil),
+		runEvent(host.RunEventInterruptRequested, "gate", map[string]any{"nodeId": "gate", "kind": "approval"}),
+	}
+	p := progressOf(evs)
+	if p.ended != "gate" || len(p.resume["gate"]) != 1 || string(p.resume["gate"][0]) != "1" {
+		t.Fatalf("waiting again: %+v", p)
+	}
+	if in := pendingInterrupt(evs); in == nil || in.NodeID != "gate" || in.Kind != "approval" {
+		t.Fatalf("pending %+v", in)
+	}
+	evs = append(evs, runEvent(host.RunEventApprovalReceived, "gate", map[string]any{"resumeValue": map[string]string{"action": "accept"}}))
+	p = progressOf(evs)
+	if p.ended != "" || len(p.resume["gate"]) != 2 || string(p.resume["gate"][1]) != `{"action":"accept"}` || p.started["gate"] != 2 {
+		t.Fatalf("resolved again: %+v", p)
+	}
+	if in := pendingInterrupt(evs); in != nil {
+		t.Fatalf("pending after its resolution: %+v", in)
 	}
 }
