@@ -182,6 +182,8 @@ var apiRefusals = map[string]routeRefusals{
 	"POST /v1/runs": {auth.ScopeInvoke, []refusal{
 		inval("/v1/runs", `{"workflowId":1}`, stBad, "invalid", "workflowId"),
 		{kind: "not found", path: "/v1/runs", body: `{"workflowId":"no.such"}`, status: stNotFound, code: "not_found"},
+		inval("/v1/runs", `{"workflowId":"wf1","configurable":{"recursionLimit":0}}`, stBad, "invalid", "configurable.recursionLimit"),
+		inval("/v1/runs", `{"workflowId":"wf1","configurable":{"model":"x"}}`, stBad, "invalid", "configurable.model"),
 	}},
 	"GET /v1/runs/{id}": {auth.ScopeTasksRead, []refusal{nf("/v1/runs/run_missing"), foreign("/v1/runs/{run}", "/v1/runs/run_missing")}},
 	"POST /v1/runs/{id}": {auth.ScopeInvoke, []refusal{

@@ -107,3 +107,10 @@ func (h *Host) chores(ctx context.Context) {
 func (h *Host) ResolveInterrupt(ctx context.Context, tenant, runID, nodeID string, value json.RawMessage, by string) (*host.Run, error) {
 	return h.runs.ResolveInterrupt(ctx, tenant, runID, nodeID, value, by)
 }
+
+// StartRunConfigured is StartRunOnce (key "": none) with the request's
+// configurable: {"recursionLimit": N} bounds the run's node executions
+// (internal/runs, limits.go); any other key is refused by name.
+func (h *Host) StartRunConfigured(ctx context.Context, tenant, workflowID string, inputs, configurable json.RawMessage, key string) (*host.Run, bool, error) {
+	return h.runs.StartRunConfigured(ctx, tenant, workflowID, inputs, configurable, key)
+}

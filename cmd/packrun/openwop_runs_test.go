@@ -711,6 +711,52 @@ func TestOpenwopRuns(t *testing.T) {
 		t.Fatalf("cancel the waiting run: %d %v", code, v)
 	}
 
+	// cap-breach.test.ts@b675e604a7, with five greet nodes standing in for
+	// conformance-cap-breach's core.noop ones: configurable.recursionLimit
+	// 3 fails the run recursion_limit_exceeded, with one cap.breached of
+	// kind node-executions before run.failed, and the fourth node never
+	// starts.
+	def = map[string]any{"workflowId": "five-greets", "nodes": []map[string]string{{"id": "a", "typeId": greet}, {"id": "b", "typeId": greet},
+		{"id": "c", "typeId": greet}, {"id": "d", "typeId": greet}, {"id": "e", "typeId": greet}}}
+	if code, v := o.do(t, "POST", "/v1/openwop/workflows", def); code != http.StatusCreated {
+		t.Fatalf("register: %d %v", code, v)
+	}
+	code, v := o.do(t, "POST", "/v1/runs", map[string]any{"workflowId": "five-greets", "inputs": map[string]any{"name": "cap"}, "configurable": map[string]any{"recursionLimit": 3}})
+	capped, _ := v["runId"].(string)
+	if code != http.StatusCreated || capped == "" {
+		t.Fatalf("start with recursionLimit 3: %d %v", code, v)
+	}
+	term := o.pollUntilTerminal(t, capped)
+	if e, _ := term["error"].(map[string]any); term["status"] != "failed" || e["code"] != "recursion_limit_exceeded" || e["message"] == "" {
+		t.Fatalf("capped run: %v", term)
+	}
+	var breaches []map[string]any
+	started, breachAt, failedAt := 0, -1, -1
+	for i, e := range o.events(t, capped) {
+		switch e["type"] {
+		case "cap.breached":
+			breaches, breachAt = append(breaches, e), i
+		case "run.failed":
+			failedAt = i
+		case "node.started":
+			started++
+		}
+	}
+	if len(breaches) != 1 || breachAt > failedAt || started != 3 {
+		t.Fatalf("%d cap.breached (at %d, run.failed at %d), %d node.started", len(breaches), breachAt, failedAt, started)
+	}
+	if p, _ := breaches[0]["payload"].(map[string]any); p["kind"] != "node-executions" || p["limit"] != 3.0 || p["observed"].(float64) <= 3 || p["nodeId"] != "d" {
+		t.Fatalf("cap.breached %v", p)
+	}
+	for _, c := range []struct {
+		conf map[string]any
+		says string
+	}{{map[string]any{"recursionLimit": 0}, "configurable.recursionLimit"}, {map[string]any{"recursionLimit": 1.5}, "configurable.recursionLimit"}, {map[string]any{"model": "x"}, "configurable.model"}} {
+		if code, v := o.do(t, "POST", "/v1/runs", map[string]any{"workflowId": "five-greets", "configurable": c.conf}); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(v), c.says) {
+			t.Errorf("configurable %v: %d %v", c.conf, code, v)
+		}
+	}
+
 	// Cancel stops the node being executed.
 	def = map[string]any{"workflowId": "spin", "nodes": []map[string]string{{"id": "s", "typeId": "vendor.openwop.spin.forever"}, {"id": "g", "typeId": greet}}}
 	if code, v := o.do(t, "POST", "/v1/openwop/workflows", def); code != http.StatusCreated {

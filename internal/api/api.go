@@ -191,7 +191,8 @@ const maxBodyDepth = 10000
 //	                                            the root and under capabilities, loadedPacks, fixtures runnable here
 //	POST /v1/openwop/workflows                  tasks:write    {workflowId, nodes:[{id, typeId}]} → 201: an openwop workflow
 //	                                            definition whose nodes are installed pack typeIds
-//	POST /v1/runs                               invoke         {workflowId, inputs?} → 201 {runId}; the run executes in the
+//	POST /v1/runs                               invoke         {workflowId, inputs?, configurable?: {recursionLimit}} → 201
+//	                                            {runId}; the run executes in the
 //	                                            background (400 naming a node's typeId no installed pack provides)
 //	GET  /v1/runs/{id}                          tasks:read     Run {runId, status: running|completed|failed|cancelled, ...}
 //	GET  /v1/runs/{id}/events                   tasks:read     {"events":[{seq, type, nodeId, payload, data, at}...]}

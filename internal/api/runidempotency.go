@@ -34,7 +34,7 @@ func (s *server) startRunOnce(w http.ResponseWriter, r *http.Request, rs RunServ
 	if err := checkIdempotencyKey(vs, key); err != nil {
 		return err
 	}
-	run, created, err := rs.StartRunOnce(r.Context(), tenantOf(r, ""), body.WorkflowID, body.Inputs, key)
+	run, created, err := rs.StartRunConfigured(r.Context(), tenantOf(r, ""), body.WorkflowID, body.Inputs, body.Configurable, key)
 	if errors.Is(err, host.ErrIdempotencyMismatch) {
 		return refuse(http.StatusConflict, CodeIdempotencyMismatch, idempotencyHeader, fmt.Sprintf("Idempotency-Key %q was used with another request body; use a new key", key))
 	}

@@ -17,6 +17,9 @@ type RunService interface {
 	// StartRunOnce is StartRun under an Idempotency-Key: false when the
 	// key answered the run it started before.
 	StartRunOnce(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string) (*host.Run, bool, error)
+	// StartRunConfigured is StartRunOnce (key "": none) with the
+	// request's configurable ({"recursionLimit": N}).
+	StartRunConfigured(ctx context.Context, tenant, workflowID string, inputs, configurable json.RawMessage, key string) (*host.Run, bool, error)
 	GetRun(ctx context.Context, tenant, runID string) (*host.Run, error)
 	RunEvents(ctx context.Context, tenant, runID string) ([]host.RunEvent, error)
 	CancelRun(ctx context.Context, tenant, runID, reason string) (*host.Run, error)
@@ -86,6 +89,8 @@ type openwopDiscovery struct {
 type runStartBody struct {
 	WorkflowID string          `json:"workflowId"`
 	Inputs     json.RawMessage `json:"inputs"`
+	// Configurable: {"recursionLimit": N} (limits on the run).
+	Configurable json.RawMessage `json:"configurable"`
 }
 
 // runStarted is the answer to POST /v1/runs.
@@ -195,7 +200,7 @@ func (s *server) startRun(w http.ResponseWriter, r *http.Request, rs RunService)
 	if _, ok := r.Header[idempotencyHeader]; ok {
 		return s.startRunOnce(w, r, rs, body)
 	}
-	run, err := rs.StartRun(r.Context(), tenantOf(r, ""), body.WorkflowID, body.Inputs)
+	run, _, err := rs.StartRunConfigured(r.Context(), tenantOf(r, ""), body.WorkflowID, body.Inputs, body.Configurable, "")
 	if err != nil {
 		return err
 	}

@@ -239,10 +239,22 @@ func (s *Scheduler) StartRun(ctx context.Context, tenant, workflowID string, inp
 // compact JSON) within host.RunIdempotencyTTL answers the run it started
 // and false; with others, host.ErrIdempotencyMismatch.
 func (s *Scheduler) StartRunOnce(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string) (*host.Run, bool, error) {
+	return s.StartRunConfigured(ctx, tenant, workflowID, inputs, nil, key)
+}
+
+// StartRunConfigured is StartRunOnce with the request's configurable
+// (limits.go: recursionLimit; left out: none), part of what an
+// Idempotency-Key compares.
+func (s *Scheduler) StartRunConfigured(ctx context.Context, tenant, workflowID string, inputs, configurable json.RawMessage, key string) (*host.Run, bool, error) {
+	conf, err := checkConfigurable("start run", configurable)
+	if err != nil {
+		return nil, false, err
+	}
 	r, w, refs, err := s.newRun(ctx, tenant, workflowID, inputs)
 	if err != nil {
 		return nil, false, err
 	}
+	r.Configurable = conf
 	evs := []host.RunEvent{runEvent(host.RunEventStarted, "", map[string]any{"workflowId": w.WorkflowID})}
 	created := true
 	if key == "" {
@@ -252,7 +264,11 @@ func (s *Scheduler) StartRunOnce(ctx context.Context, tenant, workflowID string,
 		if err := json.Compact(&c, r.Inputs); err != nil { // r.Inputs decoded as an object in newRun
 			return nil, false, err
 		}
-		d := sha256.Sum256([]byte(w.WorkflowID + "\n" + c.String()))
+		req := w.WorkflowID + "\n" + c.String()
+		if conf != nil {
+			req += "\n" + string(conf)
+		}
+		d := sha256.Sum256([]byte(req))
 		var got *host.Run
 		got, created, err = s.cfg.Store.CreateRunOnce(ctx, r, evs, host.RunIdempotency{Key: key, Digest: hex.EncodeToString(d[:]), TTL: host.RunIdempotencyTTL})
 		if err == nil && !created {
@@ -452,11 +468,16 @@ func (s *Scheduler) Stop() {
 // host stays running and is continued by the next start.
 func (s *Scheduler) execute(ctx context.Context, r *host.Run, w *host.OpenwopWorkflow, refs []string, p progress) {
 	outputs := map[string]json.RawMessage{}
+	executed := p.executions()
 	for i, n := range w.Nodes {
 		if out, done := p.outputs[n.ID]; done {
 			outputs[n.ID] = out
 			continue
 		}
+		if s.overLimit(ctx, r, n, executed) {
+			return
+		}
+		executed++
 		attempt := p.started[n.ID]
 		release, ok := s.nodeSlot(ctx)
 		if !ok {
