@@ -185,6 +185,8 @@ var apiRefusals = map[string]routeRefusals{
 		inval("/v1/runs", `{"workflowId":1}`, stBad, "invalid", "workflowId"),
 		inval("/v1/runs", `{"workflowId":"conformance-cap-breach","configurable":{"recursionLimit":0}}`, stBad, "invalid", "configurable.recursionLimit"),
 		{kind: "not found", path: "/v1/runs", body: `{"workflowId":"no.such"}`, status: stNotFound, code: "not_found"},
+		inval("/v1/runs", `{"workflowId":"wf1","configurable":{"recursionLimit":0}}`, stBad, "invalid", "configurable.recursionLimit"),
+		inval("/v1/runs", `{"workflowId":"wf1","configurable":{"model":"x"}}`, stBad, "invalid", "configurable.model"),
 	}},
 	"GET /v1/runs/{id}": {auth.ScopeTasksRead, []refusal{nf("/v1/runs/run_missing"), foreign("/v1/runs/{run}", "/v1/runs/run_missing")}},
 	"POST /v1/runs/{id}": {auth.ScopeInvoke, []refusal{
@@ -197,7 +199,14 @@ var apiRefusals = map[string]routeRefusals{
 	"GET /v1/runs/{id}/events/poll": {auth.ScopeTasksRead, []refusal{nf("/v1/runs/run_missing/events/poll"), foreign("/v1/runs/{run}/events/poll", "/v1/runs/run_missing/events/poll"),
 		inval("/v1/runs/{run}/events/poll?lastSequence=-1", "", stBad, "invalid", "lastSequence"), inval("/v1/runs/{run}/events/poll?timeout=31", "", stBad, "invalid", "timeout")}},
 	"POST /v1/runs/{id}/cancel": {auth.ScopeInvoke, []refusal{nf("/v1/runs/run_missing/cancel"), foreign("/v1/runs/{run}/cancel", "/v1/runs/run_missing/cancel"), conflictOn("/v1/runs/{run}/cancel", "")}},
-	"GET /v1/openapi.json":      {"", nil},
+	"POST /v1/runs/{id}/interrupts/{nodeId}": {auth.ScopeInvoke, []refusal{
+		{kind: "not found", path: "/v1/runs/run_missing/interrupts/gate", body: `{"resumeValue":{"action":"accept"}}`, status: stNotFound, code: "not_found"},
+		{kind: "tenant", path: "/v1/runs/{run}/interrupts/greet", body: `{"resumeValue":{"action":"accept"}}`, status: stNotFound, code: "not_found", asGlobex: true, sameAsMissing: "/v1/runs/run_missing/interrupts/greet"},
+		conflictOn("/v1/runs/{run}/interrupts/greet", `{"resumeValue":{"action":"accept"}}`),
+		inval("/v1/runs/{run}/interrupts/greet", `{"value":1}`, stBad, "invalid", "value")}},
+	"GET /v1/audit/verify": {auth.ScopeEvidenceRead, []refusal{inval("/v1/audit/verify?fromSeq=-1", "", stBad, "invalid", "fromSeq"),
+		inval("/v1/audit/verify?toSeq=x", "", stBad, "invalid", "toSeq"), inval("/v1/audit/verify?fromSeq=5&toSeq=2", "", stBad, "invalid", "fromSeq")}},
+	"GET /v1/openapi.json": {"", nil},
 	// No witness configured (serve --witness): nothing cosigned to serve.
 	"GET /v1/evidence/checkpoint/cosigned": {"", []refusal{nf("/v1/evidence/checkpoint/cosigned")}},
 }

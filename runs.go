@@ -110,3 +110,13 @@ func (h *Host) chores(ctx context.Context) {
 		h.log.Info("swept expired memory entries", "count", n)
 	}
 }
+
+// ResolveInterrupt resolves the interrupt a tenant's run waits on
+// (status waiting-approval) at node nodeID with value, openwop's
+// resumeValue, decided by by: the run continues, the node run again with
+// it (internal/runs, interrupts.go). A node with no interrupt waiting is
+// host.ErrNotFound, a run not waiting host.ErrConflict, a value the
+// interrupt does not accept host.ErrValidation.
+func (h *Host) ResolveInterrupt(ctx context.Context, tenant, runID, nodeID string, value json.RawMessage, by string) (*host.Run, error) {
+	return h.runs.ResolveInterrupt(ctx, tenant, runID, nodeID, value, by)
+}

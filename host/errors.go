@@ -39,6 +39,10 @@ var (
 	// ErrIdempotencyMismatch: an Idempotency-Key reused with another
 	// request (it wraps ErrConflict).
 	ErrIdempotencyMismatch = fmt.Errorf("idempotency key reused with another request: %w", ErrConflict)
+	// ErrOutOfRange: a well-formed argument points past what exists (a
+	// fork's fromSeq past the end of its run's log); it wraps
+	// ErrValidation, and the openwop API answers it 422.
+	ErrOutOfRange = fmt.Errorf("out of range: %w", ErrValidation)
 	// ErrEmpty: Claim found no task available now.
 	ErrEmpty = errors.New("no task is available")
 	// ErrLocked: the dispatch lock is held by another holder.

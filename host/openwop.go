@@ -15,12 +15,15 @@ import (
 // former.
 
 // Run statuses. A run is created running; completed, failed and cancelled
-// are terminal.
+// are terminal. A run whose node suspended waits, in the store, for a
+// person: RunWaitingApproval, until its interrupt is resolved
+// (Runs.ResumeRun) or it is cancelled.
 const (
-	RunRunning   = "running"
-	RunCompleted = "completed"
-	RunFailed    = "failed"
-	RunCancelled = "cancelled"
+	RunRunning         = "running"
+	RunWaitingApproval = "waiting-approval"
+	RunCompleted       = "completed"
+	RunFailed          = "failed"
+	RunCancelled       = "cancelled"
 )
 
 // RunTerminal reports whether status is terminal.
@@ -194,6 +197,13 @@ type Run struct {
 	// apart from the run's record: not part of openwop's run.
 	Holder     string    `json:"-"`
 	LeaseUntil time.Time `json:"-"`
+
+	// Configurable is the run request's configurable (openwop run
+	// options): {"recursionLimit": N} bounds its node executions.
+	Configurable json.RawMessage `json:"configurable,omitempty"`
+	// CurrentNodeID names, while the run waits for a person, the node
+	// whose interrupt it waits on (read from its log, not stored).
+	CurrentNodeID string `json:"currentNodeId,omitempty"`
 }
 
 // RunOptions are a run request's options (openwop's
@@ -244,6 +254,15 @@ const (
 	// continued by another (or the same, restarted): its payload names the
 	// node run again, its new attempt number and why.
 	RunEventResumed = "run.resumed"
+	// A node's interrupt (openwop spec/v1/interrupt.md): requested when
+	// it suspends (with approval.requested for kind "approval"), and
+	// resolved by POST /v1/runs/{id}/interrupts/{nodeId}: approval.received
+	// for kind "approval", interrupt.resolved for the other kinds. The
+	// resolution's payload carries the resumeValue the node is re-run with.
+	RunEventInterruptRequested = "interrupt.requested"
+	RunEventApprovalRequested  = "approval.requested"
+	RunEventApprovalReceived   = "approval.received"
+	RunEventInterruptResolved  = "interrupt.resolved"
 )
 
 // RunIdempotencyTTL is how long an Idempotency-Key of POST /v1/runs
@@ -298,4 +317,11 @@ type Runs interface {
 	// RenewRuns extends to until the lease of every run that holder holds
 	// and is not terminal, and says how many.
 	RenewRuns(ctx context.Context, holder string, until time.Time) (int, error)
+	// ResumeRun takes a tenant's run waiting for a person
+	// (RunWaitingApproval) back to running, held by holder until until,
+	// appending evs (the interrupt's resolution), in one transaction. A
+	// run not waiting answers ErrConflict and nothing changes: of two
+	// resolutions of one interrupt, the second is refused. ClaimRuns
+	// never claims a waiting run: it waits for ResumeRun, or a cancel.
+	ResumeRun(ctx context.Context, tenant, runID, holder string, until time.Time, evs []RunEvent) (*Run, error)
 }

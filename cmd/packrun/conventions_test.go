@@ -305,6 +305,9 @@ var cliOfRoute = map[string]struct {
 	// The entry and the two sizes are arguments.
 	"GET /v1/evidence/proof/inclusion":   {"packrun evidence prove", map[string]string{"entry": ""}},
 	"GET /v1/evidence/proof/consistency": {"packrun evidence consistency", map[string]string{"from": "", "to": ""}},
+	// openwop's audit check walks the whole chain, as evidence verify does;
+	// the range it names is only echoed.
+	"GET /v1/audit/verify": {"packrun evidence verify", map[string]string{"fromSeq": "", "toSeq": ""}},
 }
 
 // The CLI filters as the API does: every query parameter of an API

@@ -529,7 +529,10 @@ func openwopScenarios(t *testing.T, o openwopHost) {
 		if got := strings.Join(types, ","); got != "run.started,node.started,node.completed,run.completed" {
 			t.Fatalf("fork from 3 events: %s", got)
 		}
-		for _, bad := range []map[string]any{{"mode": "branch"}, {"mode": "replay", "fromSeq": 99}, {"mode": "replay", "fromSeq": -1},
+		if code, v := o.do(t, "POST", "/v1/runs/"+first+":fork", map[string]any{"mode": "replay", "fromSeq": 99}); code != http.StatusUnprocessableEntity {
+			t.Fatalf("fork past the end: %d %v", code, v)
+		}
+		for _, bad := range []map[string]any{{"mode": "branch"}, {"mode": "replay", "fromSeq": -1},
 			{"mode": "replay", "runOptionsOverlay": map[string]any{"configurable": map[string]any{"model": "x"}}}} {
 			if code, v := o.do(t, "POST", "/v1/runs/"+first+":fork", bad); code != http.StatusBadRequest {
 				t.Fatalf("fork %v: %d %v", bad, code, v)
@@ -671,18 +674,89 @@ func TestOpenwopRuns(t *testing.T) {
 		t.Fatalf("POST /v1/runs without invoke: %d", code)
 	}
 
-	// A node that suspends fails its run with the code openwop's suspend
-	// scenario recognises, its interrupt in node.suspended.
+	// A node that suspends makes its run wait for a person, its interrupt
+	// (of no openwop kind: "custom") in node.suspended and
+	// interrupt.requested. Resolved, the node runs again as its next
+	// attempt; this one suspends again, and the run waits again.
 	def = map[string]any{"workflowId": "ask", "nodes": []map[string]string{{"id": "q", "typeId": "vendor.openwop.ask.approve"}}}
 	if code, v := o.do(t, "POST", "/v1/openwop/workflows", def); code != http.StatusCreated {
 		t.Fatalf("register: %d %v", code, v)
 	}
 	ask := o.startRun(t, "ask", nil)
-	if term := o.pollUntilTerminal(t, ask); term["status"] != "failed" || !strings.Contains(fmt.Sprint(term["error"]), "wasm_suspend_not_implemented") {
-		t.Fatalf("suspending run: %v", term)
+	if v := o.pollUntilStatus(t, ask, "waiting-approval"); v["currentNodeId"] != "q" {
+		t.Fatalf("suspending run: %v", v)
 	}
-	if e := findEvent(o.events(t, ask), "node.suspended"); !strings.Contains(fmt.Sprint(e["payload"]), "approve?") {
+	askEvs := o.events(t, ask)
+	if e := findEvent(askEvs, "node.suspended"); !strings.Contains(fmt.Sprint(e["payload"]), "approve?") {
 		t.Fatalf("node.suspended %v", e)
+	}
+	if p, _ := findEvent(askEvs, "interrupt.requested")["payload"].(map[string]any); p["kind"] != "custom" || findEvent(askEvs, "approval.requested") != nil {
+		t.Fatalf("interrupt.requested %v (events %v)", p, askEvs)
+	}
+	if code, v := o.do(t, "POST", "/v1/runs/"+ask+"/interrupts/q", map[string]any{"resumeValue": map[string]any{"approved": true}}); code != http.StatusOK || v["status"] != "running" {
+		t.Fatalf("resolve: %d %v", code, v)
+	}
+	o.pollUntilStatus(t, ask, "waiting-approval")
+	started := 0
+	for _, e := range o.events(t, ask) {
+		if e["type"] == "node.started" {
+			started++
+			if p, _ := e["payload"].(map[string]any); p["attempt"] != float64(started-1) {
+				t.Errorf("node.started %d: %v", started, e)
+			}
+		}
+	}
+	if r := findEvent(o.events(t, ask), "interrupt.resolved"); started != 2 || !strings.Contains(fmt.Sprint(r["payload"]), "approved:true") {
+		t.Fatalf("%d node.started, interrupt.resolved %v", started, r)
+	}
+	if code, v := o.do(t, "POST", "/v1/runs/"+ask+"/cancel", nil); code != http.StatusOK || v["status"] != "cancelled" {
+		t.Fatalf("cancel the waiting run: %d %v", code, v)
+	}
+
+	// cap-breach.test.ts@b675e604a7, with five greet nodes standing in for
+	// conformance-cap-breach's core.noop ones: configurable.recursionLimit
+	// 3 fails the run recursion_limit_exceeded, with one cap.breached of
+	// kind node-executions before run.failed, and the fourth node never
+	// starts.
+	def = map[string]any{"workflowId": "five-greets", "nodes": []map[string]string{{"id": "a", "typeId": greet}, {"id": "b", "typeId": greet},
+		{"id": "c", "typeId": greet}, {"id": "d", "typeId": greet}, {"id": "e", "typeId": greet}}}
+	if code, v := o.do(t, "POST", "/v1/openwop/workflows", def); code != http.StatusCreated {
+		t.Fatalf("register: %d %v", code, v)
+	}
+	code, v := o.do(t, "POST", "/v1/runs", map[string]any{"workflowId": "five-greets", "inputs": map[string]any{"name": "cap"}, "configurable": map[string]any{"recursionLimit": 3}})
+	capped, _ := v["runId"].(string)
+	if code != http.StatusCreated || capped == "" {
+		t.Fatalf("start with recursionLimit 3: %d %v", code, v)
+	}
+	term := o.pollUntilTerminal(t, capped)
+	if e, _ := term["error"].(map[string]any); term["status"] != "failed" || e["code"] != "recursion_limit_exceeded" || e["message"] == "" {
+		t.Fatalf("capped run: %v", term)
+	}
+	var breaches []map[string]any
+	started, breachAt, failedAt := 0, -1, -1
+	for i, e := range o.events(t, capped) {
+		switch e["type"] {
+		case "cap.breached":
+			breaches, breachAt = append(breaches, e), i
+		case "run.failed":
+			failedAt = i
+		case "node.started":
+			started++
+		}
+	}
+	if len(breaches) != 1 || breachAt > failedAt || started != 3 {
+		t.Fatalf("%d cap.breached (at %d, run.failed at %d), %d node.started", len(breaches), breachAt, failedAt, started)
+	}
+	if p, _ := breaches[0]["payload"].(map[string]any); p["kind"] != "node-executions" || p["limit"] != 3.0 || p["observed"].(float64) <= 3 || p["nodeId"] != "d" {
+		t.Fatalf("cap.breached %v", p)
+	}
+	for _, c := range []struct {
+		conf map[string]any
+		says string
+	}{{map[string]any{"recursionLimit": 0}, "configurable.recursionLimit"}, {map[string]any{"recursionLimit": 1.5}, "configurable.recursionLimit"}, {map[string]any{"model": "x"}, "configurable.model"}} {
+		if code, v := o.do(t, "POST", "/v1/runs", map[string]any{"workflowId": "five-greets", "configurable": c.conf}); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(v), c.says) {
+			t.Errorf("configurable %v: %d %v", c.conf, code, v)
+		}
 	}
 
 	// Cancel stops the node being executed.

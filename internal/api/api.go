@@ -206,8 +206,12 @@ const maxBodyDepth = 10000
 //	                                            each later node's recorded attempt replayed from its trace
 //	GET  /v1/runs/{id}/events/poll              tasks:read     ?lastSequence=N&timeout=S → {events (RunEventDoc), isComplete,
 //	                                            nextSequence}: events after N, waiting up to S s (max 30) for one
+//	POST /v1/runs/{id}/interrupts/{nodeId}      invoke         {resumeValue} → Run, running again: resolves the interrupt a
+//	                                            run waiting-approval waits on at nodeId (404 none there, 409 not waiting)
 //	GET  /v1/evidence/checkpoint/cosigned       (any token)    CosignedCheckpoint: the newest checkpoint a witness cosigned
 //	                                                           (serve --witness) and each witness's state; 404 without one
+//	GET  /v1/audit/verify                       evidence:read  ?fromSeq=&toSeq= → {fromSeq, toSeq, chainValid, checkpoints,
+//	                                            anomalies}: openwop's audit-log-integrity check of the evidence chain
 //	GET  /v1/openapi.json                       (no token)     the OpenAPI 3.1 document of these routes (OpenAPI)
 //
 // Every route but the publicRoutes (openapi.json, openwop discovery) needs a bearer
@@ -341,7 +345,9 @@ func build(cfg Config) (*server, http.Handler) {
 	route("/v1/runs/{id}/events", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.runEvents), "streamMode"))})
 	route("/v1/runs/{id}/events/poll", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.withRuns(s.pollRunEvents), "lastSequence", "timeout"))})
 	route("/v1/runs/{id}/cancel", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.cancelRun)))})
+	route("/v1/runs/{id}/interrupts/{nodeId}", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.withRuns(s.resolveInterrupt)))})
 	route("/v1/evidence/checkpoint/cosigned", map[string]handler{http.MethodGet: scoped("", takes(s.cosignedCheckpoint))})
+	route("/v1/audit/verify", map[string]handler{http.MethodGet: scoped(auth.ScopeEvidenceRead, takes(s.auditVerifyRange, "fromSeq", "toSeq"))})
 	route("/v1/openapi.json", map[string]handler{http.MethodGet: scoped("", takes(s.openAPI))})
 	mux.Handle("/", s.wrap(func(w http.ResponseWriter, r *http.Request) error {
 		return refuse(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no route %s", r.URL.Path))

@@ -79,6 +79,8 @@ func fromHost(err error) *apiError {
 	switch {
 	case errors.Is(err, host.ErrNotFound):
 		return refuse(http.StatusNotFound, CodeNotFound, field, err.Error())
+	case errors.Is(err, host.ErrOutOfRange): // before ErrValidation, which it wraps
+		return refuse(http.StatusUnprocessableEntity, CodeInvalid, field, err.Error())
 	case errors.Is(err, host.ErrValidation):
 		return refuse(http.StatusBadRequest, CodeInvalid, field, err.Error())
 	case errors.Is(err, host.ErrUnsupported):

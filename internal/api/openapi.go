@@ -166,6 +166,11 @@ var operations = map[string]op{
 	"POST /v1/runs/{id}/cancel":            {summary: "Cancel an openwop run (409 once terminal)", body: runActionBody{}, bodyOptional: true, ok: map[int]any{st200: host.Run{}}, errs: []int{st404, st409}},
 	"GET /v1/openapi.json":                 {summary: "This document (no token needed)", ok: map[int]any{st200: openAPIDoc{}}},
 	"GET /v1/evidence/checkpoint/cosigned": {summary: "The newest evidence log checkpoint a witness cosigned (serve --witness), with every cosignature of it, and each witness's state", ok: map[int]any{st200: CosignedCheckpoint{}}, errs: []int{st404}},
+
+	// openwop's audit-log-integrity check (advertise.go).
+	"GET /v1/audit/verify": {summary: "openwop's audit-log-integrity check: the evidence chain walked (chainValid, its first broken link as an anomaly) and the log's newest signed checkpoint", ok: map[int]any{st200: auditVerify{}}},
+	// Runs waiting for a person (interrupts.go).
+	"POST /v1/runs/{id}/interrupts/{nodeId}": {summary: "Resolve the interrupt an openwop run waits on at nodeId ({resumeValue}; kind approval: {action}): 200 the run, running again; 404 no interrupt waits at nodeId, 409 the run does not wait", body: interruptBody{}, ok: map[int]any{st200: host.Run{}}, errs: []int{st404, st409}},
 }
 
 // queryParam describes a query parameter; ref names a shared component
@@ -215,6 +220,10 @@ var queryParams = map[string]queryParam{
 	"view":         {desc: "record: the stored MessageRecord instead of the document.", schema: map[string]any{"type": "string", "enum": []string{"record"}}},
 	"lastSequence": {desc: "Only events whose sequence is over this (absent: 0, all).", schema: seqs},
 	"timeout":      {desc: "Seconds to wait for an event when there is none yet and the run is not terminal (0 to 30; absent: 0).", schema: map[string]any{"type": "integer", "minimum": 0, "maximum": maxPollTimeout}},
+
+	// GET /v1/audit/verify (advertise.go).
+	"fromSeq": {desc: "The first evidence event seq of the range checked (absent: 0).", schema: map[string]any{"type": "integer", "minimum": 0}},
+	"toSeq":   {desc: "The last evidence event seq of the range checked (absent: the chain's head).", schema: map[string]any{"type": "integer", "minimum": 0}},
 }
 
 // deprecatedFields are response fields kept for old clients, by the Go

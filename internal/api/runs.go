@@ -30,6 +30,7 @@ type RunService interface {
 	OpenwopRegistered(ctx context.Context, tenant string) ([]string, error)
 	// OpenwopLoadedPacks lists the names of the packs loaded (installed).
 	OpenwopLoadedPacks(ctx context.Context) ([]string, error)
+	Interrupts
 }
 
 // wasmRuntime is discovery's nodePackRuntimes.wasm (RFC 0008 §H).
@@ -80,6 +81,9 @@ type openwopDiscovery struct {
 		NodePackRuntimes nodePackRuntimes `json:"nodePackRuntimes"`
 	} `json:"capabilities"`
 	Fixtures []string `json:"fixtures"`
+	// Replay and Auth: what else is served, in openwop's terms (advertise.go).
+	Replay replayCaps `json:"replay"`
+	Auth   *authCaps  `json:"auth,omitempty"`
 }
 
 // runHandler is a handler of the run API, handed the RunService.
@@ -184,6 +188,9 @@ func (s *server) wellKnownOpenwop(w http.ResponseWriter, r *http.Request, rs Run
 		d.Implementation["version"] = s.cfg.Build.Version
 	}
 	d.Capabilities.NodePackRuntimes = d.NodePackRuntimes
+	if err := s.advertise(r.Context(), &d); err != nil {
+		return err
+	}
 	w.Header().Set("Cache-Control", cache)
 	reply(w, http.StatusOK, d)
 	return nil

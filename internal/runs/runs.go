@@ -48,6 +48,9 @@ var openwopFixtures = []host.OpenwopWorkflow{
 	{WorkflowID: "conformance-cap-breach", Builtin: true, Nodes: []host.OpenwopNode{
 		{ID: "n1", TypeID: CoreNoop}, {ID: "n2", TypeID: CoreNoop}, {ID: "n3", TypeID: CoreNoop},
 		{ID: "n4", TypeID: CoreNoop}, {ID: "n5", TypeID: CoreNoop}, {ID: "n6", TypeID: CoreNoop}}},
+	// Waiting for a person (interrupts.go): always runnable.
+	approvalFixture,
+
 	{WorkflowID: "conformance-wasm-pack-roundtrip", Builtin: true, Nodes: []host.OpenwopNode{{ID: "greet", TypeID: "vendor.openwop.rust-hello.greet"}}},
 	{WorkflowID: "conformance-wasm-pack-memory-cap-breach", Builtin: true, Nodes: []host.OpenwopNode{{ID: "memory-bomb", TypeID: "vendor.openwop.misbehaving.memory-bomb"}}},
 	{WorkflowID: "conformance-wasm-pack-abi-mismatch", Builtin: true, Nodes: []host.OpenwopNode{{ID: "abi-bomb", TypeID: "vendor.openwop.misbehaving.abi-bomb"}}},
@@ -59,9 +62,10 @@ var delayNode = host.OpenwopNode{ID: "wait", TypeID: CoreDelay, Inputs: map[stri
 
 // Run error codes.
 const (
-	// RunErrSuspendNotImplemented: a node suspended (openwop_interrupt or
-	// outcome "suspended"); runs cannot be resumed yet, so the run fails
-	// with the code openwop's suspend scenario recognises.
+	// RunErrSuspendNotImplemented: a run whose log records a node's
+	// suspension that never reached waiting-approval (written before runs
+	// could wait; a suspending node now makes its run wait, interrupts.go)
+	// fails with the code openwop's suspend scenario recognises.
 	RunErrSuspendNotImplemented = "wasm_suspend_not_implemented"
 	RunErrNodeFailed            = "node_failed"
 	// RunErrRecursionLimit: the run would have executed more nodes than
@@ -108,6 +112,8 @@ type Scheduler struct {
 	// stopKeeper stops keepRuns, started with the first run (nil before),
 	// and waits until it returned.
 	stopKeeper func()
+	// queued holds what runs next for a run executing here (start).
+	queued map[string]func(context.Context)
 }
 
 // New returns a Scheduler executing nothing yet.
@@ -193,6 +199,9 @@ func (s *Scheduler) providers(ctx context.Context) (map[string]string, error) {
 		return nil, err
 	}
 	m := map[string]string{}
+	for _, t := range builtinNodes {
+		m[t] = builtinPack
+	}
 	for _, p := range infos {
 		for _, n := range p.Nodes {
 			m[n] = p.Name // several packs: the last listed wins
@@ -354,9 +363,13 @@ func (s *Scheduler) newRun(ctx context.Context, tenant, workflowID string, input
 	return r, w, refs, nil
 }
 
-// GetRun returns a tenant's run.
+// GetRun returns a tenant's run (with the node it waits on, if it waits).
 func (s *Scheduler) GetRun(ctx context.Context, tenant, runID string) (*host.Run, error) {
-	return s.cfg.Store.Run(ctx, tenant, runID)
+	r, err := s.cfg.Store.Run(ctx, tenant, runID)
+	if err != nil {
+		return nil, err
+	}
+	return s.withCurrentNode(ctx, r)
 }
 
 // RunEvents returns a tenant's run's event log.
@@ -406,7 +419,9 @@ func (s *Scheduler) ForkRun(ctx context.Context, tenant, runID, mode string, fro
 		return nil, err
 	}
 	if fromSeq > len(evs) {
-		return nil, host.Invalid(op, "fromSeq", "the run has %d events", len(evs))
+		e := host.Errorf(op, runID, host.ErrOutOfRange, "fromSeq %d is past the end: the run has %d events", fromSeq, len(evs))
+		e.Field = "fromSeq"
+		return nil, e
 	}
 	r := &host.Run{RunID: host.NewID("run"), Tenant: tenant, WorkflowID: src.WorkflowID, Status: host.RunRunning, Inputs: src.Inputs, ForkedFrom: src.RunID, Mode: mode, FromSeq: fromSeq}
 	s.holdRun(r)
@@ -428,12 +443,21 @@ func (s *Scheduler) ForkRun(ctx context.Context, tenant, runID, mode string, fro
 // twice, and nothing starts once the host is closing (the run stays
 // running, for the next start to continue).
 func (s *Scheduler) spawn(r *host.Run, fn func(ctx context.Context)) {
+	s.start(r, fn, false)
+}
+
+// start is spawn; with queue, fn for a run this process still executes
+// (its execution winding down) runs once that ends instead of not at all.
+func (s *Scheduler) start(r *host.Run, fn func(ctx context.Context), queue bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.mu.Lock()
 	if s.cancels == nil {
-		s.cancels = map[string]context.CancelFunc{}
+		s.cancels, s.queued = map[string]context.CancelFunc{}, map[string]func(context.Context){}
 	}
 	if s.closed || s.cancels[r.RunID] != nil {
+		if queue && !s.closed {
+			s.queued[r.RunID] = fn
+		}
 		s.mu.Unlock()
 		cancel()
 		return
@@ -452,8 +476,13 @@ func (s *Scheduler) spawn(r *host.Run, fn func(ctx context.Context)) {
 		defer func() {
 			s.mu.Lock()
 			delete(s.cancels, r.RunID)
+			next := s.queued[r.RunID]
+			delete(s.queued, r.RunID)
 			s.mu.Unlock()
 			cancel()
+			if next != nil {
+				s.spawn(r, next)
+			}
 		}()
 		fn(ctx)
 	}()
@@ -520,7 +549,7 @@ func (s *Scheduler) execute(ctx context.Context, r *host.Run, w *host.OpenwopWor
 			release()
 			return
 		}
-		att, res, err := s.cfg.Invoke(ctx, dispatch.InvokeRequest{Pack: refs[i], Node: n.TypeID, Input: nodeInput(n, r.Inputs), Tenant: r.Tenant, RunID: r.RunID, NodeID: n.ID, Attempt: attempt, AttemptGiven: true})
+		attemptID, res, err := s.invokeNode(ctx, r, n, refs[i], attempt, p.resume[n.ID])
 		release()
 		if ctx.Err() != nil && (err != nil || res.Outcome != abi.Completed) {
 			return
@@ -529,26 +558,24 @@ func (s *Scheduler) execute(ctx context.Context, r *host.Run, w *host.OpenwopWor
 			s.fail(ctx, r, n, &host.RunError{Code: RunErrNodeFailed, Message: fmt.Sprintf("node %s: %v", n.ID, err)})
 			return
 		}
-		evs := breaches(n.ID, att.AttemptID, res)
+		evs := breaches(n.ID, attemptID, res)
 		switch res.Outcome {
 		case abi.Completed:
 			outputs[n.ID] = res.Output
-			evs = append(evs, runEvent(host.RunEventNodeDone, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "attemptId": att.AttemptID, "output": res.Output}))
+			evs = append(evs, runEvent(host.RunEventNodeDone, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "attemptId": attemptID, "output": res.Output}))
 			if !s.advance(ctx, r, "", nil, evs...) {
 				return
 			}
 			continue
 		case abi.Suspended:
-			evs = append(evs, runEvent(host.RunEventNodeSuspend, n.ID, map[string]any{"nodeId": n.ID, "attemptId": att.AttemptID, "interrupt": res.Interrupt}))
-			s.advance(ctx, r, "", nil, evs...)
-			s.fail(ctx, r, n, suspendError(n))
+			s.suspend(ctx, r, n, attemptID, res, p, evs)
 			return
 		}
 		rerr := &host.RunError{Code: RunErrNodeFailed, Message: fmt.Sprintf("node %s %s", n.ID, res.Outcome)}
 		if res.Error != nil {
 			rerr.Message += ": " + res.Error.Code + ": " + res.Error.Message
 		}
-		evs = append(evs, runEvent(host.RunEventNodeFailed, n.ID, map[string]any{"nodeId": n.ID, "attemptId": att.AttemptID, "error": res.Error}))
+		evs = append(evs, runEvent(host.RunEventNodeFailed, n.ID, map[string]any{"nodeId": n.ID, "attemptId": attemptID, "error": res.Error}))
 		s.advance(ctx, r, "", nil, evs...)
 		s.fail(ctx, r, n, rerr)
 		return
@@ -606,7 +633,7 @@ func (s *Scheduler) replayRun(ctx context.Context, r *host.Run, src []host.RunEv
 		}
 		_ = json.Unmarshal(e.Payload, &p) // written by this package (runEvent above), stored as written
 		n := host.OpenwopNode{ID: p.NodeID, TypeID: p.TypeID}
-		if isCore(n.TypeID) { // no attempt recorded: its output stands
+		if isCore(n.TypeID) || slices.Contains(builtinNodes, n.TypeID) { // no attempt recorded: its output stands
 			if !s.advance(ctx, r, "", nil, runEvent(host.RunEventNodeDone, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "replayed": true, "output": p.Output})) {
 				return
 			}
@@ -709,13 +736,17 @@ type progress struct {
 	// number (openwop counts from 0).
 	started map[string]int
 	// ended names the node whose node.failed or node.suspended event was
-	// recorded (the run ends failed), with that event's type.
+	// recorded (the run ends failed, unless a resolution of its interrupt
+	// follows), with that event's type.
 	ended, endedType string
+	// resume are the resumeValues a node's interrupts were resolved with,
+	// oldest first, by node id.
+	resume map[string][]json.RawMessage
 }
 
 // progressOf reads a run's event log.
 func progressOf(evs []host.RunEvent) progress {
-	p := progress{outputs: map[string]json.RawMessage{}, started: map[string]int{}}
+	p := progress{outputs: map[string]json.RawMessage{}, started: map[string]int{}, resume: map[string][]json.RawMessage{}}
 	for _, e := range evs {
 		switch e.Type {
 		case host.RunEventNodeStarted:
@@ -728,6 +759,15 @@ func progressOf(evs []host.RunEvent) progress {
 			p.outputs[e.NodeID] = v.Output
 		case host.RunEventNodeFailed, host.RunEventNodeSuspend:
 			p.ended, p.endedType = e.NodeID, e.Type
+		case host.RunEventApprovalReceived, host.RunEventInterruptResolved:
+			var v struct {
+				ResumeValue json.RawMessage `json:"resumeValue"`
+			}
+			_ = json.Unmarshal(e.Payload, &v) // written by ResolveInterrupt, stored as written
+			p.resume[e.NodeID] = append(p.resume[e.NodeID], v.ResumeValue)
+			if p.ended == e.NodeID {
+				p.ended, p.endedType = "", ""
+			}
 		}
 	}
 	return p

@@ -91,3 +91,13 @@ func (s *Store) RenewRuns(ctx context.Context, holder string, until time.Time) (
 	})
 	return n, err
 }
+
+// ResumeRun implements host.Runs.
+func (s *Store) ResumeRun(ctx context.Context, tenant, runID, holder string, until time.Time, evs []host.RunEvent) (*host.Run, error) {
+	var out *host.Run
+	err := s.write(ctx, func(x *tx) (err error) {
+		out, err = storecore.ResumeRun(ctx, coreTx{x}, tenant, runID, holder, until, evs, s.now())
+		return err
+	})
+	return out, err
+}

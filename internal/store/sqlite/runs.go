@@ -91,3 +91,13 @@ func (s *Store) RenewRuns(ctx context.Context, holder string, until time.Time) (
 	})
 	return n, err
 }
+
+// ResumeRun implements host.Runs.
+func (s *Store) ResumeRun(ctx context.Context, tenant, runID, holder string, until time.Time, evs []host.RunEvent) (*host.Run, error) {
+	var out *host.Run
+	err := s.w.do(ctx, func(tx *wtx) (err error) {
+		out, err = storecore.ResumeRun(ctx, coreTx{s, tx}, tenant, runID, holder, until, evs, s.now())
+		return err
+	})
+	return out, err
+}

@@ -17,6 +17,10 @@ import (
 // PostgreSQL's partial index openwop_runs_unfinished says it.
 const runUnfinished = `status NOT IN ('completed', 'failed', 'cancelled')`
 
+// runClaimable is the condition of a run a runner may claim: unfinished
+// and not waiting for a person (ResumeRun takes it back).
+const runClaimable = runUnfinished + ` AND status <> 'waiting-approval'`
+
 // OpenwopDefinition checks w and returns the copy to store (its tenant
 // set) and its JSON.
 func OpenwopDefinition(op string, w *host.OpenwopWorkflow) (*host.OpenwopWorkflow, []byte, error) {
@@ -142,6 +146,34 @@ func AdvanceRun(ctx context.Context, tx Tx, tenant, runID, holder, status string
 	return r, appendRunEvents(ctx, tx, runID, n, evs, now)
 }
 
+// ResumeRun takes the tenant's run waiting for a person back to running,
+// held by holder until until, and appends evs (see host.Runs.ResumeRun).
+// The run's row is locked, so of two resolutions at once the second
+// reads the run running and is refused.
+func ResumeRun(ctx context.Context, tx Tx, tenant, runID, holder string, until time.Time, evs []host.RunEvent, now time.Time) (*host.Run, error) {
+	r, err := LoadRun(ctx, tx, tx.Dialect().LockRows, tenant, runID)
+	if err != nil {
+		return nil, err
+	}
+	if r.Status != host.RunWaitingApproval {
+		return nil, host.Errorf("resume run", runID, host.ErrConflict, "the run is %s, not waiting for an interrupt to be resolved", r.Status)
+	}
+	r.Status, r.UpdatedAt, r.Holder, r.LeaseUntil = host.RunRunning, now, holder, until
+	rec, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE openwop_runs SET status = $1, record = $2, holder = $3, lease_until = $4 WHERE run_id = $5`,
+		r.Status, string(rec), holder, LeaseMillis(until), r.RunID); err != nil {
+		return nil, err
+	}
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM openwop_run_events WHERE run_id = $1`, runID).Scan(&n); err != nil {
+		return nil, err
+	}
+	return r, appendRunEvents(ctx, tx, runID, n, evs, now)
+}
+
 // RunEvents lists the tenant's run's events in order.
 func RunEvents(ctx context.Context, q Querier, tenant, runID string) ([]host.RunEvent, error) {
 	if _, err := LoadRun(ctx, q, "", tenant, runID); err != nil {
@@ -176,7 +208,7 @@ func ClaimRuns(ctx context.Context, tx Tx, holder string, expired, until time.Ti
 	}
 	d := tx.Dialect()
 	rows, err := tx.Query(ctx, `UPDATE openwop_runs SET holder = $1, lease_until = $2
-		WHERE run_id IN (SELECT run_id FROM openwop_runs WHERE `+runUnfinished+` AND lease_until <= $3 ORDER BY `+d.RunOrder+d.SkipLocked+`)
+		WHERE run_id IN (SELECT run_id FROM openwop_runs WHERE `+runClaimable+` AND lease_until <= $3 ORDER BY `+d.RunOrder+d.SkipLocked+`)
 		RETURNING `+d.RunOrder+`, record, holder, lease_until`,
 		holder, LeaseMillis(until), expired.UnixMilli())
 	if err != nil {

@@ -23,6 +23,7 @@ func Runs(t *testing.T, open Opener) {
 		{"RunLeases", runsLeases},
 		{"ClaimOldestFirst", runsClaimOldestFirst},
 		{"IdempotencyKey", runsIdempotencyKey},
+		{"WaitingRun", runsWaiting},
 	})
 }
 
@@ -303,4 +304,50 @@ func runsIdempotencyKey(f *fixture) {
 	if err != nil || !created || got.RunID != "run_e" {
 		t.Fatalf("expired key: %+v %v %v", got, created, err)
 	}
+}
+
+// runsWaiting: a run waiting for a person is not claimed, whatever its
+// lease; ResumeRun takes it back to running, held by the resolver, with
+// the resolution's events; a second ResumeRun, or one of another tenant,
+// or of a run not waiting, is refused and changes nothing; a waiting run
+// can be cancelled.
+func runsWaiting(f *fixture) {
+	t := f.t
+	now := f.clock.Now()
+	for _, id := range []string{"run_w", "run_x"} {
+		r := &host.Run{RunID: id, Tenant: "acme", WorkflowID: "wf", Status: host.RunRunning, Holder: "n1", LeaseUntil: now.Add(time.Second)}
+		if err := f.b.CreateRun(ctx, r, []host.RunEvent{{Type: host.RunEventStarted}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.b.AdvanceRun(ctx, "acme", id, "n1", host.RunWaitingApproval, nil, []host.RunEvent{{Type: host.RunEventInterruptRequested, NodeID: "gate"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.clock.Add(time.Hour)
+	if runs, err := f.b.ClaimRuns(ctx, "n2", host.ClaimEveryRun, f.clock.Now().Add(time.Minute)); err != nil || len(runs) != 0 {
+		t.Fatalf("claimed waiting runs: %+v %v", runs, err)
+	}
+	_, err := f.b.ResumeRun(ctx, "other", "run_w", "n2", f.clock.Now().Add(time.Minute), []host.RunEvent{{Type: host.RunEventApprovalReceived}})
+	wantErr(t, err, host.ErrNotFound)
+	got, err := f.b.ResumeRun(ctx, "acme", "run_w", "n2", f.clock.Now().Add(time.Minute), []host.RunEvent{{Type: host.RunEventApprovalReceived, NodeID: "gate", Payload: json.RawMessage(`{"action":"accept"}`)}})
+	if err != nil || got.Status != host.RunRunning {
+		t.Fatalf("resumed: %+v %v", got, err)
+	}
+	if r, err := f.b.Run(ctx, "acme", "run_w"); err != nil || r.Status != host.RunRunning || r.Holder != "n2" || !r.LeaseUntil.Equal(f.clock.Now().Add(time.Minute)) {
+		t.Fatalf("resumed run: %+v %v", r, err)
+	}
+	_, err = f.b.ResumeRun(ctx, "acme", "run_w", "n3", f.clock.Now().Add(time.Minute), []host.RunEvent{{Type: host.RunEventApprovalReceived}})
+	wantErr(t, err, host.ErrConflict)
+	evs, err := f.b.RunEvents(ctx, "acme", "run_w")
+	if err != nil || len(evs) != 3 || evs[2].Type != host.RunEventApprovalReceived || evs[2].Seq != 3 || string(evs[2].Payload) != `{"action":"accept"}` {
+		t.Fatalf("events: %+v %v", evs, err)
+	}
+	if r, _ := f.b.Run(ctx, "acme", "run_w"); r.Holder != "n2" {
+		t.Fatalf("a refused resume changed the holder: %q", r.Holder)
+	}
+	if _, err := f.b.AdvanceRun(ctx, "acme", "run_x", "", host.RunCancelled, nil, []host.RunEvent{{Type: host.RunEventCancelled}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.b.ResumeRun(ctx, "acme", "run_x", "n2", f.clock.Now().Add(time.Minute), nil)
+	wantErr(t, err, host.ErrConflict)
 }
