@@ -588,6 +588,10 @@ func decodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			return ae // a nested value's own refusal (runConfigurable)
+		}
 		var te *json.UnmarshalTypeError
 		switch {
 		case errors.As(err, &te) && te.Field != "":

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -98,6 +100,29 @@ type runStartBody struct {
 // packrun honours (recursionLimit); another key is refused, naming it.
 type runConfigurable struct {
 	RecursionLimit *int `json:"recursionLimit,omitempty"`
+}
+
+// UnmarshalJSON decodes c strictly, naming an unknown key by its path
+// (configurable.KEY): encoding/json names a nested field by its key only.
+func (c *runConfigurable) UnmarshalJSON(b []byte) error {
+	type plain runConfigurable
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var p plain
+	if err := dec.Decode(&p); err != nil {
+		if f, ok := host.UnknownField(err); ok {
+			f = "configurable." + f
+			return refuse(http.StatusBadRequest, CodeInvalid, f, f+": unknown field (packrun takes recursionLimit only)")
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			f := "configurable." + te.Field
+			return refuse(http.StatusBadRequest, CodeInvalid, f, fmt.Sprintf("%s: must be %s", f, jsonKind(te.Type.Kind().String())))
+		}
+		return err
+	}
+	*c = runConfigurable(p)
+	return nil
 }
 
 // options are the run options body asks for.
