@@ -177,6 +177,11 @@ func extismServe(ctx context.Context, a *activity, fn string, req []byte) (abi.S
 		s = abi.StatusAccessDenied
 	} else {
 		s, resp = a.services.Serve(ctx, fn, req)
+		if len(resp) <= maxHostResponse {
+			// Serve's response: the trace keeps it without a copy.
+			a.recordOwned(abi.ModuleHostV1+"."+fn, req, s, resp)
+			return s, resp
+		}
 	}
 	if len(resp) > maxHostResponse {
 		s, resp = abi.StatusHostError, nil
