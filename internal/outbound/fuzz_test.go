@@ -39,6 +39,45 @@ func FuzzDecodeRequest(f *testing.F) {
 	})
 }
 
+// FuzzDecodeCompact: whatever decodeCompact accepts, encoding/json
+// decodes to the same wire request.
+func FuzzDecodeCompact(f *testing.F) {
+	for _, s := range []string{
+		`{"url":"https://example.com:8443/1k","method":"GET"}`, `{"method":"POST","url":"http://a/"}`, `{"url":""}`,
+		`{"url":"a","url":"b"}`, `{"URL":"x"}`, `{"url":"x\u0041"}`, `{"url":"x",}`, `{"url":"x" }`, `{"url":1}`,
+		`{"method":"GET","url":"x","headers":[]}`, `{"url":"ÿ"}`, `{}`, `{"url":"x"}}`, `{"url"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := decodeCompact(b)
+		if !ok {
+			return
+		}
+		var want wireRequest
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatalf("decodeCompact accepted %q, encoding/json refuses it: %v", b, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: decodeCompact %+v, encoding/json %+v", b, got, want)
+		}
+	})
+}
+
+// The usual request ({"url","method"}) is decoded without encoding/json's
+// reflection: two allocations, its two strings.
+func TestDecodeRequestCompact(t *testing.T) {
+	req := []byte(`{"url":"https://example.com:8443/1k","method":"GET"}`)
+	var r Request
+	var err error
+	if n := testing.AllocsPerRun(100, func() { r, err = DecodeRequest(req) }); n > 2 {
+		t.Errorf("DecodeRequest of %s: %v allocations, want at most 2", req, n)
+	}
+	if err != nil || r.URL != "https://example.com:8443/1k" || r.Method != "GET" || r.Headers != nil || r.Body != nil || r.Timeout != 0 {
+		t.Fatalf("%+v %v", r, err)
+	}
+}
+
 func TestDecodeRequest(t *testing.T) {
 	r, err := DecodeRequest([]byte(`{"url":"https://e.com/","headers":[["A","1"],["A","2"]],"body_base64":"AAEC","timeout_ms":250}`))
 	if err != nil || r.Method != "" || len(r.Headers) != 2 || r.Headers[1] != [2]string{"A", "2"} || string(r.Body) != "\x00\x01\x02" || r.Timeout.Milliseconds() != 250 {
