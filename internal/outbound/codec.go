@@ -173,6 +173,13 @@ func appendString[T string | []byte](b []byte, s T) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs escaping or decoding.
+		for i+8 <= len(s) && !stopIn(load8(s, i)) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -208,6 +215,22 @@ func appendString[T string | []byte](b []byte, s T) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// load8 reads s[i:i+8] as a little-endian word.
+func load8[T string | []byte](s T, i int) uint64 {
+	_ = s[i+7] // one bounds check
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
+// stopIn reports whether a word of eight string bytes has one that
+// appendString must look at: below 0x20, '"', '\\' or not ASCII (SWAR: a
+// zero byte of x^c is a byte equal to c).
+func stopIn(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	zero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
+	return x&highs|(x-0x20*ones)&^x&highs|zero(x^'"'*ones)|zero(x^'\\'*ones) != 0
 }
 
 // EncodeError encodes e as the guest receives it: {"error"} and, for a

@@ -103,6 +103,7 @@ func FuzzEncodeResponse(f *testing.F) {
 		{"X-Q", "a \"quoted\" \\ value\t<&>", "line\nbreak\r\x00\x1f\x7f é 😀 \u2028"},
 		{"X-Bad", "\xff\xfe bad utf-8 \xc3", "\xff\x00\x01"},
 		{"", "", ""},
+		{"X-Long", "0123456789abcdef\"0123456789abcdef\x7f", "plain text run past eight bytes\\ then é and \xff at odd offsets, \x01 near the end."},
 	} {
 		f.Add(s[0], s[1], []byte(s[2]), 200, false)
 	}
@@ -139,4 +140,15 @@ func FuzzEncodeResponse(f *testing.F) {
 			t.Fatalf("EncodeResponse %s\nencoding/json %s", got, want)
 		}
 	})
+}
+
+// BenchmarkEncodeResponse encodes the answer to a 1 KiB text body with a
+// server's usual headers (the benchmarks' loopback response).
+func BenchmarkEncodeResponse(b *testing.B) {
+	r := &Response{Status: 200, Body: []byte(strings.Repeat("k", 1024)), Headers: [][2]string{
+		{"Content-Length", "1024"}, {"Content-Type", "text/plain; charset=utf-8"}, {"Date", "Fri, 27 Nov 2026 20:52:02 GMT"}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		EncodeResponse(r)
+	}
 }
