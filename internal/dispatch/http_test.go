@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -281,8 +282,19 @@ func reportCPU(b *testing.B, start time.Duration) {
 // plain, baseline and guest in turn each iteration and reports each one's
 // CPU and wall time, the import's overhead (guest - baseline - plain) and
 // the ratio (guest - baseline) / plain.
-func BenchmarkHTTPRequest(b *testing.B) {
-	f := newFetchEnv(b, `{"host":"example.com","port":PORT,"allowRanges":["loopback"]}`, `{"url":"https://example.com:PORT/1k","method":"GET"}`, outbound.Limits{})
+func BenchmarkHTTPRequest(b *testing.B) { benchHTTPRequest(b, nil) }
+
+// BenchmarkHTTPRequestPost is BenchmarkHTTPRequest with a POST of a 1 KiB
+// body (1 KiB each way), in the guest's request as a "body" string.
+func BenchmarkHTTPRequestPost(b *testing.B) { benchHTTPRequest(b, kilobyte) }
+
+func benchHTTPRequest(b *testing.B, body []byte) {
+	method, req, grant := "GET", `{"url":"https://example.com:PORT/1k","method":"GET"}`, `{"host":"example.com","port":PORT,"allowRanges":["loopback"]}`
+	if body != nil {
+		method, req = "POST", `{"url":"https://example.com:PORT/1k","method":"POST","body":"`+string(body)+`"}`
+		grant = `{"host":"example.com","port":PORT,"methods":["POST"],"allowRanges":["loopback"]}`
+	}
+	f := newFetchEnv(b, grant, req, outbound.Limits{})
 	defer f.srv.Close()
 	url := "https://example.com:" + f.port + "/1k"
 	ctx := context.Background()
@@ -294,7 +306,11 @@ func BenchmarkHTTPRequest(b *testing.B) {
 			return d.DialContext(ctx, network, "127.0.0.1:"+f.port)
 		}}}
 	plain := func(b *testing.B) {
-		resp, err := c.Get(url)
+		hreq, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp, err := c.Do(hreq)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -315,7 +331,7 @@ func BenchmarkHTTPRequest(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			s := f.d.cfg.Outbound.Session(f.pack.Manifest.Grants.HTTP, nil)
-			if resp, err := s.Do(ctx, outbound.Request{URL: url}); err != nil || len(resp.Body) != 1024 {
+			if resp, err := s.Do(ctx, outbound.Request{Method: method, URL: url, Body: body}); err != nil || len(resp.Body) != 1024 {
 				b.Fatal(err)
 			}
 		}

@@ -74,7 +74,7 @@ func decodeWire(b []byte) (wireRequest, error) {
 }
 
 // decodeCompact decodes the usual request without reflection: a compact
-// object of "method" and "url" only (each at most once), their values
+// object of "method", "url" and "body" only (each at most once), their values
 // strings of printable ASCII without escapes. It reports false for
 // anything else, which encoding/json then decodes; on what it accepts it
 // gives what encoding/json gives (FuzzDecodeCompact compares them).
@@ -98,6 +98,9 @@ func decodeCompact(b []byte) (wireRequest, bool) {
 			w.Method, seenMethod = string(val), true
 		case string(key) == "url" && !seenURL:
 			w.URL, seenURL = string(val), true
+		case string(key) == "body" && w.Body == nil:
+			body := string(val)
+			w.Body = &body
 		default:
 			return w, false
 		}

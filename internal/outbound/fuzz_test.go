@@ -45,7 +45,7 @@ func FuzzDecodeCompact(f *testing.F) {
 	for _, s := range []string{
 		`{"url":"https://example.com:8443/1k","method":"GET"}`, `{"method":"POST","url":"http://a/"}`, `{"url":""}`,
 		`{"url":"a","url":"b"}`, `{"URL":"x"}`, `{"url":"x\u0041"}`, `{"url":"x",}`, `{"url":"x" }`, `{"url":1}`,
-		`{"method":"GET","url":"x","headers":[]}`, `{"url":"ÿ"}`, `{}`, `{"url":"x"}}`, `{"url"}`,
+		`{"method":"GET","url":"x","headers":[]}`, `{"url":"x","method":"POST","body":"kkk"}`, `{"body":"","body":"a","url":"x"}`, `{"url":"ÿ"}`, `{}`, `{"url":"x"}}`, `{"url"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -74,6 +74,13 @@ func TestDecodeRequestCompact(t *testing.T) {
 		t.Errorf("DecodeRequest of %s: %v allocations, want at most 2", req, n)
 	}
 	if err != nil || r.URL != "https://example.com:8443/1k" || r.Method != "GET" || r.Headers != nil || r.Body != nil || r.Timeout != 0 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	post := []byte(`{"url":"https://example.com:8443/1k","method":"POST","body":"kkkk"}`)
+	if n := testing.AllocsPerRun(100, func() { r, err = DecodeRequest(post) }); n > 5 {
+		t.Errorf("DecodeRequest of %s: %v allocations, want at most 5", post, n)
+	}
+	if err != nil || r.Method != "POST" || string(r.Body) != "kkkk" {
 		t.Fatalf("%+v %v", r, err)
 	}
 }
