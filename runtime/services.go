@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
@@ -57,7 +56,7 @@ func hostV1Call(ctx context.Context, mod api.Module, stack []uint64, fn, traced 
 		stack[0] = uint64(uint32(s))
 	}
 	req, ok := read(mod, reqPtr, reqLen, maxHostRequest)
-	if !ok || !utf8.Valid(req) || !json.Valid(req) {
+	if !ok || !utf8.Valid(req) || !abi.ValidJSON(req) {
 		a.replayed(traced, nil)
 		status(abi.StatusValidation, nil, nil)
 		return
