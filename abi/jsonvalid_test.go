@@ -19,11 +19,11 @@ var validJSONCases = []string{
 	strings.Repeat(`{"a":`, maxJSONDepth+1) + "1" + strings.Repeat("}", maxJSONDepth+1),
 }
 
-// validJSON accepts exactly what json.Valid accepts, the nesting limit
+// ValidJSON (validJSON) accepts exactly what json.Valid accepts, the nesting limit
 // included.
 func TestValidJSONMatchesEncodingJSON(t *testing.T) {
 	for _, s := range validJSONCases {
-		if got, want := validJSON([]byte(s)), json.Valid([]byte(s)); got != want {
+		if got, want := ValidJSON([]byte(s)), json.Valid([]byte(s)); got != want {
 			t.Errorf("validJSON(%.60q) = %v, json.Valid says %v", s, got, want)
 		}
 	}

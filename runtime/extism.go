@@ -156,7 +156,7 @@ func slicesEqual(a, b []api.ValueType) bool {
 func extismHostCall(ctx context.Context, cp *extism.CurrentPlugin, stack []uint64, fn string) {
 	_, a := begin(ctx, fn)
 	req, err := cp.ReadBytes(stack[0])
-	if err != nil || len(req) > maxHostRequest || !utf8.Valid(req) || !json.Valid(req) {
+	if err != nil || len(req) > maxHostRequest || !utf8.Valid(req) || !abi.ValidJSON(req) {
 		a.replayed(abi.ModuleHostV1+"."+fn, nil)
 		a.record(abi.ModuleHostV1+"."+fn, nil, abi.StatusValidation, nil)
 		stack[0] = writeExtism(cp, a, abi.StatusValidation, nil)
@@ -177,6 +177,11 @@ func extismServe(ctx context.Context, a *activity, fn string, req []byte) (abi.S
 		s = abi.StatusAccessDenied
 	} else {
 		s, resp = a.services.Serve(ctx, fn, req)
+		if len(resp) <= maxHostResponse {
+			// Serve's response: the trace keeps it without a copy.
+			a.recordOwned(abi.ModuleHostV1+"."+fn, req, s, resp)
+			return s, resp
+		}
 	}
 	if len(resp) > maxHostResponse {
 		s, resp = abi.StatusHostError, nil

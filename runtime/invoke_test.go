@@ -315,6 +315,31 @@ func TestHostV1Services(t *testing.T) {
 	}
 }
 
+// keptServices remembers the responses it returned.
+type keptServices struct {
+	fakeServices
+	returned map[string][]byte
+}
+
+func (k *keptServices) Serve(ctx context.Context, fn string, req []byte) (abi.Status, []byte) {
+	s, resp := k.fakeServices.Serve(ctx, fn, req)
+	k.returned[fn] = resp
+	return s, resp
+}
+
+// The runtime owns a Services response once Serve returns: the trace keeps
+// that slice (no copy per host call), with the same bytes.
+func TestHostV1TraceKeepsTheServeResponse(t *testing.T) {
+	r := newTestRuntime(t, NewConfig())
+	m := loadProbe(t, r, LoadOptions{})
+	svc := &keptServices{fakeServices: fakeServices{mem: map[string]json.RawMessage{}}, returned: map[string][]byte{}}
+	res := mustInvoke(t, m, Invocation{Node: "probe.host", Services: svc})
+	got, sent := res.Trace[1].Result, svc.returned[abi.HostMemoryGet]
+	if string(got) != `{"value":{"n":1}}` || len(sent) == 0 || &got[0] != &sent[0] {
+		t.Fatalf("trace result %q is not the response Serve returned (%q)", got, sent)
+	}
+}
+
 func TestTraceRecordsEveryInput(t *testing.T) {
 	r := newTestRuntime(t, NewConfig())
 	m := loadProbe(t, r, LoadOptions{})

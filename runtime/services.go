@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
@@ -19,7 +18,9 @@ import (
 type Services interface {
 	// Serve handles one call of fn (one of abi.HostV1Imports()) with the
 	// module's JSON request and returns a status and a JSON response (nil
-	// for none). It must not panic and must respect ctx.
+	// for none). It must not panic and must respect ctx. The response
+	// belongs to the runtime once Serve returns (the trace keeps it
+	// without a copy): an implementation must not change it afterwards.
 	Serve(ctx context.Context, fn string, req []byte) (abi.Status, []byte)
 }
 
@@ -45,12 +46,17 @@ func hostV1Module(rt wazero.Runtime) wazero.HostModuleBuilder {
 func hostV1Call(ctx context.Context, mod api.Module, stack []uint64, fn, traced string) {
 	st, a := begin(ctx, fn)
 	reqPtr, reqLen, out := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
+	owned := false // resp is Serve's: the trace keeps it without a copy
 	status := func(s abi.Status, req, resp []byte) {
-		a.record(traced, req, s, resp)
+		if owned {
+			a.recordOwned(traced, req, s, resp)
+		} else {
+			a.record(traced, req, s, resp)
+		}
 		stack[0] = uint64(uint32(s))
 	}
 	req, ok := read(mod, reqPtr, reqLen, maxHostRequest)
-	if !ok || !utf8.Valid(req) || !json.Valid(req) {
+	if !ok || !utf8.Valid(req) || !abi.ValidJSON(req) {
 		a.replayed(traced, nil)
 		status(abi.StatusValidation, nil, nil)
 		return
@@ -66,6 +72,7 @@ func hostV1Call(ctx context.Context, mod api.Module, stack []uint64, fn, traced 
 		s = abi.StatusAccessDenied
 	} else {
 		s, resp = a.services.Serve(ctx, fn, req)
+		owned = true
 	}
 	if len(resp) > maxHostResponse {
 		s, resp = abi.StatusHostError, nil

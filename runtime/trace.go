@@ -28,6 +28,15 @@ const traceEntryOverhead = 80
 
 // record appends a call to the trace, charging it to the trace budget.
 func (a *activity) record(fn string, args []byte, status abi.Status, result []byte) {
+	if len(result) > 0 {
+		result = append([]byte(nil), result...)
+	}
+	a.recordOwned(fn, args, status, result)
+}
+
+// recordOwned is record for a result the trace may keep without a copy:
+// nothing changes it afterwards (a Services response, see Services.Serve).
+func (a *activity) recordOwned(fn string, args []byte, status abi.Status, result []byte) {
 	if a.deterministic {
 		return
 	}
@@ -36,7 +45,7 @@ func (a *activity) record(fn string, args []byte, status abi.Status, result []by
 		c.Args = append([]byte(nil), traceArgs(args)...)
 	}
 	if len(result) > 0 {
-		c.Result = append([]byte(nil), result...)
+		c.Result = result
 	}
 	a.charge(len(c.Args) + len(c.Result) + len(fn) + traceEntryOverhead)
 	a.trace = append(a.trace, c)

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -57,6 +58,7 @@ func newFetchEnv(t testing.TB, grant, req string, limits outbound.Limits) *fetch
 			f.mu.Unlock()
 		}
 		if r.URL.Path == "/1k" {
+			io.Copy(io.Discard, r.Body)
 			w.Write(kilobyte)
 			return
 		}
@@ -75,7 +77,7 @@ func newFetchEnv(t testing.TB, grant, req string, limits outbound.Limits) *fetch
 	pool.AddCert(f.srv.Certificate())
 	grant = strings.ReplaceAll(grant, "PORT", f.port)
 	f.pack, _ = wasmPack(t, "fetch.wasm", `"name":"local.fetch","version":"1.0.0","runtime":{"language":"wasm","abi":{"version":1,"minor":3},
-		"modules":[{"path":"fetch.wasm","sha256":%q}]},"nodes":[{"typeId":"test.fetch","kind":"node"},{"typeId":"test.fetch2","kind":"node"},{"typeId":"test.nofetch","kind":"node"}],
+		"modules":[{"path":"fetch.wasm","sha256":%q}]},"nodes":[{"typeId":"test.fetch","kind":"node"},{"typeId":"test.fetch2","kind":"node"},{"typeId":"test.nofetch","kind":"node"},{"typeId":"test.fetchk","kind":"node"}],
 		"grants":{"services":["config"],"http":[`+grant+`]}`)
 	f.env = newEnvWith(t, f.pack)
 	f.d.cfg.Outbound = outbound.New(outbound.Config{Resolver: loopDNS{}, RootCAs: pool, Limits: limits})
@@ -127,6 +129,32 @@ func recordSize(t *testing.T, a *host.Attempt) (int, bool) {
 		}
 	}
 	return len(rec), false
+}
+
+// Node test.fetchk sends its request 16 times in one invocation (the
+// benchmarks' per-request figure) and outputs a digest: every request
+// reached the server and is in the trace.
+func TestHTTPRequestManyInOneInvocation(t *testing.T) {
+	f := newFetchEnv(t, fetchGrant, `{"url":"https://example.com:PORT/a","method":"GET"}`, outbound.Limits{})
+	_, res, err := f.d.InvokeArchive(context.Background(), f.arch(t), InvokeRequest{Node: "test.fetchk"})
+	if err != nil || res.Outcome != abi.Completed {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if string(res.Output) != `{"s":"00","n":"16"}` {
+		t.Fatalf("output %s, want 16 answers with status 0", res.Output)
+	}
+	calls := 0
+	for _, c := range res.Trace {
+		if strings.HasSuffix(c.Fn, abi.HostHTTPRequest) {
+			calls++
+		}
+	}
+	f.mu.Lock()
+	seen := len(f.seen)
+	f.mu.Unlock()
+	if calls != 16 || seen != 16 {
+		t.Fatalf("trace has %d http_request calls, the server saw %d requests; want 16", calls, seen)
+	}
 }
 
 // The guest fetches through its grant with the secret injected: the server
@@ -235,6 +263,9 @@ func TestHTTPRequestLargeBodyOutOfLine(t *testing.T) {
 
 var kilobyte = []byte(strings.Repeat("k", 1024))
 
+// fetchK is how many requests node test.fetchk makes in one invocation.
+const fetchK = 16
+
 // reportCPU reports the process CPU time per operation since start
 // (client and in-process server together): steadier than wall time on a
 // shared machine.
@@ -251,8 +282,19 @@ func reportCPU(b *testing.B, start time.Duration) {
 // plain, baseline and guest in turn each iteration and reports each one's
 // CPU and wall time, the import's overhead (guest - baseline - plain) and
 // the ratio (guest - baseline) / plain.
-func BenchmarkHTTPRequest(b *testing.B) {
-	f := newFetchEnv(b, `{"host":"example.com","port":PORT,"allowRanges":["loopback"]}`, `{"url":"https://example.com:PORT/1k","method":"GET"}`, outbound.Limits{})
+func BenchmarkHTTPRequest(b *testing.B) { benchHTTPRequest(b, nil) }
+
+// BenchmarkHTTPRequestPost is BenchmarkHTTPRequest with a POST of a 1 KiB
+// body (1 KiB each way), in the guest's request as a "body" string.
+func BenchmarkHTTPRequestPost(b *testing.B) { benchHTTPRequest(b, kilobyte) }
+
+func benchHTTPRequest(b *testing.B, body []byte) {
+	method, req, grant := "GET", `{"url":"https://example.com:PORT/1k","method":"GET"}`, `{"host":"example.com","port":PORT,"allowRanges":["loopback"]}`
+	if body != nil {
+		method, req = "POST", `{"url":"https://example.com:PORT/1k","method":"POST","body":"`+string(body)+`"}`
+		grant = `{"host":"example.com","port":PORT,"methods":["POST"],"allowRanges":["loopback"]}`
+	}
+	f := newFetchEnv(b, grant, req, outbound.Limits{})
 	defer f.srv.Close()
 	url := "https://example.com:" + f.port + "/1k"
 	ctx := context.Background()
@@ -264,7 +306,11 @@ func BenchmarkHTTPRequest(b *testing.B) {
 			return d.DialContext(ctx, network, "127.0.0.1:"+f.port)
 		}}}
 	plain := func(b *testing.B) {
-		resp, err := c.Get(url)
+		hreq, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp, err := c.Do(hreq)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -285,7 +331,7 @@ func BenchmarkHTTPRequest(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			s := f.d.cfg.Outbound.Session(f.pack.Manifest.Grants.HTTP, nil)
-			if resp, err := s.Do(ctx, outbound.Request{URL: url}); err != nil || len(resp.Body) != 1024 {
+			if resp, err := s.Do(ctx, outbound.Request{Method: method, URL: url, Body: body}); err != nil || len(resp.Body) != 1024 {
 				b.Fatal(err)
 			}
 		}
@@ -338,6 +384,62 @@ func BenchmarkHTTPRequest(b *testing.B) {
 		b.ReportMetric(per(wall[2]-wall[1]-wall[0]), "overhead-wall-ns/op")
 		b.ReportMetric(float64(wall[2]-wall[1])/float64(wall[0]), "import/plain-wall")
 	})
+	// guest-16: one invocation making fetchK requests (node test.fetchk,
+	// a small digest as output). The import's cost per request is
+	// (guest-16 - guest) / (fetchK - 1): the invocation and its output are
+	// counted once in both and cancel out.
+	invokeK := func(b *testing.B) { invokeNode(b, "test.fetchk", `"s":"00","n":"16"`) }
+	b.Run("guest-16", func(b *testing.B) {
+		defer reportCPU(b, processCPU())
+		b.ReportAllocs()
+		for b.Loop() {
+			invokeK(b)
+		}
+	})
+	// interleaved-16 runs fetchK plain requests, a one-request invocation
+	// and a fetchK-request invocation in turn each iteration.
+	b.Run("interleaved-16", func(b *testing.B) {
+		plainK := func(b *testing.B) {
+			for range fetchK {
+				plain(b)
+			}
+		}
+		var cpu, wall [3]time.Duration
+		for b.Loop() {
+			for i, run := range []func(*testing.B){plainK, invoke, invokeK} {
+				c0, w0 := processCPU(), time.Now()
+				run(b)
+				wall[i] += time.Since(w0)
+				cpu[i] += processCPU() - c0
+			}
+		}
+		perReq := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N*fetchK) }
+		importCPU := float64((cpu[2] - cpu[1]).Nanoseconds()) / float64(b.N*(fetchK-1))
+		importWall := float64((wall[2] - wall[1]).Nanoseconds()) / float64(b.N*(fetchK-1))
+		b.ReportMetric(perReq(cpu[0]), "plain-cpu-ns/req")
+		b.ReportMetric(importCPU, "import-cpu-ns/req")
+		b.ReportMetric(importCPU-perReq(cpu[0]), "overhead-cpu-ns/req")
+		b.ReportMetric(importCPU/perReq(cpu[0]), "import/plain-cpu")
+		b.ReportMetric(importWall/perReq(wall[0]), "import/plain-wall")
+	})
+	// Throughput: 32 goroutines of plain requests beside 32 concurrent
+	// invocations each making fetchK requests; req/s counts requests.
+	concurrent := func(run func(*testing.B), perOp int) func(*testing.B) {
+		return func(b *testing.B) {
+			defer reportCPU(b, processCPU())
+			b.ReportAllocs()
+			b.SetParallelism((32 + gort.GOMAXPROCS(0) - 1) / gort.GOMAXPROCS(0))
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					run(b)
+				}
+			})
+			b.ReportMetric(float64(b.N*perOp)/time.Since(start).Seconds(), "req/s")
+		}
+	}
+	b.Run("plain-32-concurrent", concurrent(plain, 1))
+	b.Run("guest-16-32-concurrent", concurrent(invokeK, fetchK))
 	b.Run("guest-32-concurrent", func(b *testing.B) {
 		defer reportCPU(b, processCPU())
 		b.ReportAllocs()

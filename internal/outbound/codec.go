@@ -24,9 +24,12 @@ type wireRequest struct {
 // {"method","url","headers"?:[[name,value],...],"body"?|"body_base64"?,"timeout_ms"?}.
 // Errors are validation errors (status 10) naming the field.
 func DecodeRequest(b []byte) (Request, error) {
-	var w wireRequest
-	if err := json.Unmarshal(b, &w); err != nil {
-		return Request{}, invalid("http_request: the request is not a JSON object of the documented shape: %s", firstLine(err))
+	w, ok := decodeCompact(b)
+	if !ok {
+		var err error
+		if w, err = decodeWire(b); err != nil {
+			return Request{}, invalid("http_request: the request is not a JSON object of the documented shape: %s", firstLine(err))
+		}
 	}
 	r := Request{Method: w.Method, URL: w.URL}
 	if w.URL == "" {
@@ -58,6 +61,74 @@ func DecodeRequest(b []byte) (Request, error) {
 		r.Timeout = time.Duration(ms) * time.Millisecond
 	}
 	return r, nil
+}
+
+// decodeWire is encoding/json's decoding; not inlined, so that only this
+// path pays for the wire request escaping to the heap.
+//
+//go:noinline
+func decodeWire(b []byte) (wireRequest, error) {
+	var w wireRequest
+	err := json.Unmarshal(b, &w)
+	return w, err
+}
+
+// decodeCompact decodes the usual request without reflection: a compact
+// object of "method", "url" and "body" only (each at most once), their values
+// strings of printable ASCII without escapes. It reports false for
+// anything else, which encoding/json then decodes; on what it accepts it
+// gives what encoding/json gives (FuzzDecodeCompact compares them).
+func decodeCompact(b []byte) (wireRequest, bool) {
+	var w wireRequest
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return w, false
+	}
+	seenMethod, seenURL := false, false
+	for i := 1; ; {
+		var key, val []byte
+		var ok bool
+		if key, i, ok = compactString(b, i); !ok || i >= len(b) || b[i] != ':' {
+			return w, false
+		}
+		if val, i, ok = compactString(b, i+1); !ok {
+			return w, false
+		}
+		switch {
+		case string(key) == "method" && !seenMethod:
+			w.Method, seenMethod = string(val), true
+		case string(key) == "url" && !seenURL:
+			w.URL, seenURL = string(val), true
+		case string(key) == "body" && w.Body == nil:
+			body := string(val)
+			w.Body = &body
+		default:
+			return w, false
+		}
+		switch {
+		case i == len(b)-1:
+			return w, true
+		case b[i] != ',':
+			return w, false
+		}
+		i++
+	}
+}
+
+// compactString reads a JSON string of printable ASCII without escapes at
+// b[i:], returning its contents and the index after its closing quote.
+func compactString(b []byte, i int) ([]byte, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, i, false
+	}
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return b[i+1 : j], j + 1, true
+		case c < 0x20 || c > 0x7e || c == '\\':
+			return nil, j, false
+		}
+	}
+	return nil, len(b), false
 }
 
 // EncodeResponse encodes r as the guest receives it: the body as "body"
@@ -105,6 +176,13 @@ func appendString[T string | []byte](b []byte, s T) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while none needs escaping or decoding.
+		for i+8 <= len(s) && !stopIn(load8(s, i)) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -140,6 +218,22 @@ func appendString[T string | []byte](b []byte, s T) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// load8 reads s[i:i+8] as a little-endian word.
+func load8[T string | []byte](s T, i int) uint64 {
+	_ = s[i+7] // one bounds check
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
+// stopIn reports whether a word of eight string bytes has one that
+// appendString must look at: below 0x20, '"', '\\' or not ASCII (SWAR: a
+// zero byte of x^c is a byte equal to c).
+func stopIn(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	zero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
+	return x&highs|(x-0x20*ones)&^x&highs|zero(x^'"'*ones)|zero(x^'\\'*ones) != 0
 }
 
 // EncodeError encodes e as the guest receives it: {"error"} and, for a

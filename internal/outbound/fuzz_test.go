@@ -39,6 +39,52 @@ func FuzzDecodeRequest(f *testing.F) {
 	})
 }
 
+// FuzzDecodeCompact: whatever decodeCompact accepts, encoding/json
+// decodes to the same wire request.
+func FuzzDecodeCompact(f *testing.F) {
+	for _, s := range []string{
+		`{"url":"https://example.com:8443/1k","method":"GET"}`, `{"method":"POST","url":"http://a/"}`, `{"url":""}`,
+		`{"url":"a","url":"b"}`, `{"URL":"x"}`, `{"url":"x\u0041"}`, `{"url":"x",}`, `{"url":"x" }`, `{"url":1}`,
+		`{"method":"GET","url":"x","headers":[]}`, `{"url":"x","method":"POST","body":"kkk"}`, `{"body":"","body":"a","url":"x"}`, `{"url":"ÿ"}`, `{}`, `{"url":"x"}}`, `{"url"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := decodeCompact(b)
+		if !ok {
+			return
+		}
+		var want wireRequest
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatalf("decodeCompact accepted %q, encoding/json refuses it: %v", b, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: decodeCompact %+v, encoding/json %+v", b, got, want)
+		}
+	})
+}
+
+// The usual request ({"url","method"}) is decoded without encoding/json's
+// reflection: two allocations, its two strings.
+func TestDecodeRequestCompact(t *testing.T) {
+	req := []byte(`{"url":"https://example.com:8443/1k","method":"GET"}`)
+	var r Request
+	var err error
+	if n := testing.AllocsPerRun(100, func() { r, err = DecodeRequest(req) }); n > 2 {
+		t.Errorf("DecodeRequest of %s: %v allocations, want at most 2", req, n)
+	}
+	if err != nil || r.URL != "https://example.com:8443/1k" || r.Method != "GET" || r.Headers != nil || r.Body != nil || r.Timeout != 0 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	post := []byte(`{"url":"https://example.com:8443/1k","method":"POST","body":"kkkk"}`)
+	if n := testing.AllocsPerRun(100, func() { r, err = DecodeRequest(post) }); n > 5 {
+		t.Errorf("DecodeRequest of %s: %v allocations, want at most 5", post, n)
+	}
+	if err != nil || r.Method != "POST" || string(r.Body) != "kkkk" {
+		t.Fatalf("%+v %v", r, err)
+	}
+}
+
 func TestDecodeRequest(t *testing.T) {
 	r, err := DecodeRequest([]byte(`{"url":"https://e.com/","headers":[["A","1"],["A","2"]],"body_base64":"AAEC","timeout_ms":250}`))
 	if err != nil || r.Method != "" || len(r.Headers) != 2 || r.Headers[1] != [2]string{"A", "2"} || string(r.Body) != "\x00\x01\x02" || r.Timeout.Milliseconds() != 250 {
@@ -64,6 +110,7 @@ func FuzzEncodeResponse(f *testing.F) {
 		{"X-Q", "a \"quoted\" \\ value\t<&>", "line\nbreak\r\x00\x1f\x7f é 😀 \u2028"},
 		{"X-Bad", "\xff\xfe bad utf-8 \xc3", "\xff\x00\x01"},
 		{"", "", ""},
+		{"X-Long", "0123456789abcdef\"0123456789abcdef\x7f", "plain text run past eight bytes\\ then é and \xff at odd offsets, \x01 near the end."},
 	} {
 		f.Add(s[0], s[1], []byte(s[2]), 200, false)
 	}
@@ -100,4 +147,15 @@ func FuzzEncodeResponse(f *testing.F) {
 			t.Fatalf("EncodeResponse %s\nencoding/json %s", got, want)
 		}
 	})
+}
+
+// BenchmarkEncodeResponse encodes the answer to a 1 KiB text body with a
+// server's usual headers (the benchmarks' loopback response).
+func BenchmarkEncodeResponse(b *testing.B) {
+	r := &Response{Status: 200, Body: []byte(strings.Repeat("k", 1024)), Headers: [][2]string{
+		{"Content-Length", "1024"}, {"Content-Type", "text/plain; charset=utf-8"}, {"Date", "Fri, 27 Nov 2026 20:52:02 GMT"}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		EncodeResponse(r)
+	}
 }

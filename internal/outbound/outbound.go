@@ -325,10 +325,13 @@ func (s *Session) Do(ctx context.Context, r Request) (*Response, error) {
 	}
 
 	var prog progress
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, prog.trace()), r.Method, u.String(), bytes.NewReader(r.Body))
+	// The request is built without a URL and given u, the URL checked
+	// against the grant (not parsed a second time from its string).
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, prog.trace()), r.Method, "", bytes.NewReader(r.Body))
 	if err != nil {
 		return nil, invalid("cannot build the request: %s", firstLine(err))
 	}
+	req.URL, req.Host = u, removeEmptyPort(u.Host)
 	if len(r.Body) == 0 {
 		req.Body, req.ContentLength = http.NoBody, 0
 	}
@@ -593,6 +596,15 @@ func readBody(resp *http.Response, limit int64) ([]byte, error) {
 			b = append(b, 0)[:len(b)]
 		}
 	}
+}
+
+// removeEmptyPort strips an empty port ("host:") as http.NewRequest does
+// for the Host it sends.
+func removeEmptyPort(host string) string {
+	if strings.LastIndex(host, ":") > strings.LastIndex(host, "]") {
+		return strings.TrimSuffix(host, ":")
+	}
+	return host
 }
 
 // redactURL renders u for messages: without its query (which may carry
