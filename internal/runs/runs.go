@@ -369,6 +369,9 @@ func (s *Scheduler) GetRun(ctx context.Context, tenant, runID string) (*host.Run
 	if err != nil {
 		return nil, err
 	}
+	if r, err = s.withVariables(ctx, r); err != nil {
+		return nil, err
+	}
 	return s.withCurrentNode(ctx, r)
 }
 
@@ -590,8 +593,12 @@ func (s *Scheduler) executeCore(ctx context.Context, r *host.Run, n host.Openwop
 	if !s.advance(ctx, r, "", nil, runEvent(host.RunEventNodeStarted, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "attempt": attempt})) {
 		return nil, false
 	}
-	out, fail, ok := runCore(ctx, n.TypeID, nodeInput(n, r.Inputs))
-	if !ok {
+	var out json.RawMessage
+	var fail *coreError
+	ok := true
+	if isMemoryNode(n.TypeID) {
+		out, fail = s.runMemory(ctx, r, n, nodeInput(n, r.Inputs))
+	} else if out, fail, ok = runCore(ctx, n.TypeID, nodeInput(n, r.Inputs)); !ok {
 		return nil, false
 	}
 	if fail != nil {
