@@ -102,3 +102,23 @@ func TestMemoryAdapter(t *testing.T) {
 		t.Fatalf("rival reads acme's entry by id: %+v %v", got, err)
 	}
 }
+
+// FuzzResolveMemoryRef: whatever the ref, it resolves to nothing or to a
+// namespace of the run's own tenant that MemoryRef names back; a name
+// that resolves is a valid memory scope.
+func FuzzResolveMemoryRef(f *testing.F) {
+	for _, s := range []string{MemoryRef("acme", "notes"), MemoryRef("other", "notes"), "tenant/acme/memory/..", "tenant/acme/memory/a/b", "tenant/acme%2Fx/memory/n", "", "tenant//memory/n"} {
+		f.Add("acme", s)
+	}
+	f.Add("a/b", "tenant/a%2Fb/memory/n")
+	f.Fuzz(func(t *testing.T, tenant, ref string) {
+		sc, ok := ResolveMemoryRef(tenant, ref)
+		if !ok {
+			return
+		}
+		name := strings.TrimPrefix(sc.Namespace, MemoryNamespacePrefix)
+		if sc.Tenant != tenant || MemoryRef(tenant, name) != ref || !validMemoryName(name) || host.CheckScope("fuzz", sc) != nil {
+			t.Fatalf("%q for tenant %q resolved to %+v", ref, tenant, sc)
+		}
+	})
+}
