@@ -407,7 +407,3 @@ func (s *Scheduler) withVariables(ctx context.Context, r *host.Run) (*host.Run, 
 	}
 	return r, nil
 }
-
-func init() {
-	openwopFixtures = append(openwopFixtures, memoryFixtures...)
-}

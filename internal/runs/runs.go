@@ -36,7 +36,7 @@ import (
 // core ones (openwop's conformance/fixtures, their nodes core.* types
 // packrun runs itself) always are; the RFC 0008 ones (§Conformance) need
 // the packs of their Wasm nodes.
-var openwopFixtures = []host.OpenwopWorkflow{
+var openwopFixtures = append([]host.OpenwopWorkflow{
 	{WorkflowID: "conformance-noop", Builtin: true, Nodes: []host.OpenwopNode{{ID: "noop", TypeID: CoreNoop}}},
 	{WorkflowID: "conformance-idempotent", Builtin: true, Nodes: []host.OpenwopNode{{ID: "noop", TypeID: CoreNoop}},
 		Variables: []host.OpenwopVariable{{Name: "nonce", Type: "string", Required: true}}},
@@ -54,7 +54,7 @@ var openwopFixtures = []host.OpenwopWorkflow{
 	{WorkflowID: "conformance-wasm-pack-roundtrip", Builtin: true, Nodes: []host.OpenwopNode{{ID: "greet", TypeID: "vendor.openwop.rust-hello.greet"}}},
 	{WorkflowID: "conformance-wasm-pack-memory-cap-breach", Builtin: true, Nodes: []host.OpenwopNode{{ID: "memory-bomb", TypeID: "vendor.openwop.misbehaving.memory-bomb"}}},
 	{WorkflowID: "conformance-wasm-pack-abi-mismatch", Builtin: true, Nodes: []host.OpenwopNode{{ID: "abi-bomb", TypeID: "vendor.openwop.misbehaving.abi-bomb"}}},
-}
+}, memoryFixtures...) // openwop's agent memory fixtures (memory.go): always runnable
 
 // delayNode is the node of conformance-delay and -cancellable: core.delay
 // for the run's delayMs.
