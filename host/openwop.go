@@ -204,6 +204,9 @@ type Run struct {
 	// CurrentNodeID names, while the run waits for a person, the node
 	// whose interrupt it waits on (read from its log, not stored).
 	CurrentNodeID string `json:"currentNodeId,omitempty"`
+	// Variables are, once the run completed, the run variables its core
+	// memory nodes set (read from its log, not stored).
+	Variables map[string]json.RawMessage `json:"variables,omitempty"`
 }
 
 // RunOptions are a run request's options (openwop's

@@ -41,6 +41,7 @@ type auditIntegrityCaps struct {
 // audit profile only when the evidence log signs its checkpoints.
 func (s *server) advertise(ctx context.Context, d *openwopDiscovery) error {
 	d.Replay = replayCaps{Supported: true, Modes: []string{"replay"}}
+	d.Agents = longTermMemory()
 	if s.cfg.Backend == nil {
 		return nil
 	}

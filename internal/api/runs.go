@@ -86,6 +86,8 @@ type openwopDiscovery struct {
 	// Replay and Auth: what else is served, in openwop's terms (advertise.go).
 	Replay replayCaps `json:"replay"`
 	Auth   *authCaps  `json:"auth,omitempty"`
+	// Agents: openwop's agent memory (openwopmemory.go).
+	Agents *agentsCaps `json:"agents,omitempty"`
 }
 
 // runHandler is a handler of the run API, handed the RunService.

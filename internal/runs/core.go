@@ -34,7 +34,7 @@ const (
 
 // isCore reports whether typeID is a core node type.
 func isCore(typeID string) bool {
-	return typeID == CoreNoop || typeID == CoreDelay || typeID == CoreFail
+	return typeID == CoreNoop || typeID == CoreDelay || typeID == CoreFail || isMemoryNode(typeID)
 }
 
 // coreError is a core node's failure, as a node's error.

@@ -36,7 +36,7 @@ import (
 // core ones (openwop's conformance/fixtures, their nodes core.* types
 // packrun runs itself) always are; the RFC 0008 ones (§Conformance) need
 // the packs of their Wasm nodes.
-var openwopFixtures = []host.OpenwopWorkflow{
+var openwopFixtures = append([]host.OpenwopWorkflow{
 	{WorkflowID: "conformance-noop", Builtin: true, Nodes: []host.OpenwopNode{{ID: "noop", TypeID: CoreNoop}}},
 	{WorkflowID: "conformance-idempotent", Builtin: true, Nodes: []host.OpenwopNode{{ID: "noop", TypeID: CoreNoop}},
 		Variables: []host.OpenwopVariable{{Name: "nonce", Type: "string", Required: true}}},
@@ -54,7 +54,7 @@ var openwopFixtures = []host.OpenwopWorkflow{
 	{WorkflowID: "conformance-wasm-pack-roundtrip", Builtin: true, Nodes: []host.OpenwopNode{{ID: "greet", TypeID: "vendor.openwop.rust-hello.greet"}}},
 	{WorkflowID: "conformance-wasm-pack-memory-cap-breach", Builtin: true, Nodes: []host.OpenwopNode{{ID: "memory-bomb", TypeID: "vendor.openwop.misbehaving.memory-bomb"}}},
 	{WorkflowID: "conformance-wasm-pack-abi-mismatch", Builtin: true, Nodes: []host.OpenwopNode{{ID: "abi-bomb", TypeID: "vendor.openwop.misbehaving.abi-bomb"}}},
-}
+}, memoryFixtures...) // openwop's agent memory fixtures (memory.go): always runnable
 
 // delayNode is the node of conformance-delay and -cancellable: core.delay
 // for the run's delayMs.
@@ -369,6 +369,9 @@ func (s *Scheduler) GetRun(ctx context.Context, tenant, runID string) (*host.Run
 	if err != nil {
 		return nil, err
 	}
+	if r, err = s.withVariables(ctx, r); err != nil {
+		return nil, err
+	}
 	return s.withCurrentNode(ctx, r)
 }
 
@@ -590,8 +593,12 @@ func (s *Scheduler) executeCore(ctx context.Context, r *host.Run, n host.Openwop
 	if !s.advance(ctx, r, "", nil, runEvent(host.RunEventNodeStarted, n.ID, map[string]any{"nodeId": n.ID, "typeId": n.TypeID, "attempt": attempt})) {
 		return nil, false
 	}
-	out, fail, ok := runCore(ctx, n.TypeID, nodeInput(n, r.Inputs))
-	if !ok {
+	var out json.RawMessage
+	var fail *coreError
+	ok := true
+	if isMemoryNode(n.TypeID) {
+		out, fail = s.runMemory(ctx, r, n, nodeInput(n, r.Inputs))
+	} else if out, fail, ok = runCore(ctx, n.TypeID, nodeInput(n, r.Inputs)); !ok {
 		return nil, false
 	}
 	if fail != nil {
