@@ -71,6 +71,9 @@ type HandlerOptions struct {
 	// Witnessing serves GET /v1/evidence/checkpoint/cosigned (serve
 	// --witness); nil: that route answers 404.
 	Witnessing api.Witnessing
+	// PublicPackRegistry serves openwop's pack registry read API without
+	// a token (serve --public-pack-registry).
+	PublicPackRegistry bool
 }
 
 // Handler is the HTTP API (/v1/tasks, /v1/attempts, /v1/invoke, /v1/packs,
@@ -104,23 +107,24 @@ func (h *Host) Handler(ctx context.Context, opts HandlerOptions) (http.Handler, 
 func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts HandlerOptions, limit *auth.Limiter) http.Handler {
 	build := buildinfo.Read()
 	return api.New(api.Config{
-		Backend:       h.limited,
-		Dispatcher:    apiInvoker{h, d},
-		Packs:         h.index.PackInfos,
-		Skills:        h.Skills,
-		CheckIntent:   h.CheckIntent,
-		Enqueue:       h.Enqueue,
-		CheckWorkflow: h.CheckWorkflow,
-		TaskTypes:     h,
-		Agents:        h,
-		Runs:          h,
-		Host:          rt.Host(),
-		Build:         &build,
-		MaxBodyBytes:  opts.MaxBodyBytes,
-		Addr:          opts.Addr,
-		Log:           func(msg string, kv ...any) { h.log.Error(msg, kv...) },
-		Auth:          api.Auth{Authenticate: h.Authenticate, Insecure: opts.InsecureNoAuth, Limiter: limit},
-		Witnessing:    opts.Witnessing,
+		Backend:            h.limited,
+		Dispatcher:         apiInvoker{h, d},
+		Packs:              h.index.PackInfos,
+		Skills:             h.Skills,
+		CheckIntent:        h.CheckIntent,
+		Enqueue:            h.Enqueue,
+		CheckWorkflow:      h.CheckWorkflow,
+		TaskTypes:          h,
+		Agents:             h,
+		Runs:               h,
+		Host:               rt.Host(),
+		Build:              &build,
+		MaxBodyBytes:       opts.MaxBodyBytes,
+		Addr:               opts.Addr,
+		Log:                func(msg string, kv ...any) { h.log.Error(msg, kv...) },
+		Auth:               api.Auth{Authenticate: h.Authenticate, Insecure: opts.InsecureNoAuth, Limiter: limit},
+		Witnessing:         opts.Witnessing,
+		PublicPackRegistry: opts.PublicPackRegistry,
 		Replay: func(ctx context.Context, id string) (*api.ReplayVerdict, error) {
 			return h.Replay(ctx, id, ReplayOptions{})
 		},

@@ -79,11 +79,14 @@ type openwopDiscovery struct {
 	NodePackRuntimes   nodePackRuntimes  `json:"nodePackRuntimes"`
 	Capabilities       struct {
 		NodePackRuntimes nodePackRuntimes `json:"nodePackRuntimes"`
+		Packs            *packsCaps       `json:"packs,omitempty"`
 	} `json:"capabilities"`
 	Fixtures []string `json:"fixtures"`
 	// Replay and Auth: what else is served, in openwop's terms (advertise.go).
 	Replay replayCaps `json:"replay"`
 	Auth   *authCaps  `json:"auth,omitempty"`
+	// Packs: the pack registry read API (openwopregistry.go).
+	Packs *packsCaps `json:"packs,omitempty"`
 }
 
 // runHandler is a handler of the run API, handed the RunService.
