@@ -106,29 +106,30 @@ func (h *Host) Handler(ctx context.Context, opts HandlerOptions) (http.Handler, 
 
 func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts HandlerOptions, limit *auth.Limiter) http.Handler {
 	build := buildinfo.Read()
-	return api.New(api.Config{
-		Backend:            h.limited,
-		Dispatcher:         apiInvoker{h, d},
-		Packs:              h.index.PackInfos,
-		Skills:             h.Skills,
-		CheckIntent:        h.CheckIntent,
-		Enqueue:            h.Enqueue,
-		CheckWorkflow:      h.CheckWorkflow,
-		TaskTypes:          h,
-		Agents:             h,
-		Runs:               h,
-		Host:               rt.Host(),
-		Build:              &build,
-		MaxBodyBytes:       opts.MaxBodyBytes,
-		Addr:               opts.Addr,
-		Log:                func(msg string, kv ...any) { h.log.Error(msg, kv...) },
-		Auth:               api.Auth{Authenticate: h.Authenticate, Insecure: opts.InsecureNoAuth, Limiter: limit},
-		Witnessing:         opts.Witnessing,
-		PublicPackRegistry: opts.PublicPackRegistry,
+	cfg := api.Config{
+		Backend:       h.limited,
+		Dispatcher:    apiInvoker{h, d},
+		Packs:         h.index.PackInfos,
+		Skills:        h.Skills,
+		CheckIntent:   h.CheckIntent,
+		Enqueue:       h.Enqueue,
+		CheckWorkflow: h.CheckWorkflow,
+		TaskTypes:     h,
+		Agents:        h,
+		Runs:          h,
+		Host:          rt.Host(),
+		Build:         &build,
+		MaxBodyBytes:  opts.MaxBodyBytes,
+		Addr:          opts.Addr,
+		Log:           func(msg string, kv ...any) { h.log.Error(msg, kv...) },
+		Auth:          api.Auth{Authenticate: h.Authenticate, Insecure: opts.InsecureNoAuth, Limiter: limit},
+		Witnessing:    opts.Witnessing,
 		Replay: func(ctx context.Context, id string) (*api.ReplayVerdict, error) {
 			return h.Replay(ctx, id, ReplayOptions{})
 		},
-	})
+	}
+	cfg.PublicPackRegistry = opts.PublicPackRegistry
+	return api.New(cfg)
 }
 
 // Enqueue checks an intent (host.ValidateIntent, then CheckIntent: what it
