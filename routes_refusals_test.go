@@ -150,7 +150,21 @@ var apiRefusals = map[string]routeRefusals{
 		inval("/v1/invoke", `{"pack":"local.hello.wat","input":[1]}`, stBad, "invalid", "input"),
 		{kind: "tenant", path: "/v1/invoke", body: `{"pack":"local.hello.c","tenant":"acme"}`, status: stForbid, code: "forbidden", field: "tenant", asGlobex: true},
 	}},
-	"GET /v1/packs":                   {"", nil},
+	"GET /v1/packs": {"", nil},
+	// openwop's pack registry read API: packs are home-wide, so any token
+	// reads it (serve --public-pack-registry: no token needed).
+	"GET /v1/packs/-/search": {"", []refusal{inval("/v1/packs/-/search?q="+strings.Repeat("a", 257), "", stBad, "invalid", "q")}},
+	"GET /v1/packs/{name}": {"", []refusal{
+		{kind: "not openwop's name", path: "/v1/packs/local.hello.c", status: stBad, code: "invalid_pack_name", field: "name"},
+		{kind: "not found", path: "/v1/packs/vendor.acme.nothing", status: stNotFound, code: "pack_not_found", field: "name"}}},
+	"GET /v1/packs/{name}/-/{file}": {"", []refusal{
+		{kind: "not openwop's name", path: "/v1/packs/not-reverse-dns/-/1.0.0.json", status: stBad, code: "invalid_pack_name", field: "name"},
+		{kind: "not semver", path: "/v1/packs/vendor.acme.nothing/-/not-a-version.json", status: stBad, code: "invalid_version", field: "version"},
+		{kind: "not found", path: "/v1/packs/vendor.acme.nothing/-/1.0.0.json", status: stNotFound, code: "pack_not_found"},
+		{kind: "not found", path: "/v1/packs/vendor.acme.nothing/-/1.0.0.tgz", status: stNotFound, code: "pack_not_found"},
+		{kind: "not found", path: "/v1/packs/vendor.acme.nothing/-/1.0.0.zip", status: stNotFound, code: "pack_not_found"},
+		{kind: "no signature", path: "/v1/packs/vendor.acme.nothing/-/1.0.0.sig", status: stNotFound, code: "signature_not_available"},
+		{kind: "no keychain", path: "/v1/packs/vendor.acme.nothing/-/keychain", status: stNotFound, code: "keychain_not_available"}}},
 	"GET /v1/task-types":              {auth.ScopeTasksRead, nil},
 	"GET /v1/task-types/{type...}":    {auth.ScopeTasksRead, []refusal{nf("/v1/task-types/no.such")}},
 	"PUT /v1/task-types/{type...}":    {auth.ScopeAdmin, []refusal{inval("/v1/task-types/x.y", `{"nope":1}`, stBad, "invalid", "nope")}},
@@ -184,6 +198,7 @@ var apiRefusals = map[string]routeRefusals{
 	"POST /v1/runs": {auth.ScopeInvoke, []refusal{
 		inval("/v1/runs", `{"workflowId":1}`, stBad, "invalid", "workflowId"),
 		inval("/v1/runs", `{"workflowId":"conformance-cap-breach","configurable":{"recursionLimit":0}}`, stBad, "invalid", "configurable.recursionLimit"),
+		inval("/v1/runs", `{"workflowId":"conformance-cap-breach","configurable":{"recursionLimit":10001}}`, stBad, "invalid", "configurable.recursionLimit"),
 		{kind: "not found", path: "/v1/runs", body: `{"workflowId":"no.such"}`, status: stNotFound, code: "not_found"},
 		inval("/v1/runs", `{"workflowId":"wf1","configurable":{"recursionLimit":0}}`, stBad, "invalid", "configurable.recursionLimit"),
 		inval("/v1/runs", `{"workflowId":"wf1","configurable":{"model":"x"}}`, stBad, "invalid", "configurable.model"),
@@ -310,7 +325,7 @@ var openwopCodes = map[string]string{"unauthorized": "unauthenticated", "invalid
 // and code (and field, when given), a one-line message, as JSON.
 func errorEnvelope(t *testing.T, what string, r apiReply, status int, code, field string) {
 	t.Helper()
-	if r.path == "/.well-known/openwop" || strings.HasPrefix(r.path, "/v1/runs") || strings.HasPrefix(r.path, "/v1/openwop/") {
+	if r.path == "/.well-known/openwop" || strings.HasPrefix(r.path, "/v1/runs") || strings.HasPrefix(r.path, "/v1/openwop/") || strings.HasPrefix(r.path, "/v1/packs/") {
 		openwopEnvelope(t, what, r, status, code, field)
 		return
 	}

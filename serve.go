@@ -71,6 +71,9 @@ type HandlerOptions struct {
 	// Witnessing serves GET /v1/evidence/checkpoint/cosigned (serve
 	// --witness); nil: that route answers 404.
 	Witnessing api.Witnessing
+	// PublicPackRegistry serves openwop's pack registry read API without
+	// a token (serve --public-pack-registry).
+	PublicPackRegistry bool
 }
 
 // Handler is the HTTP API (/v1/tasks, /v1/attempts, /v1/invoke, /v1/packs,
@@ -103,7 +106,7 @@ func (h *Host) Handler(ctx context.Context, opts HandlerOptions) (http.Handler, 
 
 func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts HandlerOptions, limit *auth.Limiter) http.Handler {
 	build := buildinfo.Read()
-	return api.New(api.Config{
+	cfg := api.Config{
 		Backend:       h.limited,
 		Dispatcher:    apiInvoker{h, d},
 		Packs:         h.index.PackInfos,
@@ -124,7 +127,9 @@ func (h *Host) apiHandler(rt *runtime.Runtime, d *dispatch.Dispatcher, opts Hand
 		Replay: func(ctx context.Context, id string) (*api.ReplayVerdict, error) {
 			return h.Replay(ctx, id, ReplayOptions{})
 		},
-	})
+	}
+	cfg.PublicPackRegistry = opts.PublicPackRegistry
+	return api.New(cfg)
 }
 
 // Enqueue checks an intent (host.ValidateIntent, then CheckIntent: what it

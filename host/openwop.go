@@ -198,9 +198,6 @@ type Run struct {
 	Holder     string    `json:"-"`
 	LeaseUntil time.Time `json:"-"`
 
-	// Configurable is the run request's configurable (openwop run
-	// options): {"recursionLimit": N} bounds its node executions.
-	Configurable json.RawMessage `json:"configurable,omitempty"`
 	// CurrentNodeID names, while the run waits for a person, the node
 	// whose interrupt it waits on (read from its log, not stored).
 	CurrentNodeID string `json:"currentNodeId,omitempty"`

@@ -308,6 +308,9 @@ var cliOfRoute = map[string]struct {
 	// openwop's audit check walks the whole chain, as evidence verify does;
 	// the range it names is only echoed.
 	"GET /v1/audit/verify": {"packrun evidence verify", map[string]string{"fromSeq": "", "toSeq": ""}},
+	// openwop's registry search over the installed packs: packrun list
+	// lists them all; one is read by name with packrun inspect NAME.
+	"GET /v1/packs/-/search": {"packrun list", map[string]string{"q": ""}},
 }
 
 // The CLI filters as the API does: every query parameter of an API

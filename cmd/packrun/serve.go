@@ -34,6 +34,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var lease time.Duration
 	var witnesses []string
 	var logKey, logOrigin string
+	var publicRegistry bool
 	cmd := &cobra.Command{
 		Use:   "serve [--addr 127.0.0.1:7070] [--workers 8] [--tls-cert F --tls-key F] [--insecure-no-auth] [--store postgres://... [--lease 30s]]",
 		Short: "Run the dispatcher and the HTTP API",
@@ -178,7 +179,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			// On a loopback address, requests must name a loopback Host
 			// (DNS rebinding); the listener's address is the one --addr
 			// resolved to.
-			opts := packrun.HandlerOptions{Addr: ln.Addr().String(), InsecureNoAuth: insecure, RateLimit: rateLimit}
+			opts := packrun.HandlerOptions{Addr: ln.Addr().String(), InsecureNoAuth: insecure, RateLimit: rateLimit, PublicPackRegistry: publicRegistry}
 			if wit != nil {
 				opts.Witnessing = wit
 			}
@@ -248,6 +249,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:7070", "listen address")
 	cmd.Flags().BoolVar(&insecure, "insecure-no-auth", false, "serve without tokens, every scope, any tenant (loopback addresses only)")
+	cmd.Flags().BoolVar(&publicRegistry, "public-pack-registry", false, "serve openwop's pack registry read API (GET /v1/packs/...: the installed packs, their pack.json, signature and archive) without a token, as openwop's registry clients read it")
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain)")
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
 	cmd.Flags().Float64Var(&rateLimit, "rate-limit", 200, "requests a second each token may make on average (twice as many at once); 0: no limit")

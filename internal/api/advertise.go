@@ -45,6 +45,7 @@ func (s *server) advertise(ctx context.Context, d *openwopDiscovery) error {
 	if s.cfg.Backend == nil {
 		return nil
 	}
+	s.advertiseRegistry(d)
 	vkey, err := s.cfg.Backend.LogVerifierKey()
 	if err != nil || vkey == "" {
 		return err

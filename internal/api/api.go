@@ -94,6 +94,11 @@ type Config struct {
 	// checks the stored attempt against the evidence chain and re-executes
 	// it with every host call served from its trace.
 	Replay func(ctx context.Context, attemptID string) (*ReplayVerdict, error)
+	// PublicPackRegistry serves openwop's pack registry read API
+	// (openwopregistry.go) without a token, as openwop's registry clients
+	// read it (serve --public-pack-registry); otherwise it needs a token
+	// of any scope, as GET /v1/packs does.
+	PublicPackRegistry bool
 }
 
 // ReplayVerdict is what a replay found (internal/replay.Verdict).
@@ -317,6 +322,9 @@ func build(cfg Config) (*server, http.Handler) {
 	route("/v1/messages/{id}", map[string]handler{http.MethodGet: scoped(auth.ScopeMessagesRead, takes(s.getMessage, "format", "view"))})
 	route("/v1/invoke", map[string]handler{http.MethodPost: scoped(auth.ScopeInvoke, takes(s.invoke))})
 	route("/v1/packs", map[string]handler{http.MethodGet: scoped("", takes(s.listPacks))})
+	route("/v1/packs/-/search", map[string]handler{http.MethodGet: scoped("", takes(s.registrySearch, "q"))})
+	route("/v1/packs/{name}", map[string]handler{http.MethodGet: scoped("", takes(s.registryCatalog))})
+	route("/v1/packs/{name}/-/{file}", map[string]handler{http.MethodGet: scoped("", takes(s.registryFile))})
 	route("/v1/task-types", map[string]handler{http.MethodGet: scoped(auth.ScopeTasksRead, takes(s.listTaskTypes))})
 	route("/v1/task-types/{type...}", map[string]handler{
 		http.MethodGet:    scoped(auth.ScopeTasksRead, takes(s.getTaskType)),
@@ -365,7 +373,7 @@ func build(cfg Config) (*server, http.Handler) {
 		}
 		note := auth.NoteFrom(r.Context())
 		p := &auth.Principal{Tenant: host.DefaultTenant}
-		if _, pattern := mux.Handler(r); !publicRoutes[pattern] {
+		if _, pattern := mux.Handler(r); !publicRoutes[pattern] && !(cfg.PublicPackRegistry && registryRoutes[pattern]) {
 			var err error
 			if p, err = s.authenticate(r); err != nil {
 				return err

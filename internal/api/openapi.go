@@ -83,6 +83,9 @@ type op struct {
 	// sse, if set, describes a text/event-stream alternative of the 200
 	// body (Accept: text/event-stream).
 	sse string
+	// octets, if set, describes an application/octet-stream alternative
+	// of the 200 body (a pack's file).
+	octets string
 }
 
 // anyObject is a body that is some JSON object the document does not
@@ -170,6 +173,11 @@ var operations = map[string]op{
 	// openwop's audit-log-integrity check (advertise.go).
 	"GET /v1/audit/verify": {summary: "openwop's audit-log-integrity check: the evidence chain walked (chainValid, its first broken link as an anomaly) and the log's newest signed checkpoint", ok: map[int]any{st200: auditVerify{}}},
 	// Runs waiting for a person (interrupts.go).
+	// openwop's pack registry read API (openwopregistry.go).
+	"GET /v1/packs/-/search": {summary: "openwop registry search: the installed packs with an openwop name whose name holds q, each at its newest version", ok: map[int]any{st200: registrySearch{}}},
+	"GET /v1/packs/{name}":   {summary: "openwop registry catalog of an installed pack: its versions, downloads, digests and signer (400 invalid_pack_name, 404 pack_not_found)", ok: map[int]any{st200: registryCatalog{}}, errs: []int{st404}},
+	"GET /v1/packs/{name}/-/{file}": {summary: "A file of an installed version: {version}.json its pack.json, {version}.sig its detached Ed25519 signature (404 signature_not_available), {version}.tgz its archive (X-Pack-Sha256); keychain is 404", ok: map[int]any{st200: anyObject{}}, errs: []int{st404},
+		octets: "the signature (.sig) or the archive (.tgz), byte for byte as installed"},
 	"POST /v1/runs/{id}/interrupts/{nodeId}": {summary: "Resolve the interrupt an openwop run waits on at nodeId ({resumeValue}; kind approval: {action}): 200 the run, running again; 404 no interrupt waits at nodeId, 409 the run does not wait", body: interruptBody{}, ok: map[int]any{st200: host.Run{}}, errs: []int{st404, st409}},
 }
 
@@ -216,6 +224,7 @@ var queryParams = map[string]queryParam{
 	"reply_to":     {desc: "Only replies to this message id.", schema: str},
 	"dead":         {desc: "true: only dead-lettered messages.", schema: map[string]any{"type": "string", "enum": []string{"true", "false"}}},
 	"format":       {desc: "The format to render the document in (agent-envelope, agent-message or bus-envelope).", schema: str},
+	"q":            {desc: "openwop registry search: only packs whose name holds it (case-insensitive; empty: every pack).", schema: map[string]any{"type": "string", "maxLength": maxSearchQuery}},
 	"streamMode":   {desc: "With Accept: text/event-stream, which events are streamed (openwop stream-modes): updates (the default), values, messages or debug.", schema: map[string]any{"type": "string", "enum": streamModes}},
 	"view":         {desc: "record: the stored MessageRecord instead of the document.", schema: map[string]any{"type": "string", "enum": []string{"record"}}},
 	"lastSequence": {desc: "Only events whose sequence is over this (absent: 0, all).", schema: seqs},
@@ -454,6 +463,9 @@ func buildOpenAPI() ([]byte, error) {
 				content := map[string]any{"application/json": map[string]any{"schema": b}}
 				if o.plain != "" && st == st200 {
 					content["text/plain; charset=utf-8"] = map[string]any{"schema": map[string]any{"type": "string", "description": o.plain}}
+				}
+				if o.octets != "" && st == st200 {
+					content["application/octet-stream"] = map[string]any{"schema": map[string]any{"type": "string", "format": "binary", "description": o.octets}}
 				}
 				if o.sse != "" && st == st200 {
 					content["text/event-stream"] = map[string]any{"schema": map[string]any{"type": "string", "description": o.sse}}

@@ -46,10 +46,13 @@ var openwopCodes = map[string]string{
 }
 
 // openwopRoute reports whether path is one of openwop's routes: its
-// discovery, its run API and packrun's openwop workflow registration.
+// discovery, its run API, packrun's openwop workflow registration and
+// its pack registry read API (/v1/packs/...; packrun's GET /v1/packs is
+// not one).
 func openwopRoute(path string) bool {
 	return path == "/.well-known/openwop" || path == "/v1/runs" || strings.HasPrefix(path, "/v1/runs/") ||
-		strings.HasPrefix(path, "/v1/runs:") || path == "/v1/openwop" || strings.HasPrefix(path, "/v1/openwop/")
+		strings.HasPrefix(path, "/v1/runs:") || path == "/v1/openwop" || strings.HasPrefix(path, "/v1/openwop/") ||
+		strings.HasPrefix(path, "/v1/packs/")
 }
 
 // openwopError is ae in openwop's envelope.

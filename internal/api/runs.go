@@ -81,6 +81,7 @@ type openwopDiscovery struct {
 	NodePackRuntimes   nodePackRuntimes  `json:"nodePackRuntimes"`
 	Capabilities       struct {
 		NodePackRuntimes nodePackRuntimes `json:"nodePackRuntimes"`
+		Packs            *packsCaps       `json:"packs,omitempty"`
 	} `json:"capabilities"`
 	Fixtures []string `json:"fixtures"`
 	// Replay and Auth: what else is served, in openwop's terms (advertise.go).
@@ -88,6 +89,8 @@ type openwopDiscovery struct {
 	Auth   *authCaps  `json:"auth,omitempty"`
 	// Agents: openwop's agent memory (openwopmemory.go).
 	Agents *agentsCaps `json:"agents,omitempty"`
+	// Packs: the pack registry read API (openwopregistry.go).
+	Packs *packsCaps `json:"packs,omitempty"`
 }
 
 // runHandler is a handler of the run API, handed the RunService.

@@ -68,6 +68,8 @@ const (
 	// fails with the code openwop's suspend scenario recognises.
 	RunErrSuspendNotImplemented = "wasm_suspend_not_implemented"
 	RunErrNodeFailed            = "node_failed"
+	// MaxRecursionLimit is the largest configurable.recursionLimit taken.
+	MaxRecursionLimit = 10000
 	// RunErrRecursionLimit: the run would have executed more nodes than
 	// its recursionLimit.
 	RunErrRecursionLimit = "recursion_limit_exceeded"
@@ -290,8 +292,8 @@ func (s *Scheduler) StartRunOnce(ctx context.Context, tenant, workflowID string,
 // StartRunWith is StartRunOnce with a run's options; options other than
 // none are part of what the Idempotency-Key compares.
 func (s *Scheduler) StartRunWith(ctx context.Context, tenant, workflowID string, inputs json.RawMessage, key string, opts host.RunOptions) (*host.Run, bool, error) {
-	if opts.RecursionLimit < 0 {
-		return nil, false, host.Invalid("start run", "configurable.recursionLimit", "must be 1 or more")
+	if opts.RecursionLimit < 0 || opts.RecursionLimit > MaxRecursionLimit {
+		return nil, false, host.Invalid("start run", "configurable.recursionLimit", "must be an integer from 1 to %d", MaxRecursionLimit)
 	}
 	r, w, refs, err := s.newRun(ctx, tenant, workflowID, inputs)
 	if err != nil {
@@ -522,11 +524,10 @@ func (s *Scheduler) Stop() {
 // host stays running and is continued by the next start.
 func (s *Scheduler) execute(ctx context.Context, r *host.Run, w *host.OpenwopWorkflow, refs []string, p progress) {
 	outputs := map[string]json.RawMessage{}
-	executed := 0 // nodes executed, or executing, by this run
+	executed := p.executions() // every attempt started, a node run again after an interrupt included
 	for i, n := range w.Nodes {
 		if out, done := p.outputs[n.ID]; done {
 			outputs[n.ID] = out
-			executed++
 			continue
 		}
 		executed++
@@ -896,4 +897,13 @@ func (s *Scheduler) continueFork(ctx context.Context, r *host.Run, p progress) {
 		return
 	}
 	s.replayRun(ctx, r, todo)
+}
+
+// executions counts the node executions p records: every attempt started.
+func (p progress) executions() int {
+	n := 0
+	for _, c := range p.started {
+		n += c
+	}
+	return n
 }

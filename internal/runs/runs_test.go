@@ -46,3 +46,18 @@ func TestFixturesAreBuiltin(t *testing.T) {
 		}
 	}
 }
+
+// TestExecutions: the recursion limit counts every attempt started, a
+// node run again (after its interrupt was resolved, or a restart)
+// included.
+func TestExecutions(t *testing.T) {
+	p := progressOf([]host.RunEvent{
+		runEvent(host.RunEventNodeStarted, "a", nil), runEvent(host.RunEventNodeStarted, "a", nil), runEvent(host.RunEventNodeStarted, "b", nil),
+	})
+	if n := p.executions(); n != 3 {
+		t.Fatalf("%d executions, want 3", n)
+	}
+	if n := progressOf(nil).executions(); n != 0 {
+		t.Fatalf("%d executions of no history, want 0", n)
+	}
+}
