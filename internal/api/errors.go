@@ -50,8 +50,9 @@ type errorDetail struct {
 type apiError struct {
 	status     int
 	detail     errorDetail
-	cause      error // logged for 5xx, never sent
-	retryAfter int   // seconds, for a Retry-After header; 0: none
+	cause      error    // logged for 5xx, never sent
+	retryAfter int      // seconds, for a Retry-After header; 0: none
+	supported  []string // the values a refused option takes (openwop's details.supported)
 }
 
 func (e *apiError) Error() string { return e.detail.Message }

@@ -27,6 +27,9 @@ type openwopErrorDetails struct {
 	Field        string `json:"field,omitempty"`
 	RetryAfterMs int    `json:"retryAfterMs,omitempty"`
 	Scope        string `json:"scope,omitempty"`
+	// Supported lists the values a refused option takes (a bad
+	// ?streamMode=).
+	Supported []string `json:"supported,omitempty"`
 }
 
 // openwop's names of the refusals it names; packrun's other codes
@@ -71,7 +74,8 @@ func openwopError(ae *apiError) openwopErrorBody {
 			d.Scope = "tenant"
 		}
 	}
-	if d != (openwopErrorDetails{}) {
+	d.Supported = ae.supported
+	if d.Field != "" || d.RetryAfterMs != 0 || d.Scope != "" || len(d.Supported) > 0 {
 		b.Details = &d
 	}
 	return b

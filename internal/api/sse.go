@@ -69,8 +69,10 @@ func streamMode(r *http.Request) (string, error) {
 		return "updates", nil
 	}
 	if !slices.Contains(streamModes, m) {
-		return "", refuse(http.StatusBadRequest, CodeInvalid, "streamMode",
+		ae := refuse(http.StatusBadRequest, CodeInvalid, "streamMode",
 			fmt.Sprintf("streamMode: %q is not served; the modes are %s", host.ShortName(m), strings.Join(streamModes, ", ")))
+		ae.supported = streamModes
+		return "", ae
 	}
 	return m, nil
 }

@@ -239,7 +239,16 @@ func TestRunEventsSSEModes(t *testing.T) {
 func TestRunEventsSSERefusals(t *testing.T) {
 	e, f := sseEnv(t)
 	f.add(1, host.RunEventStarted, "")
-	wantOpenwopError(t, e.get("/v1/runs/run_1/events?streamMode=does-not-exist"), http.StatusBadRequest, "validation_error", "streamMode")
+	bad := e.get("/v1/runs/run_1/events?streamMode=does-not-exist")
+	wantOpenwopError(t, bad, http.StatusBadRequest, "validation_error", "streamMode")
+	var body struct {
+		Details struct {
+			Supported []string `json:"supported"`
+		} `json:"details"`
+	}
+	if err := json.Unmarshal(bad.body, &body); err != nil || !slices.Equal(body.Details.Supported, streamModes) {
+		t.Fatalf("bad streamMode: details.supported %v (%v), want %v: %s", body.Details.Supported, err, streamModes, bad.body)
+	}
 	for _, c := range []struct {
 		path, lastID string
 		status       int
