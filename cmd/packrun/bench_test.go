@@ -53,10 +53,7 @@ func BenchmarkProcessInvokeInstalled(b *testing.B) {
 // buildPackrun builds the packrun binary into dir.
 func buildPackrun(b *testing.B, dir string) string {
 	b.Helper()
-	bin := filepath.Join(dir, "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := packrunBinary(b)
 	return bin
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"syscall"
@@ -57,10 +56,7 @@ func busHome(t *testing.T) homeCLI {
 // the API creates a second task.
 func TestBusDeliversOnceAcrossServeRestart(t *testing.T) {
 	h := busHome(t)
-	bin := filepath.Join(t.TempDir(), "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := packrunBinary(t)
 	ctx := context.Background()
 	b := homeStore(t, h.home)
 	s := startServe(t, bin, h.home)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -136,10 +135,7 @@ func TestServeLogKeyRefusals(t *testing.T) {
 func TestServeLogKeyWitnessAcrossNodes(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := packrunBinary(t)
 	t.Setenv("PACKRUN_STORE", dsn)
 	admin := homeCLI{t, filepath.Join(dir, "admin")}
 	installHello(t, admin, dir)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -53,10 +52,7 @@ type node struct {
 func newCluster(t *testing.T, names ...string) *cluster {
 	dsn := pgtest.DSN(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := packrunBinary(t)
 	c := &cluster{t: t, bin: bin, dsn: dsn, admin: homeCLI{t, filepath.Join(dir, "admin")}, nodes: map[string]*node{}}
 	installHelloC(func(args ...string) { c.cli(args...) }, dir)
 	key := filepath.Join(dir, "slow")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -27,10 +26,7 @@ func TestOpenwopErrorScenarios(t *testing.T) {
 	for i := range tokens {
 		tokens[i] = newToken(h, "default", "invoke,tasks:read,tasks:write")
 	}
-	bin := filepath.Join(dir, "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := packrunBinary(t)
 	s := startServeWith(t, bin, h.home, "--rate-limit", "0.001")
 	s.waitUp(t)
 	base := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())[1]
@@ -177,10 +173,7 @@ func TestOpenwopFixtureScenarios(t *testing.T) {
 	dir := t.TempDir()
 	h := homeCLI{t, filepath.Join(dir, "home")}
 	o := openwopHost{key: newToken(h, "default", "invoke,tasks:read,tasks:write"), h: h}
-	bin := filepath.Join(dir, "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := packrunBinary(t)
 	s := startServeWith(t, bin, h.home)
 	s.waitUp(t)
 	o.base = regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())[1]

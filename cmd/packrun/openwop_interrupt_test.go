@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -23,10 +22,7 @@ func TestOpenwopInterruptScenarios(t *testing.T) {
 	dir := t.TempDir()
 	h := homeCLI{t, filepath.Join(dir, "home")}
 	key := newToken(h, "default", "invoke,tasks:read,tasks:write")
-	bin := filepath.Join(dir, "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := packrunBinary(t)
 	serve := func() (served, openwopHost) {
 		s := startServeWith(t, bin, h.home)
 		s.waitUp(t)

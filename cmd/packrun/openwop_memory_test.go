@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -26,10 +25,7 @@ func TestOpenwopMemoryScenarios(t *testing.T) {
 	dir := t.TempDir()
 	h := homeCLI{t, filepath.Join(dir, "home")}
 	key := newToken(h, "default", "invoke,tasks:read,tasks:write")
-	bin := filepath.Join(dir, "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := packrunBinary(t)
 	s := startServeWith(t, bin, h.home)
 	t.Cleanup(func() {
 		s.Process.Signal(syscall.SIGTERM)

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -74,10 +73,7 @@ func TestOpenwopRegistryScenarios(t *testing.T) {
 	dir := t.TempDir()
 	h := homeCLI{t, filepath.Join(dir, "home")}
 	key := newToken(h, "default", "tasks:read")
-	bin := filepath.Join(dir, "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := packrunBinary(t)
 	// rust-hello as the registry publishes it (a detached signature over
 	// the tarball), and openwop's unsigned memory fixture.
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)

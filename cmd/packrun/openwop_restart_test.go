@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"syscall"
@@ -35,10 +34,7 @@ func TestOpenwopRunSurvivesSIGKILL(t *testing.T) {
 	h.ok("trust", "add-registry-key", owRegistryKeyID, base64.StdEncoding.EncodeToString(pub), "--namespace", "vendor.openwop.*")
 	h.ok(append([]string{"install"}, p.registryV1(owRustHello)...)...)
 	h.ok(append([]string{"install"}, p.registryV1(owSpin)...)...)
-	bin := filepath.Join(dir, "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := packrunBinary(t)
 
 	s := startServe(t, bin, h.home)
 	s.waitUp(t)

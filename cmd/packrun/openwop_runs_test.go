@@ -285,10 +285,7 @@ func startOpenwopHost(t *testing.T, install owInstall) openwopHost {
 	dir := t.TempDir()
 	h := homeCLI{t, filepath.Join(dir, "home")}
 	apiKey := newToken(h, "default", "invoke,tasks:read,tasks:write")
-	bin := filepath.Join(dir, "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := packrunBinary(t)
 	s := startServeWith(t, bin, h.home)
 	t.Cleanup(func() {
 		s.Process.Signal(syscall.SIGTERM)

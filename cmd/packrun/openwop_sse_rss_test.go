@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -65,10 +64,7 @@ func TestServeSSEClientsRSS(t *testing.T) {
 	p := owPublisher{t, dir, priv}
 	h.ok("trust", "add-registry-key", owRegistryKeyID, base64.StdEncoding.EncodeToString(pub), "--namespace", "vendor.openwop.*")
 	h.ok(append([]string{"install"}, p.registryV1(owSpin)...)...)
-	bin := filepath.Join(dir, "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := packrunBinary(t)
 	s := startServeWith(t, bin, h.home, "--insecure-no-auth", "--rate-limit", "0")
 	s.waitUp(t)
 	base := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())[1]

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,10 +95,7 @@ func TestSensorsCommands(t *testing.T) {
 // tasks complete, and its events are applied once and then deduped.
 func TestServeRunsSensorOnCadence(t *testing.T) {
 	h := sensorHome(t)
-	bin := filepath.Join(t.TempDir(), "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := packrunBinary(t)
 	s := startServe(t, bin, h.home)
 	s.waitUp(t)
 	b := homeStore(t, h.home)

@@ -22,10 +22,7 @@ import (
 // hello.c) and returns it with a freshly built packrun binary.
 func servedHome(t *testing.T) (home, bin string) {
 	t.Helper()
-	bin = filepath.Join(t.TempDir(), "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin = packrunBinary(t)
 	return helloHome(t).home, bin
 }
 

@@ -2,8 +2,6 @@ package main
 
 import (
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -20,10 +18,7 @@ func TestServeWalkthroughOnPostgres(t *testing.T) {
 	t.Setenv(packrun.StoreEnv, pgtest.DSN(t))
 	h := exampleHome(t, "hello-c") // installed into PostgreSQL
 	token := strings.TrimSpace(lastLine(h.ok("tokens", "create", "--tenant", "acme", "--scopes", "tasks:write,tasks:read,evidence:read")))
-	bin := filepath.Join(t.TempDir(), "packrun")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := packrunBinary(t)
 	s := startServeWith(t, bin, h.home)
 	s.waitUp(t)
 	base := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())[1]

@@ -62,10 +62,13 @@ var (
 	dbs     atomic.Int64
 )
 
-// Main runs the tests, then stops the shared server (if one was started)
+// Main runs the tests, then the cleanups, then stops the shared server (if one was started)
 // and removes its directory, and exits with the tests' code.
-func Main(m *testing.M) {
+func Main(m *testing.M, cleanups ...func()) {
 	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
 	if shared != nil {
 		if err := shared.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "pgtest:", err)
