@@ -67,11 +67,8 @@ func (x *tx) flush(ctx context.Context) error {
 	if len(x.pending) == 0 && len(x.after) == 0 {
 		return nil
 	}
-	if _, err := x.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, ChainLock); err != nil {
-		return err
-	}
-	seq, hash := int64(0), evidence.GenesisHash
-	if err := x.QueryRow(ctx, headQuery).Scan(&seq, &hash); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	seq, hash, err := x.lockHead(ctx)
+	if err != nil {
 		return err
 	}
 	now := x.s.now()
@@ -101,11 +98,34 @@ func (x *tx) flush(ctx context.Context) error {
 		x.head = &host.ChainHead{Seq: seq, Hash: hash}
 	}
 	x.pending, x.after = nil, nil
-	err := x.SendBatch(ctx, &b).Close()
+	err = x.SendBatch(ctx, &b).Close()
 	if uniqueViolation(err, "attempt_records_attempt_id_key") {
 		return errAttemptExists
 	}
 	return err
+}
+
+// lockHead takes ChainLock and reads the chain's head in one round trip:
+// the two statements go in one pipeline, and the server runs the head
+// query, with a snapshot of its own (READ COMMITTED), only once the lock
+// is granted. The lock is held until the transaction ends, so sending
+// them together takes a network round trip out of every hold.
+func (x *tx) lockHead(ctx context.Context) (int64, string, error) {
+	var b pgx.Batch
+	b.Queue(`SELECT pg_advisory_xact_lock($1)`, ChainLock)
+	b.Queue(headQuery)
+	br := x.SendBatch(ctx, &b)
+	seq, hash := int64(0), evidence.GenesisHash
+	_, err := br.Exec()
+	if err == nil {
+		if err = br.QueryRow().Scan(&seq, &hash); errors.Is(err, pgx.ErrNoRows) {
+			err = nil
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return seq, hash, err
 }
 
 // AppendEvent implements host.Evidence.
