@@ -42,11 +42,11 @@ func AppendRequest(dst []byte, r *Request) []byte {
 	dst = append(dst, `{"abiVersion":`...)
 	dst = appendInt(dst, r.ABIVersion)
 	dst = append(dst, `,"nodeContext":{"runId":`...)
-	dst = appendString(dst, r.NodeContext.RunID)
+	dst = AppendJSONString(dst, r.NodeContext.RunID)
 	dst = append(dst, `,"nodeId":`...)
-	dst = appendString(dst, r.NodeContext.NodeID)
+	dst = AppendJSONString(dst, r.NodeContext.NodeID)
 	dst = append(dst, `,"tenantId":`...)
-	dst = appendString(dst, r.NodeContext.TenantID)
+	dst = AppendJSONString(dst, r.NodeContext.TenantID)
 	dst = append(dst, `,"attempt":`...)
 	dst = appendInt(dst, r.NodeContext.Attempt)
 	if len(r.NodeContext.Configurable) > 0 {
@@ -68,61 +68,6 @@ func AppendRequest(dst []byte, r *Request) []byte {
 
 func appendInt(dst []byte, v int) []byte {
 	return fmt.Appendf(dst, "%d", v)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString writes s as a JSON string, escaping like encoding/json
-// (including <, >, & and U+2028/U+2029); invalid UTF-8 becomes U+FFFD.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // Error is the error object of a failed outcome.

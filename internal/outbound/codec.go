@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/packrun/packrun/abi"
 )
 
 // MaxTimeout bounds timeout_ms as a guest may write it.
@@ -150,15 +152,15 @@ func EncodeResponse(r *Response) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, '[')
-		b = appendString(b, h[0])
+		b = abi.AppendJSONString(b, h[0])
 		b = append(b, ',')
-		b = appendString(b, h[1])
+		b = abi.AppendJSONString(b, h[1])
 		b = append(b, ']')
 	}
 	b = append(b, ']')
 	if utf8.Valid(r.Body) {
 		b = append(b, `,"body":`...)
-		b = appendString(b, r.Body)
+		b = abi.AppendJSONString(b, r.Body)
 	} else {
 		b = append(b, `,"body_base64":"`...)
 		b = base64.StdEncoding.AppendEncode(b, r.Body)
@@ -168,72 +170,6 @@ func EncodeResponse(r *Response) []byte {
 		b = append(b, `,"truncated":true`...)
 	}
 	return append(b, '}')
-}
-
-// appendString appends s as a JSON string.
-func appendString[T string | []byte](b []byte, s T) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		// Eight bytes at a time while none needs escaping or decoding.
-		for i+8 <= len(s) && !stopIn(load8(s, i)) {
-			i += 8
-		}
-		if i >= len(s) {
-			break
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-// load8 reads s[i:i+8] as a little-endian word.
-func load8[T string | []byte](s T, i int) uint64 {
-	_ = s[i+7] // one bounds check
-	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-}
-
-// stopIn reports whether a word of eight string bytes has one that
-// appendString must look at: below 0x20, '"', '\\' or not ASCII (SWAR: a
-// zero byte of x^c is a byte equal to c).
-func stopIn(x uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	zero := func(v uint64) uint64 { return (v - ones) & ^v & highs }
-	return x&highs|(x-0x20*ones)&^x&highs|zero(x^'"'*ones)|zero(x^'\\'*ones) != 0
 }
 
 // EncodeError encodes e as the guest receives it: {"error"} and, for a
