@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"syscall"
 	"testing"
 	"time"
@@ -88,7 +87,7 @@ func TestBusDeliversOnceAcrossServeRestart(t *testing.T) {
 		return err == nil && tk.Status == host.TaskCompleted
 	})
 	// The same message through the API: 200, a duplicate.
-	base := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())[1]
+	base := s.baseURL(t)
 	m, err := b.Message(ctx, "", busMessageID)
 	if err != nil {
 		t.Fatal(err)

@@ -109,7 +109,7 @@ func TestServeContainsHostileModules(t *testing.T) {
 		s.Process.Signal(syscall.SIGTERM)
 		s.Wait()
 	}()
-	base := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())[1]
+	base := s.baseURL(t)
 	invoke := func(pack, node, input string) map[string]any {
 		t.Helper()
 		req, _ := http.NewRequest("POST", base+"/v1/invoke", strings.NewReader(fmt.Sprintf(`{"pack":%q,"node":%q,"input":%s}`, pack, node, input)))

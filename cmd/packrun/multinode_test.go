@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -440,7 +439,7 @@ func TestOpenwopRunPausedNodeOnPostgres(t *testing.T) {
 	a, b := c.nodes["node-a"], c.nodes["node-b"]
 	c.start(a)
 	c.start(b)
-	base := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(a.cur.logs.String())[1]
+	base := a.cur.baseURL(t)
 	def := `{"workflowId":"slow-run","nodes":[{"id":"slow","typeId":"hostile.sleep-past-deadline"}]}`
 	if code, body := get(t, "POST", base+"/v1/openwop/workflows", "", def); code != http.StatusCreated {
 		t.Fatalf("register: %d %s", code, body)

@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"net/http"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"syscall"
 	"testing"
@@ -25,8 +24,7 @@ func TestOpenwopAdvertisedScenarios(t *testing.T) {
 	serve := func() (served, openwopHost) {
 		s := startServeWith(t, bin, h.home)
 		s.waitUp(t)
-		m := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())
-		return s, openwopHost{base: m[1], key: key, h: h}
+		return s, openwopHost{base: s.baseURL(t), key: key, h: h}
 	}
 	s, o := serve()
 	finished := func(t *testing.T) string {

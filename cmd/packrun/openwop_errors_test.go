@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,7 +28,7 @@ func TestOpenwopErrorScenarios(t *testing.T) {
 	bin := packrunBinary(t)
 	s := startServeWith(t, bin, h.home, "--rate-limit", "0.001")
 	s.waitUp(t)
-	base := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())[1]
+	base := s.baseURL(t)
 
 	// errors.test.ts: an unknown run is 404 (or 403), a malformed
 	// POST /v1/runs a 4xx, each in the envelope; no top-level
@@ -176,7 +175,7 @@ func TestOpenwopFixtureScenarios(t *testing.T) {
 	bin := packrunBinary(t)
 	s := startServeWith(t, bin, h.home)
 	s.waitUp(t)
-	o.base = regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())[1]
+	o.base = s.baseURL(t)
 	_, disc := anonGet(t, o.base+"/.well-known/openwop")
 	fs, _ := disc["fixtures"].([]any)
 	for _, f := range []string{"conformance-noop", "conformance-delay", "conformance-cancellable", "conformance-idempotent", "conformance-failure"} {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,8 +25,7 @@ func TestOpenwopInterruptScenarios(t *testing.T) {
 	serve := func() (served, openwopHost) {
 		s := startServeWith(t, bin, h.home)
 		s.waitUp(t)
-		m := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())
-		return s, openwopHost{base: m[1], key: key, h: h}
+		return s, openwopHost{base: s.baseURL(t), key: key, h: h}
 	}
 	s, o := serve()
 	const wf, gate = "conformance-approval", "gate"

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
-	"regexp"
 	"syscall"
 	"testing"
 
@@ -38,7 +37,7 @@ func TestOpenwopRunSurvivesSIGKILL(t *testing.T) {
 
 	s := startServe(t, bin, h.home)
 	s.waitUp(t)
-	base := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())[1]
+	base := s.baseURL(t)
 	def := `{"workflowId":"greet-then-spin","nodes":[{"id":"greet","typeId":"` + greetType + `"},{"id":"spin","typeId":"` + spinType + `"}]}`
 	if code, body := get(t, "POST", base+"/v1/openwop/workflows", "", def); code != http.StatusCreated {
 		t.Fatalf("register: %d %s", code, body)

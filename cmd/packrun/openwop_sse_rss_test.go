@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,7 +66,7 @@ func TestServeSSEClientsRSS(t *testing.T) {
 	bin := packrunBinary(t)
 	s := startServeWith(t, bin, h.home, "--insecure-no-auth", "--rate-limit", "0")
 	s.waitUp(t)
-	base := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())[1]
+	base := s.baseURL(t)
 	pid := s.Process.Pid
 	def := `{"workflowId":"spin","nodes":[{"id":"s","typeId":"` + owSpin.typeID + `"}]}`
 	if code, body := get(t, "POST", base+"/v1/openwop/workflows", "", def); code != http.StatusCreated {

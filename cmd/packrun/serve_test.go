@@ -90,6 +90,16 @@ func startServeWith(t *testing.T, bin, home string, flags ...string) served {
 
 // waitUp waits until serve says it is serving, so that a signal sent next
 // reaches its handler rather than a process still starting.
+// baseURL is the address serve said it serves on (after waitUp).
+func (s served) baseURL(t *testing.T) string {
+	t.Helper()
+	m := servingOn.FindStringSubmatch(s.logs.String())
+	if m == nil {
+		t.Fatalf("serve has not said where it serves:\n%s", s.logs.String())
+	}
+	return m[1]
+}
+
 func (s served) waitUp(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/http"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,7 +20,7 @@ func TestServeWalkthroughOnPostgres(t *testing.T) {
 	bin := packrunBinary(t)
 	s := startServeWith(t, bin, h.home)
 	s.waitUp(t)
-	base := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())[1]
+	base := s.baseURL(t)
 	h.ok("tasks", "enqueue", "--type", "hello.c", "--input", `{"name":"Ada"}`, "--priority", "1")
 	code, body := get(t, "POST", base+"/v1/tasks", token, `{"task_type":"hello.c","payload":{"name":"Bo"},"priority":2}`)
 	if code != http.StatusCreated {
