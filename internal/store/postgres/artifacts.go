@@ -42,8 +42,9 @@ func (s *Store) PutArtifact(ctx context.Context, in host.ArtifactInput) (*host.A
 // artifactTx is a write transaction as storecore's artifact rules see it.
 type artifactTx struct{ coreTx }
 
-// RecordArtifact appends the event; event_seq is known only when the
-// chain entries are linked: the row is inserted then (see flush's after).
+// RecordArtifact appends the event; the row is inserted in flush's
+// batch (after), citing the event's pending seq until the linker gives
+// it its place (link.go).
 func (a artifactTx) RecordArtifact(_ context.Context, art *host.Artifact, in host.ArtifactInput) error {
 	e, err := a.x.event(host.EventArtifactRecorded, in.TaskID, in.AttemptID, storecore.ArtifactEventData(art, in))
 	if err != nil {

@@ -21,21 +21,25 @@ type pendingEntry struct {
 }
 
 // headQuery reads the chain's head: its newest entry, an event or an
-// attempt (both share one sequence).
+// attempt (both share one sequence), pending ones aside.
 const headQuery = `SELECT seq, hash FROM (
-	(SELECT seq, hash FROM runtime_events ORDER BY seq DESC LIMIT 1)
-	UNION ALL (SELECT seq, hash FROM attempt_records ORDER BY seq DESC LIMIT 1)) h
+	(SELECT seq, hash FROM runtime_events WHERE seq > 0 ORDER BY seq DESC LIMIT 1)
+	UNION ALL (SELECT seq, hash FROM attempt_records WHERE seq > 0 ORDER BY seq DESC LIMIT 1)) h
 	ORDER BY seq DESC LIMIT 1`
 
-// insertEvent stores an event with its tenant (storecore.DataTenant): its
-// task's, else its recorded attempt's, else the one its data names ($9).
-const insertEvent = `INSERT INTO runtime_events (seq, time, type, task_id, attempt_id, data, prev_hash, hash, tenant)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE((SELECT tenant FROM tasks WHERE task_id = $4 AND $4 != ''),
-		(SELECT tenant FROM attempt_records WHERE attempt_id = $5 AND $5 != ''), $9))`
+// insertEvent stores a pending event with its tenant
+// (storecore.DataTenant): its task's, else its recorded attempt's, else
+// the one its data names ($8). Its seq is -pend; the linker gives it its
+// place (link.go).
+const insertEvent = `INSERT INTO runtime_events (seq, time, type, task_id, attempt_id, data, prev_hash, hash, tenant, pend)
+	VALUES (-$1::bigint, $2, $3, $4, $5, $6, '', '', COALESCE((SELECT tenant FROM tasks WHERE task_id = $4 AND $4 != ''),
+		(SELECT tenant FROM attempt_records WHERE attempt_id = $5 AND $5 != ''), $7), $1)`
 
-// insertAttempt stores an attempt's row: its record, its link in the chain
-// and copies of the record's header fields for the indexes and filters.
-const insertAttempt = `INSERT INTO attempt_records (seq, attempt_id, task_id, attempt, tenant, pack, started_at, record, prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+// insertAttempt stores a pending attempt's row: its record, its content
+// hash where its link will be, and copies of the record's header fields
+// for the indexes and filters.
+const insertAttempt = `INSERT INTO attempt_records (seq, attempt_id, task_id, attempt, tenant, pack, started_at, record, prev_hash, hash, pend)
+	VALUES (-$1::bigint, $2, $3, $4, $5, $6, $7, $8, '', $9, $1)`
 
 // event queues an event whose data is marshalled from v (a map's keys
 // come out sorted, as evidence hashes them).
@@ -54,78 +58,72 @@ func (x *tx) attempt(row *attemptRow) {
 	x.pending = append(x.pending, pendingEntry{at: row})
 }
 
-// flush links the queued entries into the chain, in the order they were
-// queued, and inserts them. pg_advisory_xact_lock(ChainLock), held until
-// this transaction ends, makes read-head-then-append atomic across every
-// node: the head is read after the lock is granted, by a statement of its
-// own, so that under READ COMMITTED it sees the entries of the
-// transaction that held the lock before (PostgreSQL makes a commit
-// visible before it releases the committer's locks). The lock is taken
-// as late as possible, at the end of the operation, so that chain appends
-// serialise only the inserts and the commit, not the operation's reads.
+// onLinked runs f once the transaction's entries have their places in
+// the chain (after its commit).
+func (x *tx) onLinked(f func()) { x.linked = append(x.linked, f) }
+
+// flush inserts the queued entries pending, in the order they were
+// queued, each under a pend id of its own, with the chain's head read
+// first (a floor below their places: ticket.fetch). No lock is taken:
+// the linker gives them their places after the commit (link.go). The
+// ticket it leaves (x.ticket) is registered before the commit, so the
+// pass that links them fills them in.
 func (x *tx) flush(ctx context.Context) error {
-	if len(x.pending) == 0 && len(x.after) == 0 {
+	if len(x.pending) == 0 && len(x.after) == 0 && len(x.linked) == 0 {
 		return nil
 	}
-	seq, hash, err := x.lockHead(ctx)
+	l := x.s.link
+	pends, err := l.pends(ctx, x.Tx, len(x.pending))
 	if err != nil {
 		return err
 	}
 	now := x.s.now()
 	var b pgx.Batch
-	for _, p := range x.pending {
-		seq++
+	if len(x.pending) > 0 {
+		b.Queue(headQuery)
+	}
+	for i, p := range x.pending {
+		pend := pends[i]
 		if e := p.ev; e != nil {
-			e.Seq, e.Time, e.PrevHash = seq, now, hash
+			e.Seq, e.Time, e.PrevHash, e.Hash = -pend, now, "", ""
 			e.Data = evidence.CompactJSON(e.Data)
-			e.Hash = evidence.HashEvent(e)
-			b.Queue(insertEvent, e.Seq, ts(e.Time), e.Type, e.TaskID, e.AttemptID, string(e.Data), e.PrevHash, e.Hash, p.tenant)
-			hash = e.Hash
+			b.Queue(insertEvent, pend, ts(e.Time), e.Type, e.TaskID, e.AttemptID, string(e.Data), p.tenant)
 			continue
 		}
 		a := p.at.a
 		for _, v := range p.at.values {
 			b.Queue(insertValue, v.Key, v.Data)
 		}
-		link := evidence.LinkAttempt(seq, hash, a.ContentHash)
-		b.Queue(insertAttempt, seq, a.AttemptID, a.TaskID, a.Attempt, a.Tenant, a.Pack, ts(a.StartedAt), p.at.record, hash, link)
-		a.EventSeq, hash = seq, link
+		b.Queue(insertAttempt, pend, a.AttemptID, a.TaskID, a.Attempt, a.Tenant, a.Pack, ts(a.StartedAt), p.at.record, a.ContentHash)
+		a.EventSeq = -pend
 	}
 	for _, f := range x.after {
 		f(&b)
 	}
-	if len(x.pending) > 0 {
-		x.head = &host.ChainHead{Seq: seq, Hash: hash}
-	}
-	x.pending, x.after = nil, nil
-	err = x.SendBatch(ctx, &b).Close()
-	if uniqueViolation(err, "attempt_records_attempt_id_key") {
-		return errAttemptExists
-	}
-	return err
-}
-
-// lockHead takes ChainLock and reads the chain's head in one round trip:
-// the two statements go in one pipeline, and the server runs the head
-// query, with a snapshot of its own (READ COMMITTED), only once the lock
-// is granted. The lock is held until the transaction ends, so sending
-// them together takes a network round trip out of every hold.
-func (x *tx) lockHead(ctx context.Context) (int64, string, error) {
-	var b pgx.Batch
-	b.Queue(`SELECT pg_advisory_xact_lock($1)`, ChainLock)
-	b.Queue(headQuery)
 	br := x.SendBatch(ctx, &b)
-	seq, hash := int64(0), evidence.GenesisHash
-	_, err := br.Exec()
-	if err == nil {
-		if err = br.QueryRow().Scan(&seq, &hash); errors.Is(err, pgx.ErrNoRows) {
+	floor := int64(0)
+	if len(x.pending) > 0 {
+		var hash string
+		if err = br.QueryRow().Scan(&floor, &hash); errors.Is(err, pgx.ErrNoRows) {
 			err = nil
 		}
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return seq, hash, err
+	if uniqueViolation(err, "attempt_records_attempt_id_key") {
+		return errAttemptExists
+	}
+	if err != nil {
+		return err
+	}
+	if len(x.pending) > 0 || len(x.linked) > 0 {
+		t := &ticket{l: l, pends: pends, entries: x.pending, floor: floor, linked: x.linked}
+		l.register(t)
+		x.ticket = t
+	}
+	x.pending, x.after, x.linked = nil, nil, nil
+	return nil
 }
 
 // AppendEvent implements host.Evidence.

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -38,14 +39,15 @@ func hostKeyOf(key ed25519.PrivateKey) evidence.Key {
 	return evidence.GivenKey(key, "host key "+pub[:16]+"…")
 }
 
-// committed anchors head, the chain head a transaction of this node
-// appended (nil: none), once the transaction committed.
-func (s *Store) committed(head *host.ChainHead) {
+// committed anchors head, the chain head a link pass of this node left
+// (nil: none), once it committed; durable is when the oldest of this
+// node's entries it linked was inserted.
+func (s *Store) committed(head *host.ChainHead, durable time.Time) {
 	if s.anchor != nil && head != nil {
 		s.anchor.Offer(head.Seq, head.Hash)
 	}
 	if head != nil && s.logSeq != nil {
-		s.logSeq.Appended(head.Seq)
+		s.logSeq.AppendedAt(head.Seq, durable)
 	}
 }
 

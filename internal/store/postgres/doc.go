@@ -26,17 +26,18 @@
 // reorder keys and normalise numbers; attempt records are BYTEA.
 //
 // Every write is one transaction (Store.write). Chain entries an operation
-// appends are buffered in its transaction and linked into the chain at its
-// end, under pg_advisory_xact_lock(ChainLock) held until the commit: one
-// chain across all nodes, as the evidence package hashes it.
+// appends are buffered in its transaction and inserted at its end,
+// pending, with no lock; the linker (link.go) then gives every node's
+// pending entries their places under pg_advisory_xact_lock(ChainLock),
+// one pass at a time: one chain across all nodes, as the evidence
+// package hashes it.
 //
 // The chain cannot show that its newest entries were not deleted
 // together, so it is anchored outside the database by signed head
 // checkpoints (checkpoint.go; the format and checks are
 // internal/evidence's, as SQLite's). The database is shared, the anchor
-// is not: each node anchors the heads it committed — after each commit
-// that appended entries, the seq and hash of the last entry its
-// transaction linked — in a file of its own home
+// is not: each node anchors the heads it linked — after each link pass,
+// the seq and hash of the last entry it linked — in a file of its own home
 // (Options.CheckpointFile, evidence-head.json), signed with its own host
 // key (Options.HostKey). VerifyChain on a node checks the chain against
 // that node's anchor: a chain that ends before it, or has another hash

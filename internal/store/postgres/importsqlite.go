@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -57,7 +58,7 @@ func (s *Store) Import(ctx context.Context, src storemove.Source) (*ImportReport
 		return nil, host.Wrap(storemove.Op, "", err)
 	}
 	if c := im.rep.Chain; c != nil && c.HeadSeq > 0 {
-		s.committed(&host.ChainHead{Seq: c.HeadSeq, Hash: c.Head}) // this node appended the copied chain
+		s.committed(&host.ChainHead{Seq: c.HeadSeq, Hash: c.Head}, time.Now()) // this node appended the copied chain
 	}
 	return im.rep, nil
 }

@@ -37,9 +37,11 @@ func (s *Store) PublishMessage(ctx context.Context, in *host.MessageInput) (*hos
 	if err != nil {
 		return nil, host.Wrap(op, in.MessageID, err)
 	}
-	if out.Message.EventSeq == 0 {
-		// A duplicate of a message accepted in the same transaction,
-		// read before the seqs were assigned: read it again.
+	if out.Message.EventSeq <= 0 {
+		// A duplicate of a message accepted in the same transaction, or
+		// in one whose entries were pending when it was read: its seq is
+		// assigned now (this write waited for a link pass begun after its
+		// commit), so read it again.
 		m, err := s.Message(ctx, in.Tenant, in.MessageID)
 		if err != nil {
 			return nil, err
@@ -70,7 +72,8 @@ func (c coreTx) ClaimMessage(ctx context.Context, in *host.MessageInput, rec *ho
 }
 
 // AcceptMessage appends the message_accepted event; its seq, the
-// message's, is known when the entries are linked (flush).
+// message's, is its pend id's negative until the linker gives it its
+// place, and the message's cursor with it (link.go).
 func (c coreTx) AcceptMessage(_ context.Context, in *host.MessageInput, rec *host.MessageRecord, _ string, deliveries int, taskID, attemptID string) error {
 	e, err := c.x.event(host.EventMessageAccepted, taskID, attemptID, storecore.AcceptedData(in, rec.Tenant, deliveries))
 	if err != nil {
@@ -78,8 +81,8 @@ func (c coreTx) AcceptMessage(_ context.Context, in *host.MessageInput, rec *hos
 	}
 	c.x.after = append(c.x.after, func(b *pgx.Batch) {
 		b.Queue(`UPDATE messages SET event_seq = $1 WHERE tenant = $2 AND message_id = $3`, e.Seq, rec.Tenant, in.MessageID)
-		rec.Seq, rec.EventSeq = e.Seq, e.Seq
 	})
+	c.x.onLinked(func() { rec.Seq, rec.EventSeq = e.Seq, e.Seq })
 	return nil
 }
 

@@ -22,7 +22,8 @@ var migrations = storecore.MustMigrations(migrationFiles, "migrations")
 // Advisory lock keys (pg_advisory_xact_lock's bigint space is the whole
 // database's: these spell "packrun" and a purpose).
 const (
-	// ChainLock serialises appends to the evidence chain.
+	// ChainLock serialises the passes that link pending entries into
+	// the evidence chain (link.go); writers never take it.
 	ChainLock int64 = 0x7061636b72756e01
 	// migrateLock serialises migrations of nodes starting at once.
 	migrateLock int64 = 0x7061636b72756e02

@@ -143,6 +143,8 @@ type Store struct {
 	// (evidencelog.go).
 	logSeq  *storecore.Sequencer
 	logSign logSigner
+	// link gives pending chain entries their places (link.go).
+	link *linker
 }
 
 // Open connects to the database dsn names (a postgres:// URL or a
@@ -178,6 +180,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	s.Ops = storecore.NewOps(s.queue, storecore.PostgresDialect, opts.Quotas, s.anchoring)
 	s.Configs.Driver = configDriver{s}
 	s.logSeq = storecore.NewSequencer(s.integrateLog, logGather, logEvery, logPoll)
+	s.link = newLinker(s)
 	if err := migrate(ctx, s); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store: %w", err)
@@ -197,9 +200,12 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 	}
 	s.w = startWriters(s, opts.Writers)
-	// The entries not integrated yet (a database's chain from before the
+	// The entries a crash left pending are linked, then those not
+	// integrated yet (a database's chain from before the
 	// log, what a crash left pending) are integrated before Open returns;
 	// a failure is LogSync's to report, not Open's.
+	_ = s.link.pass(ctx, true) // kept in lastErr; the loop tries again
+	s.link.start()
 	s.logSeq.Start()
 	_ = s.logSeq.Sync(ctx) // kept for LogSync
 	return s, nil
@@ -214,8 +220,10 @@ const idleInTx = "idle_in_transaction_session_timeout"
 // pool. Writes submitted afterwards fail.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.logSeq.Close()
 		s.w.close()
+		_ = s.link.pass(context.Background(), true) // what is left pending, a later pass links
+		s.link.close()
+		s.logSeq.Close()
 		if s.anchor != nil {
 			if err := s.anchor.Close(); err != nil {
 				s.closeErr = fmt.Errorf("write the evidence head checkpoint: %w", err)
@@ -259,9 +267,11 @@ type tx struct {
 	// after are statements that need the seqs flush assigns (a row
 	// naming its event), queued in flush's batch after the entries.
 	after []func(*pgx.Batch)
-	// head is the chain head flush left, if it appended entries: once
-	// the transaction commits, this node anchors it (committed).
-	head *host.ChainHead
+	// linked are run once the entries have their places (onLinked).
+	linked []func()
+	// ticket is what flush left for the entries it inserted pending: once
+	// the transaction commits, its writer waits on it (ticket.await).
+	ticket *ticket
 }
 
 // maxTries bounds how often write runs an operation that PostgreSQL
@@ -280,36 +290,46 @@ func (s *Store) write(ctx context.Context, fn func(*tx) error) error {
 }
 
 // writeAlone runs fn in a transaction of its own, retrying a deadlock or
-// serialization failure.
+// serialization failure, and waits for its chain entries to be linked.
 func (s *Store) writeAlone(ctx context.Context, fn func(*tx) error) error {
+	t, err := s.writeAloneTicket(ctx, fn)
+	t.await(ctx)
+	return err
+}
+
+// writeAloneTicket is writeAlone without the wait: the caller awaits the
+// ticket (nil: nothing to wait for).
+func (s *Store) writeAloneTicket(ctx context.Context, fn func(*tx) error) (*ticket, error) {
 	for try := 1; ; try++ {
-		err := s.writeOnce(ctx, fn)
+		t, err := s.writeOnce(ctx, fn)
 		if err == nil || try == maxTries || !retryable(err) {
-			return err
+			return t, err
 		}
 	}
 }
 
-func (s *Store) writeOnce(ctx context.Context, fn func(*tx) error) error {
+func (s *Store) writeOnce(ctx context.Context, fn func(*tx) error) (*ticket, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	ctx = context.WithoutCancel(ctx)
 	ptx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	x := &tx{Tx: ptx, s: s, ctx: ctx}
 	if err = fn(x); err == nil {
 		if err = x.flush(ctx); err == nil {
 			if err = ptx.Commit(ctx); err == nil {
-				s.committed(x.head)
+				return x.ticket, nil
 			}
-			return err
 		}
 	}
+	if x.ticket != nil {
+		s.link.forget(x.ticket)
+	}
 	ptx.Rollback(context.WithoutCancel(ctx))
-	return err
+	return nil, err
 }
 
 // retryable reports a deadlock or serialization failure.

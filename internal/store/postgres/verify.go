@@ -20,6 +20,7 @@ const chainQuery = `SELECT e.seq, true, e.time, e.type, e.task_id, e.attempt_id,
 		coalesce(ar.sha256, ''), coalesce(ar.size, 0), ` + messageJoinColumns + `
 	FROM runtime_events e LEFT JOIN artifacts ar
 		ON ar.artifact_id = CASE WHEN e.type = 'artifact_recorded' THEN e.data::jsonb ->> 'artifact_id' END` + messageJoin + `
+	WHERE e.seq >= 0
 	UNION ALL SELECT seq, false, '', '', task_id, attempt_id, '', prev_hash, hash, attempt, tenant, pack, started_at, record,
 		false, '', '', '', '', '', 0, false, '', '', '', 0
 	FROM attempt_records WHERE seq > 0

@@ -38,6 +38,8 @@ type writers struct {
 	ops  chan *op
 	stop chan struct{}
 	wg   sync.WaitGroup
+	// waiting are the deliveries waiting for their entries' link pass.
+	waiting sync.WaitGroup
 }
 
 // startWriters starts n writers for s.
@@ -53,6 +55,7 @@ func startWriters(s *Store, n int) *writers {
 func (w *writers) close() {
 	close(w.stop)
 	w.wg.Wait()
+	w.waiting.Wait()
 }
 
 // do runs fn in a batch with other operations and returns its outcome.
@@ -90,36 +93,68 @@ func (w *writers) run() {
 	}
 }
 
-// runBatch runs ops in one transaction, or one by one if that fails.
+// runBatch runs ops in one transaction, or one by one if that fails,
+// and answers them once their chain entries are linked (deliver).
 func (w *writers) runBatch(ops []*op) {
+	errs := make([]error, len(ops))
+	var tickets []*ticket
+	alone := func(i int) {
+		t, err := w.s.writeAloneTicket(ops[i].ctx, ops[i].fn)
+		errs[i] = err
+		if t != nil {
+			tickets = append(tickets, t)
+		}
+	}
 	if len(ops) == 1 {
-		ops[0].done <- w.s.writeAlone(ops[0].ctx, ops[0].fn)
-		return
+		alone(0)
+	} else if t, berrs, err := w.batch(ops); err != nil {
+		for i := range ops {
+			alone(i)
+		}
+	} else {
+		copy(errs, berrs)
+		if t != nil {
+			tickets = append(tickets, t)
+		}
+		for i := range ops {
+			if retryable(errs[i]) {
+				// A deadlock or serialization failure of its own statements
+				// rolled back to its savepoint: run it again alone.
+				alone(i)
+			}
+		}
 	}
-	errs, err := w.batch(ops)
-	if err != nil {
-		for _, o := range ops {
-			o.done <- w.s.writeAlone(o.ctx, o.fn)
+	w.deliver(ops, errs, tickets)
+}
+
+// deliver answers ops once the tickets are linked, on a goroutine of its
+// own: the writer goes on to its next batch meanwhile, so the link pass
+// of one batch overlaps the transaction of the next.
+func (w *writers) deliver(ops []*op, errs []error, tickets []*ticket) {
+	if len(tickets) == 0 {
+		for i, o := range ops {
+			o.done <- errs[i]
 		}
 		return
 	}
-	for i, o := range ops {
-		if retryable(errs[i]) {
-			// A deadlock or serialization failure of its own statements
-			// rolled back to its savepoint: run it again alone.
-			errs[i] = w.s.writeAlone(o.ctx, o.fn)
+	w.waiting.Go(func() {
+		for _, t := range tickets {
+			t.await(context.Background())
 		}
-		o.done <- errs[i]
-	}
+		for i, o := range ops {
+			o.done <- errs[i]
+		}
+	})
 }
 
 // batch runs ops in one transaction, each under a savepoint, and returns
-// each one's error; err is the batch's own failure (nothing committed).
-func (w *writers) batch(ops []*op) (errs []error, err error) {
+// its ticket and each one's error; err is the batch's own failure
+// (nothing committed).
+func (w *writers) batch(ops []*op) (t *ticket, errs []error, err error) {
 	ctx := context.Background()
 	ptx, err := w.s.pool.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer ptx.Rollback(ctx)
 	x := &tx{Tx: ptx, s: w.s, ctx: ctx}
@@ -129,24 +164,26 @@ func (w *writers) batch(ops []*op) (errs []error, err error) {
 			continue
 		}
 		if _, err := ptx.Exec(ctx, `SAVEPOINT op`); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		mark, markAfter := len(x.pending), len(x.after)
+		mark, markAfter, markLinked := len(x.pending), len(x.after), len(x.linked)
 		if errs[i] = o.fn(x); errs[i] != nil {
-			x.pending, x.after = x.pending[:mark], x.after[:markAfter]
+			x.pending, x.after, x.linked = x.pending[:mark], x.after[:markAfter], x.linked[:markLinked]
 			if _, err := ptx.Exec(ctx, `ROLLBACK TO SAVEPOINT op`); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
 	if err := x.flush(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := ptx.Commit(ctx); err != nil {
-		return nil, err
+		if x.ticket != nil {
+			w.s.link.forget(x.ticket)
+		}
+		return nil, nil, err
 	}
-	w.s.committed(x.head)
-	return errs, nil
+	return x.ticket, errs, nil
 }
 
 // The statements of an operation run on the batch's context, never the

@@ -12,7 +12,7 @@ import (
 
 // AttemptWhere is the WHERE clause of f, its arguments added to a.
 func AttemptWhere(f host.AttemptFilter, a *Args, d *Dialect) string {
-	q := ` WHERE ` + d.True
+	q := ` WHERE ` + d.True + d.Placed()
 	if f.TaskID != "" {
 		q += ` AND task_id = ` + a.Add(f.TaskID)
 	}
@@ -49,7 +49,7 @@ func GetAttempt(ctx context.Context, q Querier, read ValueReader, attemptID stri
 	if err != nil {
 		return nil, host.Wrap("get attempt", attemptID, err)
 	}
-	a, err := DecodeAttempt(ctx, read, seq, rec)
+	a, err := DecodeAttempt(ctx, read, max(seq, 0), rec) // 0: pending, not linked yet (Dialect.Pending)
 	return a, host.Wrap("get attempt", attemptID, err)
 }
 

@@ -62,9 +62,13 @@ func (q *Sequencer) Start() {
 
 // Appended tells the sequencer the store's writes made the chain entries
 // up to seq durable.
-func (q *Sequencer) Appended(seq int64) {
+func (q *Sequencer) Appended(seq int64) { q.AppendedAt(seq, time.Now()) }
+
+// AppendedAt is Appended for entries durable since at (a driver that
+// gives entries their places after they commit).
+func (q *Sequencer) AppendedAt(seq int64, at time.Time) {
 	q.mu.Lock()
-	q.marks = append(q.marks, logMark{seq: seq, at: time.Now()})
+	q.marks = append(q.marks, logMark{seq: seq, at: at})
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:

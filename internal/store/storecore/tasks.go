@@ -170,7 +170,7 @@ func SameAttempt(ctx context.Context, q Querier, a *host.Attempt) error {
 	if len(rec) == 0 || rec[0] == evidence.RecordV1 || evidence.HashRecord(rec) != a.ContentHash {
 		return host.Errorf("record attempt", a.AttemptID, host.ErrConflict, "already recorded with different content; attempts are immutable")
 	}
-	a.EventSeq = seq
+	a.EventSeq = max(seq, 0) // 0: pending, not linked yet (Dialect.Pending)
 	return nil
 }
 

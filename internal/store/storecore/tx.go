@@ -71,11 +71,26 @@ type Dialect struct {
 	// HasPrefix is the condition "col starts with prefix", its arguments
 	// added to a: starts_with on PostgreSQL, substr on SQLite.
 	HasPrefix func(col, prefix string, a *Args) string
+	// Pending says chain rows with a negative seq are pending (written,
+	// not linked yet: PostgreSQL's appends without the chain lock), not
+	// rows outside the chain: attempt listings and verification pass
+	// over them until they are linked.
+	Pending bool
+}
+
+// Placed is the condition that keeps an attempts' query to the rows
+// with a place in the chain where rows may be pending (Dialect.Pending),
+// "" where every row was placed as it was written.
+func (d *Dialect) Placed() string {
+	if d.Pending {
+		return ` AND seq > 0`
+	}
+	return ""
 }
 
 // Dialects of the two backends.
 var (
-	PostgresDialect = &Dialect{LockRows: " FOR UPDATE", SkipLocked: " FOR UPDATE SKIP LOCKED", True: "TRUE", RunOrder: "seq",
+	PostgresDialect = &Dialect{LockRows: " FOR UPDATE", SkipLocked: " FOR UPDATE SKIP LOCKED", True: "TRUE", RunOrder: "seq", Pending: true,
 		DataField: func(expr, key string) string { return "(" + expr + "::jsonb ->> '" + key + "')" },
 		InList:    func(seqs []int64) (string, any, error) { return "= ANY($1)", seqs, nil },
 		HasPrefix: func(col, prefix string, a *Args) string { return "starts_with(" + col + ", " + a.Add(prefix) + ")" },

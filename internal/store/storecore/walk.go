@@ -161,7 +161,11 @@ func VerifyChain(checkpoint func() (*host.ChainHead, *host.ChainBreak), passes .
 // (inserted behind the chain's back).
 func FindUnchained(ctx context.Context, q Querier, d *Dialect) (*host.ChainBreak, error) {
 	var id string
-	err := q.QueryRow(ctx, `SELECT attempt_id FROM attempt_records WHERE seq <= 0 LIMIT 1`).Scan(&id)
+	unplaced := `seq <= 0`
+	if d.Pending {
+		unplaced = `seq = 0` // a negative one is pending
+	}
+	err := q.QueryRow(ctx, `SELECT attempt_id FROM attempt_records WHERE `+unplaced+` LIMIT 1`).Scan(&id)
 	if err == nil {
 		return &host.ChainBreak{AttemptID: id, Problem: host.BreakAttemptUnchain, Detail: fmt.Sprintf("attempt %s is stored but no attempt_recorded event chains it", id)}, nil
 	}
@@ -210,6 +214,9 @@ func (v Verifier) VerifyAttempt(ctx context.Context, attemptID string) error {
 	}
 	if err != nil {
 		return host.Wrap(op, attemptID, err)
+	}
+	if e.Seq < 0 && v.Dialect.Pending {
+		return host.Errorf(op, attemptID, host.ErrNotFound, "attempt %s is recorded but not linked into the chain yet: try again in a moment", attemptID)
 	}
 	if brk := UnplacedAttempt(e.At); brk != nil {
 		return brk
