@@ -10,12 +10,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/testing/pgtest"
 )
 
 // flightTracer records what each network round trip of the pool's
-// connections carried: one statement (Query, QueryRow, Exec) or the
-// statements of one pipeline (SendBatch).
+// connections made on a context of traced carried: one statement (Query,
+// QueryRow, Exec) or the statements of one pipeline (SendBatch). The
+// store's own background work (the evidence log's sequencer) runs on
+// other contexts.
 type flightTracer struct {
 	mu      sync.Mutex
 	flights [][]string
@@ -27,7 +30,17 @@ var (
 	_ pgx.BatchTracer = (*flightTracer)(nil)
 )
 
+// traceKey marks a context whose round trips flightTracer records.
+type traceKey struct{}
+
+// traced is the context of the operations a test counts the round trips
+// of.
+var traced = context.WithValue(context.Background(), traceKey{}, true)
+
 func (f *flightTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if ctx.Value(traceKey{}) == nil {
+		return ctx
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.flights = append(f.flights, []string{d.SQL})
@@ -37,6 +50,9 @@ func (f *flightTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.T
 func (*flightTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 func (f *flightTracer) TraceBatchStart(ctx context.Context, c *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	if ctx.Value(traceKey{}) == nil {
+		return ctx
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.batches == nil {
@@ -100,11 +116,30 @@ func TestSettleOneRoundTripForItsWrites(t *testing.T) {
 	mustEnqueue(t, s, intent("t", 0))
 	task := mustClaim(t, s, "r1")
 	var err error
-	flights := tr.during(func() { _, err = s.Finish(ctx, task.TaskID, okFinish(task)) }, "UPDATE tasks SET status", "UPDATE artifacts")
+	flights := tr.during(func() { _, err = s.Finish(traced, task.TaskID, okFinish(task)) }, "UPDATE tasks SET status", "UPDATE artifacts")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(flights) != 1 {
 		t.Fatalf("the settlement's writes took %d round trips, want 1: %q", len(flights), flights)
+	}
+}
+
+// What a dispatcher reads to start a task (route, spec, agents) is one
+// round trip.
+func TestTaskSetupOneRoundTrip(t *testing.T) {
+	tr := &flightTracer{}
+	s := tracedStore(t, tr)
+	if err := s.SetPackTaskTypes(ctx, "local.a", []host.TaskTypeRoute{{TaskTypeSpec: host.TaskTypeSpec{TaskType: "t"}, Node: "n"}}); err != nil {
+		t.Fatal(err)
+	}
+	var setup *host.TaskSetup
+	var err error
+	flights := tr.during(func() { setup, err = s.TaskSetup(traced, "t") })
+	if err != nil || setup.RouteErr != nil || setup.Route.Pack != "local.a" {
+		t.Fatalf("%+v %v", setup, err)
+	}
+	if len(flights) != 1 {
+		t.Fatalf("TaskSetup took %d round trips, want 1: %q", len(flights), flights)
 	}
 }
