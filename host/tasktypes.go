@@ -43,6 +43,27 @@ type TaskTypeSpecs interface {
 	ListTaskTypeSpecs(ctx context.Context) ([]TaskTypeSpec, error)
 }
 
+// TaskSetups is what a backend may also implement to answer in one read
+// what a dispatcher reads of it to start a task (a store across a
+// network: one round trip instead of three).
+type TaskSetups interface {
+	// TaskSetup reads taskType's route, its spec and every agent at
+	// once.
+	TaskSetup(ctx context.Context, taskType string) (*TaskSetup, error)
+}
+
+// TaskSetup is what TaskSetups.TaskSetup read: each part with the error
+// its own call (TaskTypes.Resolve, TaskTypeSpecs.TaskTypeSpec,
+// Agents.ListAgents) would have returned.
+type TaskSetup struct {
+	Route     TaskTypeRoute
+	RouteErr  error
+	Spec      TaskTypeSpec
+	SpecErr   error // ErrNotFound: no spec is set
+	Agents    []AgentRecord
+	AgentsErr error
+}
+
 // Events of task type specs.
 const (
 	EventTaskTypeSpecSet     = "task_type_spec_set"

@@ -75,9 +75,9 @@ const (
 // not registered (any more), an agent the profile names that is not, or
 // several agents with nothing choosing is a permanent failure: running
 // the task as someone else would be wrong.
-func (d *Dispatcher) compile(ctx context.Context, t *host.TaskRecord) (*bundle, error) {
+func (d *Dispatcher) compile(ctx context.Context, t *host.TaskRecord, r *taskReads) (*bundle, error) {
 	b := &bundle{}
-	spec, err := d.cfg.Backend.TaskTypeSpec(ctx, t.TaskType)
+	spec, err := r.spec(ctx)
 	switch {
 	case err == nil:
 		b.spec = spec
@@ -89,7 +89,7 @@ func (d *Dispatcher) compile(ctx context.Context, t *host.TaskRecord) (*bundle, 
 			return nil, fmt.Errorf("profile %q: %w", id, err)
 		}
 	}
-	agent, err := d.agentOf(ctx, b.profile)
+	agent, err := d.agentOf(ctx, b.profile, r)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +145,7 @@ func profileDefaults(p *host.SubagentProfile) struct{ adapter, model string } {
 // agentOf is the agent a task runs as: the one the profile's
 // integration_policy "agent_id" names, else the home's only agent, else
 // none (no agent registered).
-func (d *Dispatcher) agentOf(ctx context.Context, p *host.SubagentProfile) (*host.AgentRecord, error) {
+func (d *Dispatcher) agentOf(ctx context.Context, p *host.SubagentProfile, r *taskReads) (*host.AgentRecord, error) {
 	if p != nil && p.IntegrationPolicy["agent_id"] != "" {
 		id := p.IntegrationPolicy["agent_id"]
 		a, err := d.cfg.Backend.Agent(ctx, id)
@@ -154,7 +154,7 @@ func (d *Dispatcher) agentOf(ctx context.Context, p *host.SubagentProfile) (*hos
 		}
 		return a, nil
 	}
-	all, err := d.cfg.Backend.ListAgents(ctx)
+	all, err := r.agents(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -262,4 +262,48 @@ func (b *bundle) successFailure(svc *services, output json.RawMessage, outcome *
 		}
 	}
 	return ""
+}
+
+// taskReads are what starting a task reads of the backend: its type's
+// route, spec and the agents. A backend that implements host.TaskSetups
+// answers them in one read, made first; otherwise each is read when
+// needed.
+type taskReads struct {
+	backend  host.Backend
+	taskType string
+	setup    *host.TaskSetup // nil: read each from backend
+}
+
+// readsFor starts the reads of a task of taskType.
+func (d *Dispatcher) readsFor(ctx context.Context, taskType string) *taskReads {
+	r := &taskReads{backend: d.cfg.Backend, taskType: taskType}
+	if ts, ok := d.cfg.Backend.(host.TaskSetups); ok {
+		setup, err := ts.TaskSetup(ctx, taskType)
+		if err != nil {
+			setup = &host.TaskSetup{RouteErr: err, SpecErr: err, AgentsErr: err}
+		}
+		r.setup = setup
+	}
+	return r
+}
+
+func (r *taskReads) route(ctx context.Context) (host.TaskTypeRoute, error) {
+	if r.setup != nil {
+		return r.setup.Route, r.setup.RouteErr
+	}
+	return r.backend.Resolve(ctx, r.taskType)
+}
+
+func (r *taskReads) spec(ctx context.Context) (host.TaskTypeSpec, error) {
+	if r.setup != nil {
+		return r.setup.Spec, r.setup.SpecErr
+	}
+	return r.backend.TaskTypeSpec(ctx, r.taskType)
+}
+
+func (r *taskReads) agents(ctx context.Context) ([]host.AgentRecord, error) {
+	if r.setup != nil {
+		return r.setup.Agents, r.setup.AgentsErr
+	}
+	return r.backend.ListAgents(ctx)
 }

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -294,5 +295,71 @@ func TestFollowUpsCheckedAgainstTheHome(t *testing.T) {
 	}
 	if list, _ := e.backend.ListTasks(ctx, host.TaskFilter{TaskType: "probe.next"}); len(list) != 0 {
 		t.Fatalf("follow-ups created: %d", len(list))
+	}
+}
+
+// setupBackend is a store implementing host.TaskSetups over its own
+// reads, counting the calls (and failing TaskSetup with fail, if set).
+type setupBackend struct {
+	host.Backend
+	fail          error
+	setups, reads int
+}
+
+func (b *setupBackend) Resolve(ctx context.Context, taskType string) (host.TaskTypeRoute, error) {
+	b.reads++
+	return b.Backend.Resolve(ctx, taskType)
+}
+
+func (b *setupBackend) TaskTypeSpec(ctx context.Context, taskType string) (host.TaskTypeSpec, error) {
+	b.reads++
+	return b.Backend.TaskTypeSpec(ctx, taskType)
+}
+
+func (b *setupBackend) ListAgents(ctx context.Context) ([]host.AgentRecord, error) {
+	b.reads++
+	return b.Backend.ListAgents(ctx)
+}
+
+func (b *setupBackend) TaskSetup(ctx context.Context, taskType string) (*host.TaskSetup, error) {
+	b.setups++
+	if b.fail != nil {
+		return nil, b.fail
+	}
+	out := &host.TaskSetup{}
+	out.Route, out.RouteErr = b.Backend.Resolve(ctx, taskType)
+	out.Spec, out.SpecErr = b.Backend.TaskTypeSpec(ctx, taskType)
+	out.Agents, out.AgentsErr = b.Backend.ListAgents(ctx)
+	return out, nil
+}
+
+// A backend implementing host.TaskSetups is read once to start a task
+// (its route, spec and agents), not three times; if that read fails, the
+// task fails as when its route cannot be read.
+func TestRunTaskReadsSetupOnce(t *testing.T) {
+	e := agentEnv(t, echoAdapter)
+	if err := e.backend.SetTaskTypeSpec(context.Background(), host.TaskTypeSpec{TaskType: "echo.t", DefaultModel: "m1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.backend.PutAgent(context.Background(), &host.AgentRecord{Agent: host.AgentIdentity{AgentID: "arc", InternalName: "arc", DisplayName: "Arc"}}); err != nil {
+		t.Fatal(err)
+	}
+	sb := &setupBackend{Backend: e.backend}
+	e.d.cfg.Backend = sb
+	done, att := e.runOne(t, host.TaskIntent{TaskType: "echo.t"})
+	if done.Status != host.TaskCompleted || att == nil {
+		t.Fatalf("task %s (%s), attempt %v", done.Status, done.LastError, att)
+	}
+	if out := string(att.Output); !strings.Contains(out, `"model":"m1"`) || !strings.Contains(out, `"agent_id":"arc"`) {
+		t.Fatalf("the spec's default model or the agent did not reach the node: %s", out)
+	}
+	if sb.setups != 1 || sb.reads != 0 {
+		t.Fatalf("%d TaskSetup calls and %d separate reads, want 1 and 0", sb.setups, sb.reads)
+	}
+
+	sb.fail = errors.New("connection refused")
+	done, _ = e.runOne(t, host.TaskIntent{TaskType: "echo.t"})
+	if done.Status == host.TaskCompleted || !strings.Contains(done.LastError, "connection refused") {
+		t.Fatalf("task %s (%q), want failed naming the read's error", done.Status, done.LastError)
 	}
 }

@@ -315,7 +315,8 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 			d.cfg.Log("settling task failed", "task", t.TaskID, "error", err)
 		}
 	}
-	route, err := d.cfg.Backend.Resolve(ctx, t.TaskType)
+	reads := d.readsFor(ctx, t.TaskType)
+	route, err := reads.route(ctx)
 	if err != nil {
 		// No route (or an ambiguous one) is permanent until an operator
 		// acts; a store that failed to answer is worth another try.
@@ -333,7 +334,7 @@ func (d *Dispatcher) runTask(ctx context.Context, stop <-chan struct{}, t *host.
 		fail(host.RetryPermanent, fmt.Sprintf("task type %q: %v", t.TaskType, err))
 		return
 	}
-	b, err := d.compile(ctx, t)
+	b, err := d.compile(ctx, t, reads)
 	if err != nil {
 		// A profile or agent missing is permanent until an operator acts.
 		fail(classOf(err), fmt.Sprintf("task type %q: compile bundle: %v", t.TaskType, err))

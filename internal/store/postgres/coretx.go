@@ -113,6 +113,19 @@ func (c coreTx) ApplyStaged(ctx context.Context, t *host.TaskRecord, in *host.Fi
 	return c.x.applyStaged(ctx, t, in, now)
 }
 
+// ExecAll sends stmts in one pipeline: one network round trip.
+func (c coreTx) ExecAll(_ context.Context, stmts []storecore.Stmt) error {
+	if len(stmts) == 1 {
+		_, err := c.x.Exec(c.x.ctx, stmts[0].SQL, stmts[0].Args...)
+		return err
+	}
+	var b pgx.Batch
+	for _, st := range stmts {
+		b.Queue(st.SQL, st.Args...)
+	}
+	return c.x.SendBatch(c.x.ctx, &b).Close()
+}
+
 // Leases: a PostgreSQL claim holds a lease other nodes reclaim.
 func (coreTx) Leases() bool { return true }
 

@@ -91,6 +91,9 @@ type Options struct {
 	// key) is lost, which Open otherwise refuses with host.ErrUnanchored,
 	// for Reanchor and AnchorState only: the operator's re-anchoring.
 	Reanchor bool
+	// tracer sees every statement the pool's connections send (tests
+	// count the network round trips of an operation with it).
+	tracer pgx.QueryTracer
 }
 
 func (o Options) withDefaults() Options {
@@ -169,6 +172,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.tracer != nil {
+		cfg.ConnConfig.Tracer = opts.tracer
 	}
 	// The writers hold a connection each; reads need some too.
 	cfg.MaxConns = max(cfg.MaxConns, int32(opts.Writers)+2)

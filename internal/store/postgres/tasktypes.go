@@ -54,6 +54,15 @@ func (s *Store) Resolve(ctx context.Context, taskType string) (host.TaskTypeRout
 	return storecore.ResolveTaskType(ctx, corePool{s.pool}, "resolve task type", taskType)
 }
 
+var _ host.TaskSetups = (*Store)(nil)
+
+// TaskSetup implements host.TaskSetups: a task type's route, its spec
+// and the agents in one round trip (storecore.ReadTaskSetup).
+func (s *Store) TaskSetup(ctx context.Context, taskType string) (*host.TaskSetup, error) {
+	out, err := storecore.ReadTaskSetup(ctx, corePool{s.pool}, taskType)
+	return out, host.Wrap("resolve task type", taskType, err)
+}
+
 // ListTaskTypes implements host.TaskTypes.
 func (s *Store) ListTaskTypes(ctx context.Context) ([]host.TaskTypeRoute, error) {
 	out, err := storecore.ListTaskTypes(ctx, corePool{s.pool})

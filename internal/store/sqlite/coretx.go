@@ -135,6 +135,17 @@ func (c coreTx) ApplyStaged(_ context.Context, t *host.TaskRecord, in *host.Fini
 	return storecore.ApplyWorkflowSignal(bg, c, c.s.opts.Quotas, t, in.Outcome.WorkflowSignal, in.AttemptID, now)
 }
 
+// ExecAll runs stmts one after another (in process: no round trips to
+// save).
+func (c coreTx) ExecAll(ctx context.Context, stmts []storecore.Stmt) error {
+	for _, st := range stmts {
+		if _, err := c.Exec(ctx, st.SQL, st.Args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Leases: an SQLite claim holds no lease (a single host's runners).
 func (coreTx) Leases() bool { return false }
 

@@ -43,6 +43,16 @@ type SettleTx interface {
 	Now() time.Time
 	// Backoff is the delay before retry number n.
 	Backoff(n int) time.Duration
+	// ExecAll runs stmts in order, stopping at the first that fails: on
+	// PostgreSQL in one network round trip (a pipeline), where settling
+	// sends the statements whose outcome it does not read together.
+	ExecAll(ctx context.Context, stmts []Stmt) error
+}
+
+// Stmt is one statement of SettleTx.ExecAll.
+type Stmt struct {
+	SQL  string
+	Args []any
 }
 
 // Finish is a host.FinishInput checked (CheckFinish): what a settlement
@@ -282,7 +292,14 @@ func settle(ctx context.Context, tx SettleTx, op string, t *host.TaskRecord, f *
 	} else {
 		finished = host.FormatTime(now)
 	}
-	if _, err := tx.Exec(ctx, settleUpdate[tx.Leases()], string(status), string(outJSON), lastErr, host.FormatTime(avail), finished, host.FormatTime(now), t.TaskID); err != nil {
+	// The task's UPDATE and, for a completed attempt, its artifacts
+	// verified and its outbox: statements whose outcome settling does
+	// not read, sent together.
+	stmts := []Stmt{{settleUpdate[tx.Leases()], []any{string(status), string(outJSON), lastErr, host.FormatTime(avail), finished, host.FormatTime(now), t.TaskID}}}
+	if status == host.TaskCompleted {
+		stmts = completedStmts(stmts, t, f, now)
+	}
+	if err := tx.ExecAll(ctx, stmts); err != nil {
 		return nil, err
 	}
 	applied, wf := []string{}, ""
@@ -311,9 +328,23 @@ var settleUpdate = map[bool]string{
 		lease_expires_at = NULL WHERE task_id = $7`,
 }
 
-// applyCompleted applies what a completed attempt leaves behind: its
-// follow-ups (returned), its artifacts verified, its outbox messages and
-// what it staged (SettleTx.ApplyStaged, what the signal did returned).
+// completedStmts adds to stmts what a completed attempt's settlement
+// writes without reading: its artifacts verified and its outbox messages.
+func completedStmts(stmts []Stmt, t *host.TaskRecord, f *Finish, now time.Time) []Stmt {
+	if f.AttemptID != "" {
+		stmts = append(stmts, Stmt{`UPDATE artifacts SET verified_at = $1 WHERE attempt_id = $2 AND verified_at IS NULL`, []any{host.FormatTime(now), f.AttemptID}})
+	}
+	for _, m := range f.Outcome.ExternalMessage {
+		stmts = append(stmts, Stmt{`INSERT INTO outbox_messages (message_id, task_id, attempt_id, tenant, message, status, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			[]any{host.NewID("msg"), t.TaskID, f.AttemptID, t.Tenant, string(evidence.CompactJSON(m)), host.OutboxPending, host.FormatTime(now)}})
+	}
+	return stmts
+}
+
+// applyCompleted applies the rest of what a completed attempt leaves
+// behind (completedStmts wrote its artifacts and outbox): its follow-ups
+// (returned) and what it staged (SettleTx.ApplyStaged, what the signal
+// did returned).
 func applyCompleted(ctx context.Context, tx SettleTx, op string, t *host.TaskRecord, f *Finish, now time.Time) ([]string, string, error) {
 	applied := []string{}
 	for i := range f.followUps {
@@ -326,17 +357,6 @@ func applyCompleted(ctx context.Context, tx SettleTx, op string, t *host.TaskRec
 			return nil, "", err
 		}
 		applied = append(applied, ft.TaskID)
-	}
-	if f.AttemptID != "" {
-		if _, err := tx.Exec(ctx, `UPDATE artifacts SET verified_at = $1 WHERE attempt_id = $2 AND verified_at IS NULL`, host.FormatTime(now), f.AttemptID); err != nil {
-			return nil, "", err
-		}
-	}
-	for _, m := range f.Outcome.ExternalMessage {
-		if _, err := tx.Exec(ctx, `INSERT INTO outbox_messages (message_id, task_id, attempt_id, tenant, message, status, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			host.NewID("msg"), t.TaskID, f.AttemptID, t.Tenant, string(evidence.CompactJSON(m)), host.OutboxPending, host.FormatTime(now)); err != nil {
-			return nil, "", err
-		}
 	}
 	in := f.FinishInput
 	wf, err := tx.ApplyStaged(ctx, t, &in, now)

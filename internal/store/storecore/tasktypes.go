@@ -148,3 +148,67 @@ func ListTaskTypes(ctx context.Context, q Querier) ([]host.TaskTypeRoute, error)
 	SortRoutes(out)
 	return out, nil
 }
+
+// ReadTaskSetup is host.TaskSetups.TaskSetup, in one statement: the
+// routes of taskType (the operator's override first, then the manifest
+// routes by pack, as ResolveTaskType), its spec and every agent by id.
+// Each part's error is the one its own read gives (ResolveTaskType,
+// Configs.TaskTypeSpec, Configs.ListAgents); err is the statement's.
+func ReadTaskSetup(ctx context.Context, q Querier, taskType string) (*host.TaskSetup, error) {
+	const (
+		override = iota
+		manifest
+		spec
+		agent
+	)
+	rows, err := q.Query(ctx, `SELECT 0, task_type, pack, node, spec FROM task_type_overrides WHERE task_type = $1
+		UNION ALL SELECT 1, task_type, pack, node, spec FROM task_type_routes WHERE task_type = $1
+		UNION ALL SELECT 2, task_type, '', '', spec FROM task_type_specs WHERE task_type = $1
+		UNION ALL SELECT 3, agent_id, '', '', record FROM agents
+		ORDER BY 1, 3, 2`, taskType)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := &host.TaskSetup{Agents: []host.AgentRecord{}}
+	out.SpecErr = host.Errorf("task type spec", taskType, host.ErrNotFound, "")
+	var found []host.TaskTypeRoute
+	for rows.Next() {
+		var kind int
+		var key, pack, node, rec string
+		if err := rows.Scan(&kind, &key, &pack, &node, &rec); err != nil {
+			return nil, err
+		}
+		switch kind {
+		case override, manifest:
+			r := host.TaskTypeRoute{Pack: pack, Node: node, Origin: host.OriginManifest}
+			if kind == override {
+				r.Origin = host.OriginOperator
+			}
+			if err := json.Unmarshal([]byte(rec), &r.TaskTypeSpec); err != nil && out.RouteErr == nil {
+				out.RouteErr = host.Wrap("resolve task type", taskType, fmt.Errorf("task type %s: stored spec: %w", key, err))
+			}
+			r.TaskType = key
+			found = append(found, r)
+		case spec:
+			out.SpecErr = host.Wrap("task type spec", taskType, json.Unmarshal([]byte(rec), &out.Spec))
+		case agent:
+			var a host.AgentRecord
+			if err := json.Unmarshal([]byte(rec), &a); err != nil {
+				out.AgentsErr = host.Wrap("list agents", "", err)
+				continue
+			}
+			out.Agents = append(out.Agents, a)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if out.AgentsErr != nil {
+		out.Agents = nil
+	}
+	if out.RouteErr == nil {
+		out.Route, out.RouteErr = Resolve("resolve task type", taskType, found)
+	}
+	return out, nil
+}

@@ -17,6 +17,7 @@ func TaskTypes(t *testing.T, open Opener) {
 	runAll(t, open, []scenario{
 		{"ResolveAndOverride", taskTypesResolveAndOverride},
 		{"Validation", taskTypesValidation},
+		{"SetupAsTheReads", taskTypesSetupAsTheReads},
 	})
 }
 
@@ -54,6 +55,86 @@ func (f *fixture) resolve(taskType string) string {
 		f.t.Fatalf("resolve %s: %v", taskType, err)
 	}
 	return r.Origin + ":" + r.Pack + "/" + r.Node
+}
+
+// sameSetup checks, of a backend implementing host.TaskSetups, that
+// TaskSetup(taskType) answers as Resolve, TaskTypeSpec and ListAgents
+// do, errors included; it reports whether it checked.
+func (f *fixture) sameSetup(taskType string) bool {
+	t := f.t
+	t.Helper()
+	ts, ok := f.b.(host.TaskSetups)
+	if !ok {
+		return false
+	}
+	got, err := ts.TaskSetup(ctx, taskType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	route, rerr := f.b.Resolve(ctx, taskType)
+	spec, serr := f.b.TaskTypeSpec(ctx, taskType)
+	agents, aerr := f.b.ListAgents(ctx)
+	errText := func(err error) string {
+		if err == nil {
+			return "<nil>"
+		}
+		return err.Error()
+	}
+	for _, c := range []struct {
+		what           string
+		got, want      any
+		gotErr, wantEr error
+	}{{"route", got.Route, route, got.RouteErr, rerr}, {"spec", got.Spec, spec, got.SpecErr, serr}, {"agents", got.Agents, agents, got.AgentsErr, aerr}} {
+		if !reflect.DeepEqual(c.got, c.want) || errText(c.gotErr) != errText(c.wantEr) {
+			t.Fatalf("%s: TaskSetup's %s is %+v (%v), its own read's %+v (%v)", taskType, c.what, c.got, c.gotErr, c.want, c.wantEr)
+		}
+		for _, kind := range []error{host.ErrNotFound, host.ErrConflict} {
+			if errors.Is(c.gotErr, kind) != errors.Is(c.wantEr, kind) {
+				t.Fatalf("%s: TaskSetup's %s error %v, its own read's %v", taskType, c.what, c.gotErr, c.wantEr)
+			}
+		}
+	}
+	return true
+}
+
+// A backend's TaskSetup (host.TaskSetups, where implemented) reads what
+// Resolve, TaskTypeSpec and ListAgents read: no route, one, several
+// packs, an override; no spec, one; no agent, one, several.
+func taskTypesSetupAsTheReads(f *fixture) {
+	t := f.t
+	steps := []func() error{
+		func() error { return nil },
+		func() error {
+			return f.b.SetPackTaskTypes(ctx, "vendor.acme.a", []host.TaskTypeRoute{manifestRoute("summarize", "acme.sum"), manifestRoute("translate", "acme.tr")})
+		},
+		func() error {
+			return f.b.SetTaskTypeSpec(ctx, host.TaskTypeSpec{TaskType: "summarize", DefaultModel: "spec-model", AllowedSkillIDs: []string{"s1"}})
+		},
+		func() error {
+			_, err := f.b.PutAgent(ctx, &host.AgentRecord{Agent: host.AgentIdentity{AgentID: "zed", InternalName: "zed", DisplayName: "Zed"}})
+			return err
+		},
+		func() error {
+			return f.b.SetPackTaskTypes(ctx, "vendor.other.b", []host.TaskTypeRoute{manifestRoute("summarize", "other.sum")})
+		},
+		func() error {
+			_, err := f.b.PutAgent(ctx, &host.AgentRecord{Agent: host.AgentIdentity{AgentID: "abe", InternalName: "abe", DisplayName: "Abe"}})
+			return err
+		},
+		func() error {
+			return f.b.SetTaskTypeOverride(ctx, host.TaskTypeRoute{TaskTypeSpec: host.TaskTypeSpec{TaskType: "summarize"}, Pack: "vendor.other.b", Node: "other.sum"})
+		},
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		for _, typ := range []string{"summarize", "translate", "unknown"} {
+			if !f.sameSetup(typ) {
+				return // not a host.TaskSetups: nothing to compare
+			}
+		}
+	}
 }
 
 func taskTypesResolveAndOverride(f *fixture) {

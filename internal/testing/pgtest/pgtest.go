@@ -17,7 +17,9 @@
 // Environment: PG_BIN names the directory of initdb and pg_ctl (default:
 // the newest /usr/lib/postgresql/*/bin). The server runs with fsync=off,
 // which only matters if the machine crashes mid-test; PGTEST_DURABLE=1
-// keeps fsync on (for benchmarks of durable commits).
+// keeps fsync on (for benchmarks of durable commits). PGTEST_OPTIONS adds
+// server options (e.g. "-c shared_preload_libraries=pg_stat_statements",
+// to count a benchmark's statements).
 package pgtest
 
 import (
@@ -239,6 +241,9 @@ func (s *Server) start() error {
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=200", s.Port, s.Dir)
 	if os.Getenv("PGTEST_DURABLE") != "1" {
 		opts += " -c fsync=off -c full_page_writes=off"
+	}
+	if extra := os.Getenv("PGTEST_OPTIONS"); extra != "" {
+		opts += " " + extra
 	}
 	return s.run("pg_ctl", "-D", s.data(), "-l", filepath.Join(s.Dir, "log"), "-o", opts, "-w", "-t", "60", "start")
 }

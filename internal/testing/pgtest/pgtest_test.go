@@ -117,6 +117,28 @@ func TestStartStop(t *testing.T) {
 	}
 }
 
+// PGTEST_OPTIONS reaches the server's command line.
+func TestStartOptions(t *testing.T) {
+	t.Setenv("PGTEST_OPTIONS", "-c work_mem=7MB")
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	conn, err := pgx.Connect(context.Background(), s.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var got string
+	if err := conn.QueryRow(context.Background(), `SHOW work_mem`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != "7MB" {
+		t.Fatalf("work_mem = %s, want 7MB", got)
+	}
+}
+
 func TestSanitize(t *testing.T) {
 	got := sanitize("TestX/sub-case with spaces and a very long name that goes on")
 	if len(got) > 40 || strings.Trim(got, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {

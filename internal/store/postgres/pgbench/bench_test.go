@@ -64,7 +64,16 @@ const oneWay = 250 * time.Microsecond
 // trips) and waiting on WAL I/O, and chainlock-held, the share of samples
 // in which a transaction held the chain lock (packrun's ChainLock, from
 // pg_locks: near 1 means the lock is the limit); for packrun, empty-claims/job: claims
-// that found the queue empty and polled again.
+// that found the queue empty and polled again; behind the proxy,
+// flights/job, the requests (or pipelines of them) the clients sent: the
+// network round trips.
+//
+// With PGBENCH_STATEMENTS=FILE and the server started with
+// PGTEST_OPTIONS="-c shared_preload_libraries=pg_stat_statements", each
+// case appends to FILE the statements its database ran
+// (pg_stat_statements: calls, rows, time and planning time per job, by
+// statement; add "-c pg_stat_statements.track_planning=on" for the
+// planning time).
 func BenchmarkPGRoundTrip(b *testing.B) {
 	heapfloor.Raise(dispatch.HeapFloor) // as packrun serve does
 	arch := helloPack(b)
@@ -276,6 +285,8 @@ func run(b *testing.B, dsn string, roundTrip func(w int) error) {
 	var next atomic.Int64
 	var failed atomic.Value
 	var wg sync.WaitGroup
+	statements := countStatements(b, dsn)
+	flights0 := flights.Load()
 	cpu0, pg0 := processCPU(), serverCPU(srv.Dir)
 	b.ResetTimer()
 	for w := range inFlight {
@@ -295,7 +306,9 @@ func run(b *testing.B, dsn string, roundTrip func(w int) error) {
 	wg.Wait()
 	b.StopTimer()
 	cpu, pg := processCPU()-cpu0, serverCPU(srv.Dir)-pg0
+	sent := flights.Load() - flights0
 	waits := stopSampling()
+	statements()
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
 	}
@@ -306,8 +319,69 @@ func run(b *testing.B, dsn string, roundTrip func(w int) error) {
 	if pg > 0 {
 		b.ReportMetric(float64(pg.Microseconds())/float64(b.N), "pg-cpu-µs/job")
 	}
+	if sent > 0 {
+		b.ReportMetric(float64(sent)/float64(b.N), "flights/job")
+	}
 	for _, k := range []string{"active", "advisory", "clientread", "wal", "chainlock-held"} {
 		b.ReportMetric(waits[k], k)
+	}
+}
+
+// countStatements, with PGBENCH_STATEMENTS=FILE, resets
+// pg_stat_statements and returns a function that appends to FILE, per
+// job, what database dsn ran since: each statement's calls, rows, time
+// (planning and executing) and planning time, the costliest first. Otherwise it does nothing.
+func countStatements(b *testing.B, dsn string) func() {
+	file := os.Getenv("PGBENCH_STATEMENTS")
+	if file == "" {
+		return func() {}
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+		b.Fatalf("pg_stat_statements (start the server with PGTEST_OPTIONS=\"-c shared_preload_libraries=pg_stat_statements\"): %v", err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_stat_statements_reset()`); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		defer conn.Close(ctx)
+		rows, err := conn.Query(ctx, `SELECT calls, rows, total_exec_time + total_plan_time, total_plan_time, regexp_replace(query, '\s+', ' ', 'g')
+			FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC`)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rows.Close()
+		n := float64(b.N)
+		var all, ms float64
+		var out strings.Builder
+		for rows.Next() {
+			var c, r int64
+			var t, plan float64
+			var q string
+			if err := rows.Scan(&c, &r, &t, &plan, &q); err != nil {
+				b.Fatal(err)
+			}
+			all, ms = all+float64(c), ms+t
+			if len(q) > 110 {
+				q = q[:110] + "…"
+			}
+			fmt.Fprintf(&out, "%8.3f %8.3f %8.1f %8.1f  %s\n", float64(c)/n, float64(r)/n, t*1000/n, plan*1000/n, q)
+		}
+		if err := rows.Err(); err != nil {
+			b.Fatal(err)
+		}
+		f, err := os.OpenFile(file, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		fmt.Fprintf(f, "%s, %d jobs: %.2f statements per job, planning and executing %.0f µs\n   calls     rows  time-µs  plan-µs  statement\n%s\n",
+			b.Name(), b.N, all/n, ms*1000/n, out.String())
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -30,6 +31,12 @@ type delayProxy struct {
 	conns  map[net.Conn]struct{}
 	closed bool
 }
+
+// flights counts the chunks every proxy read from its clients: pgx writes
+// each request, or each pipeline of them, at once, so a chunk is one
+// network flight, the start of a round trip (BenchmarkPGRoundTrip's
+// flights/job).
+var flights atomic.Int64
 
 // startProxy listens on 127.0.0.1 and forwards to target with delay each
 // way; the proxy is closed when tb ends.
@@ -94,8 +101,8 @@ func (p *delayProxy) accept() {
 			c.(*net.TCPConn).SetNoDelay(true)
 		}
 		p.wg.Add(2)
-		go p.pipe(up, down)
-		go p.pipe(down, up)
+		go p.pipe(up, down, &flights)
+		go p.pipe(down, up, nil)
 	}
 }
 
@@ -104,9 +111,9 @@ type chunk struct {
 	b   []byte
 }
 
-// pipe copies src to dst, each chunk delayed by p.delay. When either side
-// ends, both are closed.
-func (p *delayProxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, each chunk delayed by p.delay, counting the
+// chunks in count (if not nil). When either side ends, both are closed.
+func (p *delayProxy) pipe(dst, src net.Conn, count *atomic.Int64) {
 	defer p.wg.Done()
 	q := make(chan chunk, 4096)
 	done := make(chan struct{})
@@ -130,6 +137,9 @@ func (p *delayProxy) pipe(dst, src net.Conn) {
 		buf := make([]byte, 32<<10)
 		n, err := src.Read(buf)
 		if n > 0 {
+			if count != nil {
+				count.Add(1)
+			}
 			q <- chunk{due: time.Now().Add(p.delay), b: buf[:n]}
 		}
 		if err != nil {
