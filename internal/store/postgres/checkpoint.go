@@ -39,9 +39,8 @@ func hostKeyOf(key ed25519.PrivateKey) evidence.Key {
 	return evidence.GivenKey(key, "host key "+pub[:16]+"…")
 }
 
-// committed anchors head, the chain head a link pass of this node left
-// (nil: none), once it committed; durable is when the oldest of this
-// node's entries it linked was inserted.
+// committed anchors head, the chain head this node appended (nil:
+// none), and tells the log's sequencer it is durable since durable.
 func (s *Store) committed(head *host.ChainHead, durable time.Time) {
 	if s.anchor != nil && head != nil {
 		s.anchor.Offer(head.Seq, head.Hash)

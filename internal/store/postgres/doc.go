@@ -36,8 +36,9 @@
 // together, so it is anchored outside the database by signed head
 // checkpoints (checkpoint.go; the format and checks are
 // internal/evidence's, as SQLite's). The database is shared, the anchor
-// is not: each node anchors the heads it linked — after each link pass,
-// the seq and hash of the last entry it linked — in a file of its own home
+// is not: each node anchors the heads it committed — after each link
+// pass, the seq and hash of the last of its own writers' entries the
+// pass linked — in a file of its own home
 // (Options.CheckpointFile, evidence-head.json), signed with its own host
 // key (Options.HostKey). VerifyChain on a node checks the chain against
 // that node's anchor: a chain that ends before it, or has another hash

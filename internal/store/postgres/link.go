@@ -385,6 +385,7 @@ func (l *linker) linkBatch(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("link pending chain entries: %w", err)
 	}
 	oldest := time.Now()
+	var mine *host.ChainHead // the last of this node's writers' entries
 	l.mu.Lock()
 	for _, k := range out {
 		if w, ok := l.awaited[k.pend]; ok {
@@ -392,11 +393,17 @@ func (l *linker) linkBatch(ctx context.Context) (int, error) {
 			if w.at.Before(oldest) {
 				oldest = w.at
 			}
+			mine = &host.ChainHead{Seq: k.seq, Hash: k.hash}
 		}
 	}
 	l.mu.Unlock()
-	// Durable since the oldest of this node's entries was inserted
-	// (storecore.Sequencer.Delays).
-	l.s.committed(&host.ChainHead{Seq: seq, Hash: hash}, oldest)
+	// The node anchors the entries its writers appended, as it did when
+	// they linked their own (not another node's, which that node
+	// anchors); the log's sequencer learns they are durable since the
+	// oldest was inserted (storecore.Sequencer.Delays).
+	if l.s.anchor != nil && mine != nil {
+		l.s.anchor.Offer(mine.Seq, mine.Hash)
+	}
+	l.s.logSeq.AppendedAt(seq, oldest)
 	return len(out), nil
 }

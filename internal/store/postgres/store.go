@@ -273,6 +273,9 @@ type tx struct {
 	// after are statements that need the seqs flush assigns (a row
 	// naming its event), queued in flush's batch after the entries.
 	after []func(*pgx.Batch)
+	// savepoint: a batched operation's savepoint is still to be sent,
+	// with its first statement (writers.batch).
+	savepoint bool
 	// linked are run once the entries have their places (onLinked).
 	linked []func()
 	// ticket is what flush left for the entries it inserted pending: once

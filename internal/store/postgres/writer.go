@@ -163,16 +163,19 @@ func (w *writers) batch(ops []*op) (t *ticket, errs []error, err error) {
 		if errs[i] = o.ctx.Err(); errs[i] != nil {
 			continue
 		}
-		if _, err := ptx.Exec(ctx, `SAVEPOINT op`); err != nil {
-			return nil, nil, err
-		}
+		// The savepoint rides with the operation's first statement
+		// (x.savepoint); an operation that sent none has nothing to undo.
+		x.savepoint = true
 		mark, markAfter, markLinked := len(x.pending), len(x.after), len(x.linked)
 		if errs[i] = o.fn(x); errs[i] != nil {
 			x.pending, x.after, x.linked = x.pending[:mark], x.after[:markAfter], x.linked[:markLinked]
-			if _, err := ptx.Exec(ctx, `ROLLBACK TO SAVEPOINT op`); err != nil {
-				return nil, nil, err
+			if !x.savepoint {
+				if _, err := ptx.Exec(ctx, `ROLLBACK TO SAVEPOINT op`); err != nil {
+					return nil, nil, err
+				}
 			}
 		}
+		x.savepoint = false
 	}
 	if err := x.flush(ctx); err != nil {
 		return nil, nil, err
@@ -190,17 +193,104 @@ func (w *writers) batch(ops []*op) (t *ticket, errs []error, err error) {
 // caller's: a caller giving up must not cancel the statements of the
 // operations it shares a transaction with.
 
+// withSavepoint sends the pending savepoint and b's statements in one
+// pipeline; the results are b's.
+func (x *tx) withSavepoint(b *pgx.Batch) pgx.BatchResults {
+	x.savepoint = false
+	b.QueuedQueries = append([]*pgx.QueuedQuery{{SQL: `SAVEPOINT op`}}, b.QueuedQueries...)
+	br := x.Tx.SendBatch(x.ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return errBatch{err}
+	}
+	return br
+}
+
 // Exec runs a statement in the transaction.
 func (x *tx) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if x.savepoint {
+		var b pgx.Batch
+		b.Queue(sql, args...)
+		br := x.withSavepoint(&b)
+		tag, err := br.Exec()
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return tag, err
+	}
 	return x.Tx.Exec(x.ctx, sql, args...)
 }
 
 // Query runs a query in the transaction.
 func (x *tx) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if x.savepoint {
+		var b pgx.Batch
+		b.Queue(sql, args...)
+		br := x.withSavepoint(&b)
+		rows, err := br.Query()
+		if err != nil {
+			br.Close()
+			return nil, err
+		}
+		return batchRows{rows, br}, nil
+	}
 	return x.Tx.Query(x.ctx, sql, args...)
 }
 
 // QueryRow runs a one-row query in the transaction.
 func (x *tx) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	if x.savepoint {
+		var b pgx.Batch
+		b.Queue(sql, args...)
+		br := x.withSavepoint(&b)
+		return batchRow{br.QueryRow(), br}
+	}
 	return x.Tx.QueryRow(x.ctx, sql, args...)
 }
+
+// SendBatch sends b in the transaction (with the pending savepoint).
+func (x *tx) SendBatch(_ context.Context, b *pgx.Batch) pgx.BatchResults {
+	if x.savepoint {
+		return x.withSavepoint(b)
+	}
+	return x.Tx.SendBatch(x.ctx, b)
+}
+
+// batchRows are a pipeline's rows: closing them ends the pipeline.
+type batchRows struct {
+	pgx.Rows
+	br pgx.BatchResults
+}
+
+func (r batchRows) Close() {
+	r.Rows.Close()
+	r.br.Close()
+}
+
+// batchRow is a pipeline's one row: scanning it ends the pipeline.
+type batchRow struct {
+	row pgx.Row
+	br  pgx.BatchResults
+}
+
+func (r batchRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// errBatch is a pipeline that failed at its savepoint.
+type errBatch struct{ err error }
+
+func (e errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, e.err }
+func (e errBatch) Query() (pgx.Rows, error)         { return nil, e.err }
+func (e errBatch) QueryRow() pgx.Row                { return errRow{e.err} }
+func (e errBatch) Close() error                     { return e.err }
+
+type errRow struct{ err error }
+
+func (e errRow) Scan(...any) error { return e.err }
+
+func (errBatch) Tx() pgx.Tx { return nil }
