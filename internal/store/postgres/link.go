@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -59,19 +60,19 @@ type linker struct {
 	run sync.Mutex // one pass at a time on this node
 
 	mu      sync.Mutex
-	awaited map[int64]awaited // pend → an entry a writer waits to see linked
-	begun   uint64            // passes begun
-	ended   uint64            // the newest pass ended
-	passed  chan struct{}     // closed, and replaced, when a pass ends
+	awaited map[int64]*awaited // pend → an entry a writer waits to see linked
+	begun   uint64             // passes begun
+	ended   uint64             // the newest pass ended
+	passed  chan struct{}      // closed, and replaced, when a pass ends
 	lastErr error
 
-	wake, stop, finished chan struct{}
-	closeOnce            sync.Once
+	wake, stop, finished, listening chan struct{}
+	closeOnce                       sync.Once
 }
 
 func newLinker(s *Store) *linker {
-	return &linker{s: s, awaited: map[int64]awaited{}, passed: make(chan struct{}),
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), finished: make(chan struct{})}
+	return &linker{s: s, awaited: map[int64]*awaited{}, passed: make(chan struct{}),
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), finished: make(chan struct{}), listening: make(chan struct{})}
 }
 
 // pends reserves n pend ids, in ascending order.
@@ -102,33 +103,63 @@ type ticket struct {
 	entries []pendingEntry
 	floor   int64    // the chain's head before they were inserted
 	linked  []func() // run once they are linked (or given up on)
+	// left counts the entries not linked yet (under the linker's mu);
+	// ready is closed when it reaches 0.
+	left  int
+	ready chan struct{}
 }
 
-// awaited is an entry a writer waits on, and when it was inserted.
+// awaited is an entry a writer waits on, when it was inserted, and its
+// ticket.
 type awaited struct {
 	p  *pendingEntry
 	at time.Time
+	t  *ticket
 }
 
 // register makes t's entries awaited, before its transaction commits,
-// so a pass that links them fills them in.
+// so a pass that links them, this node's or another's (listen), fills
+// them in.
 func (l *linker) register(t *ticket) {
 	now := time.Now()
+	t.ready = make(chan struct{})
 	l.mu.Lock()
 	for i, p := range t.pends {
-		l.awaited[p] = awaited{p: &t.entries[i], at: now}
+		l.awaited[p] = &awaited{p: &t.entries[i], at: now, t: t}
+	}
+	t.left = len(t.pends)
+	if t.left == 0 {
+		close(t.ready)
 	}
 	l.mu.Unlock()
+}
+
+// fill gives an awaited entry its place (l.mu held); false if none
+// waits on it.
+func (l *linker) fill(pend, seq int64, prev, hash string) (*awaited, bool) {
+	w := l.awaited[pend]
+	if w == nil || w.p.seq() > 0 {
+		return nil, false
+	}
+	w.p.link(seq, prev, hash)
+	if w.t.left--; w.t.left == 0 {
+		close(w.t.ready)
+	}
+	return w, true
 }
 
 // forget drops t's entries (its transaction rolled back, or they are
 // linked).
 func (l *linker) forget(t *ticket) {
 	l.mu.Lock()
+	l.forgetLocked(t)
+	l.mu.Unlock()
+}
+
+func (l *linker) forgetLocked(t *ticket) {
 	for _, p := range t.pends {
 		delete(l.awaited, p)
 	}
-	l.mu.Unlock()
 }
 
 // await waits for a pass begun after the call to end, by which time, if
@@ -160,6 +191,8 @@ func (t *ticket) await(ctx context.Context) {
 			break
 		}
 		select {
+		case <-t.ready: // linked, by whichever node's pass
+			return
 		case <-ch:
 		case <-l.finished:
 			t.unlinked()
@@ -168,6 +201,7 @@ func (t *ticket) await(ctx context.Context) {
 	}
 	var missing []int64
 	l.mu.Lock()
+	l.forgetLocked(t) // from here on, only this goroutine fills them
 	for i, p := range t.pends {
 		if t.entries[i].seq() <= 0 {
 			missing = append(missing, p)
@@ -187,6 +221,7 @@ func (t *ticket) fetch(ctx context.Context, pends []int64) error {
 	if err != nil {
 		return err
 	}
+	defer rows.Close()
 	byPend := make(map[int64]int, len(t.pends))
 	for i, p := range t.pends {
 		byPend[p] = i
@@ -197,19 +232,37 @@ func (t *ticket) fetch(ctx context.Context, pends []int64) error {
 			prev, hash string
 		)
 		if err := rows.Scan(&pend, &seq, &prev, &hash); err != nil {
-			rows.Close()
 			return err
 		}
 		if i, ok := byPend[pend]; ok {
 			t.entries[i].link(seq, prev, hash)
 		}
 	}
-	rows.Close()
+	return rows.Err()
+}
+
+// fillRows fills the awaited entries among rows of linkedQuery.
+func (l *linker) fillRows(rows pgx.Rows) error {
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			pend, seq  int64
+			prev, hash string
+		)
+		if err := rows.Scan(&pend, &seq, &prev, &hash); err != nil {
+			return err
+		}
+		l.mu.Lock()
+		l.fill(pend, seq, prev, hash)
+		l.mu.Unlock()
+	}
 	return rows.Err()
 }
 
 // unlinked clears the pending seqs of entries not linked in time.
 func (t *ticket) unlinked() {
+	t.l.mu.Lock()
+	defer t.l.mu.Unlock()
 	for i := range t.entries {
 		if t.entries[i].seq() < 0 {
 			t.entries[i].link(0, "", "")
@@ -241,9 +294,80 @@ func (l *linker) poke() {
 	}
 }
 
-// start runs the linker's loop: a pass whenever a writer waits, and one
-// every linkPoll if anything is pending (a crashed writer's entries).
-func (l *linker) start() { go l.loop() }
+// linkedChannel is the notification channel a link pass notifies as it
+// commits: every node's listener then fills in the entries its writers
+// wait on that the pass linked, so a writer is answered by the first
+// pass that links its entries, whichever node ran it, not by its own
+// node's next pass, which may be queued behind the others'.
+const linkedChannel = "packrun_linked"
+
+// start runs the linker's loop (a pass whenever a writer waits, and one
+// every linkPoll if anything is pending: a crashed writer's entries) and
+// its listener.
+func (l *linker) start() {
+	go l.loop()
+	go l.listen()
+}
+
+// listen holds a connection listening on linkedChannel, again after a
+// failure, until the linker closes.
+func (l *linker) listen() {
+	defer close(l.listening)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-l.stop
+		cancel()
+	}()
+	for ctx.Err() == nil {
+		if err := l.listenOnce(ctx); err != nil && ctx.Err() == nil {
+			select { // the database went away: the passes report it
+			case <-time.After(linkPoll):
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
+func (l *linker) listenOnce(ctx context.Context) error {
+	conn, err := l.s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `LISTEN `+linkedChannel); err != nil {
+		return err
+	}
+	for {
+		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+			return err
+		}
+		if err := l.catchUp(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// catchUp fills in the awaited entries other nodes' passes linked.
+func (l *linker) catchUp(ctx context.Context) error {
+	var pends []int64
+	floor := int64(math.MaxInt64)
+	l.mu.Lock()
+	for p, w := range l.awaited {
+		if w.p.seq() < 0 {
+			pends = append(pends, p)
+			floor = min(floor, w.t.floor)
+		}
+	}
+	l.mu.Unlock()
+	if len(pends) == 0 {
+		return nil
+	}
+	rows, err := l.s.pool.Query(ctx, linkedQuery, floor, pends)
+	if err != nil {
+		return err
+	}
+	return l.fillRows(rows)
+}
 
 func (l *linker) loop() {
 	defer close(l.finished)
@@ -262,10 +386,11 @@ func (l *linker) loop() {
 	}
 }
 
-// close stops the loop; writers still waiting give up.
+// close stops the loop and the listener; writers still waiting give up.
 func (l *linker) close() {
 	l.closeOnce.Do(func() { close(l.stop) })
 	<-l.finished
+	<-l.listening
 }
 
 // pass links everything pending. idle: first look, without a
@@ -378,6 +503,7 @@ func (l *linker) linkBatch(ctx context.Context) (int, error) {
 	if len(out) == 0 {
 		return 0, nil // commit nothing: the rollback ends it
 	}
+	up.Queue(`SELECT pg_notify($1, '')`, linkedChannel) // delivered at the commit
 	if err := ptx.SendBatch(ctx, &up).Close(); err != nil {
 		return 0, fmt.Errorf("link pending chain entries: %w", err)
 	}
@@ -388,8 +514,7 @@ func (l *linker) linkBatch(ctx context.Context) (int, error) {
 	var mine *host.ChainHead // the last of this node's writers' entries
 	l.mu.Lock()
 	for _, k := range out {
-		if w, ok := l.awaited[k.pend]; ok {
-			w.p.link(k.seq, k.prev, k.hash)
+		if w, ok := l.fill(k.pend, k.seq, k.prev, k.hash); ok {
 			if w.at.Before(oldest) {
 				oldest = w.at
 			}

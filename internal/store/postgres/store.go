@@ -176,8 +176,9 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if opts.tracer != nil {
 		cfg.ConnConfig.Tracer = opts.tracer
 	}
-	// The writers hold a connection each; reads need some too.
-	cfg.MaxConns = max(cfg.MaxConns, int32(opts.Writers)+2)
+	// The writers hold a connection each, the linker's listener one;
+	// reads need some too.
+	cfg.MaxConns = max(cfg.MaxConns, int32(opts.Writers)+3) // and the linker's listener
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
