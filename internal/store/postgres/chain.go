@@ -18,6 +18,7 @@ type pendingEntry struct {
 	ev     *host.Event
 	tenant string // ev's data names (storecore.EventTenant)
 	at     *attemptRow
+	hash   string // its hash in the chain, once linked
 }
 
 // headQuery reads the chain's head: its newest entry, an event or an

@@ -46,6 +46,15 @@ const pendingQuery = `SELECT seq, kind, time, type, task_id, attempt_id, data, h
 	UNION ALL SELECT seq, 'a', '', '', '', '', '', hash FROM attempt_records WHERE seq < 0) p
 	ORDER BY seq DESC LIMIT $1`
 
+// linkEvents and linkAttempts give pending rows their places: $1 the
+// pending seqs, $2 the places, $3 the previous entries' hashes, $4 theirs.
+const (
+	linkEvents = `UPDATE runtime_events e SET seq = v.seq, prev_hash = v.prev, hash = v.hash
+	FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) v(old, seq, prev, hash) WHERE e.seq = v.old`
+	linkAttempts = `UPDATE attempt_records a SET seq = v.seq, prev_hash = v.prev, hash = v.hash
+	FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) v(old, seq, prev, hash) WHERE a.seq = v.old`
+)
+
 // linkedQuery finds entries by pend among those linked above a floor.
 const linkedQuery = `SELECT pend, seq, prev_hash, hash FROM runtime_events WHERE seq > $1 AND pend = ANY($2)
 	UNION ALL SELECT pend, seq, prev_hash, hash FROM attempt_records WHERE seq > $1 AND pend = ANY($2)`
@@ -107,14 +116,13 @@ type ticket struct {
 	// ready is closed when it reaches 0.
 	left  int
 	ready chan struct{}
+	at    time.Time // when it was registered
 }
 
-// awaited is an entry a writer waits on, when it was inserted, and its
-// ticket.
+// awaited is an entry a writer waits on, and its ticket.
 type awaited struct {
-	p  *pendingEntry
-	at time.Time
-	t  *ticket
+	p *pendingEntry
+	t *ticket
 }
 
 // register makes t's entries awaited, before its transaction commits,
@@ -122,10 +130,10 @@ type awaited struct {
 // them in.
 func (l *linker) register(t *ticket) {
 	now := time.Now()
-	t.ready = make(chan struct{})
+	t.ready, t.at = make(chan struct{}), now
 	l.mu.Lock()
 	for i, p := range t.pends {
-		l.awaited[p] = &awaited{p: &t.entries[i], at: now, t: t}
+		l.awaited[p] = &awaited{p: &t.entries[i], t: t}
 	}
 	t.left = len(t.pends)
 	if t.left == 0 {
@@ -134,18 +142,17 @@ func (l *linker) register(t *ticket) {
 	l.mu.Unlock()
 }
 
-// fill gives an awaited entry its place (l.mu held); false if none
-// waits on it.
-func (l *linker) fill(pend, seq int64, prev, hash string) (*awaited, bool) {
+// fill gives an awaited entry its place (l.mu held), if one waits on it
+// still.
+func (l *linker) fill(pend, seq int64, prev, hash string) {
 	w := l.awaited[pend]
 	if w == nil || w.p.seq() > 0 {
-		return nil, false
+		return
 	}
 	w.p.link(seq, prev, hash)
 	if w.t.left--; w.t.left == 0 {
 		close(w.t.ready)
 	}
-	return w, true
 }
 
 // forget drops t's entries (its transaction rolled back, or they are
@@ -175,6 +182,7 @@ func (t *ticket) await(ctx context.Context) {
 	l := t.l
 	defer l.forget(t)
 	defer func() {
+		t.anchor()
 		for _, f := range t.linked {
 			f()
 		}
@@ -212,6 +220,23 @@ func (t *ticket) await(ctx context.Context) {
 		// Another node's pass linked them, or none did.
 		_ = t.fetch(ctx, missing) // not found: unlinked
 		t.unlinked()
+	}
+}
+
+// anchor offers the last of t's entries that was linked to the node's
+// head checkpoint, and tells the log's sequencer it is durable since t
+// was registered (storecore.Sequencer.Delays).
+func (t *ticket) anchor() {
+	var head *host.ChainHead
+	t.l.mu.Lock()
+	for i := range t.entries {
+		if p := &t.entries[i]; p.seq() > 0 && (head == nil || p.seq() > head.Seq) {
+			head = &host.ChainHead{Seq: p.seq(), Hash: p.hash}
+		}
+	}
+	t.l.mu.Unlock()
+	if head != nil {
+		t.l.s.committed(head, t.at)
 	}
 }
 
@@ -280,6 +305,7 @@ func (p *pendingEntry) seq() int64 {
 
 // link gives the entry its place.
 func (p *pendingEntry) link(seq int64, prev, hash string) {
+	p.hash = hash
 	if e := p.ev; e != nil {
 		e.Seq, e.PrevHash, e.Hash = seq, prev, hash
 		return
@@ -444,8 +470,15 @@ func (l *linker) linkBatch(ctx context.Context) (int, error) {
 	b.Queue(pendingQuery, linkBatch)
 	br := ptx.SendBatch(ctx, &b)
 	seq, hash := int64(0), evidence.GenesisHash
-	var out []linked
-	var up pgx.Batch
+	var (
+		out            []linked
+		evOld, evSeq   []int64
+		evPrev, evHash []string
+		atOld, atSeq   []int64
+		atPrev, atHash []string
+		msgOld, msgSeq []int64
+		artOld, artSeq []int64
+	)
 	err = func() error {
 		if _, err := br.Exec(); err != nil {
 			return err
@@ -471,7 +504,7 @@ func (l *linker) linkBatch(ctx context.Context) (int, error) {
 			prev := hash
 			if kind == "a" {
 				hash = evidence.LinkAttempt(seq, prev, content)
-				up.Queue(`UPDATE attempt_records SET seq = $1, prev_hash = $2, hash = $3 WHERE seq = $4`, seq, prev, hash, old)
+				atOld, atSeq, atPrev, atHash = append(atOld, old), append(atSeq, seq), append(atPrev, prev), append(atHash, hash)
 			} else {
 				t, err := host.ParseTime(at)
 				if err != nil {
@@ -482,12 +515,12 @@ func (l *linker) linkBatch(ctx context.Context) (int, error) {
 					e.Data = []byte(data)
 				}
 				hash = evidence.HashEvent(e)
-				up.Queue(`UPDATE runtime_events SET seq = $1, prev_hash = $2, hash = $3 WHERE seq = $4`, seq, prev, hash, old)
+				evOld, evSeq, evPrev, evHash = append(evOld, old), append(evSeq, seq), append(evPrev, prev), append(evHash, hash)
 				switch typ {
 				case host.EventMessageAccepted:
-					up.Queue(`UPDATE messages SET event_seq = $1 WHERE event_seq = $2`, seq, old)
+					msgOld, msgSeq = append(msgOld, old), append(msgSeq, seq)
 				case host.EventArtifactRecorded:
-					up.Queue(`UPDATE artifacts SET event_seq = $1 WHERE event_seq = $2`, seq, old)
+					artOld, artSeq = append(artOld, old), append(artSeq, seq)
 				}
 			}
 			out = append(out, linked{pend: -old, seq: seq, prev: prev, hash: hash})
@@ -503,6 +536,20 @@ func (l *linker) linkBatch(ctx context.Context) (int, error) {
 	if len(out) == 0 {
 		return 0, nil // commit nothing: the rollback ends it
 	}
+	// One statement a table, whatever the number of entries.
+	var up pgx.Batch
+	if len(evOld) > 0 {
+		up.Queue(linkEvents, evOld, evSeq, evPrev, evHash)
+	}
+	if len(atOld) > 0 {
+		up.Queue(linkAttempts, atOld, atSeq, atPrev, atHash)
+	}
+	if len(msgOld) > 0 {
+		up.Queue(`UPDATE messages m SET event_seq = v.seq FROM unnest($1::bigint[], $2::bigint[]) v(old, seq) WHERE m.event_seq = v.old`, msgOld, msgSeq)
+	}
+	if len(artOld) > 0 {
+		up.Queue(`UPDATE artifacts a SET event_seq = v.seq FROM unnest($1::bigint[], $2::bigint[]) v(old, seq) WHERE a.event_seq = v.old`, artOld, artSeq)
+	}
 	up.Queue(`SELECT pg_notify($1, '')`, linkedChannel) // delivered at the commit
 	if err := ptx.SendBatch(ctx, &up).Close(); err != nil {
 		return 0, fmt.Errorf("link pending chain entries: %w", err)
@@ -510,25 +557,12 @@ func (l *linker) linkBatch(ctx context.Context) (int, error) {
 	if err := ptx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("link pending chain entries: %w", err)
 	}
-	oldest := time.Now()
-	var mine *host.ChainHead // the last of this node's writers' entries
+	// The writers waiting on them anchor them (ticket.anchor): a node
+	// anchors its own writers' entries, not another node's.
 	l.mu.Lock()
 	for _, k := range out {
-		if w, ok := l.fill(k.pend, k.seq, k.prev, k.hash); ok {
-			if w.at.Before(oldest) {
-				oldest = w.at
-			}
-			mine = &host.ChainHead{Seq: k.seq, Hash: k.hash}
-		}
+		l.fill(k.pend, k.seq, k.prev, k.hash)
 	}
 	l.mu.Unlock()
-	// The node anchors the entries its writers appended, as it did when
-	// they linked their own (not another node's, which that node
-	// anchors); the log's sequencer learns they are durable since the
-	// oldest was inserted (storecore.Sequencer.Delays).
-	if l.s.anchor != nil && mine != nil {
-		l.s.anchor.Offer(mine.Seq, mine.Hash)
-	}
-	l.s.logSeq.AppendedAt(seq, oldest)
 	return len(out), nil
 }

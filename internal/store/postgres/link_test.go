@@ -3,6 +3,7 @@ package postgres
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -170,4 +171,36 @@ func TestReturnedSeqsAreTheChains(t *testing.T) {
 		}
 	}
 	verify(t, ns[2])
+}
+
+// The append-only triggers let a row move once, from pending to its
+// place, with nothing else changed: a pending row's content, a linked
+// row moved back to pending, or a linked row's place, are refused.
+func TestLinkIsTheOnlyUpdate(t *testing.T) {
+	s := nodes(t, 1, nil)[0]
+	if _, err := s.AppendEvent(ctx, host.Event{Type: "test_event", Data: json.RawMessage(`{"n":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	s.link.close()
+	if _, err := s.AppendEvent(ctx, host.Event{Type: "test_event", Data: json.RawMessage(`{"n":2}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := pendingRows(t, s); n != 1 {
+		t.Fatalf("%d rows pending, want 1", n)
+	}
+	for _, q := range []string{
+		`UPDATE runtime_events SET seq = 7, data = '{"n":3}' WHERE seq < 0`,
+		`UPDATE runtime_events SET seq = 7, time = '2020-01-01T00:00:00Z' WHERE seq < 0`,
+		`UPDATE runtime_events SET data = '{"n":3}' WHERE seq < 0`,
+		`UPDATE runtime_events SET seq = -seq WHERE seq = 1`,
+		`UPDATE runtime_events SET seq = 9 WHERE seq = 1`,
+		`DELETE FROM runtime_events WHERE seq < 0`,
+	} {
+		if _, err := s.pool.Exec(ctx, q); err == nil || !strings.Contains(err.Error(), "append-only") {
+			t.Errorf("%s: %v, want it refused", q, err)
+		}
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE runtime_events SET seq = 2, prev_hash = 'p', hash = 'h' WHERE seq < 0`); err != nil {
+		t.Fatalf("the link itself was refused: %v", err)
+	}
 }
