@@ -286,6 +286,11 @@ func TestThreeNodesOnePostgres(t *testing.T) {
 		}
 		return rec.Status.Terminal()
 	})
+	// Its events are listed once a link pass placed them, just after
+	// the status they record is visible.
+	c.await("the second slow task's task_finished event", func() bool {
+		return len(c.events(host.EventTaskFinished, slow2.TaskID)) > 0
+	})
 	if evs := c.events(host.EventBootSweepReclaimed, slow2.TaskID); len(evs) != 0 {
 		t.Errorf("a slow task on a live node was reclaimed: %v", evs)
 	}
@@ -355,6 +360,9 @@ func (c *cluster) checkSettledOnce(ids, names []string) (last time.Time) {
 			last = *rec.FinishedAt
 		}
 	}
+	// Events are listed once a link pass placed them, just after the
+	// statuses they record are visible.
+	c.await("every task's task_finished event", func() bool { return len(c.events(host.EventTaskFinished, "")) >= len(ids) })
 	finished := map[string]int{}
 	for _, e := range c.events(host.EventTaskFinished, "") {
 		finished[e.TaskID]++

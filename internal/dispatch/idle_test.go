@@ -55,6 +55,12 @@ func TestDispatchIdleOncePerTransition(t *testing.T) {
 		ids := enqueueHostTasks(t, e, 3)
 		e.d.Wake()
 		waitTerminal(t, e, ids)
+		// The transition's event is appended after the claim that found
+		// the queue empty, so it may land after the polls that follow:
+		// wait for it, then poll more and see that no other came.
+		for deadline := time.Now().Add(10 * time.Second); len(idles()) < round && time.Now().Before(deadline); {
+			polls(1)
+		}
 		polls(20) // idle polls after the tasks ran
 		evs := idles()
 		if len(evs) != round {
