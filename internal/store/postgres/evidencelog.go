@@ -99,8 +99,12 @@ func (s *Store) LogConsistency(ctx context.Context, from, to uint64) (*host.LogP
 	return storecore.LogConsistency(ctx, corePool{s.pool}, from, to)
 }
 
-// LogSync implements host.EvidenceLog.
+// LogSync implements host.EvidenceLog: every entry committed before it
+// is linked (a link pass) and integrated.
 func (s *Store) LogSync(ctx context.Context) (*host.LogCheckpoint, error) {
+	if err := s.link.pass(ctx, false); err != nil {
+		return nil, host.Wrap("evidence log sync", "", err)
+	}
 	if err := s.logSeq.Sync(ctx); err != nil {
 		return nil, host.Wrap("evidence log sync", "", err)
 	}

@@ -204,3 +204,25 @@ func TestLinkIsTheOnlyUpdate(t *testing.T) {
 		t.Fatalf("the link itself was refused: %v", err)
 	}
 }
+
+// A pending entry that cannot be linked (its time does not read: written
+// behind the store's back) stops every link, and says so: the
+// writer is answered with no place rather than kept waiting, and
+// LogSync names the entry.
+func TestUnlinkableEntryIsReported(t *testing.T) {
+	s := nodes(t, 1, nil)[0]
+	if _, err := s.pool.Exec(ctx, `INSERT INTO runtime_events (seq, time, type, task_id, attempt_id, data, prev_hash, hash, tenant, pend)
+		VALUES (-999999999, 'not a time', 'x', '', '', '{}', '', '', '', 999999999)`); err != nil {
+		t.Fatal(err)
+	}
+	e, err := s.AppendEvent(ctx, host.Event{Type: "test_event", Data: json.RawMessage(`{"n":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Seq != 0 {
+		t.Fatalf("an entry behind an unlinkable one came back at %d, want 0 (not placed)", e.Seq)
+	}
+	if _, err := s.LogSync(ctx); err == nil || !strings.Contains(err.Error(), "pending event 999999999") || !strings.Contains(err.Error(), "not a time") {
+		t.Fatalf("LogSync: %v, want it to name pending event 999999999 and its time", err)
+	}
+}
