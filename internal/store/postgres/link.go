@@ -246,28 +246,28 @@ func (t *ticket) fetch(ctx context.Context, pends []int64) error {
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
 	byPend := make(map[int64]int, len(t.pends))
 	for i, p := range t.pends {
 		byPend[p] = i
 	}
-	for rows.Next() {
-		var (
-			pend, seq  int64
-			prev, hash string
-		)
-		if err := rows.Scan(&pend, &seq, &prev, &hash); err != nil {
-			return err
-		}
+	return eachLinked(rows, func(pend, seq int64, prev, hash string) {
 		if i, ok := byPend[pend]; ok {
 			t.entries[i].link(seq, prev, hash)
 		}
-	}
-	return rows.Err()
+	})
 }
 
 // fillRows fills the awaited entries among rows of linkedQuery.
 func (l *linker) fillRows(rows pgx.Rows) error {
+	return eachLinked(rows, func(pend, seq int64, prev, hash string) {
+		l.mu.Lock()
+		l.fill(pend, seq, prev, hash)
+		l.mu.Unlock()
+	})
+}
+
+// eachLinked hands each row of linkedQuery to fn, and closes rows.
+func eachLinked(rows pgx.Rows, fn func(pend, seq int64, prev, hash string)) error {
 	defer rows.Close()
 	for rows.Next() {
 		var (
@@ -277,9 +277,7 @@ func (l *linker) fillRows(rows pgx.Rows) error {
 		if err := rows.Scan(&pend, &seq, &prev, &hash); err != nil {
 			return err
 		}
-		l.mu.Lock()
-		l.fill(pend, seq, prev, hash)
-		l.mu.Unlock()
+		fn(pend, seq, prev, hash)
 	}
 	return rows.Err()
 }
