@@ -25,9 +25,11 @@ import (
 // the rows that cite an event's seq: a message's cursor, an artifact's
 // event) in one pipeline. The lock is held for one pass over everything
 // pending on every node, not once per writer's commit. A writer waits,
-// after its commit, for a pass begun after it, so the seqs it returns
-// are the chain's (ticket.await). See RATIONALE.md, "Appends without
-// the chain lock".
+// after its commit, for the first pass that links its entries (this
+// node's, or another's: its NOTIFY reaches every node's listener), and
+// at most for one pass of its own node begun after it, so the seqs it
+// returns are the chain's (ticket.await). See RATIONALE.md, "Appends
+// without the chain lock".
 
 const (
 	// pendBlock is how many pend ids one nextval of evidence_pend
