@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,21 +147,7 @@ func TestServeLogKeyWitnessAcrossNodes(t *testing.T) {
 	}
 	vkey := signer.VerifierKey()
 
-	wkey, _, err := witness.LoadOrCreateKey(filepath.Join(dir, "witness.key"), "witness.example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wlog, err := witness.NewLog(origin, vkey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wstate := filepath.Join(dir, "witness-state")
-	w, err := witness.New(wkey, []witness.Log{wlog}, wstate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wsrv := httptest.NewServer(w)
-	t.Cleanup(wsrv.Close)
+	tw := witnessOf(t, origin, vkey)
 
 	var nodes []witnessedServe
 	for _, name := range []string{"a", "b"} {
@@ -180,7 +165,7 @@ func TestServeLogKeyWitnessAcrossNodes(t *testing.T) {
 			}
 		}
 		s := startServeWith(t, bin, home, "--store", dsn, "--insecure-no-auth", "--runner-id", "node-"+name,
-			"--log-key", logKey, "--log-origin", origin, "--witness", wsrv.URL+"="+wkey.VKey())
+			"--log-key", logKey, "--log-origin", origin, "--witness", tw.flag())
 		s.waitUp(t)
 		m := servingOn.FindStringSubmatch(s.logs.String())
 		if m == nil {
@@ -222,7 +207,7 @@ func TestServeLogKeyWitnessAcrossNodes(t *testing.T) {
 				if err := json.Unmarshal([]byte(body), &c); err != nil {
 					t.Fatal(err)
 				}
-				size, _, err := witness.VerifyCosigned([]byte(c.Checkpoint), vkey, wkey.VKey())
+				size, _, err := witness.VerifyCosigned([]byte(c.Checkpoint), vkey, tw.w.Key().VKey())
 				if err != nil {
 					t.Fatalf("node %d's cosigned checkpoint: %v\n%s", i, err, c.Checkpoint)
 				}
@@ -258,7 +243,7 @@ func TestServeLogKeyWitnessAcrossNodes(t *testing.T) {
 	if code != exitConfig || !strings.Contains(errs, other) || !strings.Contains(errs, vkey) {
 		t.Fatalf("serve with another log key: exit %d %q; want %d naming %s and the log's key", code, errs, exitConfig, other)
 	}
-	if entries, err := os.ReadDir(wstate); err != nil || len(entries) != 1 {
+	if entries, err := os.ReadDir(tw.state); err != nil || len(entries) != 1 {
 		t.Fatalf("the witness holds %d logs (%v), want one", len(entries), err)
 	}
 	for _, n := range nodes {

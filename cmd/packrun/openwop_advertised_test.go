@@ -3,7 +3,6 @@ package main
 import (
 	"database/sql"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
@@ -17,15 +16,7 @@ import (
 // latter leaves to the host: an event rewritten in the store makes
 // chainValid false, its seq an anomaly.
 func TestOpenwopAdvertisedScenarios(t *testing.T) {
-	dir := t.TempDir()
-	h := homeCLI{t, filepath.Join(dir, "home")}
-	key := newToken(h, "default", "invoke,tasks:read,tasks:write,evidence:read")
-	bin := packrunBinary(t)
-	serve := func() (served, openwopHost) {
-		s := startServeWith(t, bin, h.home)
-		s.waitUp(t)
-		return s, openwopHost{base: s.baseURL(t), key: key, h: h}
-	}
+	h, serve := openwopServe(t, "invoke,tasks:read,tasks:write,evidence:read")
 	s, o := serve()
 	finished := func(t *testing.T) string {
 		t.Helper()

@@ -106,6 +106,9 @@ type owAnswer struct {
 	text   string
 }
 
+// owCall sends method base+path with body (JSON, if any) and token (if
+// any), and answers the status, the headers and the body: the one HTTP
+// call of this package's tests (get and rawGet are it too).
 func owCall(t *testing.T, base, token, method, path, body string) owAnswer {
 	t.Helper()
 	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
@@ -123,7 +126,10 @@ func owCall(t *testing.T, base, token, method, path, body string) owAnswer {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return owAnswer{res.StatusCode, res.Header, string(b)}
 }
 

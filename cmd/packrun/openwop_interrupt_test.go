@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,15 +17,7 @@ import (
 // another tenant's run not found, and a waiting run surviving a SIGKILL
 // of serve, resolved by the next serve.
 func TestOpenwopInterruptScenarios(t *testing.T) {
-	dir := t.TempDir()
-	h := homeCLI{t, filepath.Join(dir, "home")}
-	key := newToken(h, "default", "invoke,tasks:read,tasks:write")
-	bin := packrunBinary(t)
-	serve := func() (served, openwopHost) {
-		s := startServeWith(t, bin, h.home)
-		s.waitUp(t)
-		return s, openwopHost{base: s.baseURL(t), key: key, h: h}
-	}
+	_, serve := openwopServe(t, "invoke,tasks:read,tasks:write")
 	s, o := serve()
 	const wf, gate = "conformance-approval", "gate"
 	o.advertised(t, wf)

@@ -2,11 +2,9 @@ package main
 
 import (
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -22,18 +20,8 @@ import (
 // invisible, a tenant's own secret is redacted by its id, and bad input
 // is a 400 in openwop's envelope.
 func TestOpenwopMemoryScenarios(t *testing.T) {
-	dir := t.TempDir()
-	h := homeCLI{t, filepath.Join(dir, "home")}
-	key := newToken(h, "default", "invoke,tasks:read,tasks:write")
-	bin := packrunBinary(t)
-	s := startServeWith(t, bin, h.home)
-	t.Cleanup(func() {
-		s.Process.Signal(syscall.SIGTERM)
-		s.Wait()
-	})
-	s.waitUp(t)
-	m := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())
-	o := openwopHost{base: m[1], key: key, h: h}
+	h, serve := openwopServe(t, "invoke,tasks:read,tasks:write")
+	_, o := serve()
 	other := openwopHost{base: o.base, key: newToken(h, "other", "invoke,tasks:read,tasks:write"), h: h}
 
 	// multi-agent-capabilities.ts hasLongTermMemory, read without a token.

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -33,26 +32,11 @@ var (
 )
 
 // rawGet is a GET with an optional bearer token, answering the status,
-// the headers and the body.
+// the headers and the body (owCall).
 func rawGet(t *testing.T, u, token string) (int, http.Header, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, u, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, res.Header, b
+	a := owCall(t, u, token, http.MethodGet, "", "")
+	return a.code, a.header, []byte(a.text)
 }
 
 // owErrorCode is the error of openwop's envelope in b, "" when b is not one.

@@ -272,6 +272,30 @@ type openwopHost struct {
 	h         homeCLI
 }
 
+// openwopServe makes a fresh home with a token of the default tenant
+// (scopes) and returns it with a function that starts serve on it (again
+// after a kill), waits for it and returns it with the openwopHost on its
+// address; a serve still running when the test ends is stopped with
+// SIGTERM. What the openwop scenario tests share.
+func openwopServe(t *testing.T, scopes string) (homeCLI, func() (served, openwopHost)) {
+	t.Helper()
+	h := homeCLI{t, filepath.Join(t.TempDir(), "home")}
+	key := newToken(h, "default", scopes)
+	bin := packrunBinary(t)
+	return h, func() (served, openwopHost) {
+		t.Helper()
+		s := startServeWith(t, bin, h.home)
+		t.Cleanup(func() {
+			if s.ProcessState == nil {
+				s.Process.Signal(syscall.SIGTERM)
+				s.Wait()
+			}
+		})
+		s.waitUp(t)
+		return s, openwopHost{base: s.baseURL(t), key: key, h: h}
+	}
+}
+
 // startOpenwopHost serves a fresh home, checks discovery lists no
 // fixture, then installs through the CLI, as an operator would, the
 // registry's packs (rust-hello, and the spin and ask packs of
@@ -282,18 +306,8 @@ type openwopHost struct {
 func startOpenwopHost(t *testing.T, install owInstall) openwopHost {
 	t.Helper()
 	hosttest.NeedCommand(t, hosttest.Getenv("WAT2WASM", "wat2wasm"), "wabt not available (apt-get install wabt, or set WAT2WASM)")
-	dir := t.TempDir()
-	h := homeCLI{t, filepath.Join(dir, "home")}
-	apiKey := newToken(h, "default", "invoke,tasks:read,tasks:write")
-	bin := packrunBinary(t)
-	s := startServeWith(t, bin, h.home)
-	t.Cleanup(func() {
-		s.Process.Signal(syscall.SIGTERM)
-		s.Wait()
-	})
-	s.waitUp(t)
-	m := regexp.MustCompile(`packrun serving on (http://\S+)`).FindStringSubmatch(s.logs.String())
-	o := openwopHost{base: m[1], key: apiKey, h: h}
+	h, serve := openwopServe(t, "invoke,tasks:read,tasks:write")
+	_, o := serve()
 	for _, f := range o.fixtures(t) { // the core fixtures need no pack
 		if strings.HasPrefix(f.(string), "conformance-wasm-pack-") {
 			t.Fatalf("fixture %v advertised before its packs are installed", f)
@@ -304,7 +318,7 @@ func startOpenwopHost(t *testing.T, install owInstall) openwopHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := owPublisher{t, dir, priv}
+	p := owPublisher{t, t.TempDir(), priv}
 	h.ok("trust", "add-registry-key", owRegistryKeyID, base64.StdEncoding.EncodeToString(pub), "--namespace", "vendor.openwop.*")
 	for _, src := range []owSource{owRustHello, owSpin, owAsk} {
 		out := h.ok(append([]string{"install"}, install.publish(p, src)...)...)

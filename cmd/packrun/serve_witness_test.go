@@ -26,10 +26,11 @@ import (
 // for one home's log. hold, when set, makes it answer a cosignature only
 // after the test releases it (the witness has recorded it by then).
 type testWitness struct {
-	w    *witness.Witness
-	srv  *httptest.Server
-	mu   sync.Mutex
-	hold chan chan struct{}
+	w     *witness.Witness
+	state string // its state directory
+	srv   *httptest.Server
+	mu    sync.Mutex
+	hold  chan chan struct{}
 }
 
 func newTestWitness(t *testing.T, home string) *testWitness {
@@ -44,6 +45,13 @@ func newTestWitness(t *testing.T, home string) *testWitness {
 		t.Fatal(err)
 	}
 	origin, _, _ := strings.Cut(vkey, "+")
+	return witnessOf(t, origin, vkey)
+}
+
+// witnessOf is a testWitness of the log origin, signed by vkey, with its
+// key and state in a directory of its own (state).
+func witnessOf(t *testing.T, origin, vkey string) *testWitness {
+	t.Helper()
 	l, err := witness.NewLog(origin, vkey)
 	if err != nil {
 		t.Fatal(err)
@@ -53,11 +61,12 @@ func newTestWitness(t *testing.T, home string) *testWitness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := witness.New(key, []witness.Log{l}, filepath.Join(dir, "state"))
+	state := filepath.Join(dir, "state")
+	w, err := witness.New(key, []witness.Log{l}, state)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tw := &testWitness{w: w}
+	tw := &testWitness{w: w, state: state}
 	tw.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		rec := httptest.NewRecorder()
 		w.ServeHTTP(rec, r)
