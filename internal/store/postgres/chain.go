@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 
 	"github.com/jackc/pgx/v5"
 
@@ -64,8 +63,9 @@ func (x *tx) attempt(row *attemptRow) {
 func (x *tx) onLinked(f func()) { x.linked = append(x.linked, f) }
 
 // flush inserts the queued entries pending, in the order they were
-// queued, each under a pend id of its own, with the chain's head read
-// first (a floor below their places: ticket.fetch). No lock is taken:
+// queued, each under a pend id of its own, noting the newest head this
+// node has seen (a floor below their places: ticket.fetch). No lock is
+// taken:
 // the linker gives them their places after the commit (link.go). The
 // ticket it leaves (x.ticket) is registered before the commit, so the
 // pass that links them fills them in.
@@ -78,11 +78,9 @@ func (x *tx) flush(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	floor := l.head.Load() // a head seen before these are inserted: below their places
 	now := x.s.now()
 	var b pgx.Batch
-	if len(x.pending) > 0 {
-		b.Queue(headQuery)
-	}
 	for i, p := range x.pending {
 		pend := pends[i]
 		if e := p.ev; e != nil {
@@ -101,17 +99,7 @@ func (x *tx) flush(ctx context.Context) error {
 	for _, f := range x.after {
 		f(&b)
 	}
-	br := x.SendBatch(ctx, &b)
-	floor := int64(0)
-	if len(x.pending) > 0 {
-		var hash string
-		if err = br.QueryRow().Scan(&floor, &hash); errors.Is(err, pgx.ErrNoRows) {
-			err = nil
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	err = x.SendBatch(ctx, &b).Close()
 	if uniqueViolation(err, "attempt_records_attempt_id_key") {
 		return errAttemptExists
 	}

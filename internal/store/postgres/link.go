@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,6 +68,11 @@ type linker struct {
 
 	idMu      sync.Mutex
 	next, end int64 // this node's block of pend ids: [next, end)
+
+	// head is the newest place in the chain this node has seen (its
+	// passes, its listener, Open): every entry inserted after it was
+	// read is placed above it.
+	head atomic.Int64
 
 	run sync.Mutex // one pass at a time on this node
 
@@ -253,6 +259,7 @@ func (t *ticket) fetch(ctx context.Context, pends []int64) error {
 		byPend[p] = i
 	}
 	return eachLinked(rows, func(pend, seq int64, prev, hash string) {
+		t.l.saw(seq)
 		if i, ok := byPend[pend]; ok {
 			t.entries[i].link(seq, prev, hash)
 		}
@@ -262,10 +269,21 @@ func (t *ticket) fetch(ctx context.Context, pends []int64) error {
 // fillRows fills the awaited entries among rows of linkedQuery.
 func (l *linker) fillRows(rows pgx.Rows) error {
 	return eachLinked(rows, func(pend, seq int64, prev, hash string) {
+		l.saw(seq)
 		l.mu.Lock()
 		l.fill(pend, seq, prev, hash)
 		l.mu.Unlock()
 	})
+}
+
+// saw notes a place seen in the chain (linker.head).
+func (l *linker) saw(seq int64) {
+	for {
+		h := l.head.Load()
+		if seq <= h || l.head.CompareAndSwap(h, seq) {
+			return
+		}
+	}
 }
 
 // eachLinked hands each row of linkedQuery to fn, and closes rows.
@@ -557,6 +575,7 @@ func (l *linker) linkBatch(ctx context.Context) (int, error) {
 	if err := ptx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("link pending chain entries: %w", err)
 	}
+	l.saw(seq)
 	// The writers waiting on them anchor them (ticket.anchor): a node
 	// anchors its own writers' entries, not another node's.
 	l.mu.Lock()

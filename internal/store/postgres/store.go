@@ -211,6 +211,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	// integrated yet (a database's chain from before the
 	// log, what a crash left pending) are integrated before Open returns;
 	// a failure is LogSync's to report, not Open's.
+	var head int64
+	var hash string
+	if err := pool.QueryRow(ctx, headQuery).Scan(&head, &hash); err == nil {
+		s.link.saw(head) // none (an empty chain): 0
+	}
 	_ = s.link.pass(ctx, true) // kept in lastErr; the loop tries again
 	s.link.start()
 	s.logSeq.Start()
