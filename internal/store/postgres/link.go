@@ -81,7 +81,6 @@ type linker struct {
 	begun   uint64             // passes begun
 	ended   uint64             // the newest pass ended
 	passed  chan struct{}      // closed, and replaced, when a pass ends
-	lastErr error
 
 	wake, stop, finished, listening chan struct{}
 	closeOnce                       sync.Once
@@ -180,8 +179,8 @@ func (l *linker) forgetLocked(t *ticket) {
 // await waits for a pass begun after the call to end, by which time, if
 // it succeeded, t's entries are linked (by this node or another), fills
 // in their seqs and hashes and runs t's linked hooks. An entry the pass
-// did not link (it failed: the error is the linker's, LogSync reports
-// it; the store closed) is left with seq 0: it is durable, and a later
+// did not link (it failed: LogSync's own pass reports why; the store
+// closed) is left with seq 0: it is durable, and a later
 // pass links it. A writer never waits longer than one pass.
 func (t *ticket) await(ctx context.Context) {
 	if t == nil {
@@ -426,7 +425,7 @@ func (l *linker) loop() {
 		case <-t.C:
 			idle = true
 		}
-		_ = l.pass(context.Background(), idle) // kept in lastErr; waiters wait for the next
+		_ = l.pass(context.Background(), idle) // its writers get no place; LogSync's own pass reports it
 	}
 }
 
@@ -461,7 +460,6 @@ func (l *linker) pass(ctx context.Context, idle bool) error {
 		}
 	}
 	l.mu.Lock()
-	l.lastErr = err
 	l.ended = n
 	close(l.passed)
 	l.passed = make(chan struct{})

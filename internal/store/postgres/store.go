@@ -216,7 +216,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err := pool.QueryRow(ctx, headQuery).Scan(&head, &hash); err == nil {
 		s.link.saw(head) // none (an empty chain): 0
 	}
-	_ = s.link.pass(ctx, true) // kept in lastErr; the loop tries again
+	_ = s.link.pass(ctx, true) // the loop tries again; LogSync's own pass reports a failure
 	s.link.start()
 	s.logSeq.Start()
 	_ = s.logSeq.Sync(ctx) // kept for LogSync
