@@ -2,9 +2,12 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +44,10 @@ const (
 	// linkPoll is how often an idle node looks for entries a crashed
 	// writer left pending.
 	linkPoll = 50 * time.Millisecond
+	// aloneAfter is how long a node must have heard of no other node
+	// writing the chain before its writers place their entries themselves
+	// (flushPlaced).
+	aloneAfter = time.Second
 )
 
 // pendingQuery reads the pending entries in pend order (seq is -pend).
@@ -65,6 +72,11 @@ const linkedQuery = `SELECT pend, seq, prev_hash, hash FROM runtime_events WHERE
 // linker links this node's pending entries, and any other node's.
 type linker struct {
 	s *Store
+	// id names this node in the notifications it sends (linkedChannel).
+	id string
+	// othersAt is when (UnixNano) this node last heard of another node
+	// writing the chain: a pass it committed, or entries it placed.
+	othersAt atomic.Int64
 
 	idMu      sync.Mutex
 	next, end int64 // this node's block of pend ids: [next, end)
@@ -87,7 +99,9 @@ type linker struct {
 }
 
 func newLinker(s *Store) *linker {
-	return &linker{s: s, awaited: map[int64]*awaited{}, passed: make(chan struct{}),
+	var id [8]byte
+	_, _ = rand.Read(id[:]) // never fails (crypto/rand)
+	return &linker{s: s, id: hex.EncodeToString(id[:]), awaited: map[int64]*awaited{}, passed: make(chan struct{}),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), finished: make(chan struct{}), listening: make(chan struct{})}
 }
 
@@ -124,6 +138,8 @@ type ticket struct {
 	left  int
 	ready chan struct{}
 	at    time.Time // when it was registered
+	// placed: its writer gave the entries their places (flushPlaced).
+	placed bool
 }
 
 // awaited is an entry a writer waits on, and its ticket.
@@ -147,6 +163,12 @@ func (l *linker) register(t *ticket) {
 		close(t.ready)
 	}
 	l.mu.Unlock()
+}
+
+// placed is the ticket of entries a writer placed itself (flushPlaced):
+// already linked, so awaiting it only anchors them and runs the hooks.
+func (l *linker) placed(entries []pendingEntry, hooks []func()) *ticket {
+	return &ticket{l: l, entries: entries, linked: hooks, placed: true, at: time.Now()}
 }
 
 // fill gives an awaited entry its place (l.mu held), if one waits on it
@@ -194,6 +216,12 @@ func (t *ticket) await(ctx context.Context) {
 			f()
 		}
 	}()
+	if t.placed {
+		for i := range t.entries {
+			l.saw(t.entries[i].seq())
+		}
+		return
+	}
 	l.mu.Lock()
 	target := l.begun + 1
 	l.mu.Unlock()
@@ -381,13 +409,38 @@ func (l *linker) listenOnce(ctx context.Context) error {
 		return err
 	}
 	for {
-		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
 			return err
+		}
+		kind, node, _ := strings.Cut(n.Payload, " ")
+		if node != l.id {
+			l.othersAt.Store(time.Now().UnixNano())
+		}
+		if kind == notePlaced {
+			continue // it linked nobody's pending entries
 		}
 		if err := l.catchUp(ctx); err != nil {
 			return err
 		}
 	}
+}
+
+// The notifications on linkedChannel: "linked NODE" as a pass commits,
+// "placed NODE" as a writer's placed entries commit.
+const (
+	noteLinked = "linked"
+	notePlaced = "placed"
+)
+
+// alone reports whether this node has heard of no other node writing the
+// chain for aloneAfter: then its writers try to place their entries
+// themselves (flushPlaced). Where nodes share the chain they do not: a
+// writer holding the lock through its commit would stall the other
+// nodes' passes, and its try would cost a round trip for nothing when
+// they hold it.
+func (l *linker) alone() bool {
+	return time.Since(time.Unix(0, l.othersAt.Load())) >= aloneAfter
 }
 
 // catchUp fills in the awaited entries other nodes' passes linked.
@@ -566,7 +619,7 @@ func (l *linker) linkBatch(ctx context.Context) (int, error) {
 	if len(artOld) > 0 {
 		up.Queue(`UPDATE artifacts a SET event_seq = v.seq FROM unnest($1::bigint[], $2::bigint[]) v(old, seq) WHERE a.event_seq = v.old`, artOld, artSeq)
 	}
-	up.Queue(`SELECT pg_notify($1, '')`, linkedChannel) // delivered at the commit
+	up.Queue(`SELECT pg_notify($1, $2)`, linkedChannel, noteLinked+" "+l.id) // delivered at the commit
 	if err := ptx.SendBatch(ctx, &up).Close(); err != nil {
 		return 0, fmt.Errorf("link pending chain entries: %w", err)
 	}

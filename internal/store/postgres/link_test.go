@@ -24,19 +24,35 @@ func pendingRows(t *testing.T, s *Store) int {
 	return n
 }
 
+// holdChainLock takes ChainLock in a session of its own, as a link pass
+// or a writer placing its entries on another node would hold it, until
+// release is called (or the test ends): writes meanwhile go pending.
+func holdChainLock(t *testing.T, s *Store) (release func()) {
+	t.Helper()
+	holder, err := pgx.Connect(ctx, s.pool.Config().ConnConfig.ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close(ctx) })
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, ChainLock); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, ChainLock); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 // An append commits without the chain lock: with the lock held by
 // another session, a node's event and attempt are durable (their rows
 // committed, pending), and they get their places once it is released.
 func TestAppendCommitsWithoutTheChainLock(t *testing.T) {
 	s := nodes(t, 1, nil)[0]
-	holder, err := pgx.Connect(ctx, s.pool.Config().ConnConfig.ConnString())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(ctx)
-	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, ChainLock); err != nil {
-		t.Fatal(err)
-	}
+	release := holdChainLock(t, s)
 	type result struct {
 		e   *host.Event
 		a   *host.Attempt
@@ -63,9 +79,7 @@ func TestAppendCommitsWithoutTheChainLock(t *testing.T) {
 		t.Fatalf("the append returned before its entry was linked: %+v", r)
 	case <-time.After(100 * time.Millisecond):
 	}
-	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, ChainLock); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	r := <-done
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -86,13 +100,87 @@ func TestAppendCommitsWithoutTheChainLock(t *testing.T) {
 	}
 }
 
+// A writer that finds the chain lock free places its entries itself:
+// they are inserted in their places (no pend: never pending, never
+// rewritten by a pass), in order after what was there, and handed back
+// with the seqs and hashes they are stored with.
+func TestFreeLockPlacesEntriesAtOnce(t *testing.T) {
+	s := nodes(t, 1, nil)[0]
+	e, err := s.AppendEvent(ctx, host.Event{Type: "test_event", Data: json.RawMessage(`{"n":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &host.Attempt{Node: "n", Outcome: abi.Completed, Output: json.RawMessage(`{"i":1}`)}
+	if err := s.RecordAttempt(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if e.Seq != 1 || a.EventSeq != 2 {
+		t.Fatalf("places: event %d, attempt %d; want 1 and 2", e.Seq, a.EventSeq)
+	}
+	var placed int
+	if err := s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM runtime_events WHERE seq = 1 AND pend IS NULL AND hash = $1)
+		+ (SELECT count(*) FROM attempt_records WHERE seq = 2 AND pend IS NULL AND prev_hash = $1)`, e.Hash).Scan(&placed); err != nil {
+		t.Fatal(err)
+	}
+	if placed != 2 {
+		t.Fatalf("%d of the 2 entries stored in their places by their writer, with the hashes handed back", placed)
+	}
+	if rep := verify(t, s); rep.HeadSeq != 2 {
+		t.Fatalf("report %+v", rep)
+	}
+	if err := s.VerifyAttempt(ctx, a.AttemptID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A node that hears another node write the chain leaves placing to the
+// link passes: its writers no longer try the lock, and their entries
+// are linked from pending.
+func TestNodesSharingTheChainLeavePlacingToPasses(t *testing.T) {
+	ns := nodes(t, 2, nil)
+	a, b := ns[0], ns[1]
+	if !b.link.alone() {
+		t.Fatal("a node that has heard of no other counts itself shared")
+	}
+	first, err := a.AppendEvent(ctx, host.Event{Type: "test_event", Data: json.RawMessage(`{"n":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for b.link.alone() {
+		if time.Now().After(deadline) {
+			t.Fatal("node b never heard that node a placed an entry")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !a.link.alone() {
+		t.Fatal("node a counts its own notification as another node's")
+	}
+	second, err := b.AppendEvent(ctx, host.Event{Type: "test_event", Data: json.RawMessage(`{"n":2}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Seq <= first.Seq {
+		t.Fatalf("places %d then %d", first.Seq, second.Seq)
+	}
+	var pend *int64
+	if err := b.pool.QueryRow(ctx, `SELECT pend FROM runtime_events WHERE seq = $1`, second.Seq).Scan(&pend); err != nil {
+		t.Fatal(err)
+	}
+	if pend == nil {
+		t.Fatal("node b placed its entry itself while sharing the chain; want it linked by a pass")
+	}
+	verify(t, b)
+}
+
 // Entries a node committed but never linked (it died between its commit
 // and its link pass) are linked by another node's pass, messages' and
 // artifacts' rows with them, and the chain verifies.
 func TestPendingEntriesLinkedByAnotherNode(t *testing.T) {
 	ns := nodes(t, 2, nil)
 	dead, live := ns[0], ns[1]
-	dead.link.close() // no pass on this node from now on
+	dead.link.close()                 // no pass on this node from now on
+	release := holdChainLock(t, dead) // and no place given by its writers
 	e, err := dead.AppendEvent(ctx, host.Event{Type: "test_event", Data: json.RawMessage(`{"n":1}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -104,6 +192,7 @@ func TestPendingEntriesLinkedByAnotherNode(t *testing.T) {
 	if err := dead.RecordAttempt(ctx, a); err != nil {
 		t.Fatal(err)
 	}
+	release()
 	deadline := time.Now().Add(20 * time.Second)
 	for pendingRows(t, live) > 0 {
 		if time.Now().After(deadline) {
@@ -182,9 +271,11 @@ func TestLinkIsTheOnlyUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.link.close()
+	release := holdChainLock(t, s)
 	if _, err := s.AppendEvent(ctx, host.Event{Type: "test_event", Data: json.RawMessage(`{"n":2}`)}); err != nil {
 		t.Fatal(err)
 	}
+	release()
 	if n := pendingRows(t, s); n != 1 {
 		t.Fatalf("%d rows pending, want 1", n)
 	}
@@ -215,12 +306,32 @@ func TestUnlinkableEntryIsReported(t *testing.T) {
 		VALUES (-999999999, 'not a time', 'x', '', '', '{}', '', '', '', 999999999)`); err != nil {
 		t.Fatal(err)
 	}
-	e, err := s.AppendEvent(ctx, host.Event{Type: "test_event", Data: json.RawMessage(`{"n":1}`)})
-	if err != nil {
-		t.Fatal(err)
+	// Held while the append commits, so that its entry goes pending
+	// behind the bad one rather than being placed by its writer.
+	release := holdChainLock(t, s)
+	type result struct {
+		e   *host.Event
+		err error
 	}
-	if e.Seq != 0 {
-		t.Fatalf("an entry behind an unlinkable one came back at %d, want 0 (not placed)", e.Seq)
+	done := make(chan result, 1)
+	go func() {
+		e, err := s.AppendEvent(ctx, host.Event{Type: "test_event", Data: json.RawMessage(`{"n":1}`)})
+		done <- result{e, err}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for pendingRows(t, s) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the append never committed its entry pending")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	release()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.e.Seq != 0 {
+		t.Fatalf("an entry behind an unlinkable one came back at %d, want 0 (not placed)", r.e.Seq)
 	}
 	if _, err := s.LogSync(ctx); err == nil || !strings.Contains(err.Error(), "pending event 999999999") || !strings.Contains(err.Error(), "not a time") {
 		t.Fatalf("LogSync: %v, want it to name pending event 999999999 and its time", err)
