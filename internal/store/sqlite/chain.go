@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -183,6 +184,56 @@ func driverEntries(rows driver.Rows, scan func(driverRow) (*storecore.ChainEntry
 	}
 }
 
+// attemptWalkColumns are an attempt's row as the walk reads it: seq,
+// attempt and record, then its text columns (storecore.AttemptEntryColumns'
+// others, in that order) joined in one string with NUL bytes between
+// them. SQLite joins them in C; the driver then converts four values a
+// row instead of ten (each a pair of cgo calls, each text a Go string of
+// its own): a fifth of a walk's time (BENCHMARKS.md, "evidence verify:
+// an attempt's text columns read as one").
+const attemptWalkColumns = `seq, attempt, record,
+	attempt_id || char(0) || task_id || char(0) || tenant || char(0) || pack || char(0) || started_at || char(0) || prev_hash || char(0) || hash`
+
+// scanAttemptWalk reads a row of attemptWalkColumns. A row whose text
+// columns hold a NUL byte themselves (nothing packrun writes; a row
+// changed behind its back might) does not split into them unambiguously:
+// it is read again column by column, so the walk checks what is stored.
+func scanAttemptWalk(ctx context.Context, conn *sqlite3.SQLiteConn, r driverRow) (*storecore.ChainEntry, error) {
+	e := &storecore.ChainEntry{}
+	at := &e.Row
+	e.At = at
+	var joined string
+	for i, d := range []any{&e.Seq, &at.Attempt, &at.Record, &joined} {
+		if err := assignValue(d, r[i]); err != nil {
+			return nil, fmt.Errorf("sql: Scan error on column index %d: %w", i, err)
+		}
+	}
+	at.Seq = e.Seq
+	texts := [...]*string{&at.AttemptID, &at.TaskID, &at.Tenant, &at.Pack, &at.StartedAt, &at.Prev, &at.Hash}
+	if strings.Count(joined, "\x00") != len(texts)-1 {
+		return rereadAttempt(ctx, conn, e.Seq)
+	}
+	for _, d := range texts[:len(texts)-1] {
+		*d, joined, _ = strings.Cut(joined, "\x00")
+	}
+	*texts[len(texts)-1] = joined
+	return e, nil
+}
+
+// rereadAttempt reads the attempt row at seq column by column.
+func rereadAttempt(ctx context.Context, conn *sqlite3.SQLiteConn, seq int64) (*storecore.ChainEntry, error) {
+	rows, err := conn.QueryContext(ctx, `SELECT `+storecore.AttemptEntryColumns+` FROM attempt_records WHERE seq = ?`, []driver.NamedValue{{Ordinal: 1, Value: seq}})
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	e, err := driverEntries(rows, func(r driverRow) (*storecore.ChainEntry, error) { return storecore.ScanAttemptEntry(r) })()
+	if err == nil && e == nil {
+		err = fmt.Errorf("attempt row at seq %d: gone while the chain was read", seq)
+	}
+	return e, err
+}
+
 // walkChain walks the chain; values is told the values each attempt's
 // record names, for checkValues.
 func (s *Store) walkChain(ctx context.Context, rep *host.ChainReport, anchor *host.ChainHead, values *storecore.ValueCheck) (*host.ChainBreak, error) {
@@ -218,7 +269,7 @@ func (s *Store) walkConn(ctx context.Context, conn *sqlite3.SQLiteConn, rep *hos
 		return nil, err
 	}
 	defer evRows.Close()
-	atRows, err := conn.QueryContext(ctx, `SELECT `+storecore.AttemptEntryColumns+` FROM attempt_records WHERE seq > 0 ORDER BY seq`, nil)
+	atRows, err := conn.QueryContext(ctx, `SELECT `+attemptWalkColumns+` FROM attempt_records WHERE seq > 0 ORDER BY seq`, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +285,7 @@ func (s *Store) walkConn(ctx context.Context, conn *sqlite3.SQLiteConn, rep *hos
 		}
 		return &storecore.ChainEntry{Seq: ev.Seq, Ev: ev}, nil
 	}), stop, &readers)
-	ats := readAhead(driverEntries(atRows, func(r driverRow) (*storecore.ChainEntry, error) { return storecore.ScanAttemptEntry(r) }), stop, &readers)
+	ats := readAhead(driverEntries(atRows, func(r driverRow) (*storecore.ChainEntry, error) { return scanAttemptWalk(ctx, conn, r) }), stop, &readers)
 	if err := evs.advance(); err != nil {
 		return nil, err
 	}

@@ -1,9 +1,11 @@
 package sqlite
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 
+	"github.com/packrun/packrun/abi"
 	"github.com/packrun/packrun/host"
 )
 
@@ -55,5 +57,35 @@ func TestVerifyChainRecordAsText(t *testing.T) {
 	}
 	if rep.OK || rep.Broken == nil || rep.Broken.Problem != host.BreakAttemptHash || rep.Broken.AttemptID != a.AttemptID || !errors.Is(rep.Broken, host.ErrTampered) {
 		t.Fatalf("report %+v, broken %+v", rep, rep.Broken)
+	}
+}
+
+// The walk reads an attempt's text columns joined with NUL bytes
+// (attemptWalkColumns). One whose columns hold a NUL themselves is read
+// again column by column: stored as recorded, it verifies; a NUL written
+// into a column behind the store's back is a broken attempt, named.
+func TestVerifyChainTextColumnsHoldingNUL(t *testing.T) {
+	f := newFixture(t, Options{})
+	seedEvidence(t, f)
+	a := &host.Attempt{AttemptID: "att-nul", Pack: "local.p\x00q@1.0.0", Node: "demo.node", Tenant: "acme", Attempt: 1,
+		Outcome: abi.Completed, Output: json.RawMessage(`{}`)}
+	if err := f.RecordAttempt(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	var stored string
+	if err := f.db.QueryRow(`SELECT pack FROM attempt_records WHERE attempt_id = 'att-nul'`).Scan(&stored); err != nil || stored != a.Pack {
+		t.Fatalf("pack stored as %q (%v), want %q", stored, err, a.Pack)
+	}
+	rep, err := f.VerifyChain(ctx)
+	if err != nil || !rep.OK || rep.Attempts != 2 {
+		t.Fatalf("report %+v (%v), broken %+v; want both attempts verified", rep, err, rep.Broken)
+	}
+	tamper(t, f, `UPDATE attempt_records SET tenant = 'ac' || char(0) || 'me' WHERE attempt_id = 'att-1'`)
+	rep, err = f.VerifyChain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK || rep.Broken == nil || rep.Broken.AttemptID != "att-1" || rep.Broken.Problem != host.BreakAttemptHash {
+		t.Fatalf("report %+v, broken %+v; want att-1 broken", rep, rep.Broken)
 	}
 }
