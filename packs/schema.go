@@ -33,6 +33,9 @@ func Schema() []byte { return bytes.Clone(packSchema) }
 // inputSchema or outputSchema.
 type JSONSchema struct {
 	r *jsonschema.Resolved
+	// fast checks documents first when the schema is a plain shape
+	// (schemafast.go); nil otherwise.
+	fast *fastSchema
 }
 
 // refuseExternal is the loader of every schema a pack carries: its schemas
@@ -80,7 +83,8 @@ func CompileSchema(raw []byte) (*JSONSchema, error) {
 	if err := checkLoops(&s); err != nil {
 		return nil, err
 	}
-	return &JSONSchema{r: r}, nil
+	fast, _ := compileFast(doc, 0)
+	return &JSONSchema{r: r, fast: fast}, nil
 }
 
 // SchemaError is a document a schema refused. Err is the validator's own
@@ -96,6 +100,9 @@ func (e *SchemaError) Unwrap() error { return e.Err }
 // Validate checks the JSON document doc against the schema. A document
 // that does not satisfy it gives a *SchemaError.
 func (s *JSONSchema) Validate(doc []byte) error {
+	if s.fast != nil && s.fast.satisfies(doc) {
+		return nil
+	}
 	var v any
 	if err := json.Unmarshal(doc, &v); err != nil {
 		return fmt.Errorf("not valid JSON: %w", err)
