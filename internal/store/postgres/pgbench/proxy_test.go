@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,19 +18,33 @@ import (
 // holding every chunk of bytes it reads for delay before writing it on, in
 // each direction: a simulated one-way network latency (this kernel has no
 // netem). Each direction of each connection is a reader goroutine that
-// stamps what it read with its due time and a writer goroutine that
-// sleeps until then and writes it: order is kept, and chunks are written
-// as they were read, not merged, so a request and its answer each pay the
-// delay. Bytes read while earlier ones wait are queued behind them (a
-// link's latency, not its bandwidth).
+// stamps what it reads with its due time and queues it; one scheduler, on
+// a thread of its own, sleeps until the oldest chunk is due and writes
+// every chunk that is. Every chunk has the same delay, so one queue in
+// reading order is also in due order: order is kept on each connection,
+// and chunks are written as they were read, not merged, so a request and
+// its answer each pay the delay. Bytes read while earlier ones wait are
+// queued behind them (a link's latency, not its bandwidth).
+//
+// One sleeping thread for the whole proxy, instead of one per waiting
+// chunk, keeps the simulation's own CPU (thread switches, the Go runtime
+// handing processors to and from sleeping threads) off the two cores the
+// nodes and the database share: it is a cost a real network would not put
+// on them.
 type delayProxy struct {
 	ln     net.Listener
 	target string
 	delay  time.Duration
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // accept and the readers
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
+
+	qmu   sync.Mutex
+	queue []chunk // in reading order, so in due order
+	wake  chan struct{}
+	stop  chan struct{}
+	ended chan struct{} // closed when the scheduler returns
 }
 
 // flights counts the chunks every proxy read from its clients: pgx writes
@@ -46,7 +61,9 @@ func startProxy(tb testing.TB, target string, delay time.Duration) *delayProxy {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p := &delayProxy{ln: ln, target: target, delay: delay, conns: map[net.Conn]struct{}{}}
+	p := &delayProxy{ln: ln, target: target, delay: delay, conns: map[net.Conn]struct{}{},
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), ended: make(chan struct{})}
+	go p.schedule()
 	p.wg.Add(1)
 	go p.accept()
 	tb.Cleanup(p.Close)
@@ -57,16 +74,22 @@ func startProxy(tb testing.TB, target string, delay time.Duration) *delayProxy {
 func (p *delayProxy) Addr() string { return p.ln.Addr().String() }
 
 // Close stops accepting, closes every forwarded connection and waits for
-// their goroutines.
+// their goroutines and the scheduler.
 func (p *delayProxy) Close() {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
 	p.closed = true
 	for c := range p.conns {
 		c.Close()
 	}
 	p.mu.Unlock()
 	p.ln.Close()
-	p.wg.Wait()
+	p.wg.Wait() // each reader waits for its end to be passed on
+	close(p.stop)
+	<-p.ended
 }
 
 func (p *delayProxy) track(c net.Conn) bool {
@@ -101,69 +124,129 @@ func (p *delayProxy) accept() {
 			c.(*net.TCPConn).SetNoDelay(true)
 		}
 		p.wg.Add(2)
-		go p.pipe(up, down, &flights)
-		go p.pipe(down, up, nil)
+		go p.read(&lane{dst: up, src: down}, &flights)
+		go p.read(&lane{dst: down, src: up}, nil)
 	}
 }
 
-type chunk struct {
-	due time.Time
-	b   []byte
+// lane is one direction of one forwarded connection.
+type lane struct {
+	dst, src net.Conn
+	broken   bool // a write to dst failed: what follows is dropped (scheduler only)
 }
 
-// pipe copies src to dst, each chunk delayed by p.delay, counting the
-// chunks in count (if not nil). When either side ends, both are closed.
-func (p *delayProxy) pipe(dst, src net.Conn, count *atomic.Int64) {
+// chunk is bytes read on a lane, or (end non-nil) the end of its source.
+type chunk struct {
+	due    time.Time
+	l      *lane
+	b      []byte
+	end    chan struct{} // closed once the end is passed on
+	failed bool          // the source failed rather than ended: close dst
+}
+
+func (p *delayProxy) enqueue(c chunk) {
+	p.qmu.Lock()
+	p.queue = append(p.queue, c)
+	p.qmu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// read queues what src sends, counting the chunks in count (if not nil),
+// then its end, and waits until that end is passed on.
+func (p *delayProxy) read(l *lane, count *atomic.Int64) {
 	defer p.wg.Done()
-	q := make(chan chunk, 4096)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for c := range q {
-			sleepUntil(c.due)
-			if _, err := dst.Write(c.b); err != nil {
-				src.Close()
-				for range q {
-				}
-				return
-			}
-		}
-		// src ended: pass the end on once what was read is written.
-		if tc, ok := dst.(*net.TCPConn); ok {
-			tc.CloseWrite()
-		}
-	}()
+	buf := make([]byte, 32<<10)
+	failed := false
 	for {
-		buf := make([]byte, 32<<10)
-		n, err := src.Read(buf)
+		n, err := l.src.Read(buf)
 		if n > 0 {
 			if count != nil {
 				count.Add(1)
 			}
-			q <- chunk{due: time.Now().Add(p.delay), b: buf[:n]}
+			p.enqueue(chunk{due: time.Now().Add(p.delay), l: l, b: append([]byte(nil), buf[:n]...)})
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				dst.Close()
-			}
+			failed = !errors.Is(err, io.EOF)
 			break
 		}
 	}
-	close(q)
-	<-done
+	end := make(chan struct{})
+	p.enqueue(chunk{due: time.Now().Add(p.delay), l: l, end: end, failed: failed})
+	<-end
 }
 
-// sleepUntil blocks the calling thread until t with nanosleep and a timer
-// slack of 1 ns: the Go runtime's timers wake sub-millisecond sleeps
-// after ≈ 1.1 ms on Linux when the process is idle, which would turn a
-// 0.25 ms delay into 1 ms. A thread per waiting chunk is the price; no
-// CPU is spent spinning.
+// schedule writes each queued chunk once it is due, on one thread (see
+// sleepUntil), until the proxy closes.
+func (p *delayProxy) schedule() {
+	defer close(p.ended)
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	syscall.Syscall(syscall.SYS_PRCTL, syscall.PR_SET_TIMERSLACK, 1, 0)
+	var due []chunk
+	for {
+		p.qmu.Lock()
+		if len(p.queue) == 0 {
+			p.qmu.Unlock()
+			select {
+			case <-p.wake:
+				continue
+			case <-p.stop:
+				return
+			}
+		}
+		first := p.queue[0].due
+		p.qmu.Unlock()
+		sleepUntil(first)
+		now := time.Now()
+		p.qmu.Lock()
+		n := 0
+		for n < len(p.queue) && !p.queue[n].due.After(now) {
+			n++
+		}
+		due = append(due[:0], p.queue[:n]...)
+		p.queue = append(p.queue[:0], p.queue[n:]...)
+		p.qmu.Unlock()
+		for i := range due {
+			p.pass(&due[i])
+			due[i] = chunk{}
+		}
+	}
+}
+
+// pass writes a due chunk, or passes its source's end on.
+func (p *delayProxy) pass(c *chunk) {
+	l := c.l
+	if c.end != nil {
+		if c.failed || l.broken {
+			l.dst.Close()
+		} else if tc, ok := l.dst.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		}
+		close(c.end)
+		return
+	}
+	if l.broken {
+		return
+	}
+	if _, err := l.dst.Write(c.b); err != nil {
+		l.broken = true
+		l.src.Close()
+	}
+}
+
+// sleepUntil blocks the calling thread until t with nanosleep (the
+// scheduler's thread has a timer slack of 1 ns): the Go runtime's timers
+// wake sub-millisecond sleeps after ≈ 1.1 ms on Linux when the process is
+// idle, which would turn a 0.25 ms delay into 1 ms. No CPU is spent
+// spinning.
 func sleepUntil(t time.Time) {
 	d := time.Until(t)
 	if d <= 0 {
 		return
 	}
-	syscall.Syscall(syscall.SYS_PRCTL, syscall.PR_SET_TIMERSLACK, 1, 0)
 	ts := syscall.NsecToTimespec(d.Nanoseconds())
 	for syscall.Nanosleep(&ts, &ts) == syscall.EINTR {
 	}
