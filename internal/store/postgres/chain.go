@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -28,19 +29,36 @@ const headQuery = `SELECT seq, hash FROM (
 	UNION ALL (SELECT seq, hash FROM attempt_records WHERE seq > 0 ORDER BY seq DESC LIMIT 1)) h
 	ORDER BY seq DESC LIMIT 1`
 
-// insertEvent stores a pending event with its tenant
-// (storecore.DataTenant): its task's, else its recorded attempt's, else
-// the one its data names ($8). Its seq is -pend; the linker gives it its
-// place (link.go).
+// insertEvent stores an event with its tenant (storecore.DataTenant):
+// its task's, else its recorded attempt's, else the one its data names
+// ($9). A pending one has seq -pend, no hashes and its pend ($10); one
+// its writer placed (flushPlaced) has its seq, its hashes and no pend.
 const insertEvent = `INSERT INTO runtime_events (seq, time, type, task_id, attempt_id, data, prev_hash, hash, tenant, pend)
-	VALUES (-$1::bigint, $2, $3, $4, $5, $6, '', '', COALESCE((SELECT tenant FROM tasks WHERE task_id = $4 AND $4 != ''),
-		(SELECT tenant FROM attempt_records WHERE attempt_id = $5 AND $5 != ''), $7), $1)`
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE((SELECT tenant FROM tasks WHERE task_id = $4 AND $4 != ''),
+		(SELECT tenant FROM attempt_records WHERE attempt_id = $5 AND $5 != ''), $9), $10)`
 
-// insertAttempt stores a pending attempt's row: its record, its content
-// hash where its link will be, and copies of the record's header fields
-// for the indexes and filters.
+// insertAttempt stores an attempt's row: its record, copies of the
+// record's header fields for the indexes and filters, and its link (a
+// pending one: its content hash where its link will be, and its pend).
 const insertAttempt = `INSERT INTO attempt_records (seq, attempt_id, task_id, attempt, tenant, pack, started_at, record, prev_hash, hash, pend)
-	VALUES (-$1::bigint, $2, $3, $4, $5, $6, $7, $8, '', $9, $1)`
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+
+// queueEntry queues p's row (an attempt's values first) at seq, after
+// prev, with hash; pend is its pend id, nil for an entry placed by its
+// writer. An event's seq, time and hashes are filled in as stored.
+func queueEntry(b *pgx.Batch, p *pendingEntry, now time.Time, seq int64, prev, hash string, pend *int64) {
+	if e := p.ev; e != nil {
+		e.Seq, e.Time, e.PrevHash, e.Hash = seq, now, prev, hash
+		b.Queue(insertEvent, seq, ts(now), e.Type, e.TaskID, e.AttemptID, string(e.Data), prev, hash, p.tenant, pend)
+		return
+	}
+	a := p.at.a
+	for _, v := range p.at.values {
+		b.Queue(insertValue, v.Key, v.Data)
+	}
+	b.Queue(insertAttempt, seq, a.AttemptID, a.TaskID, a.Attempt, a.Tenant, a.Pack, ts(a.StartedAt), p.at.record, prev, hash, pend)
+	a.EventSeq = seq
+}
 
 // event queues an event whose data is marshalled from v (a map's keys
 // come out sorted, as evidence hashes them).
@@ -87,20 +105,15 @@ func (x *tx) flush(ctx context.Context) error {
 	floor := l.head.Load() // a head seen before these are inserted: below their places
 	now := x.s.now()
 	var b pgx.Batch
-	for i, p := range x.pending {
-		pend := pends[i]
-		if e := p.ev; e != nil {
-			e.Seq, e.Time, e.PrevHash, e.Hash = -pend, now, "", ""
-			e.Data = evidence.CompactJSON(e.Data)
-			b.Queue(insertEvent, pend, ts(e.Time), e.Type, e.TaskID, e.AttemptID, string(e.Data), p.tenant)
-			continue
+	for i := range x.pending {
+		p := &x.pending[i]
+		hash := "" // an attempt's content hash waits where its link will be
+		if p.ev != nil {
+			p.ev.Data = evidence.CompactJSON(p.ev.Data)
+		} else {
+			hash = p.at.a.ContentHash
 		}
-		a := p.at.a
-		for _, v := range p.at.values {
-			b.Queue(insertValue, v.Key, v.Data)
-		}
-		b.Queue(insertAttempt, pend, a.AttemptID, a.TaskID, a.Attempt, a.Tenant, a.Pack, ts(a.StartedAt), p.at.record, a.ContentHash)
-		a.EventSeq = -pend
+		queueEntry(&b, p, now, -pends[i], "", hash, &pends[i])
 	}
 	for _, f := range x.after {
 		f(&b)
@@ -148,17 +161,6 @@ func (s *Store) Events(ctx context.Context, f host.EventFilter) ([]*host.Event, 
 	return storecore.Events(ctx, corePool{s.pool}, f)
 }
 
-// insertPlacedEvent and insertPlacedAttempt store entries in their
-// places (flushPlaced): as insertEvent and insertAttempt, with the seq and
-// the hashes given and no pend.
-const (
-	insertPlacedEvent = `INSERT INTO runtime_events (seq, time, type, task_id, attempt_id, data, prev_hash, hash, tenant)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE((SELECT tenant FROM tasks WHERE task_id = $4 AND $4 != ''),
-		(SELECT tenant FROM attempt_records WHERE attempt_id = $5 AND $5 != ''), $9))`
-	insertPlacedAttempt = `INSERT INTO attempt_records (seq, attempt_id, task_id, attempt, tenant, pack, started_at, record, prev_hash, hash)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
-)
-
 // flushPlaced inserts the queued entries in their places at once when no
 // other transaction holds ChainLock: it tries the lock and reads the head
 // in one pipeline (the head query, a statement of its own, sees under READ
@@ -198,21 +200,15 @@ func (x *tx) flushPlaced(ctx context.Context) (bool, error) {
 	for i := range x.pending {
 		p := &x.pending[i]
 		seq++
+		prev := hash
 		if e := p.ev; e != nil {
-			e.Seq, e.Time, e.PrevHash = seq, now, hash
+			e.Seq, e.Time, e.PrevHash = seq, now, prev
 			e.Data = evidence.CompactJSON(e.Data)
-			e.Hash = evidence.HashEvent(e)
-			ib.Queue(insertPlacedEvent, e.Seq, ts(e.Time), e.Type, e.TaskID, e.AttemptID, string(e.Data), e.PrevHash, e.Hash, p.tenant)
-			hash = e.Hash
+			hash = evidence.HashEvent(e)
 		} else {
-			a := p.at.a
-			for _, v := range p.at.values {
-				ib.Queue(insertValue, v.Key, v.Data)
-			}
-			link := evidence.LinkAttempt(seq, hash, a.ContentHash)
-			ib.Queue(insertPlacedAttempt, seq, a.AttemptID, a.TaskID, a.Attempt, a.Tenant, a.Pack, ts(a.StartedAt), p.at.record, hash, link)
-			a.EventSeq, hash = seq, link
+			hash = evidence.LinkAttempt(seq, prev, p.at.a.ContentHash)
 		}
+		queueEntry(&ib, p, now, seq, prev, hash, nil)
 		p.hash = hash
 	}
 	for _, f := range x.after {
