@@ -142,16 +142,20 @@ func TestNodesSharingTheChainLeavePlacingToPasses(t *testing.T) {
 	if !b.link.alone() {
 		t.Fatal("a node that has heard of no other counts itself shared")
 	}
-	first, err := a.AppendEvent(ctx, host.Event{Type: "test_event", Data: json.RawMessage(`{"n":1}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Node b's listener may not be listening yet when a's first commit
+	// notifies (a node hears what is written after its LISTEN), so a
+	// writes until b has heard it.
+	var first *host.Event
 	deadline := time.Now().Add(20 * time.Second)
 	for b.link.alone() {
 		if time.Now().After(deadline) {
 			t.Fatal("node b never heard that node a placed an entry")
 		}
-		time.Sleep(5 * time.Millisecond)
+		var err error
+		if first, err = a.AppendEvent(ctx, host.Event{Type: "test_event", Data: json.RawMessage(`{"n":1}`)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if !a.link.alone() {
 		t.Fatal("node a counts its own notification as another node's")
