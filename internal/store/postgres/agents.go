@@ -15,13 +15,13 @@ var (
 
 // The configuration tables' rules are storecore's (agents.go: Configs,
 // which Store embeds). No read cache: every node reads what any node last
-// committed.
+// committed (but see setupCache, which a write here makes read again).
 
 // configDriver is the Store as storecore.Configs sees it.
 type configDriver struct{ s *Store }
 
 func (d configDriver) WriteConfig(ctx context.Context, fn func(storecore.Tx, time.Time) error) error {
-	return d.s.write(ctx, func(x *tx) error { return fn(coreTx{x}, d.s.now()) })
+	return d.s.writeConfig(ctx, func(x *tx) error { return fn(coreTx{x}, d.s.now()) })
 }
 
 func (d configDriver) ReadConfig(ctx context.Context, t storecore.ConfigTable, id string, all bool) ([]string, error) {

@@ -144,7 +144,7 @@ func (im *importer) lockTarget() error {
 func (im *importer) refuseNonEmpty() error {
 	var held []string
 	for _, t := range slices.Sorted(maps.Keys(im.cols)) {
-		if t == "schema_migrations" || t == "store_generations" || t == "evidence_anchors" {
+		if t == "schema_migrations" || t == "store_generations" || t == "evidence_anchors" || t == "config_version" {
 			continue
 		}
 		q := `SELECT count(*) FROM ` + pgx.Identifier{t}.Sanitize()

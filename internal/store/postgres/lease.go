@@ -1,8 +1,12 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,40 +25,196 @@ func (s *Store) LeaseTTL() time.Duration { return s.opts.LeaseTTL }
 // chosen with FOR UPDATE SKIP LOCKED, so concurrent claimers on any node
 // each take a different task without waiting for one another, and moved
 // to running in the same statement. The claim holds the task's lease
-// until now + Options.LeaseTTL; Heartbeat extends it.
+// until now + Options.LeaseTTL; Heartbeat extends it. Claims that share a
+// writer's batch are answered together (claimTogether).
 func (s *Store) Claim(ctx context.Context, runnerID string, now time.Time) (*host.TaskRecord, error) {
-	const op = "claim"
-	if err := host.CheckID(op, "runner_id", runnerID); err != nil {
+	const what = "claim"
+	if err := host.CheckID(what, "runner_id", runnerID); err != nil {
 		return nil, err
 	}
 	if now.IsZero() {
 		now = s.now()
 	}
-	lease := ts(now.Add(s.opts.LeaseTTL))
+	o, claimed := s.claimOp(ctx, runnerID, now)
+	if err := s.w.send(o); err != nil {
+		return nil, host.Wrap(what, "", err)
+	}
+	return claimed(), nil
+}
+
+// claimOp is Claim's write operation; claimed is its task once it ran
+// without error.
+func (s *Store) claimOp(ctx context.Context, runnerID string, now time.Time) (o *op, claimed func() *host.TaskRecord) {
+	c := &claimReq{runner: runnerID, now: now}
 	var t *host.TaskRecord
-	err := s.write(ctx, func(x *tx) error {
-		var err error
-		t, err = scanTask(x.QueryRow(ctx, `WITH next AS (
-				SELECT seq FROM tasks WHERE status IN ('pending', 'retryable_failure') AND available_at <= $1
-				ORDER BY priority, available_at, seq LIMIT 1 FOR UPDATE SKIP LOCKED)
-			UPDATE tasks t SET status = 'running', attempt_count = attempt_count + 1,
-				started_at = $1, updated_at = $1, runner_id = $2, lease_expires_at = $3
-			FROM next WHERE t.seq = next.seq
-			RETURNING `+prefixed("t.", taskColumns), ts(now), runnerID, lease))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return host.Errorf(op, "", host.ErrEmpty, "")
+	return &op{ctx: ctx, claim: c, fn: func(x *tx) error {
+		lease := ts(now.Add(s.opts.LeaseTTL))
+		if c.ready {
+			// Claimed with the batch's other claims: taken once, so that
+			// a run of fn in another transaction claims anew.
+			t, lease = c.task, c.lease
+			c.ready, c.task = false, nil
+		} else {
+			var version int64
+			var err error
+			t, err = scanTask(leadingRow{x.QueryRow(ctx, claimQuery(1), ts(now), runnerID, lease), []any{&version}})
+			if errors.Is(err, pgx.ErrNoRows) {
+				t = nil
+			} else if err != nil {
+				return err
+			} else {
+				s.setups.saw(version)
+			}
 		}
-		if err != nil {
-			return err
+		if t == nil {
+			return host.Errorf("claim", "", host.ErrEmpty, "")
 		}
-		_, err = x.event(host.EventTaskClaimed, t.TaskID, "", map[string]any{
+		_, err := x.event(host.EventTaskClaimed, t.TaskID, "", map[string]any{
 			"attempt": t.AttemptCount, "max_attempts": t.MaxAttempts, "runner_id": runnerID, "lease_expires_at": lease})
 		return err
-	})
-	if err != nil {
-		return nil, host.Wrap(op, "", err)
+	}}, func() *host.TaskRecord { return t }
+}
+
+// claimQuery moves up to n available tasks, the first in queue order, to
+// running for runner $2 with lease $3, as of $1, and returns them after
+// their seq (n > 1) and the configuration version (setupCache).
+func claimQuery(n int) string {
+	returning := "(SELECT version FROM config_version), " + prefixed("t.", taskColumns)
+	if n > 1 {
+		returning = "t.seq, " + returning
 	}
-	return t, nil
+	return `WITH next AS (
+			SELECT seq FROM tasks WHERE status IN ('pending', 'retryable_failure') AND available_at <= $1
+			ORDER BY priority, available_at, seq LIMIT ` + strconv.Itoa(n) + ` FOR UPDATE SKIP LOCKED)
+		UPDATE tasks t SET status = 'running', attempt_count = attempt_count + 1,
+			started_at = $1, updated_at = $1, runner_id = $2, lease_expires_at = $3
+		FROM next WHERE t.seq = next.seq
+		RETURNING ` + returning
+}
+
+// claimReq is a Claim waiting in a writer's batch.
+type claimReq struct {
+	runner string
+	now    time.Time
+	// ready: claimTogether has claimed for it, task (nil: the queue had
+	// none left) under lease, in the batch's transaction.
+	ready bool
+	task  *host.TaskRecord
+	lease string
+}
+
+// claimWindow is how far apart the times of one runner's claims may be
+// for one statement to answer them.
+const claimWindow = time.Second
+
+// claimTogether answers the claims of a batch with one statement for
+// each runner's claims within claimWindow of one another, as of the
+// latest of their times, instead of one statement (and, behind a
+// network, one round trip in series) each. The tasks go to the claims in
+// queue order, in the order the claims came; claims left without one find
+// the queue empty, as each would have alone. If the statement fails it
+// is rolled back to its savepoint and each claim claims for itself.
+func (x *tx) claimTogether(ctx context.Context, ops []*op) error {
+	var claims []*claimReq
+	for _, o := range ops {
+		if o.claim != nil && o.ctx.Err() == nil {
+			claims = append(claims, o.claim)
+		}
+	}
+	if len(claims) < 2 {
+		return nil
+	}
+	slices.SortStableFunc(claims, func(a, b *claimReq) int {
+		return cmp.Or(strings.Compare(a.runner, b.runner), a.now.Compare(b.now))
+	})
+	for len(claims) > 0 {
+		n := 1
+		for n < len(claims) && claims[n].runner == claims[0].runner && claims[n].now.Sub(claims[0].now) <= claimWindow {
+			n++
+		}
+		group := claims[:n]
+		claims = claims[n:]
+		if n < 2 {
+			continue
+		}
+		if err := x.claimGroup(ctx, group); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// claimGroup claims for group (one runner's claims, by time) in one
+// statement.
+func (x *tx) claimGroup(ctx context.Context, group []*claimReq) error {
+	now := group[len(group)-1].now
+	lease := ts(now.Add(x.s.opts.LeaseTTL))
+	x.savepoint = true
+	rows, err := x.Query(ctx, claimQuery(len(group)), ts(now), group[0].runner, lease)
+	type claimedRow struct {
+		seq int64
+		t   *host.TaskRecord
+	}
+	var got []claimedRow
+	var version int64
+	if err == nil {
+		for rows.Next() {
+			var c claimedRow
+			if c.t, err = scanTask(leadingRow{rows, []any{&c.seq, &version}}); err != nil {
+				break
+			}
+			got = append(got, c)
+		}
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	if err != nil {
+		// Each claim claims for itself instead.
+		if !x.savepoint {
+			if _, rerr := x.Tx.Exec(x.ctx, `ROLLBACK TO SAVEPOINT op`); rerr != nil {
+				return rerr
+			}
+		}
+		x.savepoint = false
+		return nil
+	}
+	x.savepoint = false
+	if len(got) > 0 {
+		x.s.setups.saw(version)
+	}
+	slices.SortFunc(got, func(a, b claimedRow) int {
+		return cmp.Or(cmp.Compare(a.t.Priority, b.t.Priority), a.t.AvailableAt.Compare(b.t.AvailableAt), cmp.Compare(a.seq, b.seq))
+	})
+	for i, c := range group {
+		c.ready, c.task, c.lease = true, nil, lease
+		if i < len(got) {
+			c.task = got[i].t
+		}
+	}
+	return nil
+}
+
+// leadingRow scans a row's first columns into lead, the rest into what
+// its reader asks for.
+type leadingRow struct {
+	row  pgx.Row
+	lead []any
+}
+
+func (r leadingRow) Scan(dest ...any) error {
+	return r.row.Scan(append(r.lead, dest...)...)
+}
+
+// unclaim drops what claimTogether claimed for ops in a transaction that
+// did not commit: run again, each claims anew.
+func unclaim(ops []*op) {
+	for _, o := range ops {
+		if o.claim != nil {
+			o.claim.ready, o.claim.task = false, nil
+		}
+	}
 }
 
 // prefixed qualifies each of a column list's names with p.

@@ -142,4 +142,15 @@ func TestTaskSetupOneRoundTrip(t *testing.T) {
 	if len(flights) != 1 {
 		t.Fatalf("TaskSetup took %d round trips, want 1: %q", len(flights), flights)
 	}
+	// Read again with nothing changed: none; after this node changed the
+	// route: one, and the new route.
+	if flights := tr.during(func() { setup, err = s.TaskSetup(traced, "t") }); err != nil || len(flights) != 0 || setup.Route.Pack != "local.a" {
+		t.Fatalf("TaskSetup again took %d round trips (%+v, %v), want 0", len(flights), setup, err)
+	}
+	if err := s.SetTaskTypeOverride(ctx, host.TaskTypeRoute{TaskTypeSpec: host.TaskTypeSpec{TaskType: "t"}, Pack: "local.b", Node: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	if flights := tr.during(func() { setup, err = s.TaskSetup(traced, "t") }); err != nil || len(flights) != 1 || setup.Route.Pack != "local.b" {
+		t.Fatalf("TaskSetup after an override took %d round trips (%+v, %v), want 1 and the override", len(flights), setup, err)
+	}
 }

@@ -150,6 +150,9 @@ type Store struct {
 	logSign logSigner
 	// link gives pending chain entries their places (link.go).
 	link *linker
+	// setups are the task setups read at the configuration version this
+	// node saw last (setupcache.go).
+	setups setupCache
 }
 
 // Open connects to the database dsn names (a postgres:// URL or a

@@ -30,6 +30,9 @@ type op struct {
 	ctx  context.Context
 	fn   func(*tx) error
 	done chan error
+	// claim marks a Claim, which the batch may answer together with its
+	// other claims (claimTogether) before fn runs.
+	claim *claimReq
 }
 
 // writers run the store's write operations, batched.
@@ -60,7 +63,13 @@ func (w *writers) close() {
 
 // do runs fn in a batch with other operations and returns its outcome.
 func (w *writers) do(ctx context.Context, fn func(*tx) error) error {
-	o := &op{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	return w.send(&op{ctx: ctx, fn: fn})
+}
+
+// send runs o in a batch with other operations and returns its outcome.
+func (w *writers) send(o *op) error {
+	ctx := o.ctx
+	o.done = make(chan error, 1)
 	select {
 	case w.ops <- o:
 	case <-ctx.Done():
@@ -158,10 +167,22 @@ func (w *writers) batch(ops []*op) (t *ticket, errs []error, err error) {
 	}
 	defer ptx.Rollback(ctx)
 	x := &tx{Tx: ptx, s: w.s, ctx: ctx}
+	defer func() {
+		if err != nil {
+			unclaim(ops)
+		}
+	}()
+	if err := x.claimTogether(ctx, ops); err != nil {
+		return nil, nil, err
+	}
 	errs = make([]error, len(ops))
 	for i, o := range ops {
-		if errs[i] = o.ctx.Err(); errs[i] != nil {
-			continue
+		// A claim answered already runs whatever its context: its task
+		// is taken in this transaction.
+		if o.claim == nil || !o.claim.ready {
+			if errs[i] = o.ctx.Err(); errs[i] != nil {
+				continue
+			}
 		}
 		// The savepoint rides with the operation's first statement
 		// (x.savepoint); an operation that sent none has nothing to undo.

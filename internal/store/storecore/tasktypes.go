@@ -155,54 +155,88 @@ func ListTaskTypes(ctx context.Context, q Querier) ([]host.TaskTypeRoute, error)
 // Each part's error is the one its own read gives (ResolveTaskType,
 // Configs.TaskTypeSpec, Configs.ListAgents); err is the statement's.
 func ReadTaskSetup(ctx context.Context, q Querier, taskType string) (*host.TaskSetup, error) {
-	const (
-		override = iota
-		manifest
-		spec
-		agent
-	)
-	rows, err := q.Query(ctx, `SELECT 0, task_type, pack, node, spec FROM task_type_overrides WHERE task_type = $1
+	rows, err := ReadTaskSetupRows(ctx, q, taskType, "")
+	if err != nil {
+		return nil, err
+	}
+	return DecodeTaskSetup(taskType, rows), nil
+}
+
+// The kinds of TaskSetupRow: the operator's route, a manifest route, the
+// spec, an agent. A driver's own rows read with them take kinds from
+// SetupKindDriver on.
+const (
+	setupOverride = iota
+	setupManifest
+	setupSpec
+	setupAgent
+	SetupKindDriver
+)
+
+// TaskSetupRow is one row a task type's setup is decoded from: the
+// stored text, not a decoded record, so that a driver may keep the rows
+// and decode them again for each caller, who then shares nothing.
+type TaskSetupRow struct {
+	Kind                 int
+	Key, Pack, Node, Rec string
+}
+
+// ReadTaskSetupRows reads the rows of taskType's setup in one statement,
+// and with them, in the same statement (so from the same snapshot), the
+// rows of extra: a SELECT of five columns of TaskSetupRow's types, its
+// kind SetupKindDriver or more ("" for none).
+func ReadTaskSetupRows(ctx context.Context, q Querier, taskType, extra string) ([]TaskSetupRow, error) {
+	query := `SELECT 0, task_type, pack, node, spec FROM task_type_overrides WHERE task_type = $1
 		UNION ALL SELECT 1, task_type, pack, node, spec FROM task_type_routes WHERE task_type = $1
 		UNION ALL SELECT 2, task_type, '', '', spec FROM task_type_specs WHERE task_type = $1
-		UNION ALL SELECT 3, agent_id, '', '', record FROM agents
-		ORDER BY 1, 3, 2`, taskType)
+		UNION ALL SELECT 3, agent_id, '', '', record FROM agents`
+	if extra != "" {
+		query += "\n\t\tUNION ALL " + extra
+	}
+	rows, err := q.Query(ctx, query+"\n\t\tORDER BY 1, 3, 2", taskType)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	var out []TaskSetupRow
+	for rows.Next() {
+		var r TaskSetupRow
+		if err := rows.Scan(&r.Kind, &r.Key, &r.Pack, &r.Node, &r.Rec); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// DecodeTaskSetup decodes the setup of taskType from its rows (a
+// driver's own kinds are skipped). Every call returns records of its own.
+func DecodeTaskSetup(taskType string, rows []TaskSetupRow) *host.TaskSetup {
 	out := &host.TaskSetup{Agents: []host.AgentRecord{}}
 	out.SpecErr = host.Errorf("task type spec", taskType, host.ErrNotFound, "")
 	var found []host.TaskTypeRoute
-	for rows.Next() {
-		var kind int
-		var key, pack, node, rec string
-		if err := rows.Scan(&kind, &key, &pack, &node, &rec); err != nil {
-			return nil, err
-		}
-		switch kind {
-		case override, manifest:
-			r := host.TaskTypeRoute{Pack: pack, Node: node, Origin: host.OriginManifest}
-			if kind == override {
+	for _, row := range rows {
+		switch row.Kind {
+		case setupOverride, setupManifest:
+			r := host.TaskTypeRoute{Pack: row.Pack, Node: row.Node, Origin: host.OriginManifest}
+			if row.Kind == setupOverride {
 				r.Origin = host.OriginOperator
 			}
-			if err := json.Unmarshal([]byte(rec), &r.TaskTypeSpec); err != nil && out.RouteErr == nil {
-				out.RouteErr = host.Wrap("resolve task type", taskType, fmt.Errorf("task type %s: stored spec: %w", key, err))
+			if err := json.Unmarshal([]byte(row.Rec), &r.TaskTypeSpec); err != nil && out.RouteErr == nil {
+				out.RouteErr = host.Wrap("resolve task type", taskType, fmt.Errorf("task type %s: stored spec: %w", row.Key, err))
 			}
-			r.TaskType = key
+			r.TaskType = row.Key
 			found = append(found, r)
-		case spec:
-			out.SpecErr = host.Wrap("task type spec", taskType, json.Unmarshal([]byte(rec), &out.Spec))
-		case agent:
+		case setupSpec:
+			out.SpecErr = host.Wrap("task type spec", taskType, json.Unmarshal([]byte(row.Rec), &out.Spec))
+		case setupAgent:
 			var a host.AgentRecord
-			if err := json.Unmarshal([]byte(rec), &a); err != nil {
+			if err := json.Unmarshal([]byte(row.Rec), &a); err != nil {
 				out.AgentsErr = host.Wrap("list agents", "", err)
 				continue
 			}
 			out.Agents = append(out.Agents, a)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	if out.AgentsErr != nil {
 		out.Agents = nil
@@ -210,5 +244,5 @@ func ReadTaskSetup(ctx context.Context, q Querier, taskType string) (*host.TaskS
 	if out.RouteErr == nil {
 		out.Route, out.RouteErr = Resolve("resolve task type", taskType, found)
 	}
-	return out, nil
+	return out
 }
