@@ -153,6 +153,9 @@ type Store struct {
 	// setups are the task setups read at the configuration version this
 	// node saw last (setupcache.go).
 	setups setupCache
+	// rtt is the round trip to the database Open measured to choose the
+	// writer count (0 when Options.Writers was given).
+	rtt time.Duration
 }
 
 // Open connects to the database dsn names (a postgres:// URL or a
@@ -209,7 +212,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 			pool.Close()
 			return nil, fmt.Errorf("open postgres store: %w", err)
 		}
-		s.opts.Writers = writersFor(rtt)
+		s.opts.Writers, s.rtt = writersFor(rtt), rtt
 	}
 	if opts.CheckpointFile != "" {
 		s.anchor = evidence.NewAnchor(opts.CheckpointFile, hostKeyOf(opts.HostKey), opts.Now)
