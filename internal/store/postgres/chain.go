@@ -81,10 +81,10 @@ func (x *tx) attempt(row *attemptRow) {
 // the chain (after its commit).
 func (x *tx) onLinked(f func()) { x.linked = append(x.linked, f) }
 
-// flush inserts the queued entries pending, in the order they were
-// queued, each under a pend id of its own, noting the newest head this
-// node has seen (a floor below their places: ticket.fetch). No lock is
-// taken:
+// flush queues the inserts of the queued entries pending, in the order
+// they were queued, each under a pend id of its own, noting the newest
+// head this node has seen (a floor below their places: ticket.fetch).
+// The inserts go with the COMMIT (x.final, tx.commit). No lock is taken:
 // the linker gives them their places after the commit (link.go). The
 // ticket it leaves (x.ticket) is registered before the commit, so the
 // pass that links them fills them in.
@@ -118,13 +118,7 @@ func (x *tx) flush(ctx context.Context) error {
 	for _, f := range x.after {
 		f(&b)
 	}
-	err = x.SendBatch(ctx, &b).Close()
-	if uniqueViolation(err, "attempt_records_attempt_id_key") {
-		return errAttemptExists
-	}
-	if err != nil {
-		return err
-	}
+	x.final = &b // sent with the COMMIT (tx.commit)
 	if len(x.pending) > 0 || len(x.linked) > 0 {
 		t := &ticket{l: l, pends: pends, entries: x.pending, floor: floor, linked: x.linked}
 		l.register(t)
@@ -165,8 +159,9 @@ func (s *Store) Events(ctx context.Context, f host.EventFilter) ([]*host.Event, 
 // other transaction holds ChainLock: it tries the lock and reads the head
 // in one pipeline (the head query, a statement of its own, sees under READ
 // COMMITTED the entries of whoever held the lock before), numbers and
-// hashes the entries as a link pass would, and holds the lock until the
-// transaction ends. The writer is then answered at its commit, with no
+// hashes the entries as a link pass would (their inserts go with the
+// COMMIT: x.final), and holds the lock until the transaction ends. The
+// writer is then answered at its commit, with no
 // link pass, and its rows are written once. When the lock is taken (a
 // pass, or another writer placing its entries) it reports false and the
 // entries go pending: no writer ever waits for the lock. An uncontended
@@ -216,13 +211,7 @@ func (x *tx) flushPlaced(ctx context.Context) (bool, error) {
 	}
 	// Delivered at the commit: other nodes hear they are not alone.
 	ib.Queue(`SELECT pg_notify($1, $2)`, linkedChannel, notePlaced+" "+x.s.link.id)
-	err = x.SendBatch(ctx, &ib).Close()
-	if uniqueViolation(err, "attempt_records_attempt_id_key") {
-		return true, errAttemptExists
-	}
-	if err != nil {
-		return true, err
-	}
+	x.final = &ib // sent with the COMMIT (tx.commit)
 	x.ticket = x.s.link.placed(x.pending, x.linked)
 	x.pending, x.after, x.linked = nil, nil, nil
 	return true, nil

@@ -181,3 +181,29 @@ func TestTaskSetupAsOfTheClaim(t *testing.T) {
 		setup(pack)
 	}
 }
+
+// An operation of a batch whose first statement PostgreSQL refuses to
+// prepare (so that not even its savepoint was set) must not undo the
+// operation before it: rolling back to its own savepoint fails, and the
+// batch with it, rather than roll back to the savepoint of the one
+// before, which would then report a claim the database does not hold.
+func TestBatchNeverUndoesAnotherOperation(t *testing.T) {
+	s := nodes(t, 1, nil)[0]
+	task := mustEnqueue(t, s, intent("t", 1))
+	a, got := s.claimOp(ctx, "a", time.Now())
+	bad := &op{ctx: ctx, fn: func(x *tx) error {
+		_, err := x.Exec(ctx, `INSERT INTO no_such_table VALUES (1)`)
+		return err
+	}}
+	tk, errs, err := s.w.batch([]*op{a, bad})
+	if err == nil {
+		tk.await(ctx)
+		stored, lerr := s.Task(ctx, task.TaskID)
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		if errs[0] == nil && got() != nil && stored.Status != host.TaskRunning {
+			t.Fatalf("the claim reported task %s claimed, the database holds it %s", got().TaskID, stored.Status)
+		}
+	}
+}

@@ -149,7 +149,7 @@ func (x *tx) claimTogether(ctx context.Context, ops []*op) error {
 func (x *tx) claimGroup(ctx context.Context, group []*claimReq) error {
 	now := group[len(group)-1].now
 	lease := ts(now.Add(x.s.opts.LeaseTTL))
-	x.savepoint = true
+	x.sp, x.savepoint = "claims", true
 	rows, err := x.Query(ctx, claimQuery(len(group)), ts(now), group[0].runner, lease)
 	type claimedRow struct {
 		seq int64
@@ -173,7 +173,7 @@ func (x *tx) claimGroup(ctx context.Context, group []*claimReq) error {
 	if err != nil {
 		// Each claim claims for itself instead.
 		if !x.savepoint {
-			if _, rerr := x.Tx.Exec(x.ctx, `ROLLBACK TO SAVEPOINT op`); rerr != nil {
+			if _, rerr := x.Tx.Exec(x.ctx, `ROLLBACK TO SAVEPOINT claims`); rerr != nil {
 				return rerr
 			}
 		}

@@ -154,3 +154,68 @@ func TestTaskSetupOneRoundTrip(t *testing.T) {
 		t.Fatalf("TaskSetup after an override took %d round trips (%+v, %v), want 1 and the override", len(flights), setup, err)
 	}
 }
+
+// An append on a node alone is two round trips, its BEGIN and COMMIT
+// riding with its statements (lazyTx): the lock and the head, then the
+// entry and the commit.
+func TestAppendTwoRoundTrips(t *testing.T) {
+	tr := &flightTracer{}
+	s := tracedStore(t, tr)
+	var err error
+	flights := tr.during(func() {
+		_, err = s.AppendEvent(traced, host.Event{Type: "test_event", Data: []byte(`{"n":1}`)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(flights) != 2 {
+		t.Fatalf("the append took %d round trips, want 2: %q", len(flights), flights)
+	}
+	first, last := flights[0], flights[1]
+	if first[0] != "BEGIN" || !strings.Contains(strings.Join(first, ";"), "pg_try_advisory_xact_lock") {
+		t.Fatalf("first round trip %q, want the BEGIN with the lock", first)
+	}
+	if last[len(last)-1] != "COMMIT" || !strings.Contains(strings.Join(last, ";"), "INSERT INTO runtime_events") {
+		t.Fatalf("last round trip %q, want the entry with the COMMIT", last)
+	}
+	if rep := verify(t, s); rep.HeadSeq != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+// A transaction that sends nothing costs no round trip; one whose
+// statement fails is rolled back, and its connection goes back to the
+// pool outside any transaction.
+func TestLazyTransactionEnds(t *testing.T) {
+	s := nodes(t, 1, nil)[0]
+	ltx, err := begin(ctx, s.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ltx.commitWith(ctx, nil); err != nil || ltx.begun {
+		t.Fatalf("an empty transaction: %v (begun %v)", err, ltx.begun)
+	}
+	ltx, err = begin(ctx, s.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ltx.Exec(ctx, `INSERT INTO kv_missing_table VALUES (1)`); err == nil {
+		t.Fatal("a statement on a missing table ran")
+	}
+	var b pgx.Batch
+	b.Queue(`SELECT 1`)
+	if err := ltx.commitWith(ctx, &b); err == nil {
+		t.Fatal("a failed transaction committed")
+	}
+	// Every connection of the pool is outside a transaction.
+	for range 4 {
+		c, err := s.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := c.Conn().PgConn().TxStatus(); st != 'I' {
+			t.Fatalf("a pooled connection in transaction state %q", st)
+		}
+		defer c.Release()
+	}
+}

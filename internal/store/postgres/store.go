@@ -288,13 +288,17 @@ func parseNullTS(v *string) *time.Time {
 // its operations appended, linked into the chain when it commits (see
 // flush), and the context its statements run on.
 type tx struct {
-	pgx.Tx
+	Tx      *lazyTx
 	s       *Store
 	ctx     context.Context
 	pending []pendingEntry
 	// after are statements that need the seqs flush assigns (a row
 	// naming its event), queued in flush's batch after the entries.
 	after []func(*pgx.Batch)
+	// sp names the savepoint of the batched operation running: each has
+	// its own (savepointName), so that rolling back to one that was
+	// never set fails, instead of undoing the operation before it.
+	sp string
 	// savepoint: a batched operation's savepoint is still to be sent,
 	// with its first statement (writers.batch).
 	savepoint bool
@@ -303,6 +307,20 @@ type tx struct {
 	// ticket is what flush left for the entries it inserted pending: once
 	// the transaction commits, its writer waits on it (ticket.await).
 	ticket *ticket
+	// final is what flush left to send with the COMMIT (commit): the
+	// entries' inserts and the statements that follow them.
+	final *pgx.Batch
+}
+
+// commit sends the transaction's final statements with its COMMIT, in
+// one round trip.
+func (x *tx) commit(ctx context.Context) error {
+	err := x.Tx.commitWith(ctx, x.final)
+	x.final = nil
+	if uniqueViolation(err, "attempt_records_attempt_id_key") {
+		return errAttemptExists
+	}
+	return err
 }
 
 // maxTries bounds how often write runs an operation that PostgreSQL
@@ -344,14 +362,14 @@ func (s *Store) writeOnce(ctx context.Context, fn func(*tx) error) (*ticket, err
 		return nil, err
 	}
 	ctx = context.WithoutCancel(ctx)
-	ptx, err := s.pool.Begin(ctx)
+	ltx, err := begin(ctx, s.pool)
 	if err != nil {
 		return nil, err
 	}
-	x := &tx{Tx: ptx, s: s, ctx: ctx}
+	x := &tx{Tx: ltx, s: s, ctx: ctx}
 	if err = fn(x); err == nil {
 		if err = x.flush(ctx); err == nil {
-			if err = ptx.Commit(ctx); err == nil {
+			if err = x.commit(ctx); err == nil {
 				return x.ticket, nil
 			}
 		}
@@ -359,7 +377,7 @@ func (s *Store) writeOnce(ctx context.Context, fn func(*tx) error) (*ticket, err
 	if x.ticket != nil {
 		s.link.forget(x.ticket)
 	}
-	ptx.Rollback(context.WithoutCancel(ctx))
+	ltx.Rollback(ctx)
 	return nil, err
 }
 

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strconv"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -161,12 +162,12 @@ func (w *writers) deliver(ops []*op, errs []error, tickets []*ticket) {
 // (nothing committed).
 func (w *writers) batch(ops []*op) (t *ticket, errs []error, err error) {
 	ctx := context.Background()
-	ptx, err := w.s.pool.Begin(ctx)
+	ltx, err := begin(ctx, w.s.pool)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer ptx.Rollback(ctx)
-	x := &tx{Tx: ptx, s: w.s, ctx: ctx}
+	defer ltx.Rollback(ctx)
+	x := &tx{Tx: ltx, s: w.s, ctx: ctx}
 	defer func() {
 		if err != nil {
 			unclaim(ops)
@@ -186,12 +187,12 @@ func (w *writers) batch(ops []*op) (t *ticket, errs []error, err error) {
 		}
 		// The savepoint rides with the operation's first statement
 		// (x.savepoint); an operation that sent none has nothing to undo.
-		x.savepoint = true
+		x.sp, x.savepoint = savepointName(i), true
 		mark, markAfter, markLinked := len(x.pending), len(x.after), len(x.linked)
 		if errs[i] = o.fn(x); errs[i] != nil {
 			x.pending, x.after, x.linked = x.pending[:mark], x.after[:markAfter], x.linked[:markLinked]
 			if !x.savepoint {
-				if _, err := ptx.Exec(ctx, `ROLLBACK TO SAVEPOINT op`); err != nil {
+				if _, err := ltx.Exec(ctx, `ROLLBACK TO SAVEPOINT `+x.sp); err != nil {
 					return nil, nil, err
 				}
 			}
@@ -201,7 +202,7 @@ func (w *writers) batch(ops []*op) (t *ticket, errs []error, err error) {
 	if err := x.flush(ctx); err != nil {
 		return nil, nil, err
 	}
-	if err := ptx.Commit(ctx); err != nil {
+	if err := x.commit(ctx); err != nil {
 		if x.ticket != nil {
 			w.s.link.forget(x.ticket)
 		}
@@ -209,6 +210,16 @@ func (w *writers) batch(ops []*op) (t *ticket, errs []error, err error) {
 	}
 	return x.ticket, errs, nil
 }
+
+// savepointNames are the savepoints of a batch's operations, by index.
+var savepointNames = func() (out [maxBatch]string) {
+	for i := range out {
+		out[i] = "op" + strconv.Itoa(i)
+	}
+	return out
+}()
+
+func savepointName(i int) string { return savepointNames[i] }
 
 // The statements of an operation run on the batch's context, never the
 // caller's: a caller giving up must not cancel the statements of the
@@ -218,7 +229,7 @@ func (w *writers) batch(ops []*op) (t *ticket, errs []error, err error) {
 // pipeline; the results are b's.
 func (x *tx) withSavepoint(b *pgx.Batch) pgx.BatchResults {
 	x.savepoint = false
-	b.QueuedQueries = append([]*pgx.QueuedQuery{{SQL: `SAVEPOINT op`}}, b.QueuedQueries...)
+	b.QueuedQueries = append([]*pgx.QueuedQuery{{SQL: `SAVEPOINT ` + x.sp}}, b.QueuedQueries...)
 	br := x.Tx.SendBatch(x.ctx, b)
 	if _, err := br.Exec(); err != nil {
 		br.Close()
