@@ -162,9 +162,10 @@ func (s *Store) Events(ctx context.Context, f host.EventFilter) ([]*host.Event, 
 // hashes the entries as a link pass would (their inserts go with the
 // COMMIT: x.final), and holds the lock until the transaction ends. The
 // writer is then answered at its commit, with no
-// link pass, and its rows are written once. When the lock is taken (a
-// pass, or another writer placing its entries) it reports false and the
-// entries go pending: no writer ever waits for the lock. An uncontended
+// link pass, and its rows are written once. When the lock is taken by
+// this node's other writer placing its entries (linker.placing), it
+// waits for that commit and places its own; when it is taken otherwise (a
+// pass, another node) it reports false and the entries go pending. An uncontended
 // node pays neither a pass nor the rewrite of every row a pass makes. A
 // node that hears other nodes write the chain leaves placing to passes
 // (linker.alone).
@@ -187,9 +188,29 @@ func (x *tx) flushPlaced(ctx context.Context) (bool, error) {
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil && !got && x.s.link.placing.Load() > 0 {
+		// This node's other writer holds it, placing its entries: wait
+		// for its commit rather than go pending.
+		var b pgx.Batch
+		b.Queue(`SELECT pg_advisory_xact_lock($1)`, ChainLock)
+		b.Queue(headQuery)
+		br := x.SendBatch(ctx, &b)
+		_, err = br.Exec()
+		if err == nil {
+			if err = br.QueryRow().Scan(&seq, &hash); errors.Is(err, pgx.ErrNoRows) {
+				err = nil
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		got = err == nil
+	}
 	if err != nil || !got {
 		return false, err
 	}
+	x.placing = true
+	x.s.link.placing.Add(1)
 	now := x.s.now()
 	var ib pgx.Batch
 	for i := range x.pending {

@@ -77,6 +77,9 @@ type linker struct {
 	// othersAt is when (UnixNano) this node last heard of another node
 	// writing the chain: a pass it committed, or entries it placed.
 	othersAt atomic.Int64
+	// placing counts this node's writers holding the chain lock to place
+	// their entries (flushPlaced), until their transactions end.
+	placing atomic.Int32
 
 	idMu      sync.Mutex
 	next, end int64 // this node's block of pend ids: [next, end)

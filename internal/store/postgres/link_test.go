@@ -341,3 +341,44 @@ func TestUnlinkableEntryIsReported(t *testing.T) {
 		t.Fatalf("LogSync: %v, want it to name pending event 999999999 and its time", err)
 	}
 }
+
+// A writer that finds the chain lock taken while this node's other
+// writer places its entries waits for that commit and places its own,
+// instead of leaving them pending for a pass.
+func TestWriterWaitsForItsNodesOtherWriter(t *testing.T) {
+	s := nodes(t, 1, nil)[0]
+	holder, err := pgx.Connect(ctx, s.pool.Config().ConnConfig.ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, ChainLock); err != nil {
+		t.Fatal(err)
+	}
+	s.link.placing.Add(1) // as this node's other writer does while it holds the lock
+	released := make(chan error, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		s.link.placing.Add(-1)
+		_, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, ChainLock)
+		released <- err
+	}()
+	e, err := s.AppendEvent(ctx, host.Event{Type: "test_event", Data: json.RawMessage(`{"n":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	var pend *int64
+	if err := s.pool.QueryRow(ctx, `SELECT pend FROM runtime_events WHERE seq = $1`, e.Seq).Scan(&pend); err != nil {
+		t.Fatalf("event %d: %v", e.Seq, err)
+	}
+	if e.Seq != 1 || pend != nil {
+		t.Fatalf("event at %d, pend %v: want placed by its writer at 1", e.Seq, pend)
+	}
+	if s.link.placing.Load() != 0 {
+		t.Fatalf("%d writers still counted placing after their commits", s.link.placing.Load())
+	}
+	verify(t, s)
+}

@@ -307,6 +307,9 @@ type tx struct {
 	// ticket is what flush left for the entries it inserted pending: once
 	// the transaction commits, its writer waits on it (ticket.await).
 	ticket *ticket
+	// placing: the transaction holds the chain lock to place its entries
+	// (flushPlaced), until it ends (endPlacing).
+	placing bool
 	// final is what flush left to send with the COMMIT (commit): the
 	// entries' inserts and the statements that follow them.
 	final *pgx.Batch
@@ -316,6 +319,7 @@ type tx struct {
 // one round trip.
 func (x *tx) commit(ctx context.Context) error {
 	err := x.Tx.commitWith(ctx, x.final)
+	x.endPlacing()
 	x.final = nil
 	if uniqueViolation(err, "attempt_records_attempt_id_key") {
 		return errAttemptExists
@@ -378,6 +382,7 @@ func (s *Store) writeOnce(ctx context.Context, fn func(*tx) error) (*ticket, err
 		s.link.forget(x.ticket)
 	}
 	ltx.Rollback(ctx)
+	x.endPlacing()
 	return nil, err
 }
 
@@ -430,4 +435,13 @@ func roundTrip(ctx context.Context, pool *pgxpool.Pool) (time.Duration, error) {
 	}
 	slices.Sort(took[:])
 	return took[len(took)/2], nil
+}
+
+// endPlacing notes that the transaction, ended, no longer holds the chain
+// lock.
+func (x *tx) endPlacing() {
+	if x.placing {
+		x.placing = false
+		x.s.link.placing.Add(-1)
+	}
 }

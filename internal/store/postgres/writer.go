@@ -166,8 +166,11 @@ func (w *writers) batch(ops []*op) (t *ticket, errs []error, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	defer ltx.Rollback(ctx)
 	x := &tx{Tx: ltx, s: w.s, ctx: ctx}
+	defer func() {
+		ltx.Rollback(ctx)
+		x.endPlacing()
+	}()
 	defer func() {
 		if err != nil {
 			unclaim(ops)
