@@ -98,7 +98,7 @@ func (x *tx) flush(ctx context.Context) error {
 		}
 	}
 	l := x.s.link
-	pends, err := l.pends(ctx, x.Tx, len(x.pending))
+	pends, err := l.pends(ctx, x, len(x.pending))
 	if err != nil {
 		return err
 	}
@@ -126,6 +126,28 @@ func (x *tx) flush(ctx context.Context) error {
 	}
 	x.pending, x.after, x.linked = nil, nil, nil
 	return nil
+}
+
+// lockHead takes the chain lock with lock (a statement answering
+// whether it got it) and reads the head in one pipeline: the head query,
+// a statement of its own, sees under READ COMMITTED what the lock's
+// previous holder committed.
+func (x *tx) lockHead(ctx context.Context, lock string) (got bool, seq int64, hash string, err error) {
+	var b pgx.Batch
+	b.Queue(lock, ChainLock)
+	b.Queue(headQuery)
+	br := x.SendBatch(ctx, &b)
+	seq, hash = 0, evidence.GenesisHash
+	err = br.QueryRow().Scan(&got)
+	if err == nil {
+		if err = br.QueryRow().Scan(&seq, &hash); errors.Is(err, pgx.ErrNoRows) {
+			err = nil
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return got, seq, hash, err
 }
 
 // AppendEvent implements host.Evidence.
@@ -173,38 +195,11 @@ func (x *tx) flushPlaced(ctx context.Context) (bool, error) {
 	if !x.s.link.alone() {
 		return false, nil
 	}
-	var b pgx.Batch
-	b.Queue(`SELECT pg_try_advisory_xact_lock($1)`, ChainLock)
-	b.Queue(headQuery)
-	br := x.SendBatch(ctx, &b)
-	var got bool
-	seq, hash := int64(0), evidence.GenesisHash
-	err := br.QueryRow().Scan(&got)
-	if err == nil {
-		if err = br.QueryRow().Scan(&seq, &hash); errors.Is(err, pgx.ErrNoRows) {
-			err = nil
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	got, seq, hash, err := x.lockHead(ctx, `SELECT pg_try_advisory_xact_lock($1)`)
 	if err == nil && !got && x.s.link.placing.Load() > 0 {
 		// This node's other writer holds it, placing its entries: wait
 		// for its commit rather than go pending.
-		var b pgx.Batch
-		b.Queue(`SELECT pg_advisory_xact_lock($1)`, ChainLock)
-		b.Queue(headQuery)
-		br := x.SendBatch(ctx, &b)
-		_, err = br.Exec()
-		if err == nil {
-			if err = br.QueryRow().Scan(&seq, &hash); errors.Is(err, pgx.ErrNoRows) {
-				err = nil
-			}
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-		got = err == nil
+		got, seq, hash, err = x.lockHead(ctx, `SELECT true FROM pg_advisory_xact_lock($1)`)
 	}
 	if err != nil || !got {
 		return false, err

@@ -75,47 +75,9 @@ func (t *lazyTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	return br
 }
 
-// Exec runs a statement in the transaction.
-func (t *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if t.begun && !t.closed && t.broken == nil {
-		return t.conn.Exec(ctx, sql, args...)
-	}
-	var b pgx.Batch
-	b.Queue(sql, args...)
-	br := t.SendBatch(ctx, &b)
-	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return tag, err
-}
-
-// Query runs a query in the transaction.
-func (t *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if t.begun && !t.closed && t.broken == nil {
-		return t.conn.Query(ctx, sql, args...)
-	}
-	var b pgx.Batch
-	b.Queue(sql, args...)
-	br := t.SendBatch(ctx, &b)
-	rows, err := br.Query()
-	if err != nil {
-		br.Close()
-		return nil, err
-	}
-	return batchRows{rows, br}, nil
-}
-
-// QueryRow runs a one-row query in the transaction.
-func (t *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if t.begun && !t.closed && t.broken == nil {
-		return t.conn.QueryRow(ctx, sql, args...)
-	}
-	var b pgx.Batch
-	b.Queue(sql, args...)
-	br := t.SendBatch(ctx, &b)
-	return batchRow{br.QueryRow(), br}
-}
+// direct reports whether a statement may go to the connection alone:
+// the BEGIN is sent and took effect, and the transaction is open.
+func (t *lazyTx) direct() bool { return t.begun && !t.closed && t.broken == nil }
 
 // errCommitRolledBack: the database ended the transaction with a
 // rollback at its COMMIT (it had failed before).

@@ -171,16 +171,8 @@ func (x *tx) claimGroup(ctx context.Context, group []*claimReq) error {
 		}
 	}
 	if err != nil {
-		// Each claim claims for itself instead.
-		if !x.savepoint {
-			if _, rerr := x.Tx.Exec(x.ctx, `ROLLBACK TO SAVEPOINT claims`); rerr != nil {
-				return rerr
-			}
-		}
-		x.savepoint = false
-		return nil
+		return x.undo() // each claim claims for itself instead
 	}
-	x.savepoint = false
 	if len(got) > 0 {
 		x.s.setups.saw(version)
 	}
@@ -204,7 +196,7 @@ type leadingRow struct {
 }
 
 func (r leadingRow) Scan(dest ...any) error {
-	return r.row.Scan(append(r.lead, dest...)...)
+	return r.row.Scan(append(r.lead[:len(r.lead):len(r.lead)], dest...)...)
 }
 
 // unclaim drops what claimTogether claimed for ops in a transaction that

@@ -199,8 +199,12 @@ func TestLazyTransactionEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ltx.Exec(ctx, `INSERT INTO kv_missing_table VALUES (1)`); err == nil {
+	x := &tx{Tx: ltx, s: s, ctx: ctx}
+	if _, err := x.Exec(ctx, `INSERT INTO kv_missing_table VALUES (1)`); err == nil {
 		t.Fatal("a statement on a missing table ran")
+	}
+	if _, err := x.Exec(ctx, `SELECT 1`); err == nil {
+		t.Fatal("a statement ran after the BEGIN's pipeline failed")
 	}
 	var b pgx.Batch
 	b.Queue(`SELECT 1`)

@@ -381,8 +381,7 @@ func (s *Store) writeOnce(ctx context.Context, fn func(*tx) error) (*ticket, err
 	if x.ticket != nil {
 		s.link.forget(x.ticket)
 	}
-	ltx.Rollback(ctx)
-	x.endPlacing()
+	x.rollback()
 	return nil, err
 }
 
@@ -435,6 +434,12 @@ func roundTrip(ctx context.Context, pool *pgxpool.Pool) (time.Duration, error) {
 	}
 	slices.Sort(took[:])
 	return took[len(took)/2], nil
+}
+
+// rollback ends the transaction if commit has not (a no-op after it).
+func (x *tx) rollback() {
+	x.Tx.Rollback(x.ctx)
+	x.endPlacing()
 }
 
 // endPlacing notes that the transaction, ended, no longer holds the chain

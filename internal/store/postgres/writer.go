@@ -167,10 +167,7 @@ func (w *writers) batch(ops []*op) (t *ticket, errs []error, err error) {
 		return nil, nil, err
 	}
 	x := &tx{Tx: ltx, s: w.s, ctx: ctx}
-	defer func() {
-		ltx.Rollback(ctx)
-		x.endPlacing()
-	}()
+	defer x.rollback()
 	defer func() {
 		if err != nil {
 			unclaim(ops)
@@ -194,10 +191,8 @@ func (w *writers) batch(ops []*op) (t *ticket, errs []error, err error) {
 		mark, markAfter, markLinked := len(x.pending), len(x.after), len(x.linked)
 		if errs[i] = o.fn(x); errs[i] != nil {
 			x.pending, x.after, x.linked = x.pending[:mark], x.after[:markAfter], x.linked[:markLinked]
-			if !x.savepoint {
-				if _, err := ltx.Exec(ctx, `ROLLBACK TO SAVEPOINT `+x.sp); err != nil {
-					return nil, nil, err
-				}
+			if err := x.undo(); err != nil {
+				return nil, nil, err
 			}
 		}
 		x.savepoint = false
@@ -241,46 +236,63 @@ func (x *tx) withSavepoint(b *pgx.Batch) pgx.BatchResults {
 	return br
 }
 
+// alone reports whether a statement may go to the connection by itself:
+// neither the operation's savepoint nor the transaction's BEGIN is still
+// to go with it.
+func (x *tx) alone() bool { return !x.savepoint && x.Tx.direct() }
+
+// one sends a pipeline of one statement, with what must go with it.
+func (x *tx) one(sql string, args []any) pgx.BatchResults {
+	var b pgx.Batch
+	b.Queue(sql, args...)
+	return x.SendBatch(x.ctx, &b)
+}
+
 // Exec runs a statement in the transaction.
 func (x *tx) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if x.savepoint {
-		var b pgx.Batch
-		b.Queue(sql, args...)
-		br := x.withSavepoint(&b)
-		tag, err := br.Exec()
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-		return tag, err
+	if x.alone() {
+		return x.Tx.conn.Exec(x.ctx, sql, args...)
 	}
-	return x.Tx.Exec(x.ctx, sql, args...)
+	br := x.one(sql, args)
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
 }
 
 // Query runs a query in the transaction.
 func (x *tx) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if x.savepoint {
-		var b pgx.Batch
-		b.Queue(sql, args...)
-		br := x.withSavepoint(&b)
-		rows, err := br.Query()
-		if err != nil {
-			br.Close()
-			return nil, err
-		}
-		return batchRows{rows, br}, nil
+	if x.alone() {
+		return x.Tx.conn.Query(x.ctx, sql, args...)
 	}
-	return x.Tx.Query(x.ctx, sql, args...)
+	br := x.one(sql, args)
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	return batchRows{rows, br}, nil
 }
 
 // QueryRow runs a one-row query in the transaction.
 func (x *tx) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
-	if x.savepoint {
-		var b pgx.Batch
-		b.Queue(sql, args...)
-		br := x.withSavepoint(&b)
-		return batchRow{br.QueryRow(), br}
+	if x.alone() {
+		return x.Tx.conn.QueryRow(x.ctx, sql, args...)
 	}
-	return x.Tx.QueryRow(x.ctx, sql, args...)
+	br := x.one(sql, args)
+	return batchRow{br.QueryRow(), br}
+}
+
+// undo rolls the running operation back to its savepoint, if that was
+// sent (an operation that sent nothing has nothing to undo).
+func (x *tx) undo() error {
+	if x.savepoint {
+		x.savepoint = false
+		return nil
+	}
+	_, err := x.Exec(x.ctx, `ROLLBACK TO SAVEPOINT `+x.sp)
+	return err
 }
 
 // SendBatch sends b in the transaction (with the pending savepoint).

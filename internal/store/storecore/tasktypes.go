@@ -149,19 +149,6 @@ func ListTaskTypes(ctx context.Context, q Querier) ([]host.TaskTypeRoute, error)
 	return out, nil
 }
 
-// ReadTaskSetup is host.TaskSetups.TaskSetup, in one statement: the
-// routes of taskType (the operator's override first, then the manifest
-// routes by pack, as ResolveTaskType), its spec and every agent by id.
-// Each part's error is the one its own read gives (ResolveTaskType,
-// Configs.TaskTypeSpec, Configs.ListAgents); err is the statement's.
-func ReadTaskSetup(ctx context.Context, q Querier, taskType string) (*host.TaskSetup, error) {
-	rows, err := ReadTaskSetupRows(ctx, q, taskType, "")
-	if err != nil {
-		return nil, err
-	}
-	return DecodeTaskSetup(taskType, rows), nil
-}
-
 // The kinds of TaskSetupRow: the operator's route, a manifest route, the
 // spec, an agent. A driver's own rows read with them take kinds from
 // SetupKindDriver on.
@@ -181,8 +168,10 @@ type TaskSetupRow struct {
 	Key, Pack, Node, Rec string
 }
 
-// ReadTaskSetupRows reads the rows of taskType's setup in one statement,
-// and with them, in the same statement (so from the same snapshot), the
+// ReadTaskSetupRows is what host.TaskSetups.TaskSetup reads, in one
+// statement: the rows of taskType's routes (the operator's override
+// first, then the manifest routes by pack, as ResolveTaskType), its spec
+// and every agent by id, and with them, in the same statement (so from the same snapshot), the
 // rows of extra: a SELECT of five columns of TaskSetupRow's types, its
 // kind SetupKindDriver or more ("" for none).
 func ReadTaskSetupRows(ctx context.Context, q Querier, taskType, extra string) ([]TaskSetupRow, error) {
