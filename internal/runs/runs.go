@@ -812,8 +812,20 @@ func (s *Scheduler) Continue(ctx context.Context, alone bool) {
 	}
 }
 
-// continueRun continues r from its event log.
+// continueRun continues r from its event log. The claim that handed r
+// over may predate the end of this process's own execution of it (claimed
+// while it ran, spawned once that execution had returned): r is read
+// again, and a run that since ended or waits on an interrupt is left as
+// it is, not ended as if its node's suspension had been cut short.
 func (s *Scheduler) continueRun(ctx context.Context, r *host.Run) {
+	now, err := s.cfg.Store.Run(ctx, r.Tenant, r.RunID)
+	if err != nil {
+		s.cfg.Log.Error("continue openwop run", "run", r.RunID, "err", err)
+		return
+	}
+	if host.RunTerminal(now.Status) || now.Status == host.RunWaitingApproval {
+		return
+	}
 	evs, err := s.cfg.Store.RunEvents(ctx, r.Tenant, r.RunID)
 	if err != nil {
 		s.cfg.Log.Error("continue openwop run", "run", r.RunID, "err", err)
