@@ -114,7 +114,7 @@ func (s *Store) recordAttempt(tx *wtx, row *attemptRow) error {
 		tx.head = nil
 		return err
 	}
-	tx.head = &eventHead{seq: seq, hash: link}
+	tx.appendedEntry(eventHead{seq: seq, hash: link})
 	a.EventSeq = seq
 	return nil
 }

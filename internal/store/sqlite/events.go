@@ -58,7 +58,7 @@ func (s *Store) appendEvent(tx *wtx, e *host.Event, tenant string) error {
 		tx.head = nil
 		return err
 	}
-	tx.head = &eventHead{seq: e.Seq, hash: e.Hash}
+	tx.appendedEntry(eventHead{seq: e.Seq, hash: e.Hash})
 	return nil
 }
 

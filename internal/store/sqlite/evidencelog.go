@@ -81,7 +81,10 @@ func (s *Store) integrateLog(ctx context.Context, max int) (int, uint64, error) 
 	sign := storecore.SignWith(s.logSigner)
 	err := s.w.do(ctx, func(tx *wtx) error {
 		var err error
-		n, size, err = storecore.IntegrateLog(ctx, coreTx{s: s, tx: tx}, sign, s.logKey(), s.now(), max)
+		n, size, err = storecore.IntegrateLog(ctx, coreTx{s: s, tx: tx}, sign, s.logKey(), s.now(), max, tx.recentFrom)
+		if err == nil {
+			tx.dropRecent(int64(size))
+		}
 		return err
 	})
 	return n, size, err

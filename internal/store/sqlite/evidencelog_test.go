@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/packrun/packrun/host"
@@ -132,5 +133,126 @@ func BenchmarkLogDelay(b *testing.B) {
 			defer s.Close()
 			storetest.BenchLogDelay(b, s, s.LogDelays, c.par)
 		})
+	}
+}
+
+// recentOf is what the writer holds of its committed entries, read in
+// the writer (the sequencer runs there too).
+func recentOf(t *testing.T, s *Store) []eventHead {
+	t.Helper()
+	var got []eventHead
+	if err := s.w.do(ctx, func(tx *wtx) error { got = append([]eventHead(nil), tx.recent...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// The sequencer integrates the entries its writer committed without
+// reading them back, and reads them from the tables where the writer
+// holds none: entries another process appended between this one's, or
+// appended before the store was opened. Either way the log is the tree
+// of the chain.
+func TestEvidenceLogFromTheWritersEntries(t *testing.T) {
+	f := newFixture(t, Options{})
+	appendNotes(t, f, "before", 4)
+	f = reopen(t, f) // 4 entries the new writer never held
+	other, err := Open(ctx, f.path, Options{Now: f.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeOther := sync.OnceFunc(func() { other.Close() })
+	defer closeOther()
+	theOther := &fixture{Store: other, path: f.path, clock: f.clock}
+	appendNotes(t, f, "a", 3)
+	appendNotes(t, theOther, "b", 2) // a gap in f's entries
+	appendNotes(t, f, "c", 3)
+	storetest.CheckLog(t, f.Store, storetest.ChainHashes(t, f.Store), nil)
+	appendNotes(t, theOther, "d", 1)
+	// What the log integrated is let go by the next integration (the
+	// other store, closed now, no longer integrates f's entries first).
+	closeOther()
+	appendNotes(t, f, "e", 2)
+	hashes := storetest.ChainHashes(t, f.Store)
+	if cp := storetest.CheckLog(t, f.Store, hashes, nil); cp.Size != 15 {
+		t.Fatalf("log size %d, want 15", cp.Size)
+	}
+	for _, e := range recentOf(t, f.Store) {
+		if e.seq <= 15 {
+			t.Fatalf("the writer still holds integrated entry %d", e.seq)
+		}
+	}
+}
+
+// Only committed entries are held: a transaction rolled back adds none,
+// one committed adds what it appended, in order.
+func TestWriterHoldsOnlyCommittedEntries(t *testing.T) {
+	d, err := sql.Open("sqlite3", filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	conn, err := d.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	x := &wtx{conn: conn, stmts: map[string]*sql.Stmt{}}
+	step := func(q string) {
+		t.Helper()
+		if _, err := x.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	step(`BEGIN IMMEDIATE`)
+	x.appendedEntry(eventHead{seq: 1, hash: "a"})
+	x.appendedEntry(eventHead{seq: 2, hash: "b"})
+	if err := x.commit(); err != nil {
+		t.Fatal(err)
+	}
+	step(`BEGIN IMMEDIATE`)
+	x.appendedEntry(eventHead{seq: 3, hash: "rolled back"})
+	x.rollback()
+	step(`BEGIN IMMEDIATE`)
+	x.appendedEntry(eventHead{seq: 3, hash: "c"})
+	if err := x.commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(x.recentFrom(1, 10)); got != "[a b c]" || x.committed == nil || x.committed.seq != 3 {
+		t.Fatalf("held %s, committed head %+v; want [a b c] and 3", got, x.committed)
+	}
+	for _, st := range x.stmts {
+		st.Close()
+	}
+}
+
+// recentFrom hands over a run of held entries from next, up to max, and
+// drops those before next.
+func TestRecentFrom(t *testing.T) {
+	x := &wtx{recent: []eventHead{{3, "c"}, {4, "d"}, {5, "e"}, {7, "g"}, {8, "h"}}}
+	if got := x.recentFrom(2, 10); got != nil {
+		t.Fatalf("from 2 (not held): %v", got)
+	}
+	if got := fmt.Sprint(x.recentFrom(4, 10)); got != "[d e]" {
+		t.Fatalf("from 4: %s, want [d e] (stops at the gap)", got)
+	}
+	if len(x.recent) != 4 || x.recent[0].seq != 4 {
+		t.Fatalf("held after from 4: %v", x.recent)
+	}
+	if got := fmt.Sprint(x.recentFrom(7, 1)); got != "[g]" {
+		t.Fatalf("from 7, max 1: %s", got)
+	}
+	if got := x.recentFrom(9, 10); got != nil || len(x.recent) != 0 {
+		t.Fatalf("from 9: %v, held %v", got, x.recent)
+	}
+	// Bounded: committing past maxRecent drops the oldest.
+	x.appended = make([]eventHead, maxRecent+5)
+	for i := range x.appended {
+		x.appended[i] = eventHead{seq: int64(100 + i), hash: "h"}
+	}
+	x.recent = []eventHead{{1, "a"}}
+	keep := x.appended[len(x.appended)-1].seq
+	x.holdAppended()
+	if len(x.recent) != maxRecent || x.recent[len(x.recent)-1].seq != keep || len(x.appended) != 0 {
+		t.Fatalf("held %d entries (last %d), want %d ending at %d", len(x.recent), x.recent[len(x.recent)-1].seq, maxRecent, keep)
 	}
 }

@@ -100,8 +100,14 @@ func readLog(ctx context.Context, q Querier, lock string) (*LogState, error) {
 // key): the first checkpoint signed with one records it, and from then
 // on a store given another key is refused (ErrLogKey) and a store given
 // none integrates nothing, leaving the log to the stores that hold it.
-// It returns how many entries it integrated and the log's size after.
-func IntegrateLog(ctx context.Context, tx Tx, sign func(tlog.Checkpoint) ([]byte, error), key string, now time.Time, max int) (int, uint64, error) {
+// known, when not nil, hands over the hashes of the entries next,
+// next+1, ... that the store's writer committed and still holds (as many
+// as it holds in a row, up to max): those are integrated without reading
+// them back, and only the entries after them are read from the tables
+// (entries another process appended, or appended before the store was
+// opened; usually none). It returns how many entries it integrated and
+// the log's size after.
+func IntegrateLog(ctx context.Context, tx Tx, sign func(tlog.Checkpoint) ([]byte, error), key string, now time.Time, max int, known func(next int64, max int) []string) (int, uint64, error) {
 	st, err := readLog(ctx, tx, tx.Dialect().LockRows)
 	if err != nil {
 		return 0, 0, err
@@ -114,38 +120,24 @@ func IntegrateLog(ctx context.Context, tx Tx, sign func(tlog.Checkpoint) ([]byte
 			return 0, 0, err
 		}
 	}
-	rows, err := tx.Query(ctx, `SELECT seq, hash FROM (
-		SELECT seq, hash FROM runtime_events WHERE seq > $1
-		UNION ALL SELECT seq, hash FROM attempt_records WHERE seq > $1) e
-		ORDER BY seq LIMIT $2`, int64(st.Size), max)
-	if err != nil {
-		return 0, 0, fmt.Errorf("read the chain entries to integrate: %w", err)
+	var hashes []string
+	if known != nil {
+		hashes = known(int64(st.Size)+1, max)
 	}
-	var leaves [][]byte
-	next := int64(st.Size) + 1
-	for rows.Next() {
-		var (
-			seq  int64
-			hash string
-		)
-		if err := rows.Scan(&seq, &hash); err != nil {
-			rows.Close()
-			return 0, 0, err
-		}
-		if seq != next {
-			break // a gap: a write not committed yet (or never)
-		}
-		entry, err := LogEntry(seq, hash)
+	if len(hashes) < max {
+		more, err := readLogEntries(ctx, tx, st.Size+uint64(len(hashes)), max-len(hashes))
 		if err != nil {
-			rows.Close()
 			return 0, 0, err
 		}
-		leaves = append(leaves, tlog.LeafHash(entry))
-		next++
+		hashes = append(hashes, more...)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, 0, fmt.Errorf("read the chain entries to integrate: %w", err)
+	leaves := make([][]byte, len(hashes))
+	for i, hash := range hashes {
+		entry, err := LogEntry(int64(st.Size)+1+int64(i), hash)
+		if err != nil {
+			return 0, 0, err
+		}
+		leaves[i] = tlog.LeafHash(entry)
 	}
 	if len(leaves) == 0 {
 		return 0, st.Size, nil
@@ -181,6 +173,40 @@ func IntegrateLog(ctx context.Context, tx Tx, sign func(tlog.Checkpoint) ([]byte
 		return 0, 0, fmt.Errorf("write the evidence log checkpoint: %w", err)
 	}
 	return len(leaves), in.Size, nil
+}
+
+// readLogEntries reads the hashes of up to max chain entries after size,
+// in seq order from both chain tables, stopping at a gap (a write not
+// committed yet, or never).
+func readLogEntries(ctx context.Context, q Querier, size uint64, max int) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT seq, hash FROM (
+		SELECT seq, hash FROM runtime_events WHERE seq > $1
+		UNION ALL SELECT seq, hash FROM attempt_records WHERE seq > $1) e
+		ORDER BY seq LIMIT $2`, int64(size), max)
+	if err != nil {
+		return nil, fmt.Errorf("read the chain entries to integrate: %w", err)
+	}
+	defer rows.Close()
+	var hashes []string
+	next := int64(size) + 1
+	for rows.Next() {
+		var (
+			seq  int64
+			hash string
+		)
+		if err := rows.Scan(&seq, &hash); err != nil {
+			return nil, err
+		}
+		if seq != next {
+			break
+		}
+		hashes = append(hashes, hash)
+		next++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the chain entries to integrate: %w", err)
+	}
+	return hashes, nil
 }
 
 // ErrLogKey: a store was given a log key other than the one its log's
