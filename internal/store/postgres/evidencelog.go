@@ -78,7 +78,7 @@ func (s *Store) integrateLog(ctx context.Context, max int) (int, uint64, error) 
 	)
 	err := s.writeAlone(ctx, func(x *tx) error {
 		var err error
-		n, size, err = storecore.IntegrateLog(ctx, coreTx{x}, sign, s.logKey(), s.now(), max, nil)
+		n, size, err = storecore.IntegrateLog(ctx, coreTx{x}, sign, s.logKey(), s.now(), max, &s.logKnown)
 		return err
 	})
 	return n, size, err

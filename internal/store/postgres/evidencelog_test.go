@@ -110,3 +110,42 @@ func BenchmarkLogDelay(b *testing.B) {
 		})
 	}
 }
+
+// A node's sequencer integrates the entries the node placed itself (its
+// writers alone, its link passes) without reading them back, and reads
+// the others' from the tables: either way the log is the chain's tree.
+func TestEvidenceLogFromThePlacedEntries(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a := openLogStore(t, dsn)
+	a.logSeq.Close() // integrated below, by hand
+	appendNotes(t, a, "a", 5)
+	held := a.logKnown.Held()
+	hashes := storetest.ChainHashes(t, a)
+	if len(held) != 5 || len(hashes) != 5 {
+		t.Fatalf("node a holds %d entries of the chain's %d", len(held), len(hashes))
+	}
+	for _, e := range held {
+		if hashes[e.Seq-1] != e.Hash {
+			t.Fatalf("node a holds entry %d as %s, the chain has %s", e.Seq, e.Hash, hashes[e.Seq-1])
+		}
+	}
+	if n, size, err := a.integrateLog(ctx, 100); err != nil || n != 5 || size != 5 {
+		t.Fatalf("integrate: %d entries, size %d, %v", n, size, err)
+	}
+	if h := a.logKnown.Held(); len(h) != 0 {
+		t.Fatalf("node a still holds %v after integrating them", h)
+	}
+	// Another node's entries between a's: a reads them.
+	b := openLogStore(t, dsn)
+	appendNotes(t, b, "b", 3)
+	appendNotes(t, a, "a2", 4)
+	appendNotes(t, b, "b2", 2)
+	appendNotes(t, a, "a3", 2)
+	if _, _, err := a.integrateLog(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	hashes = storetest.ChainHashes(t, a)
+	if cp := storetest.CheckLog(t, a, hashes, []uint64{5}); cp.Size != 16 {
+		t.Fatalf("log size %d, want 16", cp.Size)
+	}
+}

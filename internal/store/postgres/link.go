@@ -16,6 +16,7 @@ import (
 
 	"github.com/packrun/packrun/host"
 	"github.com/packrun/packrun/internal/evidence"
+	"github.com/packrun/packrun/internal/store/storecore"
 )
 
 // Appends without a shared lock. A writer's transaction inserts its
@@ -343,6 +344,17 @@ func (t *ticket) unlinked() {
 	}
 }
 
+// knownOf is the places and hashes of entries placed.
+func knownOf(entries []pendingEntry) []storecore.KnownEntry {
+	out := make([]storecore.KnownEntry, 0, len(entries))
+	for i := range entries {
+		if seq := entries[i].seq(); seq > 0 {
+			out = append(out, storecore.KnownEntry{Seq: seq, Hash: entries[i].hash})
+		}
+	}
+	return out
+}
+
 // seq is the entry's place (negative while pending).
 func (p *pendingEntry) seq() int64 {
 	if p.ev != nil {
@@ -630,6 +642,11 @@ func (l *linker) linkBatch(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("link pending chain entries: %w", err)
 	}
 	l.saw(seq)
+	known := make([]storecore.KnownEntry, len(out))
+	for i, k := range out {
+		known[i] = storecore.KnownEntry{Seq: k.seq, Hash: k.hash}
+	}
+	l.s.logKnown.Add(known...)
 	// The writers waiting on them anchor them (ticket.anchor): a node
 	// anchors its own writers' entries, not another node's.
 	l.mu.Lock()

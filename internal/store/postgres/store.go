@@ -131,6 +131,10 @@ type Store struct {
 	pool *pgxpool.Pool
 	opts Options
 	w    *writers
+	// logKnown: the chain entries this node placed (its writers alone,
+	// its link passes) that its sequencer has not integrated yet
+	// (storecore.KnownEntries).
+	logKnown storecore.KnownEntries
 	// secret seals secret memory values (nil: Options.SecretKey unset).
 	secret *storecore.SecretKey
 	// anchor writes and checks this node's signed head checkpoint (nil:
@@ -321,6 +325,9 @@ func (x *tx) commit(ctx context.Context) error {
 	err := x.Tx.commitWith(ctx, x.final)
 	x.endPlacing()
 	x.final = nil
+	if err == nil && x.ticket != nil && x.ticket.placed {
+		x.s.logKnown.Add(knownOf(x.ticket.entries)...)
+	}
 	if uniqueViolation(err, "attempt_records_attempt_id_key") {
 		return errAttemptExists
 	}

@@ -81,10 +81,7 @@ func (s *Store) integrateLog(ctx context.Context, max int) (int, uint64, error) 
 	sign := storecore.SignWith(s.logSigner)
 	err := s.w.do(ctx, func(tx *wtx) error {
 		var err error
-		n, size, err = storecore.IntegrateLog(ctx, coreTx{s: s, tx: tx}, sign, s.logKey(), s.now(), max, tx.recentFrom)
-		if err == nil {
-			tx.dropRecent(int64(size))
-		}
+		n, size, err = storecore.IntegrateLog(ctx, coreTx{s: s, tx: tx}, sign, s.logKey(), s.now(), max, &s.logKnown)
 		return err
 	})
 	return n, size, err

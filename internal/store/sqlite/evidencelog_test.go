@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/store/storecore"
 	"github.com/packrun/packrun/internal/store/storetest"
 )
 
@@ -136,17 +137,6 @@ func BenchmarkLogDelay(b *testing.B) {
 	}
 }
 
-// recentOf is what the writer holds of its committed entries, read in
-// the writer (the sequencer runs there too).
-func recentOf(t *testing.T, s *Store) []eventHead {
-	t.Helper()
-	var got []eventHead
-	if err := s.w.do(ctx, func(tx *wtx) error { got = append([]eventHead(nil), tx.recent...); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return got
-}
-
 // The sequencer integrates the entries its writer committed without
 // reading them back, and reads them from the tables where the writer
 // holds none: entries another process appended between this one's, or
@@ -176,9 +166,9 @@ func TestEvidenceLogFromTheWritersEntries(t *testing.T) {
 	if cp := storetest.CheckLog(t, f.Store, hashes, nil); cp.Size != 15 {
 		t.Fatalf("log size %d, want 15", cp.Size)
 	}
-	for _, e := range recentOf(t, f.Store) {
-		if e.seq <= 15 {
-			t.Fatalf("the writer still holds integrated entry %d", e.seq)
+	for _, e := range f.logKnown.Held() {
+		if e.Seq <= 15 {
+			t.Fatalf("the writer still holds integrated entry %d", e.Seq)
 		}
 	}
 }
@@ -196,7 +186,7 @@ func TestWriterHoldsOnlyCommittedEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	x := &wtx{conn: conn, stmts: map[string]*sql.Stmt{}}
+	x := &wtx{conn: conn, stmts: map[string]*sql.Stmt{}, known: &storecore.KnownEntries{}}
 	step := func(q string) {
 		t.Helper()
 		if _, err := x.Exec(q); err != nil {
@@ -217,42 +207,10 @@ func TestWriterHoldsOnlyCommittedEntries(t *testing.T) {
 	if err := x.commit(); err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(x.recentFrom(1, 10)); got != "[a b c]" || x.committed == nil || x.committed.seq != 3 {
+	if got := fmt.Sprint(x.known.From(1, 10)); got != "[a b c]" || x.committed == nil || x.committed.seq != 3 {
 		t.Fatalf("held %s, committed head %+v; want [a b c] and 3", got, x.committed)
 	}
 	for _, st := range x.stmts {
 		st.Close()
-	}
-}
-
-// recentFrom hands over a run of held entries from next, up to max, and
-// drops those before next.
-func TestRecentFrom(t *testing.T) {
-	x := &wtx{recent: []eventHead{{3, "c"}, {4, "d"}, {5, "e"}, {7, "g"}, {8, "h"}}}
-	if got := x.recentFrom(2, 10); got != nil {
-		t.Fatalf("from 2 (not held): %v", got)
-	}
-	if got := fmt.Sprint(x.recentFrom(4, 10)); got != "[d e]" {
-		t.Fatalf("from 4: %s, want [d e] (stops at the gap)", got)
-	}
-	if len(x.recent) != 4 || x.recent[0].seq != 4 {
-		t.Fatalf("held after from 4: %v", x.recent)
-	}
-	if got := fmt.Sprint(x.recentFrom(7, 1)); got != "[g]" {
-		t.Fatalf("from 7, max 1: %s", got)
-	}
-	if got := x.recentFrom(9, 10); got != nil || len(x.recent) != 0 {
-		t.Fatalf("from 9: %v, held %v", got, x.recent)
-	}
-	// Bounded: committing past maxRecent drops the oldest.
-	x.appended = make([]eventHead, maxRecent+5)
-	for i := range x.appended {
-		x.appended[i] = eventHead{seq: int64(100 + i), hash: "h"}
-	}
-	x.recent = []eventHead{{1, "a"}}
-	keep := x.appended[len(x.appended)-1].seq
-	x.holdAppended()
-	if len(x.recent) != maxRecent || x.recent[len(x.recent)-1].seq != keep || len(x.appended) != 0 {
-		t.Fatalf("held %d entries (last %d), want %d ending at %d", len(x.recent), x.recent[len(x.recent)-1].seq, maxRecent, keep)
 	}
 }

@@ -159,6 +159,9 @@ type Store struct {
 	// (evidencelog.go).
 	logSeq  *storecore.Sequencer
 	logSign logSigner
+	// logKnown: the chain entries the writer committed, not yet
+	// integrated (storecore.KnownEntries).
+	logKnown storecore.KnownEntries
 	// values: the attempt values this Store hashed and stored lately
 	// (evidence.Values), so a repeated value is hashed and written once.
 	values evidence.Values
@@ -225,6 +228,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open host store: %w", err)
 	}
 	*s = Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), config: newConfigCache(gens.routes), subs: newSubsCache(gens.routes), tokens: newTokenCache(gens.routes), keys: keys, hostKey: hk, cp: cp, logSeq: logSeq}
+	w.x.known = &s.logKnown // before any operation reaches the writer
 	s.Ops = storecore.NewOps(s.queue, storecore.SQLiteDialect, opts.Quotas, s.anchoring)
 	s.Configs.Driver = configDriver{s}
 	if err := s.openAnchor(ctx); err != nil {

@@ -15,6 +15,7 @@ import (
 	sqlite3 "github.com/mattn/go-sqlite3"
 
 	"github.com/packrun/packrun/host"
+	"github.com/packrun/packrun/internal/store/storecore"
 )
 
 var errAlreadyClosed = errors.New("already closed")
@@ -60,50 +61,18 @@ type wtx struct {
 	// checkpoint, checkpoint.go).
 	committed *eventHead
 	// appended are the chain entries this transaction appended, in seq
-	// order; emptied by a rollback, moved to recent by a COMMIT.
-	appended []eventHead
-	// recent are chain entries this writer committed and the log has not
-	// integrated yet, in seq order (with gaps where another process
-	// appended): the sequencer takes them from here instead of reading
-	// them back (recentFrom). Bounded by maxRecent, oldest dropped.
-	recent []eventHead
-}
-
-// maxRecent bounds wtx.recent: past it (the log not integrating, its key
-// refused) the oldest entries are dropped, and read back from the
-// database when their turn comes.
-const maxRecent = 1 << 14
-
-// dropRecent lets go of the held entries up to seq through (integrated).
-func (x *wtx) dropRecent(through int64) {
-	i := 0
-	for i < len(x.recent) && x.recent[i].seq <= through {
-		i++
-	}
-	x.recent = x.recent[i:]
+	// order; emptied by a rollback, handed to known by a COMMIT.
+	appended []storecore.KnownEntry
+	// known holds the entries this writer committed that the log has
+	// not integrated yet (the Store's; see storecore.KnownEntries).
+	known *storecore.KnownEntries
 }
 
 // appendedEntry records that the transaction appended h to the chain:
 // it is the head now.
 func (x *wtx) appendedEntry(h eventHead) {
 	x.head = &h
-	x.appended = append(x.appended, h)
-}
-
-// recentFrom returns the hashes of the chain entries next, next+1, ...
-// that this writer committed and still holds, as many as it holds in a
-// row up to max (none when it does not hold next); entries before next
-// (integrated) are dropped.
-func (x *wtx) recentFrom(next int64, max int) []string {
-	x.dropRecent(next - 1)
-	var out []string
-	for j, e := range x.recent {
-		if j == max || e.seq != next+int64(j) {
-			break
-		}
-		out = append(out, e.hash)
-	}
-	return out
+	x.appended = append(x.appended, storecore.KnownEntry{Seq: h.seq, Hash: h.hash})
 }
 
 type eventHead struct {
@@ -672,21 +641,11 @@ func (x *wtx) commit() error {
 		return err
 	}
 	x.committed = x.head
-	x.holdAppended()
-	return nil
-}
-
-// holdAppended moves what the transaction appended, now committed, to
-// recent, keeping at most maxRecent entries.
-func (x *wtx) holdAppended() {
-	if len(x.appended) == 0 {
-		return
+	if x.known != nil {
+		x.known.Add(x.appended...)
 	}
-	if over := len(x.recent) + len(x.appended) - maxRecent; over > 0 {
-		x.recent = x.recent[min(over, len(x.recent)):]
-	}
-	x.recent = append(x.recent, x.appended[max(0, len(x.appended)-maxRecent):]...)
 	x.appended = x.appended[:0]
+	return nil
 }
 
 // rollback ends the transaction, if SQLite has not already done so.

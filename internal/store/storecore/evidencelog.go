@@ -100,14 +100,14 @@ func readLog(ctx context.Context, q Querier, lock string) (*LogState, error) {
 // key): the first checkpoint signed with one records it, and from then
 // on a store given another key is refused (ErrLogKey) and a store given
 // none integrates nothing, leaving the log to the stores that hold it.
-// known, when not nil, hands over the hashes of the entries next,
-// next+1, ... that the store's writer committed and still holds (as many
-// as it holds in a row, up to max): those are integrated without reading
-// them back, and only the entries after them are read from the tables
-// (entries another process appended, or appended before the store was
-// opened; usually none). It returns how many entries it integrated and
-// the log's size after.
-func IntegrateLog(ctx context.Context, tx Tx, sign func(tlog.Checkpoint) ([]byte, error), key string, now time.Time, max int, known func(next int64, max int) []string) (int, uint64, error) {
+// known, when not nil, holds entries the store placed itself: the run
+// of them from the log's size on is integrated without reading it back,
+// and only the entries after it are read from the tables (entries
+// another process or node placed, or placed before the store was opened;
+// usually none on SQLite and on a node alone). What is integrated is let
+// go of. It returns how many entries it integrated and the log's size
+// after.
+func IntegrateLog(ctx context.Context, tx Tx, sign func(tlog.Checkpoint) ([]byte, error), key string, now time.Time, max int, known *KnownEntries) (int, uint64, error) {
 	st, err := readLog(ctx, tx, tx.Dialect().LockRows)
 	if err != nil {
 		return 0, 0, err
@@ -122,7 +122,7 @@ func IntegrateLog(ctx context.Context, tx Tx, sign func(tlog.Checkpoint) ([]byte
 	}
 	var hashes []string
 	if known != nil {
-		hashes = known(int64(st.Size)+1, max)
+		hashes = known.From(int64(st.Size)+1, max)
 	}
 	if len(hashes) < max {
 		more, err := readLogEntries(ctx, tx, st.Size+uint64(len(hashes)), max-len(hashes))
@@ -171,6 +171,9 @@ func IntegrateLog(ctx context.Context, tx Tx, sign func(tlog.Checkpoint) ([]byte
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO evidence_checkpoints (size, note, at) VALUES ($1, $2, $3)`, int64(in.Size), string(note), at); err != nil {
 		return 0, 0, fmt.Errorf("write the evidence log checkpoint: %w", err)
+	}
+	if known != nil {
+		known.Drop(int64(in.Size)) // at worst, if this transaction rolls back, read again
 	}
 	return len(leaves), in.Size, nil
 }
