@@ -57,6 +57,14 @@ const pendingQuery = `SELECT seq, kind, time, type, task_id, attempt_id, data, h
 	UNION ALL SELECT seq, 'a', '', '', '', '', '', hash FROM attempt_records WHERE seq < 0) p
 	ORDER BY seq DESC LIMIT $1`
 
+// anyPendingQuery says whether any entry is pending: the lowest seq of
+// each table, read from its primary key's first entry (min() of an
+// indexed column). An EXISTS (... WHERE seq < 0) was planned as a
+// sequential scan of the tables while their statistics were young, and
+// at every idle poll (linkPoll) read them whole to find nothing.
+const anyPendingQuery = `SELECT COALESCE((SELECT min(seq) FROM runtime_events), 0) < 0
+	OR COALESCE((SELECT min(seq) FROM attempt_records), 0) < 0`
+
 // linkEvents and linkAttempts give pending rows their places: $1 the
 // pending seqs, $2 the places, $3 the previous entries' hashes, $4 theirs.
 const (
@@ -518,8 +526,7 @@ func (l *linker) pass(ctx context.Context, idle bool) error {
 		any bool
 	)
 	if idle {
-		err = l.s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runtime_events WHERE seq < 0)
-			OR EXISTS (SELECT 1 FROM attempt_records WHERE seq < 0)`).Scan(&any)
+		err = l.s.pool.QueryRow(ctx, anyPendingQuery).Scan(&any)
 	}
 	for err == nil && (!idle || any) {
 		var linked int

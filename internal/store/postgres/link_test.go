@@ -382,3 +382,64 @@ func TestWriterWaitsForItsNodesOtherWriter(t *testing.T) {
 	}
 	verify(t, s)
 }
+
+// An idle node's poll for entries a crashed writer left pending reads
+// each table's lowest seq from its primary key: it says so while one is
+// pending and not after, and never scans a table (the EXISTS it replaced
+// was planned as a sequential scan of a young table, read whole every
+// 50 ms to find nothing).
+func TestIdlePollReadsTheIndex(t *testing.T) {
+	ns := nodes(t, 2, nil)
+	dead, live := ns[0], ns[1]
+	for i := range 3000 {
+		if _, err := live.AppendEvent(ctx, host.Event{Type: "test_event", Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	anyPending := func() bool {
+		t.Helper()
+		var any bool
+		if err := live.pool.QueryRow(ctx, anyPendingQuery).Scan(&any); err != nil {
+			t.Fatal(err)
+		}
+		return any
+	}
+	if anyPending() {
+		t.Fatal("pending entries reported where none is")
+	}
+	dead.link.close()
+	release := holdChainLock(t, dead)
+	if _, err := dead.AppendEvent(ctx, host.Event{Type: "test_event", Data: json.RawMessage(`{"n":-1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if !anyPending() {
+		t.Fatal("an entry left pending is not reported")
+	}
+	release()
+	deadline := time.Now().Add(20 * time.Second)
+	for pendingRows(t, live) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the pending entry was never linked")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if anyPending() {
+		t.Fatal("pending entries reported after every entry was linked")
+	}
+	rows, err := live.pool.Query(ctx, "EXPLAIN "+anyPendingQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	rows.Close()
+	if p := strings.Join(plan, "\n"); strings.Contains(p, "Seq Scan") || !strings.Contains(p, "runtime_events_pkey") {
+		t.Fatalf("the poll's plan scans a table:\n%s", p)
+	}
+}
