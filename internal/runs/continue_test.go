@@ -2,14 +2,12 @@ package runs
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/packrun/packrun/host"
-	"github.com/packrun/packrun/internal/store/sqlite"
 )
 
 // TestContinueLeavesAWaitingRun: Continue may claim a run while this
@@ -20,11 +18,7 @@ import (
 // a log holding a suspension and a run still running means).
 func TestContinueLeavesAWaitingRun(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "packrun.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t)
 	const runner = "runner-1"
 	s := New(Config{Store: st, RunnerID: runner, LeaseTTL: time.Minute, Log: hclog.NewNullLogger()})
 	t.Cleanup(s.Stop)

@@ -53,11 +53,7 @@ func TestMemoryRedact(t *testing.T) {
 // foreign ref lists nothing although its tenant holds entries.
 func TestMemoryAdapter(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "packrun.db"), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t)
 	now := time.Now()
 	a := &memoryAdapter{mem: st, tenant: "acme", secrets: map[string]string{}, now: func() time.Time { return now }}
 	b := &memoryAdapter{mem: st, tenant: "rival", secrets: map[string]string{}, now: time.Now}
@@ -121,4 +117,15 @@ func FuzzResolveMemoryRef(f *testing.F) {
 			t.Fatalf("%q for tenant %q resolved to %+v", ref, tenant, sc)
 		}
 	})
+}
+
+// openStore opens a SQLite store of its own for the test.
+func openStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "packrun.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

@@ -24,6 +24,19 @@ func pendingRows(t *testing.T, s *Store) int {
 	return n
 }
 
+// awaitNoPending waits until no entry is pending, or fails saying what
+// never happened.
+func awaitNoPending(t *testing.T, s *Store, what string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for pendingRows(t, s) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // holdChainLock takes ChainLock in a session of its own, as a link pass
 // or a writer placing its entries on another node would hold it, until
 // release is called (or the test ends): writes meanwhile go pending.
@@ -197,13 +210,7 @@ func TestPendingEntriesLinkedByAnotherNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	release()
-	deadline := time.Now().Add(20 * time.Second)
-	for pendingRows(t, live) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the live node's poll never linked the dead node's entries")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitNoPending(t, live, "the live node's poll never linked the dead node's entries")
 	rep := verify(t, live)
 	if rep.HeadSeq != 2 {
 		t.Fatalf("report %+v", rep)
@@ -416,13 +423,7 @@ func TestIdlePollReadsTheIndex(t *testing.T) {
 		t.Fatal("an entry left pending is not reported")
 	}
 	release()
-	deadline := time.Now().Add(20 * time.Second)
-	for pendingRows(t, live) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the pending entry was never linked")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitNoPending(t, live, "the pending entry was never linked")
 	if anyPending() {
 		t.Fatal("pending entries reported after every entry was linked")
 	}
