@@ -60,6 +60,7 @@ func TestExitCodes(t *testing.T) {
 		{"bad log level", []string{"--log-level", "loud", "version"}, 64, "--log-level"},
 		{"no workers", []string{"serve", "--workers", "0"}, 64, "--workers 0: must be between 1 and 1024"},
 		{"too many workers", []string{"serve", "--workers", "100000"}, 64, "--workers 100000"},
+		{"bad WAL reserve", []string{"serve", "--wal-reserve", "lots"}, 64, `--wal-reserve: "lots" is not a size`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -29,6 +29,7 @@ func (a *app) serveCommand() *cobra.Command {
 	var workers int
 	var insecure bool
 	var rateLimit float64
+	var walReserve string
 	var quotas quotaFlags
 	var metricsToken, runnerID string
 	var lease time.Duration
@@ -113,6 +114,10 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			if workers < 1 || workers > maxWorkers {
 				return withCode(exitUsage, fmt.Errorf("--workers %d: must be between 1 and %d", workers, maxWorkers))
 			}
+			reserve, err := parseSize(walReserve)
+			if err != nil {
+				return usageError("--wal-reserve: %v", err)
+			}
 			if rateLimit < 0 {
 				return usageError("--rate-limit %g: must be 0 (no limit) or more", rateLimit)
 			}
@@ -150,7 +155,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 			}
 			obs := observe.New(observe.Config{Log: a.log, Token: metricsToken, Home: a.home,
 				Announce: func(msg string) { fmt.Fprintf(a.stderr, "packrun %s\n", msg) }})
-			h, err := a.open(ctx, readWrite, packrun.Config{PoolSize: 2, Workers: workers, Observer: obs, LeaseTTL: lease, RunnerID: runnerID, Quotas: qcfg,
+			h, err := a.open(ctx, readWrite, packrun.Config{PoolSize: 2, Workers: workers, Observer: obs, WALReserve: int64(reserve), LeaseTTL: lease, RunnerID: runnerID, Quotas: qcfg,
 				LogKeyFile: logKey, LogOrigin: logOrigin})
 			if err != nil {
 				return stopped(err)
@@ -252,6 +257,7 @@ throughput; see RATIONALE.md). Setting GOGC or GOMEMLIMIT turns the floor off.`,
 	cmd.Flags().BoolVar(&publicRegistry, "public-pack-registry", false, "serve openwop's pack registry read API (GET /v1/packs/...: the installed packs, their pack.json, signature and archive) without a token, as openwop's registry clients read it")
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate (chain)")
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
+	cmd.Flags().StringVar(&walReserve, "wal-reserve", "64MiB", "with the home's SQLite database: how much of its write-ahead log to write ahead of use at start-up, in the background, so that each commit's sync overwrites blocks already on disk instead of growing the file (64MiB: the log's size between checkpoints; 0: none, as on btrfs or ZFS, which never overwrite in place)")
 	cmd.Flags().Float64Var(&rateLimit, "rate-limit", 200, "requests a second each token may make on average (twice as many at once); 0: no limit")
 	cmd.Flags().StringVar(&metricsToken, "metrics-token", "", "bearer token /metrics, /healthz and /readyz require (default: none needed)")
 	durationVar(cmd.Flags(), &lease, "lease", 30*time.Second, "how long a claimed task (with a postgres store) or an openwop run stays this node's without a heartbeat (renewed every third of it); past it, another node reclaims it")

@@ -57,6 +57,17 @@ type Options struct {
 	// queue is empty before committing (default 0: commit at once; batches
 	// still form from whatever arrives while the previous commit syncs).
 	BatchDelay time.Duration
+	// WALReserve is how much of the write-ahead log the store writes
+	// with zeros ahead of use, in the background, once opened (default 0:
+	// none). An fsync of a commit appended past the end of the file
+	// also writes the file's size and new blocks (≈ 0.3 ms a sync on this
+	// disk) where one over bytes already written does not (≈ 0.2 ms); the
+	// WAL is reused from its start after each checkpoint, so the reserve
+	// pays until the WAL reaches its largest size of its own. For a
+	// long-running host (serve): a command that opens the store for a
+	// moment would write the reserve for nothing. 64 MiB matches the
+	// checkpoint interval (wal_autocheckpoint).
+	WALReserve int64
 	// SecretKeyFile holds the key that seals secret memory values at rest
 	// (see secrets.go): 64 hex digits. Default: secret.key beside the
 	// database. It is created (0600) when the first secret is stored. Back
@@ -162,6 +173,12 @@ type Store struct {
 	// logKnown: the chain entries the writer committed, not yet
 	// integrated (storecore.KnownEntries).
 	logKnown storecore.KnownEntries
+	// stopReserve ends the WAL reserve (Options.WALReserve), which closes
+	// reserved when it returns, after setting reserveErr (why it stopped
+	// short, if it did); both nil without one.
+	stopReserve context.CancelFunc
+	reserved    chan struct{}
+	reserveErr  error
 	// values: the attempt values this Store hashed and stored lately
 	// (evidence.Values), so a repeated value is hashed and written once.
 	values evidence.Values
@@ -229,6 +246,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	*s = Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), config: newConfigCache(gens.routes), subs: newSubsCache(gens.routes), tokens: newTokenCache(gens.routes), keys: keys, hostKey: hk, cp: cp, logSeq: logSeq}
 	w.x.known = &s.logKnown // before any operation reaches the writer
+	if opts.WALReserve > 0 {
+		rctx, stop := context.WithCancel(context.Background())
+		s.stopReserve, s.reserved = stop, make(chan struct{})
+		go func() {
+			defer close(s.reserved)
+			s.reserveErr = w.reserveWAL(rctx, opts.WALReserve)
+		}()
+	}
 	s.Ops = storecore.NewOps(s.queue, storecore.SQLiteDialect, opts.Quotas, s.anchoring)
 	s.Configs.Driver = configDriver{s}
 	if err := s.openAnchor(ctx); err != nil {
@@ -272,6 +297,11 @@ func (s *Store) Close() error {
 	if s.logSeq != nil {
 		s.logSeq.Close()
 	}
+	if s.stopReserve != nil {
+		s.stopReserve()
+		<-s.reserved
+		s.stopReserve = nil
+	}
 	werr := s.w.close()
 	if werr == errAlreadyClosed {
 		return nil
@@ -284,6 +314,21 @@ func (s *Store) Close() error {
 	}
 	s.gens.close()
 	return werr
+}
+
+// AwaitWALReserve waits until the WAL reserve (Options.WALReserve) is
+// written, and returns what stopped it short if something did (nil
+// without a reserve), or ctx's error if ctx ends first.
+func (s *Store) AwaitWALReserve(ctx context.Context) error {
+	if s.reserved == nil {
+		return nil
+	}
+	select {
+	case <-s.reserved:
+		return s.reserveErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (s *Store) now() time.Time { return s.opts.Now().UTC() }

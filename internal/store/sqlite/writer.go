@@ -611,6 +611,52 @@ func (w *writer) syncWAL() error {
 	return w.wal.Sync()
 }
 
+// walReserveChunk is how much of the WAL reserveWAL writes in one write
+// transaction (≈ 1 ms of the writer's time).
+const walReserveChunk = 1 << 20
+
+// reserveWAL writes zeros past the end of the WAL until the file holds
+// size bytes (see Options.WALReserve), a chunk at a time, each in a write
+// transaction of its own: SQLite's write lock is held, so no writer of
+// this or another process appends frames meanwhile, and the zeros go only
+// past the file's end, where no frame is. SQLite reads a WAL up to its
+// last valid frame and takes zeros for its end, as it does the older
+// frames a restarted WAL leaves behind. The transaction's sync makes the
+// new blocks durable before any commit's frames overwrite them. It returns
+// when the WAL holds size bytes, on the first error (a reserve is an
+// optimisation: the WAL stays as SQLite keeps it) or once ctx ends.
+func (w *writer) reserveWAL(ctx context.Context, size int64) error {
+	f, err := os.OpenFile(w.walPath, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zeros := make([]byte, 64<<10)
+	for more := true; more; {
+		err := w.do(ctx, func(*wtx) error {
+			fi, err := f.Stat()
+			if err != nil {
+				return err
+			}
+			at := fi.Size()
+			end := min(size, at+walReserveChunk)
+			for at < end {
+				n, err := f.WriteAt(zeros[:min(int64(len(zeros)), end-at)], at)
+				if err != nil {
+					return err
+				}
+				at += int64(n)
+			}
+			more = at < size
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // touch marks the transaction as changing data cached under generation g:
 // g is bumped now, before the commit, and again when the transaction is
 // over, whether it committed or not (see memCache for why both).
