@@ -246,14 +246,6 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	*s = Store{db: d, w: w, opts: opts, gens: gens, mc: newMemCache(gens.memory), routes: newRouteCache(gens.routes), config: newConfigCache(gens.routes), subs: newSubsCache(gens.routes), tokens: newTokenCache(gens.routes), keys: keys, hostKey: hk, cp: cp, logSeq: logSeq}
 	w.x.known = &s.logKnown // before any operation reaches the writer
-	if opts.WALReserve > 0 {
-		rctx, stop := context.WithCancel(context.Background())
-		s.stopReserve, s.reserved = stop, make(chan struct{})
-		go func() {
-			defer close(s.reserved)
-			s.reserveErr = w.reserveWAL(rctx, opts.WALReserve)
-		}()
-	}
 	s.Ops = storecore.NewOps(s.queue, storecore.SQLiteDialect, opts.Quotas, s.anchoring)
 	s.Configs.Driver = configDriver{s}
 	if err := s.openAnchor(ctx); err != nil {
@@ -276,6 +268,17 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s.sweepTemp()
 	s.sweepPackTemp()
+	// Last: the reserve is for the store's work, not its start-up's (the
+	// log's first integration, the anchor), and a failed Open has none
+	// to stop.
+	if opts.WALReserve > 0 {
+		rctx, stop := context.WithCancel(context.Background())
+		s.stopReserve, s.reserved = stop, make(chan struct{})
+		go func() {
+			defer close(s.reserved)
+			s.reserveErr = w.reserveWAL(rctx, opts.WALReserve)
+		}()
+	}
 	return s, nil
 }
 
