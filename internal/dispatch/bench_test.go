@@ -149,6 +149,7 @@ func BenchmarkEvidenceCost(b *testing.B) {
 				b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/attempt")
 				if ws := st.WriterStats(); ws.Commits > 0 && m.mode == evidence {
 					b.ReportMetric(float64(ws.Ops)/float64(ws.Commits), "ops/commit")
+					b.ReportMetric(float64(ws.Ops)/float64(ws.Syncs), "ops/sync")
 					b.ReportMetric(float64(ws.CPU.Nanoseconds())/1000/float64(ws.Ops), "writer-cpu-µs/attempt")
 				}
 			})

@@ -256,17 +256,25 @@ func oneLine(err error, path string) string {
 }
 
 // noteKey records pub as the chain's anchoring key if it is not already.
+// a.mu is not held while the store records it: record is a write that
+// may wait for the database's write lock, and Offer, which takes a.mu, is
+// called by the store's sync as each commit reaches the disk: later
+// commits would wait for the record to be synced and answered.
 func (a *Anchor) noteKey(pub string) error {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.recorded == pub || a.record == nil {
+	record := a.record
+	if a.recorded == pub || record == nil {
 		a.recorded = pub
+		a.mu.Unlock()
 		return nil
 	}
-	if err := a.record(pub); err != nil {
+	a.mu.Unlock()
+	if err := record(pub); err != nil {
 		return fmt.Errorf("record the evidence anchor's host key: %w", err)
 	}
+	a.mu.Lock()
 	a.recorded = pub
+	a.mu.Unlock()
 	return nil
 }
 

@@ -89,3 +89,28 @@ func TestVerifyChainTextColumnsHoldingNUL(t *testing.T) {
 		t.Fatalf("report %+v, broken %+v; want att-1 broken", rep, rep.Broken)
 	}
 }
+
+// The writer starts a transaction from the head its last commit left
+// only while no other connection has committed (PRAGMA data_version):
+// two stores on one database, as two processes, appending in turn, each
+// append right after the other's, keep one unbroken chain.
+func TestChainHeadAcrossStores(t *testing.T) {
+	f := newFixture(t, Options{})
+	other := f.another(t)
+	const rounds = 50
+	for i := range rounds {
+		for j, s := range []*Store{f.Store, other} {
+			e, err := s.AppendEvent(ctx, host.Event{Type: "test.turn", Data: json.RawMessage(`{"round":1}`)})
+			if err != nil {
+				t.Fatalf("round %d, store %d: %v", i, j, err)
+			}
+			if want := int64(2*i + j + 1); e.Seq != want {
+				t.Fatalf("round %d, store %d: seq %d, want %d", i, j, e.Seq, want)
+			}
+		}
+	}
+	rep, err := f.VerifyChain(ctx)
+	if err != nil || !rep.OK || rep.Events != 2*rounds {
+		t.Fatalf("chain: %+v %v (broken %+v)", rep, err, rep.Broken)
+	}
+}

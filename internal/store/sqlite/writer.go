@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"os"
@@ -66,6 +67,94 @@ type wtx struct {
 	// known holds the entries this writer committed that the log has
 	// not integrated yet (the Store's; see storecore.KnownEntries).
 	known *storecore.KnownEntries
+	// last is the chain head as of the writer's last COMMIT, and version
+	// the database's PRAGMA data_version read inside that transaction:
+	// while no other connection commits, data_version keeps its value
+	// (SQLite does not count a connection's own commits), so a
+	// transaction that finds it unchanged starts from last instead of
+	// reading the head from the tables (headQuery). nil when unknown:
+	// before the first commit, after a rollback, or once another
+	// connection (another process's writer) has committed.
+	last    *eventHead
+	version int64
+	// dataVersion is PRAGMA data_version prepared on the driver's
+	// connection: read once per transaction, through the driver it costs
+	// a third of what database/sql's QueryRow does.
+	dataVersion driver.Stmt
+	dest        []driver.Value
+}
+
+// begin starts a write transaction (BEGIN IMMEDIATE: the database's
+// write lock is the writer's until COMMIT or ROLLBACK, so the chain
+// cannot move under it) and the chain head it starts from (see last).
+func (x *wtx) begin() error {
+	x.head = nil
+	if _, err := x.Exec(`BEGIN IMMEDIATE`); err != nil {
+		x.last = nil
+		return err
+	}
+	v, err := x.readDataVersion()
+	if err != nil {
+		x.last = nil
+		return nil // the head is read from the tables when needed
+	}
+	if x.last != nil && v == x.version {
+		h := *x.last
+		x.head = &h
+	} else {
+		x.last = nil
+	}
+	x.version = v
+	return nil
+}
+
+// readDataVersion reads PRAGMA data_version (see last).
+func (x *wtx) readDataVersion() (v int64, err error) {
+	err = x.conn.Raw(func(dc any) error {
+		if x.dataVersion == nil {
+			c, ok := dc.(*sqlite3.SQLiteConn)
+			if !ok {
+				return fmt.Errorf("not a SQLite connection: %T", dc)
+			}
+			st, err := c.Prepare(`PRAGMA data_version`)
+			if err != nil {
+				return err
+			}
+			x.dataVersion, x.dest = st, make([]driver.Value, 1)
+		}
+		rows, err := x.dataVersion.Query(nil) //nolint:staticcheck // the driver's own method; no context is needed
+		if err != nil {
+			return err
+		}
+		err = rows.Next(x.dest)
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		n, ok := x.dest[0].(int64)
+		if !ok {
+			return fmt.Errorf("PRAGMA data_version returned %T", x.dest[0])
+		}
+		v = n
+		return nil
+	})
+	return v, err
+}
+
+// keepHead records, after a COMMIT, the chain head the next transaction
+// may start from: the last entry the transaction appended, else the head
+// it read, else (it did not touch the chain) the one it started from.
+func (x *wtx) keepHead() {
+	switch {
+	case x.committed != nil:
+		h := *x.committed
+		x.last = &h
+	case x.head != nil:
+		h := *x.head
+		x.last = &h
+	}
 }
 
 // appendedEntry records that the transaction appended h to the chain:
@@ -247,11 +336,12 @@ type WriterStats struct {
 	Commits int64         // write transactions run
 	Ops     int64         // operations they carried: Ops ÷ Commits is the mean group commit
 	CPU     time.Duration // CPU time of the writer's thread running them (Linux; 0 elsewhere)
+	Syncs   int64         // fsyncs of the WAL that made them durable (one may cover several commits)
 }
 
 // WriterStats reports what the store's writer has done since Open.
 func (s *Store) WriterStats() WriterStats {
-	return WriterStats{Commits: s.w.commits.Load(), Ops: s.w.committed.Load(), CPU: time.Duration(s.w.cpu.Load())}
+	return WriterStats{Commits: s.w.commits.Load(), Ops: s.w.committed.Load(), CPU: time.Duration(s.w.cpu.Load()), Syncs: s.w.syncs.Load()}
 }
 
 // Ping checks that the store takes writes: the writer has not failed
@@ -372,6 +462,9 @@ func (w *writer) close() error {
 		w.wal.Close()
 	}
 	w.cache.close()
+	if w.x.dataVersion != nil {
+		w.x.dataVersion.Close()
+	}
 	for _, st := range w.x.stmts {
 		st.Close()
 	}
@@ -456,7 +549,7 @@ func (w *writer) commit(batch []*op) []error {
 		o := batch[0]
 		err := o.ctx.Err()
 		if err == nil {
-			if _, err = x.Exec(`BEGIN IMMEDIATE`); err != nil {
+			if err = x.begin(); err != nil {
 				err = fmt.Errorf("begin write transaction: %w", err)
 			} else if err = runAlone(x, o.fn); err != nil {
 				x.rollback()
@@ -476,7 +569,7 @@ func (w *writer) commit(batch []*op) []error {
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		if _, err := x.Exec(`BEGIN IMMEDIATE`); err != nil {
+		if err := x.begin(); err != nil {
 			undecided(fmt.Errorf("begin write transaction: %w", err))
 			break
 		}
@@ -686,7 +779,11 @@ func (x *wtx) commit() error {
 		x.rollback()
 		return err
 	}
-	x.committed = x.head
+	x.committed = nil
+	if n := len(x.appended); n > 0 {
+		x.committed = &eventHead{seq: x.appended[n-1].Seq, hash: x.appended[n-1].Hash}
+	}
+	x.keepHead()
 	if x.known != nil {
 		x.known.Add(x.appended...)
 	}
@@ -696,7 +793,7 @@ func (x *wtx) commit() error {
 
 // rollback ends the transaction, if SQLite has not already done so.
 func (x *wtx) rollback() {
-	x.head = nil
+	x.head, x.last = nil, nil
 	x.appended = x.appended[:0]
 	_, _ = x.Exec(`ROLLBACK`) // "no transaction is active" when SQLite rolled back itself
 }
