@@ -313,7 +313,8 @@ type writer struct {
 	// runs while the last one is synced: run hands each committed batch
 	// over on syncq (one waits there at most), and sync acknowledges its
 	// operations once an fsync of the WAL that began after the commit has
-	// returned.
+	// returned. When nothing is being synced and no operation waits, run
+	// syncs the commit itself (see pending).
 	walPath  string
 	wal      *os.File
 	onHead   func(eventHead)
@@ -325,8 +326,12 @@ type writer struct {
 	// operations they carried, cpu the CPU time (ns) the writer's thread
 	// spent running them (WriterStats).
 	commits, committed, cpu atomic.Int64
-	// syncs counts the WAL syncs (fsyncs) sync has made.
+	// syncs counts the WAL syncs (fsyncs) made.
 	syncs atomic.Int64
+	// pending counts the committed batches handed to sync and not yet
+	// made durable: while it is zero the writer may sync a commit itself
+	// (run), and the WAL is never synced by both at once.
+	pending atomic.Int64
 	// onCommit is Options.OnCommit (may be nil).
 	onCommit func(ops int, took time.Duration)
 }
@@ -528,8 +533,18 @@ func (w *writer) run() {
 			for i, o := range batch {
 				o.done <- results[i]
 			}
+		} else if c := (committed{ops: batch, results: results, head: w.x.committed}); w.pending.Load() == 0 && len(w.ops) == 0 {
+			// Nothing is being synced and no operation waits: the writer
+			// syncs this commit itself rather than wake the sync goroutine
+			// for it, one hand-off less for a lone caller (a one-client
+			// server). Under load commits go to sync, and the writer runs
+			// the next batch while the last one is synced.
+			if head, err := w.durable([]committed{c}); head != nil && err == nil && w.onHead != nil {
+				w.onHead(*head)
+			}
 		} else {
-			w.syncq <- committed{ops: batch, results: results, head: w.x.committed}
+			w.pending.Add(1)
+			w.syncq <- c
 			batch = make([]*op, 0, w.maxOps) // the last one is sync's now
 		}
 		if !open {
@@ -663,30 +678,39 @@ func (w *writer) sync() {
 				break more
 			}
 		}
-		var err error
-		if p := w.syncFail.Load(); p != nil {
-			err = *p
-		} else if err = w.syncWAL(); err != nil {
-			err = fmt.Errorf("sync the database to disk: %w; the store refuses writes until it is opened again", err)
-			w.syncFail.Store(&err)
-		}
-		var head *eventHead
-		for _, c := range waiting {
-			for i, o := range c.ops {
-				r := c.results[i]
-				if r == nil {
-					r = err
-				}
-				o.done <- r
-			}
-			if c.head != nil {
-				head = c.head
-			}
-		}
+		head, err := w.durable(waiting)
+		w.pending.Add(-int64(len(waiting)))
 		if head != nil && err == nil && w.onHead != nil {
 			w.onHead(*head)
 		}
 	}
+}
+
+// durable makes committed batches durable with one fsync of the WAL that
+// begins now, after their commits, and answers their operations; it
+// returns the last chain head they left and the sync's error.
+func (w *writer) durable(waiting []committed) (*eventHead, error) {
+	var err error
+	if p := w.syncFail.Load(); p != nil {
+		err = *p
+	} else if err = w.syncWAL(); err != nil {
+		err = fmt.Errorf("sync the database to disk: %w; the store refuses writes until it is opened again", err)
+		w.syncFail.Store(&err)
+	}
+	var head *eventHead
+	for _, c := range waiting {
+		for i, o := range c.ops {
+			r := c.results[i]
+			if r == nil {
+				r = err
+			}
+			o.done <- r
+		}
+		if c.head != nil {
+			head = c.head
+		}
+	}
+	return head, err
 }
 
 // syncWAL fsyncs the database's WAL, where every commit is until a
