@@ -134,7 +134,11 @@ func fetchHost(t *testing.T, dir string, srv *fetchServer, client *outbound.Clie
 	k := newTestKey(t)
 	savePolicy(t, home, trustKey(t, k, "local.*"))
 	logs := &hosttest.SyncBuffer{}
-	h, err := Open(ctx, home, Config{outbound: client, Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: logs})})
+	// The Go SDK's example is a large module: compiled under the race
+	// detector on a loaded machine it has taken more than the default
+	// 30 s limit, which is not what these tests are about.
+	h, err := Open(ctx, home, Config{outbound: client, compileTimeout: 5 * time.Minute,
+		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: logs})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,6 +114,10 @@ type Config struct {
 	// outbound, if set, performs the guests' outbound HTTP requests
 	// (tests: limits and timeouts smaller than the defaults).
 	outbound *outbound.Client
+	// compileTimeout, if set, replaces the runtime's limit on compiling
+	// a module (tests: a large Go module compiled under the race
+	// detector on a loaded machine can take longer than the default).
+	compileTimeout time.Duration
 	// Quotas bound what each tenant can create (see Quotas; the zero
 	// value is the defaults).
 	Quotas Quotas
@@ -299,7 +303,11 @@ func (h *Host) engine(ctx context.Context) (*runtime.Runtime, *dispatch.Dispatch
 			h.engineErr = err
 			return
 		}
-		rt, err := runtime.New(ctx, runtime.NewConfig().WithCacheDir(cache).WithPoolSize(h.cfg.PoolSize))
+		rc := runtime.NewConfig().WithCacheDir(cache).WithPoolSize(h.cfg.PoolSize)
+		if h.cfg.compileTimeout > 0 {
+			rc = rc.WithModuleLimits(runtime.ModuleLimits{CompileTimeout: h.cfg.compileTimeout})
+		}
+		rt, err := runtime.New(ctx, rc)
 		if err != nil {
 			h.engineErr = err
 			return
