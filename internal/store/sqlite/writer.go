@@ -539,9 +539,7 @@ func (w *writer) run() {
 			// for it, one hand-off less for a lone caller (a one-client
 			// server). Under load commits go to sync, and the writer runs
 			// the next batch while the last one is synced.
-			if head, err := w.durable([]committed{c}); head != nil && err == nil && w.onHead != nil {
-				w.onHead(*head)
-			}
+			w.durable([]committed{c})
 		} else {
 			w.pending.Add(1)
 			w.syncq <- c
@@ -678,18 +676,15 @@ func (w *writer) sync() {
 				break more
 			}
 		}
-		head, err := w.durable(waiting)
+		w.durable(waiting)
 		w.pending.Add(-int64(len(waiting)))
-		if head != nil && err == nil && w.onHead != nil {
-			w.onHead(*head)
-		}
 	}
 }
 
 // durable makes committed batches durable with one fsync of the WAL that
-// begins now, after their commits, and answers their operations; it
-// returns the last chain head they left and the sync's error.
-func (w *writer) durable(waiting []committed) (*eventHead, error) {
+// begins now, after their commits, answers their operations and tells
+// onHead the last chain head they left.
+func (w *writer) durable(waiting []committed) {
 	var err error
 	if p := w.syncFail.Load(); p != nil {
 		err = *p
@@ -710,7 +705,9 @@ func (w *writer) durable(waiting []committed) (*eventHead, error) {
 			head = c.head
 		}
 	}
-	return head, err
+	if head != nil && err == nil && w.onHead != nil {
+		w.onHead(*head)
+	}
 }
 
 // syncWAL fsyncs the database's WAL, where every commit is until a
